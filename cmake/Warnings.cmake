@@ -1,0 +1,22 @@
+# Warnings applied to every wheelforge target through wf_target_warnings().
+set(WF_WARNING_FLAGS
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
+  -Wunused -Woverloaded-virtual -Wconversion -Wsign-conversion -Wnull-dereference
+  -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough)
+
+function(wf_target_warnings target)
+  target_compile_options(${target} PRIVATE ${WF_WARNING_FLAGS})
+  if(WF_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+# wf_module(NAME SOURCES... DEPS ... PRIVATE_DEPS ...): a module library named wf_NAME.
+function(wf_module name)
+  cmake_parse_arguments(M "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(wf_${name} STATIC ${M_SOURCES})
+  target_include_directories(wf_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include
+                                         PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(wf_${name} PUBLIC ${M_DEPS} PRIVATE ${M_PRIVATE_DEPS})
+  wf_target_warnings(wf_${name})
+endfunction()

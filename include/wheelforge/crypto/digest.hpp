@@ -1,0 +1,43 @@
+#pragma once
+// Message digests and randomness. The only module that touches OpenSSL.
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace wf::crypto {
+
+enum class Algorithm { sha256, md5 };
+
+/// Incremental digest. update() may be called any number of times, then finish() once.
+class Hasher {
+ public:
+  explicit Hasher(Algorithm algorithm);
+  Hasher(Hasher&&) noexcept;
+  Hasher& operator=(Hasher&&) noexcept;
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+  ~Hasher();
+
+  void update(std::string_view bytes);
+  void update(const void* data, std::size_t size);
+  /// Returns the raw digest bytes. The Hasher cannot be used afterwards.
+  [[nodiscard]] std::string finish();
+  /// finish() as lower-case hex.
+  [[nodiscard]] std::string finish_hex();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+[[nodiscard]] std::string sha256_hex(std::string_view bytes);
+[[nodiscard]] std::string sha256_raw(std::string_view bytes);
+
+/// Cryptographically secure random bytes (RAND_bytes). Throws on RNG failure.
+[[nodiscard]] std::string random_bytes(std::size_t n);
+
+/// Compares two strings in time independent of where they differ (lengths may leak).
+[[nodiscard]] bool constant_time_equals(std::string_view a, std::string_view b);
+
+}  // namespace wf::crypto

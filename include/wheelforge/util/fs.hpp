@@ -1,0 +1,54 @@
+#pragma once
+// Filesystem primitives with crash-safety in mind: every publish is temp file + fsync +
+// rename + fsync of the directory. All functions block; call them from worker threads.
+
+#include <cstdint>
+#include <filesystem>
+#include <string_view>
+
+#include "wheelforge/util/result.hpp"
+
+namespace wf {
+
+/// Maps errno to an Error: ENOSPC/EDQUOT -> storage_full, everything else -> io.
+[[nodiscard]] Error errno_error(int err, std::string_view what);
+
+/// fsync(2) on a directory so that a rename inside it is durable.
+[[nodiscard]] Status fsync_dir(const std::filesystem::path& dir);
+
+/// Writes bytes to `dest` atomically: temp file in the same directory, fsync, rename,
+/// fsync of the directory. Creates parent directories.
+[[nodiscard]] Status write_file_atomic(const std::filesystem::path& dest, std::string_view bytes);
+
+/// Reads a whole (small) file. Fails with too_large above max_bytes.
+[[nodiscard]] Result<std::string> read_small_file(const std::filesystem::path& path,
+                                                  std::uint64_t max_bytes);
+
+/// An open file descriptor, closed on destruction. Move-only.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  [[nodiscard]] int get() const { return fd_; }
+  [[nodiscard]] bool valid() const { return fd_ >= 0; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+/// Writes all bytes, retrying on EINTR and short writes.
+[[nodiscard]] Status write_all(int fd, const void* data, std::size_t size);
+
+}  // namespace wf

@@ -1,0 +1,46 @@
+#pragma once
+// Small string helpers shared by every module. Pure functions, no allocation beyond the result.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace wf {
+
+[[nodiscard]] std::string to_lower(std::string_view s);
+[[nodiscard]] bool iequals(std::string_view a, std::string_view b);
+[[nodiscard]] std::string_view trim(std::string_view s);
+[[nodiscard]] std::vector<std::string_view> split(std::string_view s, char sep);
+[[nodiscard]] bool starts_with_icase(std::string_view s, std::string_view prefix);
+
+/// Lower-case hex of bytes.
+[[nodiscard]] std::string hex_encode(std::string_view bytes);
+/// Decodes lower/upper-case hex; nullopt on odd length or a non-hex digit.
+[[nodiscard]] std::optional<std::string> hex_decode(std::string_view hex);
+/// True when s is exactly 64 lower-case hex digits (a sha256 as used in URLs and the store).
+[[nodiscard]] bool is_sha256_hex(std::string_view s);
+
+/// Decodes %XX escapes (and nothing else: '+' stays '+'). nullopt on a malformed escape or %00.
+[[nodiscard]] std::optional<std::string> percent_decode(std::string_view s);
+/// Escapes everything outside RFC 3986 unreserved characters and '/'.
+[[nodiscard]] std::string percent_encode_path(std::string_view s);
+
+/// Escapes &, <, >, " and ' for HTML text and attribute values.
+[[nodiscard]] std::string html_escape(std::string_view s);
+
+/// Replaces control characters and non-ASCII bytes by '?' and caps the length, so that
+/// client-supplied strings are safe in log lines and headers.
+[[nodiscard]] std::string sanitize_for_log(std::string_view s, std::size_t max_len = 200);
+
+/// Parses a non-negative decimal integer that fits in uint64 (no sign, no spaces).
+[[nodiscard]] std::optional<std::uint64_t> parse_u64(std::string_view s);
+
+/// Base64 (standard alphabet, with padding) encode / decode.
+[[nodiscard]] std::string base64_encode(std::string_view bytes);
+[[nodiscard]] std::optional<std::string> base64_decode(std::string_view s);
+/// URL-safe base64 without padding (as used in wheel RECORD files).
+[[nodiscard]] std::string base64url_nopad_encode(std::string_view bytes);
+
+}  // namespace wf

@@ -1,0 +1,17 @@
+#pragma once
+// Wall-clock helpers. Timestamps are microseconds since the Unix epoch, UTC.
+
+#include <cstdint>
+#include <string>
+
+namespace wf {
+
+using Micros = std::int64_t;
+
+[[nodiscard]] Micros now_micros();
+/// "YYYY-MM-DDTHH:MM:SS.ffffffZ" (PEP 700 upload-time format).
+[[nodiscard]] std::string iso8601_micros(Micros t);
+/// RFC 7231 IMF-fixdate, e.g. "Sun, 06 Nov 1994 08:49:37 GMT".
+[[nodiscard]] std::string http_date(Micros t);
+
+}  // namespace wf

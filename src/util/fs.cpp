@@ -1,0 +1,94 @@
+#include "wheelforge/util/fs.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace wf {
+
+Error errno_error(int err, std::string_view what) {
+  const Errc code = (err == ENOSPC || err == EDQUOT) ? Errc::storage_full : Errc::io;
+  std::string message(what);
+  message += ": ";
+  message += std::strerror(err);
+  return Error{code, std::move(message)};
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) reset(o.release());
+  return *this;
+}
+
+UniqueFd::~UniqueFd() { reset(); }
+
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+Status write_all(int fd, const void* data, std::size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_error(errno, "write");
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return ok_status();
+}
+
+Status fsync_dir(const std::filesystem::path& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return errno_error(errno, "open directory " + dir.string());
+  if (::fsync(fd.get()) != 0) return errno_error(errno, "fsync directory " + dir.string());
+  return ok_status();
+}
+
+Status write_file_atomic(const std::filesystem::path& dest, std::string_view bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(dest.parent_path(), ec);
+  if (ec) return errno_error(ec.value(), "create " + dest.parent_path().string());
+  std::string tmpl = (dest.parent_path() / ".tmp-XXXXXX").string();
+  UniqueFd fd(::mkostemp(tmpl.data(), O_CLOEXEC));
+  if (!fd.valid()) return errno_error(errno, "create temp file in " + dest.parent_path().string());
+  const auto fail = [&](Error e) {
+    ::unlink(tmpl.c_str());
+    return e;
+  };
+  if (auto st = write_all(fd.get(), bytes.data(), bytes.size()); !st) return fail(st.error());
+  if (::fchmod(fd.get(), 0644) != 0) return fail(errno_error(errno, "chmod"));
+  if (::fsync(fd.get()) != 0) return fail(errno_error(errno, "fsync"));
+  fd.reset();
+  if (::rename(tmpl.c_str(), dest.c_str()) != 0) return fail(errno_error(errno, "rename"));
+  return fsync_dir(dest.parent_path());
+}
+
+Result<std::string> read_small_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errno_error(errno, "open " + path.string());
+  std::string out;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_error(errno, "read " + path.string());
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > max_bytes) {
+      return make_error(Errc::too_large, path.string() + " is larger than " +
+                                             std::to_string(max_bytes) + " bytes");
+    }
+  }
+  return out;
+}
+
+}  // namespace wf

@@ -1,0 +1,235 @@
+#include "wheelforge/util/strings.hpp"
+
+#include <array>
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace wf {
+namespace {
+
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+constexpr std::string_view kHexDigits = "0123456789abcdef";
+constexpr std::string_view kBase64 =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+bool is_unreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+}  // namespace
+
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = lower(c);
+  return out;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+bool starts_with_icase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+}
+
+std::string_view trim(std::string_view s) {
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto pos = s.find(sep, start);
+    if (pos == std::string_view::npos) {
+      parts.push_back(s.substr(start));
+      return parts;
+    }
+    parts.push_back(s.substr(start, pos - start));
+    start = pos + 1;
+  }
+}
+
+std::string hex_encode(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (const char b : bytes) {
+    const auto u = static_cast<unsigned char>(b);
+    out.push_back(kHexDigits[u >> 4U]);
+    out.push_back(kHexDigits[u & 0x0FU]);
+  }
+  return out;
+}
+
+std::optional<std::string> hex_decode(std::string_view hex) {
+  if (hex.size() % 2 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = hex_value(hex[i]);
+    const int lo = hex_value(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>((hi << 4) | lo));
+  }
+  return out;
+}
+
+bool is_sha256_hex(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (const char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    const int hi = hex_value(s[i + 1]);
+    const int lo = hex_value(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    const char c = static_cast<char>((hi << 4) | lo);
+    if (c == '\0') return std::nullopt;
+    out.push_back(c);
+    i += 2;
+  }
+  return out;
+}
+
+std::string percent_encode_path(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (is_unreserved(u) || c == '/') {
+      out.push_back(c);
+    } else {
+      out.push_back('%');
+      out.push_back(static_cast<char>(std::toupper(kHexDigits[u >> 4U])));
+      out.push_back(static_cast<char>(std::toupper(kHexDigits[u & 0x0FU])));
+    }
+  }
+  return out;
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string sanitize_for_log(std::string_view s, std::size_t max_len) {
+  std::string out;
+  out.reserve(std::min(s.size(), max_len));
+  for (const char c : s) {
+    if (out.size() >= max_len) {
+      out += "...";
+      break;
+    }
+    const auto u = static_cast<unsigned char>(c);
+    out.push_back((u < 0x20 || u >= 0x7F) ? '?' : c);
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  std::uint64_t value = 0;
+  const auto* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+std::string base64_encode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const auto n = (static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i])) << 16U) |
+                   (static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8U) |
+                   static_cast<unsigned char>(bytes[i + 2]);
+    out.push_back(kBase64[(n >> 18U) & 63U]);
+    out.push_back(kBase64[(n >> 12U) & 63U]);
+    out.push_back(kBase64[(n >> 6U) & 63U]);
+    out.push_back(kBase64[n & 63U]);
+  }
+  const std::size_t rest = bytes.size() - i;
+  if (rest > 0) {
+    std::uint32_t n = static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i])) << 16U;
+    if (rest == 2) n |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8U;
+    out.push_back(kBase64[(n >> 18U) & 63U]);
+    out.push_back(kBase64[(n >> 12U) & 63U]);
+    out.push_back(rest == 2 ? kBase64[(n >> 6U) & 63U] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+std::optional<std::string> base64_decode(std::string_view s) {
+  std::array<int, 256> table{};
+  table.fill(-1);
+  for (std::size_t i = 0; i < kBase64.size(); ++i) {
+    table[static_cast<unsigned char>(kBase64[i])] = static_cast<int>(i);
+  }
+  while (!s.empty() && s.back() == '=') s.remove_suffix(1);
+  std::string out;
+  std::uint32_t buffer = 0;
+  int bits = 0;
+  for (const char c : s) {
+    const int v = table[static_cast<unsigned char>(c)];
+    if (v < 0) return std::nullopt;
+    buffer = (buffer << 6U) | static_cast<std::uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> static_cast<unsigned>(bits)) & 0xFFU));
+    }
+  }
+  return out;
+}
+
+std::string base64url_nopad_encode(std::string_view bytes) {
+  std::string out = base64_encode(bytes);
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  for (auto& c : out) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return out;
+}
+
+}  // namespace wf
