@@ -11,10 +11,16 @@ function(wf_target_warnings target)
   endif()
 endfunction()
 
-# wf_module(NAME SOURCES... DEPS ... PRIVATE_DEPS ...): a module library named wf_NAME.
+# wf_module(NAME DEPS ... PRIVATE_DEPS ...): the library wf_NAME built from every .cpp in the
+# calling directory (src/NAME/).
 function(wf_module name)
-  cmake_parse_arguments(M "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
-  add_library(wf_${name} STATIC ${M_SOURCES})
+  cmake_parse_arguments(M "" "" "DEPS;PRIVATE_DEPS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  if(NOT sources)
+    message(STATUS "module ${name}: no sources yet, skipped")
+    return()
+  endif()
+  add_library(wf_${name} STATIC ${sources})
   target_include_directories(wf_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include
                                          PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(wf_${name} PUBLIC ${M_DEPS} PRIVATE ${M_PRIVATE_DEPS})

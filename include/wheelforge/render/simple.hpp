@@ -1,0 +1,37 @@
+#pragma once
+// Rendering of the simple repository API pages (PEP 503 HTML, PEP 691 JSON with PEP 700
+// fields) and their gzip form. Pure functions: no I/O, safe on any thread.
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wheelforge/core/negotiate.hpp"
+#include "wheelforge/core/records.hpp"
+
+namespace wf::render {
+
+/// The one URL of a file, whatever page lists it: "/files/<sha256>/<percent-encoded name>".
+[[nodiscard]] std::string file_url(const core::FileRecord& file);
+
+struct ProjectPage {
+  std::string name;                        ///< normalized project name
+  std::vector<std::string> versions;       ///< PEP 700 versions, already in PEP 440 order
+  std::vector<const core::FileRecord*> files;  ///< in listing order
+};
+
+/// Root list: one anchor (HTML) or entry (JSON) per project name, in the given order.
+/// `prefix` is the URL path up to and including "simple/" ("/simple/" or "/cu128/simple/").
+[[nodiscard]] std::string render_root(core::PageFormat format,
+                                      std::span<const std::string> project_names,
+                                      std::string_view prefix);
+
+/// Project page with every file: hashes, requires-python, core metadata, yanked, size,
+/// upload-time.
+[[nodiscard]] std::string render_project(core::PageFormat format, const ProjectPage& page);
+
+/// gzip (RFC 1952) of bytes at the given zlib level (1-9).
+[[nodiscard]] std::string gzip(std::string_view bytes, int level = 6);
+
+}  // namespace wf::render
