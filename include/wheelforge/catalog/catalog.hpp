@@ -1,0 +1,81 @@
+#pragma once
+// The catalog: which projects, files and tokens exist. SQLite (WAL mode, migrations applied
+// at open) is the embedded implementation; the interface exists so that others can follow.
+// Every method blocks: call from worker threads. Implementations are thread-safe.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wheelforge/core/records.hpp"
+#include "wheelforge/util/result.hpp"
+
+namespace wf::catalog {
+
+enum class Scope { read, upload, admin };
+[[nodiscard]] std::string_view scope_name(Scope scope);
+[[nodiscard]] std::optional<Scope> parse_scope(std::string_view name);
+
+struct TokenRecord {
+  std::int64_t id = 0;
+  std::string hash;                    ///< sha256 hex of the token; the token itself is never stored
+  Scope scope = Scope::read;
+  std::optional<std::string> project;  ///< normalized project the token is limited to
+  std::string description;
+  Micros created_at = 0;
+  bool revoked = false;
+};
+
+/// A file about to be recorded. `file.id` is ignored.
+struct NewFile {
+  core::FileRecord file;
+  std::string display_name;  ///< project name as written in METADATA
+  std::vector<std::string> requires_dist;
+};
+
+enum class InsertOutcome {
+  inserted,   ///< a new row
+  identical,  ///< a row with the same file name and sha256 existed already
+  conflict,   ///< a row with the same file name and another sha256 exists
+};
+
+/// Everything the server needs to answer reads, loaded in one consistent transaction.
+struct Contents {
+  std::uint64_t generation = 0;
+  std::vector<core::ProjectRecord> projects;  ///< sorted by name
+  std::vector<core::FileRecord> files;        ///< sorted by project, then file name
+  std::vector<TokenRecord> tokens;
+};
+
+class Catalog {
+ public:
+  virtual ~Catalog() = default;
+
+  /// The file with this exact name, if recorded.
+  [[nodiscard]] virtual Result<std::optional<core::FileRecord>> find_file(
+      std::string_view filename) = 0;
+
+  /// Records a file (and its project, created on first upload) in one transaction.
+  /// Returns the outcome and the stored row (the existing one for identical/conflict).
+  [[nodiscard]] virtual Result<std::pair<InsertOutcome, core::FileRecord>> insert_file(
+      const NewFile& file) = 0;
+
+  /// A counter that changes whenever any process commits a change to files, projects or
+  /// tokens. Cheap; used to notice changes made by other processes.
+  [[nodiscard]] virtual Result<std::uint64_t> generation() = 0;
+
+  /// Loads projects, files and tokens.
+  [[nodiscard]] virtual Result<Contents> load() = 0;
+
+  [[nodiscard]] virtual Result<TokenRecord> insert_token(const TokenRecord& token) = 0;
+};
+
+/// Opens (creating if needed) DATA_DIR/wheelforge.db and applies pending migrations.
+/// Fails with io when the database cannot be opened, internal on a failed migration.
+[[nodiscard]] Result<std::unique_ptr<Catalog>> open_sqlite_catalog(
+    const std::filesystem::path& db_path);
+
+}  // namespace wf::catalog

@@ -1,0 +1,97 @@
+#pragma once
+// Content-addressed, immutable blob store under DATA_DIR:
+//   blobs/<aa>/<bb>/<sha256>   published blobs (read-only once renamed into place)
+//   tmp/s-XXXXXX/              this process's files being written (flock'ed session dir);
+//                              sessions of dead processes are removed when a store opens
+// Publishing is crash-safe: data goes to a temp file in tmp/ (same filesystem), is fsynced,
+// renamed into blobs/, and the directory is fsynced. A blob only becomes visible complete.
+// Every function blocks on the filesystem: call from worker threads.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/result.hpp"
+
+namespace wf::store {
+
+class BlobStore;
+
+/// A file being written into tmp/. Bytes are hashed (sha256) as they are written.
+/// The destructor removes the file unless commit() published it: a dropped upload leaves
+/// nothing behind.
+class TempFile {
+ public:
+  TempFile(TempFile&&) noexcept;
+  TempFile& operator=(TempFile&&) noexcept;
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile();
+
+  /// Appends bytes. Fails with storage_full on ENOSPC/EDQUOT, io otherwise.
+  [[nodiscard]] Status write(const void* data, std::size_t size);
+  /// fsyncs the data and fixes the digest. Must be called once before commit().
+  [[nodiscard]] Status finish();
+
+  [[nodiscard]] std::uint64_t size() const { return size_; }
+  /// Lower-case hex sha256 of everything written; valid after finish().
+  [[nodiscard]] const std::string& sha256() const { return sha256_; }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  friend class BlobStore;
+  TempFile(std::filesystem::path path, UniqueFd fd);
+  void discard();
+
+  std::filesystem::path path_;
+  UniqueFd fd_;
+  std::unique_ptr<crypto::Hasher> hasher_;
+  std::uint64_t size_ = 0;
+  std::string sha256_;
+  bool finished_ = false;
+};
+
+class BlobStore {
+ public:
+  /// Creates blobs/ and tmp/ under data_dir, removes stale temp files (a crashed writer's
+  /// leftovers) and opens this process's temp session. Fails with io when the directories
+  /// cannot be created.
+  [[nodiscard]] static Result<std::unique_ptr<BlobStore>> open(const std::filesystem::path& data_dir);
+
+  /// A new empty temp file in tmp/.
+  [[nodiscard]] Result<TempFile> create_temp() const;
+
+  /// Publishes a finished temp file under its sha256 (idempotent: an existing blob with the
+  /// same hash is kept and the temp file dropped). Returns the blob path.
+  [[nodiscard]] Result<std::filesystem::path> commit(TempFile temp) const;
+
+  /// Stores small bytes (e.g. METADATA) as a blob; returns their sha256.
+  [[nodiscard]] Result<std::string> put(std::string_view bytes) const;
+
+  /// Where the blob with this hash lives (whether or not it exists).
+  [[nodiscard]] std::filesystem::path blob_path(std::string_view sha256) const;
+  [[nodiscard]] bool contains(std::string_view sha256) const;
+
+  /// This process's temp session directory (inside DATA_DIR/tmp/).
+  [[nodiscard]] const std::filesystem::path& tmp_dir() const { return tmp_dir_; }
+  [[nodiscard]] const std::filesystem::path& blobs_dir() const { return blobs_dir_; }
+
+  BlobStore(const BlobStore&) = delete;
+  BlobStore& operator=(const BlobStore&) = delete;
+  /// Removes this process's temp session directory.
+  ~BlobStore();
+
+ private:
+  BlobStore(std::filesystem::path blobs, std::filesystem::path tmp, UniqueFd lock)
+      : blobs_dir_(std::move(blobs)), tmp_dir_(std::move(tmp)), lock_(std::move(lock)) {}
+
+  std::filesystem::path blobs_dir_;
+  std::filesystem::path tmp_dir_;
+  UniqueFd lock_;
+};
+
+}  // namespace wf::store

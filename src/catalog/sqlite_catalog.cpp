@@ -1,0 +1,407 @@
+#include <sqlite3.h>
+
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "wheelforge/catalog/catalog.hpp"
+
+namespace wf::catalog {
+namespace {
+
+// Schema migrations, applied in order; user_version records how many have run.
+// Never edit a published migration: append a new one.
+constexpr const char* kMigrations[] = {
+    // 1: projects, files, tokens, and a generation counter bumped by triggers so that any
+    // process can notice any other process's commits with one cheap query.
+    R"sql(
+CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), generation INTEGER NOT NULL);
+INSERT INTO meta (id, generation) VALUES (1, 0);
+CREATE TABLE projects (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  display_name TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE files (
+  id INTEGER PRIMARY KEY,
+  project_id INTEGER NOT NULL REFERENCES projects(id),
+  filename TEXT NOT NULL UNIQUE,
+  version TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('wheel', 'sdist')),
+  sha256 TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  upload_time INTEGER NOT NULL,
+  requires_python TEXT,
+  metadata_sha256 TEXT NOT NULL,
+  metadata_size INTEGER NOT NULL,
+  yanked INTEGER NOT NULL DEFAULT 0,
+  yanked_reason TEXT,
+  build_tag TEXT,
+  python_tag TEXT NOT NULL DEFAULT '',
+  abi_tag TEXT NOT NULL DEFAULT '',
+  platform_tag TEXT NOT NULL DEFAULT '',
+  requires_dist TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX files_project ON files(project_id);
+CREATE TABLE tokens (
+  id INTEGER PRIMARY KEY,
+  hash TEXT NOT NULL UNIQUE,
+  scope TEXT NOT NULL CHECK (scope IN ('read', 'upload', 'admin')),
+  project TEXT,
+  description TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+);
+CREATE TRIGGER files_ins AFTER INSERT ON files BEGIN UPDATE meta SET generation = generation + 1; END;
+CREATE TRIGGER files_upd AFTER UPDATE ON files BEGIN UPDATE meta SET generation = generation + 1; END;
+CREATE TRIGGER files_del AFTER DELETE ON files BEGIN UPDATE meta SET generation = generation + 1; END;
+CREATE TRIGGER tokens_ins AFTER INSERT ON tokens BEGIN UPDATE meta SET generation = generation + 1; END;
+CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens BEGIN UPDATE meta SET generation = generation + 1; END;
+CREATE TRIGGER tokens_del AFTER DELETE ON tokens BEGIN UPDATE meta SET generation = generation + 1; END;
+)sql",
+};
+
+Error sqlite_error(sqlite3* db, std::string_view what) {
+  std::string message(what);
+  message += ": ";
+  message += sqlite3_errmsg(db);
+  const int code = sqlite3_errcode(db);
+  const Errc errc = (code == SQLITE_FULL) ? Errc::storage_full : Errc::io;
+  return Error{errc, std::move(message)};
+}
+
+/// A prepared statement, finalized on destruction.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
+  }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  ~Stmt() { sqlite3_finalize(stmt_); }
+
+  [[nodiscard]] bool valid() const { return stmt_ != nullptr; }
+  Stmt& bind(int i, std::string_view s) {
+    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind(int i, const std::string& s) { return bind(i, std::string_view(s)); }
+  Stmt& bind(int i, const char* s) { return bind(i, std::string_view(s)); }
+  Stmt& bind(int i, const std::optional<std::string>& s) {
+    if (s) return bind(i, std::string_view(*s));
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+  Stmt& bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  /// SQLITE_ROW, SQLITE_DONE or an error code.
+  int step() { return sqlite3_step(stmt_); }
+
+  [[nodiscard]] std::int64_t i64(int col) const { return sqlite3_column_int64(stmt_, col); }
+  [[nodiscard]] std::string text(int col) const {
+    const auto* p = sqlite3_column_text(stmt_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p),
+                           static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+  [[nodiscard]] std::optional<std::string> opt_text(int col) const {
+    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
+    return text(col);
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+constexpr const char* kFileColumns =
+    "f.id, f.filename, p.name, f.version, f.kind, f.sha256, f.size, f.upload_time, "
+    "f.requires_python, f.metadata_sha256, f.metadata_size, f.yanked, f.yanked_reason, "
+    "f.build_tag, f.python_tag, f.abi_tag, f.platform_tag";
+
+core::FileRecord read_file_row(const Stmt& s) {
+  core::FileRecord f;
+  f.id = s.i64(0);
+  f.filename = s.text(1);
+  f.project = s.text(2);
+  f.version = s.text(3);
+  f.kind = s.text(4) == "sdist" ? core::DistKind::sdist : core::DistKind::wheel;
+  f.sha256 = s.text(5);
+  f.size = static_cast<std::uint64_t>(s.i64(6));
+  f.upload_time = s.i64(7);
+  f.requires_python = s.opt_text(8);
+  f.metadata_sha256 = s.text(9);
+  f.metadata_size = static_cast<std::uint64_t>(s.i64(10));
+  if (s.i64(11) != 0) f.yanked = s.opt_text(12).value_or("");
+  f.tags.build_tag = s.opt_text(13);
+  f.tags.python_tag = s.text(14);
+  f.tags.abi_tag = s.text(15);
+  f.tags.platform_tag = s.text(16);
+  return f;
+}
+
+class SqliteCatalog final : public Catalog {
+ public:
+  explicit SqliteCatalog(sqlite3* db) : db_(db) {}
+  SqliteCatalog(const SqliteCatalog&) = delete;
+  SqliteCatalog& operator=(const SqliteCatalog&) = delete;
+  ~SqliteCatalog() override { sqlite3_close_v2(db_); }
+
+  Status init() {
+    for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+                               "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=10000"}) {
+      if (auto st = exec(pragma); !st) return st;
+    }
+    return migrate();
+  }
+
+  Result<std::optional<core::FileRecord>> find_file(std::string_view filename) override {
+    std::lock_guard lock(mu_);
+    return find_file_locked(filename);
+  }
+
+  Result<std::pair<InsertOutcome, core::FileRecord>> insert_file(const NewFile& nf) override {
+    std::lock_guard lock(mu_);
+    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st.error();
+    auto result = insert_file_locked(nf);
+    if (!result || result->first != InsertOutcome::inserted) {
+      (void)exec("ROLLBACK");
+      return result;
+    }
+    if (auto st = exec("COMMIT"); !st) {
+      (void)exec("ROLLBACK");
+      return st.error();
+    }
+    return result;
+  }
+
+  Result<std::uint64_t> generation() override {
+    std::lock_guard lock(mu_);
+    return generation_locked();
+  }
+
+  Result<Contents> load() override {
+    std::lock_guard lock(mu_);
+    if (auto st = exec("BEGIN"); !st) return st.error();
+    auto contents = load_locked();
+    (void)exec("COMMIT");
+    return contents;
+  }
+
+  Result<TokenRecord> insert_token(const TokenRecord& token) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_,
+           "INSERT INTO tokens (hash, scope, project, description, created_at) "
+           "VALUES (?, ?, ?, ?, ?)");
+    if (!s.valid()) return sqlite_error(db_, "prepare token insert");
+    s.bind(1, token.hash)
+        .bind(2, scope_name(token.scope))
+        .bind(3, token.project)
+        .bind(4, token.description)
+        .bind(5, token.created_at);
+    if (s.step() != SQLITE_DONE) return sqlite_error(db_, "insert token");
+    TokenRecord stored = token;
+    stored.id = sqlite3_last_insert_rowid(db_);
+    return stored;
+  }
+
+ private:
+  Status exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string message = std::string("sqlite: ") + (err ? err : "unknown error");
+      const Errc code = sqlite3_errcode(db_) == SQLITE_FULL ? Errc::storage_full : Errc::io;
+      sqlite3_free(err);
+      return Error{code, std::move(message)};
+    }
+    return ok_status();
+  }
+
+  Status migrate() {
+    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st;
+    Stmt v(db_, "PRAGMA user_version");
+    if (!v.valid() || v.step() != SQLITE_ROW) {
+      (void)exec("ROLLBACK");
+      return sqlite_error(db_, "read schema version");
+    }
+    const auto current = static_cast<std::size_t>(v.i64(0));
+    constexpr std::size_t kLatest = std::size(kMigrations);
+    if (current > kLatest) {
+      (void)exec("ROLLBACK");
+      return make_error(Errc::internal, "database schema version " + std::to_string(current) +
+                                            " is newer than this wheelforge (" +
+                                            std::to_string(kLatest) + ")");
+    }
+    for (std::size_t i = current; i < kLatest; ++i) {
+      if (auto st = exec(kMigrations[i]); !st) {
+        (void)exec("ROLLBACK");
+        return make_error(Errc::internal,
+                          "migration " + std::to_string(i + 1) + " failed: " + st.error().message);
+      }
+    }
+    const std::string set_version = "PRAGMA user_version = " + std::to_string(kLatest);
+    if (auto st = exec(set_version.c_str()); !st) {
+      (void)exec("ROLLBACK");
+      return st;
+    }
+    return exec("COMMIT");
+  }
+
+  Result<std::optional<core::FileRecord>> find_file_locked(std::string_view filename) {
+    const std::string sql = std::string("SELECT ") + kFileColumns +
+                            " FROM files f JOIN projects p ON p.id = f.project_id"
+                            " WHERE f.filename = ?";
+    Stmt s(db_, sql.c_str());
+    if (!s.valid()) return sqlite_error(db_, "prepare file lookup");
+    s.bind(1, filename);
+    const int rc = s.step();
+    if (rc == SQLITE_ROW) return std::optional<core::FileRecord>(read_file_row(s));
+    if (rc == SQLITE_DONE) return std::optional<core::FileRecord>();
+    return sqlite_error(db_, "file lookup");
+  }
+
+  Result<std::pair<InsertOutcome, core::FileRecord>> insert_file_locked(const NewFile& nf) {
+    const core::FileRecord& f = nf.file;
+    auto existing = find_file_locked(f.filename);
+    if (!existing) return existing.error();
+    if (existing->has_value()) {
+      const auto outcome =
+          (*existing)->sha256 == f.sha256 ? InsertOutcome::identical : InsertOutcome::conflict;
+      return std::pair{outcome, **existing};
+    }
+    Stmt up(db_,
+            "INSERT INTO projects (name, display_name, created_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(name) DO NOTHING");
+    if (!up.valid()) return sqlite_error(db_, "prepare project insert");
+    up.bind(1, f.project).bind(2, nf.display_name).bind(3, f.upload_time);
+    if (up.step() != SQLITE_DONE) return sqlite_error(db_, "insert project");
+
+    std::string requires_dist;
+    for (const auto& r : nf.requires_dist) {
+      requires_dist += r;
+      requires_dist += '\n';
+    }
+    Stmt ins(db_,
+             "INSERT INTO files (project_id, filename, version, kind, sha256, size, upload_time,"
+             " requires_python, metadata_sha256, metadata_size, build_tag, python_tag, abi_tag,"
+             " platform_tag, requires_dist)"
+             " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM projects WHERE name = ?");
+    if (!ins.valid()) return sqlite_error(db_, "prepare file insert");
+    ins.bind(1, f.filename)
+        .bind(2, f.version)
+        .bind(3, f.kind == core::DistKind::sdist ? "sdist" : "wheel")
+        .bind(4, f.sha256)
+        .bind(5, static_cast<std::int64_t>(f.size))
+        .bind(6, f.upload_time)
+        .bind(7, f.requires_python)
+        .bind(8, f.metadata_sha256)
+        .bind(9, static_cast<std::int64_t>(f.metadata_size))
+        .bind(10, f.tags.build_tag)
+        .bind(11, f.tags.python_tag)
+        .bind(12, f.tags.abi_tag)
+        .bind(13, f.tags.platform_tag)
+        .bind(14, requires_dist)
+        .bind(15, f.project);
+    if (ins.step() != SQLITE_DONE) return sqlite_error(db_, "insert file");
+    core::FileRecord stored = f;
+    stored.id = sqlite3_last_insert_rowid(db_);
+    return std::pair{InsertOutcome::inserted, std::move(stored)};
+  }
+
+  Result<std::uint64_t> generation_locked() {
+    Stmt s(db_, "SELECT generation FROM meta WHERE id = 1");
+    if (!s.valid() || s.step() != SQLITE_ROW) return sqlite_error(db_, "read generation");
+    return static_cast<std::uint64_t>(s.i64(0));
+  }
+
+  Result<Contents> load_locked() {
+    Contents c;
+    auto gen = generation_locked();
+    if (!gen) return gen.error();
+    c.generation = *gen;
+    {
+      Stmt s(db_,
+             "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at)"
+             " FROM projects p LEFT JOIN files f ON f.project_id = p.id"
+             " GROUP BY p.id ORDER BY p.name");
+      if (!s.valid()) return sqlite_error(db_, "prepare project list");
+      int rc = 0;
+      while ((rc = s.step()) == SQLITE_ROW) {
+        c.projects.push_back(core::ProjectRecord{s.text(0), s.text(1), s.i64(2)});
+      }
+      if (rc != SQLITE_DONE) return sqlite_error(db_, "list projects");
+    }
+    {
+      const std::string sql = std::string("SELECT ") + kFileColumns +
+                              " FROM files f JOIN projects p ON p.id = f.project_id"
+                              " ORDER BY p.name, f.filename";
+      Stmt s(db_, sql.c_str());
+      if (!s.valid()) return sqlite_error(db_, "prepare file list");
+      int rc = 0;
+      while ((rc = s.step()) == SQLITE_ROW) c.files.push_back(read_file_row(s));
+      if (rc != SQLITE_DONE) return sqlite_error(db_, "list files");
+    }
+    {
+      Stmt s(db_,
+             "SELECT id, hash, scope, project, description, created_at, revoked_at FROM tokens"
+             " ORDER BY id");
+      if (!s.valid()) return sqlite_error(db_, "prepare token list");
+      int rc = 0;
+      while ((rc = s.step()) == SQLITE_ROW) {
+        TokenRecord t;
+        t.id = s.i64(0);
+        t.hash = s.text(1);
+        t.scope = parse_scope(s.text(2)).value_or(Scope::read);
+        t.project = s.opt_text(3);
+        t.description = s.text(4);
+        t.created_at = s.i64(5);
+        t.revoked = s.opt_text(6).has_value();
+        c.tokens.push_back(std::move(t));
+      }
+      if (rc != SQLITE_DONE) return sqlite_error(db_, "list tokens");
+    }
+    return c;
+  }
+
+  std::mutex mu_;
+  sqlite3* db_;
+};
+
+}  // namespace
+
+std::string_view scope_name(Scope scope) {
+  switch (scope) {
+    case Scope::read: return "read";
+    case Scope::upload: return "upload";
+    case Scope::admin: return "admin";
+  }
+  return "read";
+}
+
+std::optional<Scope> parse_scope(std::string_view name) {
+  if (name == "read") return Scope::read;
+  if (name == "upload") return Scope::upload;
+  if (name == "admin") return Scope::admin;
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<Catalog>> open_sqlite_catalog(const std::filesystem::path& db_path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(db_path.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    Error e = make_error(Errc::io, "open " + db_path.string() + ": " +
+                                       (db ? sqlite3_errmsg(db) : "out of memory"));
+    sqlite3_close_v2(db);
+    return e;
+  }
+  auto catalog = std::make_unique<SqliteCatalog>(db);
+  if (auto st = catalog->init(); !st) return st.error();
+  return std::unique_ptr<Catalog>(std::move(catalog));
+}
+
+}  // namespace wf::catalog

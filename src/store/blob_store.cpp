@@ -1,0 +1,153 @@
+#include "wheelforge/store/blob_store.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::store {
+
+namespace fs = std::filesystem;
+
+TempFile::TempFile(fs::path path, UniqueFd fd)
+    : path_(std::move(path)),
+      fd_(std::move(fd)),
+      hasher_(std::make_unique<crypto::Hasher>(crypto::Algorithm::sha256)) {}
+
+TempFile::TempFile(TempFile&& o) noexcept
+    : path_(std::move(o.path_)),
+      fd_(std::move(o.fd_)),
+      hasher_(std::move(o.hasher_)),
+      size_(o.size_),
+      sha256_(std::move(o.sha256_)),
+      finished_(o.finished_) {
+  o.path_.clear();
+}
+
+TempFile& TempFile::operator=(TempFile&& o) noexcept {
+  if (this != &o) {
+    discard();
+    path_ = std::move(o.path_);
+    o.path_.clear();
+    fd_ = std::move(o.fd_);
+    hasher_ = std::move(o.hasher_);
+    size_ = o.size_;
+    sha256_ = std::move(o.sha256_);
+    finished_ = o.finished_;
+  }
+  return *this;
+}
+
+TempFile::~TempFile() { discard(); }
+
+void TempFile::discard() {
+  fd_.reset();
+  if (!path_.empty()) {
+    ::unlink(path_.c_str());
+    path_.clear();
+  }
+}
+
+Status TempFile::write(const void* data, std::size_t size) {
+  if (finished_ || !fd_.valid()) return make_error(Errc::internal, "write after finish");
+  if (auto st = write_all(fd_.get(), data, size); !st) return st;
+  hasher_->update(data, size);
+  size_ += size;
+  return ok_status();
+}
+
+Status TempFile::finish() {
+  if (finished_) return ok_status();
+  if (::fsync(fd_.get()) != 0) return errno_error(errno, "fsync temp file");
+  sha256_ = hasher_->finish_hex();
+  finished_ = true;
+  return ok_status();
+}
+
+Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
+  const fs::path blobs = data_dir / "blobs";
+  const fs::path tmp = data_dir / "tmp";
+  std::error_code ec;
+  fs::create_directories(blobs, ec);
+  if (ec) return errno_error(ec.value(), "create " + blobs.string());
+  fs::create_directories(tmp, ec);
+  if (ec) return errno_error(ec.value(), "create " + tmp.string());
+  // Several processes may share a data directory (the server and `wheelforge ingest`), so
+  // each writes its temp files into a session directory of its own, guarded by an flock on
+  // its lock file. A session directory whose lock can be taken belongs to a dead process.
+  for (const auto& entry : fs::directory_iterator(tmp, ec)) {
+    const fs::path lock_path = entry.path() / ".lock";
+    if (entry.is_directory()) {
+      UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CLOEXEC));
+      if (lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive
+    }
+    std::error_code rm_ec;
+    fs::remove_all(entry.path(), rm_ec);
+  }
+  std::string session_tmpl = (tmp / "s-XXXXXX").string();
+  if (::mkdtemp(session_tmpl.data()) == nullptr) {
+    return errno_error(errno, "create temp directory in " + tmp.string());
+  }
+  const fs::path session(session_tmpl);
+  UniqueFd lock(::open((session / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    return errno_error(errno, "lock " + session.string());
+  }
+  return std::unique_ptr<BlobStore>(new BlobStore(blobs, session, std::move(lock)));
+}
+
+BlobStore::~BlobStore() {
+  std::error_code ec;
+  fs::remove_all(tmp_dir_, ec);
+}
+
+Result<TempFile> BlobStore::create_temp() const {
+  std::string tmpl = (tmp_dir_ / "upload-XXXXXX").string();
+  UniqueFd fd(::mkostemp(tmpl.data(), O_CLOEXEC));
+  if (!fd.valid()) return errno_error(errno, "create temp file in " + tmp_dir_.string());
+  return TempFile(fs::path(tmpl), std::move(fd));
+}
+
+fs::path BlobStore::blob_path(std::string_view sha256) const {
+  return blobs_dir_ / std::string(sha256.substr(0, 2)) / std::string(sha256.substr(2, 2)) /
+         std::string(sha256);
+}
+
+bool BlobStore::contains(std::string_view sha256) const {
+  std::error_code ec;
+  return is_sha256_hex(sha256) && fs::is_regular_file(blob_path(sha256), ec);
+}
+
+Result<fs::path> BlobStore::commit(TempFile temp) const {
+  if (!temp.finished_) return make_error(Errc::internal, "commit of an unfinished temp file");
+  const fs::path dest = blob_path(temp.sha256());
+  std::error_code ec;
+  fs::create_directories(dest.parent_path(), ec);
+  if (ec) return errno_error(ec.value(), "create " + dest.parent_path().string());
+  if (::fchmod(temp.fd_.get(), 0444) != 0) return errno_error(errno, "chmod temp file");
+  temp.fd_.reset();
+  // rename() replaces an existing blob atomically; its bytes are identical by construction.
+  if (::rename(temp.path_.c_str(), dest.c_str()) != 0) {
+    return errno_error(errno, "publish blob " + temp.sha256());
+  }
+  temp.path_.clear();
+  if (auto st = fsync_dir(dest.parent_path()); !st) return st.error();
+  return dest;
+}
+
+Result<std::string> BlobStore::put(std::string_view bytes) const {
+  auto temp = create_temp();
+  if (!temp) return temp.error();
+  if (auto st = temp->write(bytes.data(), bytes.size()); !st) return st.error();
+  if (auto st = temp->finish(); !st) return st.error();
+  std::string sha = temp->sha256();
+  if (auto committed = commit(std::move(*temp)); !committed) return committed.error();
+  return sha;
+}
+
+}  // namespace wf::store

@@ -1,0 +1,124 @@
+#include "wheelforge/catalog/catalog.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace wf::catalog {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CatalogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("wf-catalog-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static NewFile wheel(std::string filename, std::string sha) {
+    NewFile nf;
+    nf.file.filename = std::move(filename);
+    nf.file.project = "demo-pkg";
+    nf.file.version = "1.0";
+    nf.file.sha256 = std::move(sha);
+    nf.file.size = 10;
+    nf.file.upload_time = 1'700'000'000'000'000;
+    nf.file.metadata_sha256 = std::string(64, 'm');
+    nf.file.metadata_size = 5;
+    nf.file.requires_python = ">=3.8";
+    nf.file.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
+    nf.display_name = "Demo_Pkg";
+    nf.requires_dist = {"numpy"};
+    return nf;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CatalogTest, InsertIdenticalConflict) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat) << cat.error().message;
+  auto a = (*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a')));
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->first, InsertOutcome::inserted);
+  EXPECT_GT(a->second.id, 0);
+  auto b = (*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a')));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->first, InsertOutcome::identical);
+  auto c = (*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'b')));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->first, InsertOutcome::conflict);
+  EXPECT_EQ(c->second.sha256, std::string(64, 'a'));
+
+  auto found = (*cat)->find_file("demo_pkg-1.0-py3-none-any.whl");
+  ASSERT_TRUE(found);
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->requires_python, ">=3.8");
+  EXPECT_EQ((*found)->tags.platform_tag, "any");
+  EXPECT_FALSE((*found)->yanked.has_value());
+}
+
+TEST_F(CatalogTest, GenerationChangesAcrossConnections) {
+  auto writer = open_sqlite_catalog(dir_ / "wheelforge.db");
+  auto reader = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(writer);
+  ASSERT_TRUE(reader);
+  auto g0 = (*reader)->generation();
+  ASSERT_TRUE(g0);
+  ASSERT_TRUE((*writer)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
+  auto g1 = (*reader)->generation();
+  ASSERT_TRUE(g1);
+  EXPECT_GT(*g1, *g0);
+  TokenRecord t;
+  t.hash = std::string(64, 't');
+  t.scope = Scope::upload;
+  ASSERT_TRUE((*writer)->insert_token(t));
+  EXPECT_GT(*(*reader)->generation(), *g1);
+}
+
+TEST_F(CatalogTest, LoadReturnsEverything) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py2-none-any.whl", std::string(64, 'c'))));
+  TokenRecord t;
+  t.hash = std::string(64, 't');
+  t.scope = Scope::admin;
+  t.project = "demo-pkg";
+  ASSERT_TRUE((*cat)->insert_token(t));
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  ASSERT_EQ(contents->projects.size(), 1U);
+  EXPECT_EQ(contents->projects[0].display_name, "Demo_Pkg");
+  ASSERT_EQ(contents->files.size(), 2U);
+  EXPECT_EQ(contents->files[0].filename, "demo_pkg-1.0-py2-none-any.whl");
+  ASSERT_EQ(contents->tokens.size(), 1U);
+  EXPECT_EQ(contents->tokens[0].scope, Scope::admin);
+  EXPECT_EQ(contents->tokens[0].project, "demo-pkg");
+}
+
+TEST_F(CatalogTest, ReopenKeepsDataAndSchema) {
+  {
+    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    ASSERT_TRUE(cat);
+    ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
+  }
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  EXPECT_EQ(contents->files.size(), 1U);
+}
+
+TEST(Scope, RoundTrip) {
+  for (Scope s : {Scope::read, Scope::upload, Scope::admin}) EXPECT_EQ(parse_scope(scope_name(s)), s);
+  EXPECT_FALSE(parse_scope("root"));
+}
+
+}  // namespace
+}  // namespace wf::catalog
