@@ -1,0 +1,81 @@
+#include "wheelforge/auth/tokens.hpp"
+
+#include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::auth {
+
+std::string generate_token() { return "wf_" + base64url_nopad_encode(crypto::random_bytes(32)); }
+
+std::string hash_token(std::string_view token) { return crypto::sha256_hex(token); }
+
+Result<std::optional<std::string>> token_from_authorization(std::string_view header) {
+  header = trim(header);
+  if (header.empty()) return std::optional<std::string>();
+  const auto space = header.find(' ');
+  const std::string_view scheme = header.substr(0, space);
+  const std::string_view value =
+      space == std::string_view::npos ? std::string_view() : trim(header.substr(space + 1));
+  if (iequals(scheme, "Bearer")) {
+    if (value.empty()) return make_error(Errc::unauthorized, "empty Bearer token");
+    return std::optional<std::string>(std::string(value));
+  }
+  if (iequals(scheme, "Basic")) {
+    const auto decoded = base64_decode(value);
+    if (!decoded) return make_error(Errc::unauthorized, "malformed Basic credentials");
+    const auto colon = decoded->find(':');
+    if (colon == std::string::npos) {
+      return make_error(Errc::unauthorized, "malformed Basic credentials");
+    }
+    if (decoded->substr(0, colon) != "__token__") {
+      return make_error(Errc::unauthorized,
+                        "use __token__ as the user name and an API token as the password");
+    }
+    std::string token = decoded->substr(colon + 1);
+    if (token.empty()) return make_error(Errc::unauthorized, "empty password");
+    return std::optional<std::string>(std::move(token));
+  }
+  return make_error(Errc::unauthorized, "unsupported authorization scheme (use Basic or Bearer)");
+}
+
+TokenIndex::TokenIndex(std::vector<catalog::TokenRecord> tokens) {
+  for (auto& t : tokens) {
+    if (!t.revoked) {
+      std::string key = t.hash;
+      by_hash_.emplace(std::move(key), std::move(t));
+    }
+  }
+}
+
+const catalog::TokenRecord* TokenIndex::find(std::string_view token) const {
+  // Looking up by the hash keeps the comparison off the secret itself: the hash of a guess
+  // reveals nothing about how close the guess was.
+  const auto it = by_hash_.find(hash_token(token));
+  return it == by_hash_.end() ? nullptr : &it->second;
+}
+
+bool scope_includes(catalog::Scope granted, catalog::Scope needed) {
+  return static_cast<int>(granted) >= static_cast<int>(needed);
+}
+
+Result<const catalog::TokenRecord*> authorize(const TokenIndex& tokens,
+                                              const std::optional<std::string>& token,
+                                              catalog::Scope needed,
+                                              std::optional<std::string_view> project) {
+  if (!token) return make_error(Errc::unauthorized, "authentication required");
+  const catalog::TokenRecord* record = tokens.find(*token);
+  if (record == nullptr) return make_error(Errc::unauthorized, "invalid or revoked token");
+  if (!scope_includes(record->scope, needed)) {
+    return make_error(Errc::forbidden, "token scope '" +
+                                           std::string(catalog::scope_name(record->scope)) +
+                                           "' does not allow this (needs '" +
+                                           std::string(catalog::scope_name(needed)) + "')");
+  }
+  if (project && record->project && *record->project != *project &&
+      record->scope != catalog::Scope::admin) {
+    return make_error(Errc::forbidden, "token is limited to project '" + *record->project + "'");
+  }
+  return record;
+}
+
+}  // namespace wf::auth
