@@ -16,8 +16,8 @@ namespace wf::render {
 [[nodiscard]] std::string file_url(const core::FileRecord& file);
 
 struct ProjectPage {
-  std::string name;                        ///< normalized project name
-  std::vector<std::string> versions;       ///< PEP 700 versions, already in PEP 440 order
+  std::string name;                            ///< normalized project name
+  std::vector<std::string> versions;           ///< PEP 700 versions, already in PEP 440 order
   std::vector<const core::FileRecord*> files;  ///< in listing order
 };
 
@@ -31,7 +31,8 @@ struct ProjectPage {
 /// upload-time.
 [[nodiscard]] std::string render_project(core::PageFormat format, const ProjectPage& page);
 
-/// gzip (RFC 1952) of bytes at the given zlib level (1-9).
+/// gzip (RFC 1952) of bytes at the given zlib level (1-9; values outside are clamped).
+/// Throws std::bad_alloc only when zlib cannot allocate its state.
 [[nodiscard]] std::string gzip(std::string_view bytes, int level = 6);
 
 }  // namespace wf::render
