@@ -1,0 +1,186 @@
+#include "wheelforge/core/metadata.hpp"
+
+#include <cstdint>
+
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::core {
+namespace {
+
+// Offset of the first byte that breaks strict UTF-8 (no overlong forms, no surrogates,
+// nothing above U+10FFFF), or nullopt when every byte is fine.
+std::optional<std::size_t> first_invalid_utf8(std::string_view bytes) {
+  std::size_t i = 0;
+  while (i < bytes.size()) {
+    const auto b0 = static_cast<unsigned char>(bytes[i]);
+    if (b0 < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t length = 0;
+    // The valid range of the second byte narrows for E0, ED, F0 and F4 (RFC 3629 section 4).
+    unsigned char lo = 0x80;
+    unsigned char hi = 0xBF;
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+      length = 2;
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+      length = 3;
+      if (b0 == 0xE0) lo = 0xA0;
+      if (b0 == 0xED) hi = 0x9F;
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+      length = 4;
+      if (b0 == 0xF0) lo = 0x90;
+      if (b0 == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + length > bytes.size()) return i;
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto b = static_cast<unsigned char>(bytes[i + k]);
+      const unsigned char min = k == 1 ? lo : 0x80;
+      const unsigned char max = k == 1 ? hi : 0xBF;
+      if (b < min || b > max) return i;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
+struct Field {
+  std::string name;
+  std::string value;
+};
+
+// Python's email parser (which pip and the packaging tools use) accepts these bytes in a
+// field name: printable ASCII except ':'.
+bool is_field_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x21 || u > 0x7E) return false;
+  }
+  return true;
+}
+
+// The header block: fields up to the first empty line. Like Python's email parser, a line
+// that is neither a field nor a continuation also ends the block (it starts the body), and a
+// continuation before the first field is dropped. Continuation lines join the value with '\n'.
+std::vector<Field> parse_header_block(std::string_view bytes) {
+  std::vector<Field> fields;
+  std::size_t pos = 0;
+  while (pos < bytes.size()) {
+    const std::size_t newline = bytes.find('\n', pos);
+    const std::size_t end = newline == std::string_view::npos ? bytes.size() : newline;
+    std::string_view line = bytes.substr(pos, end - pos);
+    pos = end == bytes.size() ? end : end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) break;
+    if (line.front() == ' ' || line.front() == '\t') {
+      if (!fields.empty()) {
+        fields.back().value += '\n';
+        fields.back().value += trim(line);
+      }
+      continue;
+    }
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos || !is_field_name(line.substr(0, colon))) break;
+    fields.push_back(
+        Field{std::string(line.substr(0, colon)), std::string(line.substr(colon + 1))});
+  }
+  for (auto& field : fields) field.value = std::string(trim(field.value));
+  return fields;
+}
+
+std::string not_utf8_message(std::string_view what, std::size_t offset) {
+  return std::string(what) + " is not valid UTF-8 (first bad byte at offset " +
+         std::to_string(offset) + ")";
+}
+
+// The value of a field that may appear at most once. Two different values would let tools
+// that read the first and tools that read the last disagree, so a repeat is a problem.
+std::optional<std::string> single_field(const std::vector<Field>& fields, std::string_view name,
+                                        Problems& problems) {
+  std::optional<std::string> value;
+  std::size_t count = 0;
+  for (const auto& field : fields) {
+    if (!iequals(field.name, name)) continue;
+    if (++count == 1) value = field.value;
+  }
+  if (count > 1) {
+    problems.add("field " + std::string(name) + " appears " + std::to_string(count) +
+                 " times, at most once is allowed");
+  }
+  return value;
+}
+
+std::string required_field(const std::vector<Field>& fields, std::string_view name,
+                           Problems& problems) {
+  auto value = single_field(fields, name, problems);
+  if (!value) {
+    problems.add("required field " + std::string(name) + " is missing");
+    return {};
+  }
+  if (value->empty()) problems.add("required field " + std::string(name) + " is empty");
+  return std::move(*value);
+}
+
+}  // namespace
+
+Result<CoreMetadata> parse_core_metadata(std::string_view bytes) {
+  if (const auto bad = first_invalid_utf8(bytes)) {
+    return make_error(Errc::invalid, not_utf8_message("core metadata", *bad));
+  }
+  const auto fields = parse_header_block(bytes);
+
+  Problems problems;
+  CoreMetadata out;
+  out.metadata_version = required_field(fields, "Metadata-Version", problems);
+  out.name = required_field(fields, "Name", problems);
+  out.version = required_field(fields, "Version", problems);
+  out.requires_python = single_field(fields, "Requires-Python", problems);
+  out.summary = single_field(fields, "Summary", problems);
+  for (const auto& field : fields) {
+    if (iequals(field.name, "Requires-Dist")) out.requires_dist.push_back(field.value);
+  }
+  if (!problems.empty()) {
+    Error error = problems.to_error(Errc::invalid);
+    error.message = "invalid core metadata: " + error.message;
+    return error;
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> parse_wheel_file(std::string_view bytes) {
+  if (const auto bad = first_invalid_utf8(bytes)) {
+    return make_error(Errc::invalid, not_utf8_message("WHEEL file", *bad));
+  }
+  const auto fields = parse_header_block(bytes);
+
+  Problems problems;
+  const std::string wheel_version = required_field(fields, "Wheel-Version", problems);
+  if (!wheel_version.empty()) {
+    const auto parts = split(wheel_version, '.');
+    bool numeric = true;
+    for (const auto part : parts) numeric = numeric && parse_u64(part).has_value();
+    if (!numeric) {
+      problems.add("Wheel-Version \"" + sanitize_for_log(wheel_version, 40) +
+                   "\" is not of the form MAJOR.MINOR");
+    } else if (parse_u64(parts.front()) != 1U) {
+      problems.add("Wheel-Version \"" + sanitize_for_log(wheel_version, 40) +
+                   "\" is not supported (only 1.x)");
+    }
+  }
+  if (!problems.empty()) {
+    Error error = problems.to_error(Errc::invalid);
+    error.message = "invalid WHEEL file: " + error.message;
+    return error;
+  }
+
+  std::vector<std::string> tags;
+  for (const auto& field : fields) {
+    if (iequals(field.name, "Tag")) tags.push_back(field.value);
+  }
+  return tags;
+}
+
+}  // namespace wf::core
