@@ -1,0 +1,39 @@
+#pragma once
+// Checks shared by the wheel and sdist readers: member names and a bounded problem list.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "wheelforge/util/result.hpp"
+
+namespace wf::archive {
+
+/// A wf::Problems that keeps at most `cap` messages and counts the rest, so that an archive
+/// with a hundred thousand bad members yields a readable error.
+class CappedProblems {
+ public:
+  explicit CappedProblems(std::size_t cap = 20) : cap_(cap) {}
+  void add(std::string problem);
+  [[nodiscard]] bool empty() const { return problems_.empty(); }
+  /// Every kept problem joined with "; ", plus "and N more problems" when some were dropped.
+  [[nodiscard]] Error to_error() const;
+
+ private:
+  std::size_t cap_;
+  std::size_t dropped_ = 0;
+  Problems problems_;
+};
+
+/// Quotes an archive-supplied name for an error message (control characters replaced).
+[[nodiscard]] std::string quote_name(std::string_view name);
+
+/// Adds a problem for each rule `name` breaks: empty, absolute (leading '/' or a drive
+/// letter), a backslash, a control character, a '.', '..' or empty path component (a single
+/// trailing '/' marks a directory and is allowed). Returns true when the name is clean.
+bool check_member_name(std::string_view name, CappedProblems& problems);
+
+/// The first path component of a clean member name ("a/b/c" -> "a", "a/" -> "a").
+[[nodiscard]] std::string_view top_component(std::string_view name);
+
+}  // namespace wf::archive
