@@ -1,4 +1,4 @@
-# Every third-party library comes from Debian packages (see scripts/install-deps).
+# Every third-party library comes from Debian packages (installed by .ci/setup).
 find_package(Threads REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 find_package(OpenSSL REQUIRED)

@@ -1,0 +1,52 @@
+#pragma once
+// The composition root: settings, logging, opening the data directory, and the commands
+// that the CLI exposes. Each command returns a process exit code.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wheelforge/util/result.hpp"
+
+namespace wf::app {
+
+struct Settings {
+  std::filesystem::path data_dir = "data";
+  std::string listen = "127.0.0.1:8080";
+  std::uint64_t max_upload_size = 8ULL * 1024 * 1024 * 1024;
+};
+
+/// Values given on the command line; unset ones fall back to the config file, then defaults.
+struct Overrides {
+  std::optional<std::string> data_dir;
+  std::optional<std::string> listen;
+  std::optional<std::string> max_upload_size;
+};
+
+/// Defaults, then the TOML file (if given), then the overrides. Every invalid value is
+/// reported, by name, in one error.
+[[nodiscard]] Result<Settings> load_settings(const std::optional<std::filesystem::path>& config_file,
+                                             const Overrides& overrides);
+
+/// "123", "64K", "512M", "8G" (binary multiples) -> bytes.
+[[nodiscard]] std::optional<std::uint64_t> parse_size(std::string_view text);
+
+/// Splits "HOST:PORT" / "[V6]:PORT".
+[[nodiscard]] Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text);
+
+/// Sets up logging to stderr (one line per event; never blocks the caller on I/O).
+void init_logging();
+
+/// `wheelforge serve`: runs until SIGTERM/SIGINT; prints "listening on http://HOST:PORT".
+int serve(const Settings& settings);
+
+/// `wheelforge ingest`: imports files and directory trees (*.whl, *.tar.gz found in them).
+int ingest(const Settings& settings, const std::vector<std::filesystem::path>& paths);
+
+/// `wheelforge token create`: prints the new token alone on the last line.
+int token_create(const Settings& settings, const std::string& scope,
+                 const std::optional<std::string>& project, const std::string& description);
+
+}  // namespace wf::app

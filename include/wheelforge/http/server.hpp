@@ -1,0 +1,68 @@
+#pragma once
+// The HTTP front end: one network thread (Boost.Beast/Asio, hidden behind this interface)
+// that only does I/O, and a small worker pool for everything that blocks (SQLite, hashing,
+// archive reads, fsync). Reads are answered from an in-memory snapshot of the catalog.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/ingest/ingestor.hpp"
+#include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/result.hpp"
+
+namespace wf::http {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8080;  ///< 0 picks a free port
+  std::size_t worker_threads = 2;
+  std::size_t max_connections = 1024;
+  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_target_bytes = 4 * 1024;
+  /// Deadline for receiving a request's headers, and for each chunk of an upload body.
+  std::chrono::seconds read_timeout{30};
+  /// How long an idle keep-alive connection is kept.
+  std::chrono::seconds idle_timeout{60};
+  /// Deadline for each write to a client.
+  std::chrono::seconds write_timeout{60};
+  /// How often the catalog is checked for changes made by other processes.
+  std::chrono::milliseconds catalog_poll_interval{500};
+  /// How long a graceful stop waits for in-flight requests.
+  std::chrono::seconds shutdown_grace{10};
+};
+
+/// What the server works with; owned by the caller and outliving the server.
+struct Services {
+  catalog::Catalog* catalog = nullptr;
+  store::BlobStore* store = nullptr;
+  ingest::Ingestor* ingestor = nullptr;
+};
+
+class Server {
+ public:
+  Server(ServerConfig config, Services services);
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  ~Server();
+
+  /// Loads the catalog, binds and listens. Returns the bound "host:port".
+  /// Fails with io when the address cannot be bound.
+  [[nodiscard]] Result<std::string> start();
+
+  /// Runs the network loop on the calling thread until stop() has drained it.
+  void run();
+
+  /// Stops accepting, lets in-flight requests finish within the grace period, then makes
+  /// run() return. Safe to call from any thread (including signal-handling threads).
+  void stop();
+
+  struct Impl;  ///< implementation detail (Boost.Asio state), defined in server.cpp
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace wf::http

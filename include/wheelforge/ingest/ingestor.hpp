@@ -1,0 +1,64 @@
+#pragma once
+// The one ingest path for every source (HTTP PUT, twine uploads, `wheelforge ingest`, the
+// build runner): validate -> store -> catalog. All methods block (archive reads, fsync,
+// SQLite): call them from worker threads. Thread-safe.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/core/records.hpp"
+#include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/result.hpp"
+
+namespace wf::ingest {
+
+struct Limits {
+  /// Largest distribution file accepted (bytes). Torch wheels are several GB.
+  std::uint64_t max_file_size = 8ULL * 1024 * 1024 * 1024;
+  /// Largest METADATA / PKG-INFO / WHEEL accepted, inflated.
+  std::uint64_t max_metadata_size = 4ULL * 1024 * 1024;
+};
+
+enum class Outcome {
+  stored,     ///< new file published
+  identical,  ///< same name and bytes already present: nothing changed
+};
+
+struct Ingested {
+  Outcome outcome = Outcome::stored;
+  core::FileRecord file;
+  std::string display_name;
+};
+
+class Ingestor {
+ public:
+  Ingestor(store::BlobStore& store, catalog::Catalog& catalog, Limits limits)
+      : store_(store), catalog_(catalog), limits_(limits) {}
+
+  [[nodiscard]] const Limits& limits() const { return limits_; }
+  [[nodiscard]] store::BlobStore& store() { return store_; }
+
+  /// Validates a finished temp file uploaded under `filename` and publishes it.
+  /// Errors: invalid (bad name, archive or metadata: every problem listed), conflict (the
+  /// name exists with other bytes; message starts "File already exists"), too_large,
+  /// storage_full, io. On any error nothing is left behind: the temp file is removed, no
+  /// row is written.
+  [[nodiscard]] Result<Ingested> ingest(store::TempFile temp, std::string_view filename);
+
+  /// Copies a local file into a temp file (hashing it on the way) and ingests it under its
+  /// own base name.
+  [[nodiscard]] Result<Ingested> ingest_path(const std::filesystem::path& path);
+
+ private:
+  store::BlobStore& store_;
+  catalog::Catalog& catalog_;
+  Limits limits_;
+};
+
+/// The 409 message for a name that exists with other content.
+[[nodiscard]] std::string already_exists_message(std::string_view filename);
+
+}  // namespace wf::ingest

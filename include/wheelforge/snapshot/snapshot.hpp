@@ -1,0 +1,73 @@
+#pragma once
+// An immutable in-memory picture of the catalog that answers every read without touching
+// SQLite: file and project lookups, tokens, and rendered simple pages (HTML, JSON and their
+// gzip form), rendered on first use and kept for the snapshot's lifetime. A change to the
+// catalog produces a new snapshot; dropping the old one is the cache invalidation.
+// Lookups are thread-safe; page rendering is CPU-only (no I/O).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "wheelforge/auth/tokens.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/core/negotiate.hpp"
+#include "wheelforge/core/records.hpp"
+
+namespace wf::snapshot {
+
+/// A rendered page with everything needed to answer conditional and compressed requests.
+struct Page {
+  std::string body;
+  std::string gzip;  ///< gzip of body
+  std::string etag;  ///< strong ETag, quoted
+  core::PageFormat format = core::PageFormat::html_legacy;
+};
+
+class Snapshot {
+ public:
+  /// Indexes the catalog contents. O(files log files).
+  [[nodiscard]] static std::shared_ptr<const Snapshot> build(catalog::Contents contents);
+
+  [[nodiscard]] std::uint64_t generation() const { return generation_; }
+  [[nodiscard]] const auth::TokenIndex& tokens() const { return tokens_; }
+  [[nodiscard]] std::size_t file_count() const { return files_.size(); }
+  [[nodiscard]] std::size_t project_count() const { return projects_.size(); }
+
+  /// The file with this exact name, or nullptr.
+  [[nodiscard]] const core::FileRecord* find_file(std::string_view filename) const;
+  /// The project with this normalized name, or nullptr.
+  [[nodiscard]] const core::ProjectRecord* find_project(std::string_view normalized) const;
+
+  /// The root list of all projects.
+  [[nodiscard]] std::shared_ptr<const Page> root_page(core::PageFormat format) const;
+  /// A project's page, or nullptr when the project does not exist.
+  [[nodiscard]] std::shared_ptr<const Page> project_page(std::string_view normalized,
+                                                         core::PageFormat format) const;
+
+ private:
+  Snapshot() = default;
+  std::shared_ptr<const Page> cached(const std::string& key, core::PageFormat format,
+                                     const std::function<std::string()>& render) const;
+
+  std::uint64_t generation_ = 0;
+  std::vector<core::ProjectRecord> projects_;  // sorted by name
+  std::vector<core::FileRecord> files_;        // grouped by project
+  std::unordered_map<std::string_view, std::size_t> file_by_name_;
+  std::unordered_map<std::string_view, std::size_t> project_by_name_;
+  // Per project (same order as projects_): indices into files_, in PEP 440 version order,
+  // and the distinct versions in that order.
+  std::vector<std::vector<std::size_t>> project_files_;
+  std::vector<std::vector<std::string>> project_versions_;
+  auth::TokenIndex tokens_;
+
+  mutable std::mutex cache_mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const Page>> cache_;
+};
+
+}  // namespace wf::snapshot

@@ -1,0 +1,185 @@
+#include <signal.h>
+#include <spdlog/async.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "wheelforge/app/app.hpp"
+#include "wheelforge/auth/tokens.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/http/server.hpp"
+#include "wheelforge/ingest/ingestor.hpp"
+#include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::app {
+namespace {
+
+struct DataDir {
+  std::unique_ptr<catalog::Catalog> catalog;
+  std::unique_ptr<store::BlobStore> store;
+};
+
+Result<DataDir> open_data_dir(const Settings& settings) {
+  std::error_code ec;
+  std::filesystem::create_directories(settings.data_dir, ec);
+  if (ec) return make_error(Errc::io, "create " + settings.data_dir.string() + ": " + ec.message());
+  auto store = store::BlobStore::open(settings.data_dir);
+  if (!store) return store.error();
+  auto catalog = catalog::open_sqlite_catalog(settings.data_dir / "wheelforge.db");
+  if (!catalog) return catalog.error();
+  return DataDir{std::move(*catalog), std::move(*store)};
+}
+
+bool is_distribution(const std::filesystem::path& p) {
+  const std::string name = p.filename().string();
+  return name.ends_with(".whl") || name.ends_with(".tar.gz");
+}
+
+}  // namespace
+
+void init_logging() {
+  spdlog::init_thread_pool(8192, 1);
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  // Overrun instead of block: a stalled stderr must never stall the network thread.
+  auto logger = std::make_shared<spdlog::async_logger>("wheelforge", sink, spdlog::thread_pool(),
+                                                       spdlog::async_overflow_policy::overrun_oldest);
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v", spdlog::pattern_time_type::utc);
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+}
+
+int serve(const Settings& settings) {
+  auto listen = parse_listen(settings.listen);
+  if (!listen) {
+    std::cerr << "error: " << listen.error().message << "\n";
+    return 2;
+  }
+  auto dir = open_data_dir(settings);
+  if (!dir) {
+    std::cerr << "error: " << dir.error().message << "\n";
+    return 1;
+  }
+  ingest::Limits limits;
+  limits.max_file_size = settings.max_upload_size;
+  ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
+
+  // Signals are taken by one dedicated thread (sigwait), so no handler runs inside the
+  // network loop and stop() is called from ordinary code.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  http::ServerConfig config;
+  config.host = listen->first;
+  config.port = listen->second;
+  http::Server server(config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor});
+  auto bound = server.start();
+  if (!bound) {
+    std::cerr << "error: " << bound.error().message << "\n";
+    return 1;
+  }
+  spdlog::info("serving {} from {}", *bound, settings.data_dir.string());
+  std::printf("listening on http://%s\n", bound->c_str());
+  std::fflush(stdout);
+
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    server.stop();
+  });
+  server.run();
+  // Wake the signal thread if the loop ended for another reason.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  spdlog::info("stopped");
+  spdlog::shutdown();
+  return 0;
+}
+
+int ingest(const Settings& settings, const std::vector<std::filesystem::path>& paths) {
+  auto dir = open_data_dir(settings);
+  if (!dir) {
+    std::cerr << "error: " << dir.error().message << "\n";
+    return 1;
+  }
+  ingest::Limits limits;
+  limits.max_file_size = settings.max_upload_size;
+  ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
+
+  std::vector<std::filesystem::path> files;
+  int rejected = 0;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) {
+      std::vector<std::filesystem::path> found;
+      for (auto it = std::filesystem::recursive_directory_iterator(p, ec);
+           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        if (it->is_regular_file() && is_distribution(it->path())) found.push_back(it->path());
+      }
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (std::filesystem::exists(p, ec)) {
+      files.push_back(p);
+    } else {
+      std::cerr << "rejected " << p.string() << ": no such file or directory\n";
+      ++rejected;
+    }
+  }
+  int stored = 0;
+  int identical = 0;
+  for (const auto& f : files) {
+    auto result = ingestor.ingest_path(f);
+    if (!result) {
+      std::cerr << "rejected " << f.string() << ": " << result.error().message << "\n";
+      ++rejected;
+    } else if (result->outcome == ingest::Outcome::stored) {
+      std::cout << "added " << f.string() << "\n";
+      ++stored;
+    } else {
+      std::cout << "skipped " << f.string() << " (identical file already stored)\n";
+      ++identical;
+    }
+  }
+  std::cout << stored << " added, " << identical << " skipped, " << rejected << " rejected\n";
+  return rejected == 0 ? 0 : 1;
+}
+
+int token_create(const Settings& settings, const std::string& scope,
+                 const std::optional<std::string>& project, const std::string& description) {
+  const auto parsed = catalog::parse_scope(scope);
+  if (!parsed) {
+    std::cerr << "error: --scope must be read, upload or admin\n";
+    return 2;
+  }
+  auto dir = open_data_dir(settings);
+  if (!dir) {
+    std::cerr << "error: " << dir.error().message << "\n";
+    return 1;
+  }
+  const std::string token = auth::generate_token();
+  catalog::TokenRecord record;
+  record.hash = auth::hash_token(token);
+  record.scope = *parsed;
+  record.project = project;
+  record.description = description;
+  record.created_at = now_micros();
+  auto stored = dir->catalog->insert_token(record);
+  if (!stored) {
+    std::cerr << "error: " << stored.error().message << "\n";
+    return 1;
+  }
+  std::cerr << "created " << scope << " token #" << stored->id
+            << (project ? " for project " + *project : std::string()) << "\n";
+  std::cout << token << std::endl;
+  return 0;
+}
+
+}  // namespace wf::app

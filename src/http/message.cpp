@@ -1,0 +1,81 @@
+#include "message.hpp"
+
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::http {
+
+std::string_view Request::header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return {};
+}
+
+std::string Request::query_param(std::string_view name) const {
+  for (const auto part : split(query, '&')) {
+    const auto eq = part.find('=');
+    const std::string_view key = part.substr(0, eq);
+    if (key != name) continue;
+    const std::string_view raw = eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
+    return percent_decode(raw).value_or("");
+  }
+  return {};
+}
+
+std::string_view Response::header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (iequals(k, name)) return v;
+  }
+  return {};
+}
+
+Result<std::pair<std::vector<std::string>, std::string>> parse_target(std::string_view target) {
+  if (target.empty() || target.front() != '/') {
+    return make_error(Errc::invalid, "request target must be an absolute path");
+  }
+  std::string query;
+  if (const auto q = target.find('?'); q != std::string_view::npos) {
+    query = std::string(target.substr(q + 1));
+    target = target.substr(0, q);
+  }
+  std::vector<std::string> segments;
+  for (const auto raw : split(target.substr(1), '/')) {
+    auto decoded = percent_decode(raw);
+    if (!decoded) return make_error(Errc::invalid, "malformed percent-escape in the request path");
+    segments.push_back(std::move(*decoded));
+  }
+  return std::pair{std::move(segments), std::move(query)};
+}
+
+int status_for(Errc code) {
+  switch (code) {
+    case Errc::invalid: return 400;
+    case Errc::unauthorized: return 401;
+    case Errc::forbidden: return 403;
+    case Errc::not_found: return 404;
+    case Errc::not_acceptable: return 406;
+    case Errc::conflict: return 409;
+    case Errc::gone: return 410;
+    case Errc::too_large: return 413;
+    case Errc::storage_full: return 507;
+    case Errc::unavailable: return 503;
+    case Errc::io:
+    case Errc::internal: return 500;
+  }
+  return 500;
+}
+
+Response error_response(const Error& error) {
+  Response r;
+  r.status = status_for(error.code);
+  // Server-side failures are logged in full; the client gets a generic line.
+  const bool server_side = r.status >= 500 && r.status != 507;
+  const std::string message = server_side ? "internal server error" : error.message;
+  r.reason = sanitize_for_log(message, 200);
+  r.set("Content-Type", "text/plain; charset=utf-8");
+  if (error.code == Errc::unauthorized) r.set("WWW-Authenticate", "Basic realm=\"wheelforge\"");
+  r.body = message + "\n";
+  return r;
+}
+
+}  // namespace wf::http

@@ -1,0 +1,66 @@
+#pragma once
+// Plain request/response values, independent of Boost.Beast, so that handlers are ordinary
+// functions that unit tests can call directly.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "wheelforge/util/result.hpp"
+
+namespace wf::http {
+
+enum class Method { get, head, put, post, other };
+
+struct Request {
+  Method method = Method::get;
+  std::string target;                 ///< raw request target, for logs
+  std::vector<std::string> segments;  ///< percent-decoded path segments ("" for a trailing '/')
+  std::string query;                  ///< raw query string (after '?')
+  std::vector<std::pair<std::string, std::string>> headers;  ///< names lower-case
+
+  /// First header with this (lower-case) name, or "".
+  [[nodiscard]] std::string_view header(std::string_view name) const;
+  /// Percent-decoded value of the first query parameter with this name, or "".
+  [[nodiscard]] std::string query_param(std::string_view name) const;
+};
+
+/// Splits a request target into decoded segments and query. Errc::invalid for malformed
+/// percent-escapes, NUL bytes or a target that is not an absolute path.
+[[nodiscard]] Result<std::pair<std::vector<std::string>, std::string>> parse_target(
+    std::string_view target);
+
+/// A byte range of a file on disk, sent without loading it into memory.
+struct FileRange {
+  std::filesystem::path path;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+struct Response {
+  int status = 200;
+  std::string reason;  ///< optional custom reason phrase (sanitized by the session)
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// In-memory body; a shared one points into the page cache without copying.
+  std::variant<std::string, std::shared_ptr<const std::string>, FileRange> body;
+  bool close = false;  ///< close the connection after this response
+
+  void set(std::string name, std::string value) { headers.emplace_back(std::move(name), std::move(value)); }
+  [[nodiscard]] std::string_view header(std::string_view name) const;
+};
+
+/// A response carrying an error: status from the error code, text/plain body with the
+/// message, and the message (sanitized) as the reason phrase so that clients that only show
+/// the status line (twine) show the cause.
+[[nodiscard]] Response error_response(const Error& error);
+
+/// The HTTP status for an error code. The one place that maps the two.
+[[nodiscard]] int status_for(Errc code);
+
+}  // namespace wf::http

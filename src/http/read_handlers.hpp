@@ -1,0 +1,27 @@
+#pragma once
+// Handlers for every read (GET/HEAD): simple pages, files, metadata files, health.
+// Plain functions from request to response over an immutable snapshot; no I/O.
+
+#include "message.hpp"
+#include "wheelforge/snapshot/snapshot.hpp"
+#include "wheelforge/store/blob_store.hpp"
+
+namespace wf::http {
+
+[[nodiscard]] Response handle_read(const Request& req, const snapshot::Snapshot& snap,
+                                   const store::BlobStore& store);
+
+/// Parses a Range header value against a resource of `size` bytes.
+/// nullopt: ignore the header (absent, malformed or several ranges: answer 200 in full);
+/// a range with length 0 and offset == size: unsatisfiable (416).
+struct ByteRange {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  bool satisfiable = true;
+};
+[[nodiscard]] std::optional<ByteRange> parse_range(std::string_view header, std::uint64_t size);
+
+/// True when an If-None-Match header value matches the (quoted) ETag.
+[[nodiscard]] bool etag_matches(std::string_view if_none_match, std::string_view etag);
+
+}  // namespace wf::http

@@ -1,0 +1,584 @@
+#include "wheelforge/http/server.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <unordered_set>
+
+#include "file_body.hpp"
+#include "message.hpp"
+#include "read_handlers.hpp"
+#include "upload_handler.hpp"
+#include "wheelforge/snapshot/snapshot.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using SnapshotPtr = std::shared_ptr<const snapshot::Snapshot>;
+
+class Session;
+
+struct Server::Impl {
+  Impl(ServerConfig c, Services s)
+      : config(std::move(c)),
+        services(s),
+        workers(std::max<std::size_t>(1, config.worker_threads)),
+        acceptor(ioc),
+        poll_timer(ioc),
+        grace_timer(ioc) {}
+
+  ServerConfig config;
+  Services services;
+  asio::io_context ioc{1};
+  asio::thread_pool workers;
+  tcp::acceptor acceptor;
+  asio::steady_timer poll_timer;
+  asio::steady_timer grace_timer;
+
+  // Network-thread state.
+  SnapshotPtr snapshot;
+  std::uint64_t next_request_id = 1;
+  std::unordered_set<Session*> sessions;
+  bool stopping = false;
+  // Written on the network thread, read by workers to skip needless reloads.
+  std::atomic<std::uint64_t> generation{0};
+
+  void accept();
+  void schedule_poll();
+  void begin_stop();
+  void maybe_finish_stop();
+
+  /// Installs a snapshot if it is newer than the current one (network thread).
+  void install(SnapshotPtr s) {
+    if (s && (!snapshot || s->generation() > snapshot->generation())) {
+      snapshot = std::move(s);
+      generation.store(snapshot->generation());
+    }
+  }
+
+  /// Loads a fresh snapshot (worker thread; blocks on SQLite).
+  Result<SnapshotPtr> load_snapshot() const {
+    auto contents = services.catalog->load();
+    if (!contents) return contents.error();
+    return snapshot::Snapshot::build(std::move(*contents));
+  }
+
+  /// Runs `work` on the worker pool, then `then(result)` on the network thread. The work
+  /// guard keeps run() alive while the worker is busy.
+  template <class Work, class Then>
+  void offload(Work work, Then then) {
+    asio::post(workers, [this, work = std::move(work), then = std::move(then),
+                         guard = asio::make_work_guard(ioc)]() mutable {
+      auto result = work();
+      asio::post(ioc, [then = std::move(then), result = std::move(result)]() mutable {
+        then(std::move(result));
+      });
+    });
+  }
+};
+
+namespace {
+
+Method method_of(bhttp::verb v) {
+  switch (v) {
+    case bhttp::verb::get: return Method::get;
+    case bhttp::verb::head: return Method::head;
+    case bhttp::verb::put: return Method::put;
+    case bhttp::verb::post: return Method::post;
+    default: return Method::other;
+  }
+}
+
+const char* method_name(Method m) {
+  switch (m) {
+    case Method::get: return "GET";
+    case Method::head: return "HEAD";
+    case Method::put: return "PUT";
+    case Method::post: return "POST";
+    case Method::other: return "OTHER";
+  }
+  return "OTHER";
+}
+
+struct UploadState {
+  explicit UploadState(store::TempFile t) : temp(std::move(t)) {}
+  store::TempFile temp;
+  std::vector<char> buffer = std::vector<char>(256 * 1024);
+};
+
+}  // namespace
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server::Impl& srv, tcp::socket socket) : srv_(srv), stream_(std::move(socket)) {
+    srv_.sessions.insert(this);
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session() {
+    srv_.sessions.erase(this);
+    srv_.maybe_finish_stop();
+  }
+
+  void start() { read_header(); }
+
+  /// Closes the connection if it is waiting for a new request (graceful stop).
+  void close_if_idle() {
+    if (idle_) {
+      beast::error_code ec;
+      stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+      stream_.close();
+    }
+  }
+
+ private:
+  void read_header() {
+    idle_ = true;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(srv_.config.max_header_bytes));
+    parser_->body_limit(srv_.services.ingestor->limits().max_file_size);
+    stream_.expires_after(requests_ == 0 ? srv_.config.read_timeout : srv_.config.idle_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                               self->on_header(ec);
+                             });
+  }
+
+  void on_header(beast::error_code ec) {
+    idle_ = false;
+    if (ec) {
+      if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+          ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
+          ec == asio::error::eof) {
+        return close();
+      }
+      // Malformed framing (two lengths, Content-Length with chunked, bad chunk sizes, header
+      // too large): answer 400/431 and close, never guess.
+      Response r = error_response(make_error(Errc::invalid, "malformed request: " + ec.message()));
+      if (ec == bhttp::error::header_limit) {
+        r.status = 431;
+        r.reason = "Request Header Fields Too Large";
+      }
+      r.close = true;
+      started_ = std::chrono::steady_clock::now();
+      id_ = srv_.next_request_id++;
+      return send(std::move(r));
+    }
+    ++requests_;
+    id_ = srv_.next_request_id++;
+    started_ = std::chrono::steady_clock::now();
+    const auto& msg = parser_->get();
+    req_ = Request{};
+    req_.method = method_of(msg.method());
+    req_.target = std::string(msg.target());
+    keep_alive_ = msg.keep_alive();
+    for (const auto& field : msg) {
+      req_.headers.emplace_back(to_lower(field.name_string()), std::string(field.value()));
+    }
+    if (req_.target.size() > srv_.config.max_target_bytes) {
+      Response r = error_response(make_error(Errc::invalid, "request target too long"));
+      r.status = 414;
+      r.reason = "URI Too Long";
+      r.close = true;
+      return send(std::move(r));
+    }
+    auto parsed = parse_target(req_.target);
+    if (!parsed) {
+      Response r = error_response(parsed.error());
+      r.close = !parser_->is_done();
+      return send(std::move(r));
+    }
+    req_.segments = std::move(parsed->first);
+    req_.query = std::move(parsed->second);
+
+    const bool is_upload = !req_.segments.empty() && req_.segments[0] == "upload";
+    if (is_upload) {
+      if (req_.method != Method::put) return send(method_not_allowed("PUT"));
+      return begin_upload();
+    }
+    if (!parser_->is_done()) {
+      // Reads carry no body; refuse one rather than read it.
+      Response r = error_response(make_error(Errc::invalid, "this request takes no body"));
+      r.close = true;
+      return send(std::move(r));
+    }
+    if (req_.method != Method::get && req_.method != Method::head) {
+      return send(method_not_allowed("GET, HEAD"));
+    }
+    send(handle_read(req_, *srv_.snapshot, *srv_.services.store));
+  }
+
+  static Response method_not_allowed(const char* allow) {
+    Response r = error_response(make_error(Errc::invalid, "method not allowed"));
+    r.status = 405;
+    r.reason = "Method Not Allowed";
+    r.set("Allow", allow);
+    return r;
+  }
+
+  // ---- uploads ---------------------------------------------------------------------------
+
+  void begin_upload() {
+    const auto& msg = parser_->get();
+    std::optional<std::uint64_t> length;
+    if (const auto cl = msg.payload_size()) length = *cl;
+    auto plan = plan_upload(req_, length, srv_.services.ingestor->limits().max_file_size,
+                            *srv_.snapshot);
+    if (!plan) {
+      Response r = error_response(plan.error());
+      r.close = !parser_->is_done();  // the body was not read: the connection is unusable
+      return send(std::move(r));
+    }
+    filename_ = plan->filename;
+    const bool expect_continue = iequals(msg[bhttp::field::expect], "100-continue");
+    srv_.offload([&srv = srv_] { return srv.services.store->create_temp(); },
+                 [self = shared_from_this(), expect_continue](Result<store::TempFile> temp) {
+                   if (!temp) return self->send(self->upload_failed(temp.error()));
+                   self->upload_ = std::make_shared<UploadState>(std::move(*temp));
+                   if (!expect_continue) return self->read_body();
+                   auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(
+                       bhttp::status::continue_, 11);
+                   self->stream_.expires_after(self->srv_.config.write_timeout);
+                   bhttp::async_write(self->stream_, *cont,
+                                      [self, cont](beast::error_code ec, std::size_t) {
+                                        if (ec) return self->abort_upload("client went away");
+                                        self->read_body();
+                                      });
+                 });
+  }
+
+  void read_body() {
+    if (parser_->is_done()) return finish_upload();
+    auto& body = parser_->get().body();
+    body.data = upload_->buffer.data();
+    body.size = upload_->buffer.size();
+    stream_.expires_after(srv_.config.read_timeout);
+    bhttp::async_read_some(stream_, buffer_, *parser_,
+                           [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                             self->on_body(ec);
+                           });
+  }
+
+  void on_body(beast::error_code ec) {
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec == bhttp::error::body_limit) {
+      drop_upload();
+      Response r = error_response(make_error(
+          Errc::too_large, "upload exceeds the limit of " +
+                               std::to_string(srv_.services.ingestor->limits().max_file_size) +
+                               " bytes"));
+      r.close = true;
+      return send(std::move(r));
+    }
+    if (ec) {
+      if (ec == bhttp::error::partial_message || ec == bhttp::error::end_of_stream ||
+          ec == asio::error::eof || ec == asio::error::connection_reset ||
+          ec == beast::error::timeout || ec == asio::error::operation_aborted) {
+        return abort_upload(ec == beast::error::timeout ? "client too slow" : "client went away");
+      }
+      drop_upload();
+      Response r = error_response(make_error(Errc::invalid, "malformed upload body: " + ec.message()));
+      r.close = true;
+      return send(std::move(r));
+    }
+    const std::size_t got = upload_->buffer.size() - parser_->get().body().size;
+    if (got == 0) return read_body();
+    srv_.offload(
+        [state = upload_, got] { return state->temp.write(state->buffer.data(), got); },
+        [self = shared_from_this()](Status st) {
+          if (!st) {
+            self->drop_upload();
+            Response r = self->upload_failed(st.error());
+            r.close = true;
+            return self->send(std::move(r));
+          }
+          self->read_body();
+        });
+  }
+
+  void finish_upload() {
+    auto state = std::move(upload_);
+    srv_.offload(
+        [&srv = srv_, state, name = filename_]() -> std::pair<Result<ingest::Ingested>, SnapshotPtr> {
+          auto result = srv.services.ingestor->ingest(std::move(state->temp), name);
+          SnapshotPtr snap;
+          // Reload before answering so that the file is on its pages once the client hears
+          // it was stored.
+          if (result && result->outcome == ingest::Outcome::stored) {
+            if (auto loaded = srv.load_snapshot()) snap = *loaded;
+          }
+          return {std::move(result), std::move(snap)};
+        },
+        [self = shared_from_this()](std::pair<Result<ingest::Ingested>, SnapshotPtr> done) {
+          auto& [result, snap] = done;
+          self->srv_.install(std::move(snap));
+          if (!result) return self->send(self->upload_failed(result.error()));
+          Response r;
+          r.status = result->outcome == ingest::Outcome::stored ? 201 : 200;
+          r.set("Content-Type", "application/json");
+          r.body = upload_json(result->file);
+          spdlog::info("req={} upload {} {} sha256={} size={}", self->id_,
+                       result->outcome == ingest::Outcome::stored ? "stored" : "identical",
+                       sanitize_for_log(result->file.filename), result->file.sha256,
+                       result->file.size);
+          self->send(std::move(r));
+        });
+  }
+
+  Response upload_failed(const Error& e) const {
+    if (status_for(e.code) >= 500) {
+      spdlog::error("req={} upload of {} failed: {}", id_, sanitize_for_log(filename_), e.message);
+    } else {
+      spdlog::info("req={} upload of {} rejected: {}", id_, sanitize_for_log(filename_),
+                   sanitize_for_log(e.message, 500));
+    }
+    return error_response(e);
+  }
+
+  /// Removes the temp file of an abandoned upload (on a worker: unlink blocks).
+  void drop_upload() {
+    if (!upload_) return;
+    asio::post(srv_.workers, [state = std::move(upload_)]() mutable { state.reset(); });
+  }
+
+  void abort_upload(const char* why) {
+    spdlog::info("req={} upload of {} aborted: {}", id_, sanitize_for_log(filename_), why);
+    drop_upload();
+    close();
+  }
+
+  // ---- responses -------------------------------------------------------------------------
+
+  template <class Body>
+  void fill(bhttp::response<Body>& res, const Response& r) {
+    res.result(static_cast<unsigned>(r.status));
+    if (!r.reason.empty()) res.reason(r.reason);
+    res.set(bhttp::field::server, "wheelforge");
+    for (const auto& [k, v] : r.headers) res.set(k, v);
+    res.keep_alive(keep_alive_ && !r.close && !srv_.stopping);
+  }
+
+  void send(Response r) {
+    const bool head = req_.method == Method::head;
+    const int status = r.status;
+    if (auto* range = std::get_if<FileRange>(&r.body)) {
+      auto fd = std::make_shared<UniqueFd>(::open(range->path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd->valid()) {
+        spdlog::error("req={} cannot open blob {}: {}", id_, range->path.string(),
+                      std::strerror(errno));
+        return send(error_response(make_error(Errc::io, "blob missing")));
+      }
+      if (head) return send_head(r, range->length);
+      auto res = std::make_shared<bhttp::response<RangeFileBody>>();
+      fill(*res, r);
+      res->body() = RangeFileBody::value_type{fd, range->offset, range->length};
+      res->content_length(range->length);
+      return write(res, status, range->length);
+    }
+    std::string_view bytes;
+    std::shared_ptr<const void> keep;
+    if (auto* s = std::get_if<std::string>(&r.body)) {
+      auto owned = std::make_shared<std::string>(std::move(*s));
+      bytes = *owned;
+      keep = owned;
+    } else if (auto* shared = std::get_if<std::shared_ptr<const std::string>>(&r.body)) {
+      bytes = **shared;
+      keep = *shared;
+    }
+    if (head || status == 304) return send_head(r, status == 304 ? 0 : bytes.size());
+    auto res = std::make_shared<bhttp::response<bhttp::span_body<const char>>>();
+    fill(*res, r);
+    res->body() = bhttp::span_body<const char>::value_type(bytes.data(), bytes.size());
+    res->content_length(bytes.size());
+    write(res, status, bytes.size(), std::move(keep));
+  }
+
+  void send_head(const Response& r, std::uint64_t length) {
+    auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
+    fill(*res, r);
+    if (r.status != 304) res->set(bhttp::field::content_length, std::to_string(length));
+    write(res, r.status, 0);
+  }
+
+  template <class Message>
+  void write(std::shared_ptr<Message> res, int status, std::uint64_t length,
+             std::shared_ptr<const void> keep = nullptr) {
+    stream_.expires_after(srv_.config.write_timeout);
+    const bool keep_alive = res->keep_alive();
+    bhttp::async_write(
+        stream_, *res,
+        [self = shared_from_this(), res, keep, status, length, keep_alive](beast::error_code ec,
+                                                                           std::size_t) {
+          self->log(status, length, ec);
+          if (ec || !keep_alive) return self->close();
+          self->read_header();
+        });
+  }
+
+  void log(int status, std::uint64_t length, beast::error_code ec) const {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - started_)
+                        .count();
+    spdlog::info("req={} {} {} -> {} {}B {:.2f}ms{}", id_, method_name(req_.method),
+                 sanitize_for_log(req_.target, 300), status, length,
+                 static_cast<double>(us) / 1000.0, ec ? " (write failed: " + ec.message() + ")" : "");
+  }
+
+  void close() {
+    beast::error_code ec;
+    // Half-close first: the client reads our last response before it sees the socket end,
+    // even when we stop reading an unwanted body.
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (parser_ && !parser_->is_done() && !draining_) return drain();
+    stream_.close();
+  }
+
+  /// Reads and discards what the client still sends (bounded in time and bytes) so that
+  /// closing does not reset the connection before the client has read our answer.
+  void drain() {
+    draining_ = true;
+    stream_.expires_after(std::chrono::seconds(2));
+    if (!drain_buf_) drain_buf_ = std::make_unique<std::array<char, 64 * 1024>>();
+    stream_.async_read_some(asio::buffer(*drain_buf_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > (64U << 20U)) return self->stream_.close();
+                              self->drain();
+                            });
+  }
+
+  Server::Impl& srv_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
+  Request req_;
+  std::uint64_t id_ = 0;
+  std::uint64_t requests_ = 0;
+  bool keep_alive_ = false;
+  bool idle_ = true;
+  bool draining_ = false;
+  std::uint64_t drained_ = 0;
+  std::unique_ptr<std::array<char, 64 * 1024>> drain_buf_;
+  std::chrono::steady_clock::time_point started_;
+  std::string filename_;
+  std::shared_ptr<UploadState> upload_;
+};
+
+void Server::Impl::accept() {
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (stopping || ec == asio::error::operation_aborted) return;
+      spdlog::warn("accept failed: {}", ec.message());
+      return accept();
+    }
+    if (sessions.size() >= config.max_connections) {
+      spdlog::warn("connection limit of {} reached; refusing a connection", config.max_connections);
+      beast::error_code ignored;
+      socket.close(ignored);
+    } else {
+      socket.set_option(tcp::no_delay(true), ec);
+      std::make_shared<Session>(*this, std::move(socket))->start();
+    }
+    accept();
+  });
+}
+
+void Server::Impl::schedule_poll() {
+  poll_timer.expires_after(config.catalog_poll_interval);
+  poll_timer.async_wait([this](beast::error_code ec) {
+    if (ec || stopping) return;
+    offload(
+        [this]() -> SnapshotPtr {
+          // Other processes (`wheelforge ingest`, `token create`) change the catalog too.
+          auto gen = services.catalog->generation();
+          if (!gen || *gen == generation.load()) return nullptr;
+          auto loaded = load_snapshot();
+          if (!loaded) {
+            spdlog::error("catalog reload failed: {}", loaded.error().message);
+            return nullptr;
+          }
+          spdlog::info("catalog changed (generation {}): {} projects, {} files", *gen,
+                       (*loaded)->project_count(), (*loaded)->file_count());
+          return *loaded;
+        },
+        [this](SnapshotPtr s) {
+          install(std::move(s));
+          schedule_poll();
+        });
+  });
+}
+
+void Server::Impl::begin_stop() {
+  if (stopping) return;
+  stopping = true;
+  spdlog::info("stopping: {} connection(s) open", sessions.size());
+  beast::error_code ec;
+  acceptor.close(ec);
+  poll_timer.cancel();
+  for (Session* s : sessions) s->close_if_idle();
+  grace_timer.expires_after(config.shutdown_grace);
+  grace_timer.async_wait([this](beast::error_code e) {
+    if (e) return;
+    spdlog::warn("grace period over: closing {} connection(s)", sessions.size());
+    ioc.stop();
+  });
+  maybe_finish_stop();
+}
+
+void Server::Impl::maybe_finish_stop() {
+  if (stopping && sessions.empty()) grace_timer.cancel();
+}
+
+Server::Server(ServerConfig config, Services services)
+    : impl_(std::make_unique<Impl>(std::move(config), services)) {}
+
+Server::~Server() {
+  impl_->workers.join();
+}
+
+Result<std::string> Server::start() {
+  Impl& s = *impl_;
+  auto loaded = s.load_snapshot();
+  if (!loaded) return loaded.error();
+  s.install(*loaded);
+
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(s.config.host, ec);
+  if (ec) return make_error(Errc::invalid, "invalid listen address '" + s.config.host + "'");
+  const tcp::endpoint endpoint(address, s.config.port);
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return make_error(Errc::io, "cannot listen on " + s.config.host + ":" +
+                                    std::to_string(s.config.port) + ": " + ec.message());
+  }
+  const auto bound = s.acceptor.local_endpoint();
+  std::string host = bound.address().to_string();
+  if (bound.address().is_v6()) host = "[" + host + "]";
+  s.accept();
+  s.schedule_poll();
+  return host + ":" + std::to_string(bound.port());
+}
+
+void Server::run() { impl_->ioc.run(); }
+
+void Server::stop() {
+  asio::post(impl_->ioc, [impl = impl_.get()] { impl->begin_stop(); });
+}
+
+}  // namespace wf::http

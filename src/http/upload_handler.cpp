@@ -1,0 +1,73 @@
+#include "upload_handler.hpp"
+
+#include "wheelforge/auth/tokens.hpp"
+#include "wheelforge/core/filename.hpp"
+#include "wheelforge/render/simple.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::http {
+namespace {
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (u < 0x20) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out.push_back(kHex[u >> 4U]);
+      out.push_back(kHex[u & 0xFU]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+}  // namespace
+
+Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> content_length,
+                               std::uint64_t max_size, const snapshot::Snapshot& snap) {
+  // Credentials first: an anonymous client learns nothing about names or limits.
+  auto token = auth::token_from_authorization(req.header("authorization"));
+  if (!token) return token.error();
+  const auto& seg = req.segments;  // seg[0] == "upload"
+  if (seg.size() < 2 || (seg.size() == 2 && seg[1].empty())) {
+    if (auto granted = auth::authorize(snap.tokens(), *token, catalog::Scope::upload); !granted) {
+      return granted.error();
+    }
+    return make_error(Errc::invalid,
+                      "missing file name: PUT the file to /upload/<filename> "
+                      "(curl -T file.whl URL/upload/ adds it)");
+  }
+  if (seg.size() > 2) {
+    return make_error(Errc::invalid, "invalid file name: it must not contain '/'");
+  }
+  auto name = core::parse_dist_filename(seg[1]);
+  if (auto granted = auth::authorize(snap.tokens(), *token, catalog::Scope::upload,
+                                     name ? std::optional<std::string_view>(name->normalized_name)
+                                          : std::nullopt);
+      !granted) {
+    return granted.error();
+  }
+  if (!name) return make_error(Errc::invalid, "invalid file name: " + name.error().message);
+  if (content_length && *content_length > max_size) {
+    return make_error(Errc::too_large, "upload of " + std::to_string(*content_length) +
+                                           " bytes exceeds the limit of " +
+                                           std::to_string(max_size) + " bytes");
+  }
+  return UploadPlan{seg[1]};
+}
+
+std::string upload_json(const core::FileRecord& file) {
+  return "{\"filename\":" + json_string(file.filename) + ",\"project\":" +
+         json_string(file.project) + ",\"version\":" + json_string(file.version) +
+         ",\"sha256\":" + json_string(file.sha256) + ",\"size\":" + std::to_string(file.size) +
+         ",\"url\":" + json_string(render::file_url(file)) + "}\n";
+}
+
+}  // namespace wf::http

@@ -1,0 +1,166 @@
+#include "wheelforge/ingest/ingestor.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "wheelforge/archive/reader.hpp"
+#include "wheelforge/core/filename.hpp"
+#include "wheelforge/core/metadata.hpp"
+#include "wheelforge/core/name.hpp"
+#include "wheelforge/core/version.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::ingest {
+
+std::string already_exists_message(std::string_view filename) {
+  return "File already exists: " + sanitize_for_log(filename, 300) +
+         " is stored with different content; files are immutable, upload a new version or "
+         "build tag instead";
+}
+
+namespace {
+
+struct Validated {
+  core::DistFilename name;
+  core::CoreMetadata metadata;
+  std::string metadata_bytes;
+};
+
+// Everything that can be checked without touching the store or the catalog. Collects every
+// problem so that an uploader sees all of them at once.
+Result<Validated> validate(const std::filesystem::path& file, std::string_view filename,
+                           const Limits& limits) {
+  auto parsed = core::parse_dist_filename(filename);
+  if (!parsed) return parsed.error();
+  Validated v{std::move(*parsed), {}, {}};
+
+  archive::Limits alimits;
+  alimits.max_metadata_bytes = limits.max_metadata_size;
+  const char* metadata_name = "METADATA";
+  if (v.name.kind == core::DistKind::wheel) {
+    auto contents =
+        archive::read_wheel(file, v.name.normalized_name, v.name.version_text, alimits);
+    if (!contents) return contents.error();
+    if (auto wheel = core::parse_wheel_file(contents->wheel); !wheel) {
+      return make_error(Errc::invalid, contents->dist_info_dir + "/WHEEL: " + wheel.error().message);
+    }
+    v.metadata_bytes = std::move(contents->metadata);
+  } else {
+    metadata_name = "PKG-INFO";
+    auto pkg_info = archive::read_sdist_pkg_info(file, alimits);
+    if (!pkg_info) return pkg_info.error();
+    v.metadata_bytes = std::move(*pkg_info);
+  }
+
+  auto metadata = core::parse_core_metadata(v.metadata_bytes);
+  if (!metadata) {
+    return make_error(Errc::invalid, std::string(metadata_name) + ": " + metadata.error().message);
+  }
+  v.metadata = std::move(*metadata);
+
+  Problems problems;
+  if (core::normalize_name(v.metadata.name) != v.name.normalized_name) {
+    problems.add(std::string(metadata_name) + " Name '" + sanitize_for_log(v.metadata.name) +
+                 "' does not match the file name's project '" + v.name.normalized_name + "'");
+  }
+  auto meta_version = core::Version::parse(v.metadata.version);
+  if (!meta_version) {
+    problems.add(std::string(metadata_name) + " Version is invalid: " +
+                 meta_version.error().message);
+  } else if (meta_version->str() != v.name.version.str()) {
+    // pip refuses such wheels ("inconsistent version"); a label added to the file name
+    // only must also be written into METADATA.
+    problems.add(std::string(metadata_name) + " Version '" + sanitize_for_log(v.metadata.version) +
+                 "' does not match the file name's version '" + v.name.version.str() + "'");
+  }
+  if (!problems.empty()) return problems.to_error();
+  return v;
+}
+
+}  // namespace
+
+Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filename) {
+  if (temp.size() > limits_.max_file_size) {
+    return make_error(Errc::too_large, "file is larger than the limit of " +
+                                           std::to_string(limits_.max_file_size) + " bytes");
+  }
+  if (auto st = temp.finish(); !st) return st.error();
+
+  // A name that is already taken is answered before the archive is read: cheap, and the
+  // answer (identical or conflict) does not depend on the content being valid.
+  auto existing = catalog_.find_file(filename);
+  if (!existing) return existing.error();
+  if (existing->has_value()) {
+    if ((*existing)->sha256 != temp.sha256()) {
+      return make_error(Errc::conflict, already_exists_message(filename));
+    }
+    return Ingested{Outcome::identical, **existing, {}};
+  }
+
+  auto v = validate(temp.path(), filename, limits_);
+  if (!v) return v.error();
+
+  auto metadata_sha = store_.put(v->metadata_bytes);
+  if (!metadata_sha) return metadata_sha.error();
+
+  catalog::NewFile nf;
+  core::FileRecord& f = nf.file;
+  f.filename = std::string(filename);
+  f.project = v->name.normalized_name;
+  f.version = v->name.version.str();
+  f.kind = v->name.kind;
+  f.sha256 = temp.sha256();
+  f.size = temp.size();
+  f.upload_time = now_micros();
+  f.requires_python = v->metadata.requires_python;
+  f.metadata_sha256 = *metadata_sha;
+  f.metadata_size = v->metadata_bytes.size();
+  f.tags = v->name.tags;
+  nf.display_name = v->metadata.name;
+  nf.requires_dist = v->metadata.requires_dist;
+
+  // The blob is published before the row is committed: a crash in between leaves an orphan
+  // blob (harmless, collected by gc), never a row without its file.
+  if (auto blob = store_.commit(std::move(temp)); !blob) return blob.error();
+  auto inserted = catalog_.insert_file(nf);
+  if (!inserted) return inserted.error();
+  switch (inserted->first) {
+    case catalog::InsertOutcome::inserted:
+      return Ingested{Outcome::stored, inserted->second, nf.display_name};
+    case catalog::InsertOutcome::identical:
+      return Ingested{Outcome::identical, inserted->second, nf.display_name};
+    case catalog::InsertOutcome::conflict:
+      break;
+  }
+  return make_error(Errc::conflict, already_exists_message(filename));
+}
+
+Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errno_error(errno, "open " + path.string());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "stat " + path.string());
+  if (!S_ISREG(st.st_mode)) return make_error(Errc::invalid, "not a regular file");
+  if (static_cast<std::uint64_t>(st.st_size) > limits_.max_file_size) {
+    return make_error(Errc::too_large, "file is larger than the limit of " +
+                                           std::to_string(limits_.max_file_size) + " bytes");
+  }
+  auto temp = store_.create_temp();
+  if (!temp) return temp.error();
+  std::string buffer(1U << 20U, '\0');
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_error(errno, "read " + path.string());
+    }
+    if (n == 0) break;
+    if (auto w = temp->write(buffer.data(), static_cast<std::size_t>(n)); !w) return w.error();
+  }
+  return ingest(std::move(*temp), path.filename().string());
+}
+
+}  // namespace wf::ingest
