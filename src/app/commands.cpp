@@ -46,8 +46,8 @@ void init_logging() {
   spdlog::init_thread_pool(8192, 1);
   auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   // Overrun instead of block: a stalled stderr must never stall the network thread.
-  auto logger = std::make_shared<spdlog::async_logger>("wheelforge", sink, spdlog::thread_pool(),
-                                                       spdlog::async_overflow_policy::overrun_oldest);
+  auto logger = std::make_shared<spdlog::async_logger>(
+      "wheelforge", sink, spdlog::thread_pool(), spdlog::async_overflow_policy::overrun_oldest);
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v", spdlog::pattern_time_type::utc);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);

@@ -10,11 +10,24 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   if (text.empty()) return std::nullopt;
   std::uint64_t multiplier = 1;
   switch (text.back()) {
-    case 'K': case 'k': multiplier = 1ULL << 10U; break;
-    case 'M': case 'm': multiplier = 1ULL << 20U; break;
-    case 'G': case 'g': multiplier = 1ULL << 30U; break;
-    case 'T': case 't': multiplier = 1ULL << 40U; break;
-    default: break;
+    case 'K':
+    case 'k':
+      multiplier = 1ULL << 10U;
+      break;
+    case 'M':
+    case 'm':
+      multiplier = 1ULL << 20U;
+      break;
+    case 'G':
+    case 'g':
+      multiplier = 1ULL << 30U;
+      break;
+    case 'T':
+    case 't':
+      multiplier = 1ULL << 40U;
+      break;
+    default:
+      break;
   }
   if (multiplier != 1) text.remove_suffix(1);
   const auto n = parse_u64(text);
@@ -25,10 +38,12 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
 Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text) {
   const auto colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0) {
-    return make_error(Errc::invalid, "listen: expected HOST:PORT, got '" + sanitize_for_log(text) + "'");
+    return make_error(Errc::invalid,
+                      "listen: expected HOST:PORT, got '" + sanitize_for_log(text) + "'");
   }
   std::string host(text.substr(0, colon));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   const auto port = parse_u64(text.substr(colon + 1));
   if (!port || *port > 65535) {
     return make_error(Errc::invalid, "listen: invalid port in '" + sanitize_for_log(text) + "'");

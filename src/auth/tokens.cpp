@@ -5,9 +5,13 @@
 
 namespace wf::auth {
 
-std::string generate_token() { return "wf_" + base64url_nopad_encode(crypto::random_bytes(32)); }
+std::string generate_token() {
+  return "wf_" + base64url_nopad_encode(crypto::random_bytes(32));
+}
 
-std::string hash_token(std::string_view token) { return crypto::sha256_hex(token); }
+std::string hash_token(std::string_view token) {
+  return crypto::sha256_hex(token);
+}
 
 Result<std::optional<std::string>> token_from_authorization(std::string_view header) {
   header = trim(header);

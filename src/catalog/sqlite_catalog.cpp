@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/core/version.hpp"
+#include "wheelforge/util/strings.hpp"
 
 namespace wf::catalog {
 namespace {
@@ -60,7 +62,25 @@ CREATE TRIGGER tokens_ins AFTER INSERT ON tokens BEGIN UPDATE meta SET generatio
 CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens BEGIN UPDATE meta SET generation = generation + 1; END;
 CREATE TRIGGER tokens_del AFTER DELETE ON tokens BEGIN UPDATE meta SET generation = generation + 1; END;
 )sql",
+    // 2: variant hints (torch series, CUDA/ROCm/CPU backend, C++ ABI) parsed at ingest, so that
+    // views are computed from the catalog. Rows that predate this are filled in by
+    // backfill_hints() right after the migration.
+    R"sql(
+ALTER TABLE files ADD COLUMN backend TEXT NOT NULL DEFAULT 'none';
+ALTER TABLE files ADD COLUMN cuda_major INTEGER;
+ALTER TABLE files ADD COLUMN cuda_minor INTEGER;
+ALTER TABLE files ADD COLUMN rocm_major INTEGER;
+ALTER TABLE files ADD COLUMN rocm_minor INTEGER;
+ALTER TABLE files ADD COLUMN torch_major INTEGER;
+ALTER TABLE files ADD COLUMN torch_minor INTEGER;
+ALTER TABLE files ADD COLUMN cxx11_abi INTEGER;
+ALTER TABLE files ADD COLUMN label_extra TEXT NOT NULL DEFAULT '';
+ALTER TABLE files ADD COLUMN hints_version INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
+
+// Bumped when the label parser learns something new, so that stored hints are recomputed.
+constexpr std::int64_t kHintsVersion = 1;
 
 Error sqlite_error(sqlite3* db, std::string_view what) {
   std::string message(what);
@@ -97,6 +117,11 @@ class Stmt {
     sqlite3_bind_int64(stmt_, i, v);
     return *this;
   }
+  Stmt& bind(int i, std::optional<int> v) {
+    if (v) return bind(i, static_cast<std::int64_t>(*v));
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
   /// SQLITE_ROW, SQLITE_DONE or an error code.
   int step() { return sqlite3_step(stmt_); }
 
@@ -106,6 +131,10 @@ class Stmt {
     return p ? std::string(reinterpret_cast<const char*>(p),
                            static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
              : std::string();
+  }
+  [[nodiscard]] std::optional<int> opt_int(int col) const {
+    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
+    return static_cast<int>(sqlite3_column_int64(stmt_, col));
   }
   [[nodiscard]] std::optional<std::string> opt_text(int col) const {
     if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
@@ -120,7 +149,30 @@ class Stmt {
 constexpr const char* kFileColumns =
     "f.id, f.filename, p.name, f.version, f.kind, f.sha256, f.size, f.upload_time, "
     "f.requires_python, f.metadata_sha256, f.metadata_size, f.yanked, f.yanked_reason, "
-    "f.build_tag, f.python_tag, f.abi_tag, f.platform_tag";
+    "f.build_tag, f.python_tag, f.abi_tag, f.platform_tag, f.backend, f.cuda_major, "
+    "f.cuda_minor, f.rocm_major, f.rocm_minor, f.torch_major, f.torch_minor, f.cxx11_abi, "
+    "f.label_extra";
+
+std::string_view backend_name(core::Backend b) {
+  switch (b) {
+    case core::Backend::none:
+      return "none";
+    case core::Backend::cuda:
+      return "cuda";
+    case core::Backend::cpu:
+      return "cpu";
+    case core::Backend::rocm:
+      return "rocm";
+  }
+  return "none";
+}
+
+core::Backend parse_backend(std::string_view s) {
+  if (s == "cuda") return core::Backend::cuda;
+  if (s == "cpu") return core::Backend::cpu;
+  if (s == "rocm") return core::Backend::rocm;
+  return core::Backend::none;
+}
 
 core::FileRecord read_file_row(const Stmt& s) {
   core::FileRecord f;
@@ -140,7 +192,39 @@ core::FileRecord read_file_row(const Stmt& s) {
   f.tags.python_tag = s.text(14);
   f.tags.abi_tag = s.text(15);
   f.tags.platform_tag = s.text(16);
+  core::VariantHints& h = f.hints;
+  h.backend = parse_backend(s.text(17));
+  h.cuda_major = s.opt_int(18);
+  h.cuda_minor = s.opt_int(19);
+  h.rocm_major = s.opt_int(20);
+  h.rocm_minor = s.opt_int(21);
+  if (const auto major = s.opt_int(22), minor = s.opt_int(23); major && minor) {
+    h.torch = core::TorchSeries{*major, *minor};
+  }
+  if (const auto abi = s.opt_int(24)) h.cxx11_abi = *abi != 0;
+  const std::string extra = s.text(25);
+  for (const auto part : split(extra, '.')) {
+    if (!part.empty()) h.extra.emplace_back(part);
+  }
   return f;
+}
+
+/// Binds the nine hint columns (backend .. label_extra) starting at parameter `first`.
+void bind_hints(Stmt& s, int first, const core::VariantHints& h) {
+  std::string extra;
+  for (const auto& part : h.extra) {
+    if (!extra.empty()) extra += '.';
+    extra += part;
+  }
+  s.bind(first, backend_name(h.backend))
+      .bind(first + 1, h.cuda_major)
+      .bind(first + 2, h.cuda_minor)
+      .bind(first + 3, h.rocm_major)
+      .bind(first + 4, h.rocm_minor)
+      .bind(first + 5, h.torch ? std::optional<int>(h.torch->major) : std::nullopt)
+      .bind(first + 6, h.torch ? std::optional<int>(h.torch->minor) : std::nullopt)
+      .bind(first + 7, h.cxx11_abi ? std::optional<int>(*h.cxx11_abi ? 1 : 0) : std::nullopt)
+      .bind(first + 8, extra);
 }
 
 class SqliteCatalog final : public Catalog {
@@ -155,7 +239,8 @@ class SqliteCatalog final : public Catalog {
                                "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=10000"}) {
       if (auto st = exec(pragma); !st) return st;
     }
-    return migrate();
+    if (auto st = migrate(); !st) return st;
+    return backfill_hints();
   }
 
   Result<std::optional<core::FileRecord>> find_file(std::string_view filename) override {
@@ -250,6 +335,53 @@ class SqliteCatalog final : public Catalog {
     return exec("COMMIT");
   }
 
+  // Computes the variant hints of rows stored before hints existed (or by an older parser).
+  Status backfill_hints() {
+    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st;
+    std::vector<std::pair<std::int64_t, core::VariantHints>> updates;
+    {
+      Stmt s(db_,
+             "SELECT f.id, p.name, f.version, f.requires_dist FROM files f"
+             " JOIN projects p ON p.id = f.project_id WHERE f.hints_version < ?");
+      if (!s.valid()) {
+        (void)exec("ROLLBACK");
+        return sqlite_error(db_, "prepare hint backfill");
+      }
+      s.bind(1, kHintsVersion);
+      while (s.step() == SQLITE_ROW) {
+        std::vector<std::string> requires_dist;
+        const std::string joined = s.text(3);
+        for (const auto line : split(joined, '\n')) {
+          if (!line.empty()) requires_dist.emplace_back(line);
+        }
+        updates.emplace_back(s.i64(0), hints_for_row(s.text(1), s.text(2), requires_dist));
+      }
+    }
+    for (const auto& [id, hints] : updates) {
+      Stmt u(db_,
+             "UPDATE files SET backend = ?, cuda_major = ?, cuda_minor = ?, rocm_major = ?,"
+             " rocm_minor = ?, torch_major = ?, torch_minor = ?, cxx11_abi = ?, label_extra = ?,"
+             " hints_version = ? WHERE id = ?");
+      bind_hints(u, 1, hints);
+      u.bind(10, kHintsVersion).bind(11, id);
+      if (u.step() != SQLITE_DONE) {
+        (void)exec("ROLLBACK");
+        return sqlite_error(db_, "backfill hints");
+      }
+    }
+    return exec("COMMIT");
+  }
+
+  static core::VariantHints hints_for_row(const std::string& project, const std::string& version,
+                                          const std::vector<std::string>& requires_dist) {
+    auto parsed = core::Version::parse(version);
+    if (!parsed) return {};
+    auto hints = core::hints_for_distribution(project, parsed->public_str(), parsed->local_str(),
+                                              requires_dist);
+    // A stored file was accepted once; if its label and pins disagree the label is kept.
+    return hints ? *hints : core::parse_local_label(parsed->local_str());
+  }
+
   Result<std::optional<core::FileRecord>> find_file_locked(std::string_view filename) {
     const std::string sql = std::string("SELECT ") + kFileColumns +
                             " FROM files f JOIN projects p ON p.id = f.project_id"
@@ -287,8 +419,10 @@ class SqliteCatalog final : public Catalog {
     Stmt ins(db_,
              "INSERT INTO files (project_id, filename, version, kind, sha256, size, upload_time,"
              " requires_python, metadata_sha256, metadata_size, build_tag, python_tag, abi_tag,"
-             " platform_tag, requires_dist)"
-             " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM projects WHERE name = ?");
+             " platform_tag, requires_dist, backend, cuda_major, cuda_minor, rocm_major,"
+             " rocm_minor, torch_major, torch_minor, cxx11_abi, label_extra, hints_version)"
+             " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+             " FROM projects WHERE name = ?");
     if (!ins.valid()) return sqlite_error(db_, "prepare file insert");
     ins.bind(1, f.filename)
         .bind(2, f.version)
@@ -303,8 +437,9 @@ class SqliteCatalog final : public Catalog {
         .bind(11, f.tags.python_tag)
         .bind(12, f.tags.abi_tag)
         .bind(13, f.tags.platform_tag)
-        .bind(14, requires_dist)
-        .bind(15, f.project);
+        .bind(14, requires_dist);
+    bind_hints(ins, 15, f.hints);
+    ins.bind(24, kHintsVersion).bind(25, f.project);
     if (ins.step() != SQLITE_DONE) return sqlite_error(db_, "insert file");
     core::FileRecord stored = f;
     stored.id = sqlite3_last_insert_rowid(db_);
@@ -374,9 +509,12 @@ class SqliteCatalog final : public Catalog {
 
 std::string_view scope_name(Scope scope) {
   switch (scope) {
-    case Scope::read: return "read";
-    case Scope::upload: return "upload";
-    case Scope::admin: return "admin";
+    case Scope::read:
+      return "read";
+    case Scope::upload:
+      return "upload";
+    case Scope::admin:
+      return "admin";
   }
   return "read";
 }
@@ -390,12 +528,12 @@ std::optional<Scope> parse_scope(std::string_view name) {
 
 Result<std::unique_ptr<Catalog>> open_sqlite_catalog(const std::filesystem::path& db_path) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(db_path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+  const int rc =
+      sqlite3_open_v2(db_path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
-    Error e = make_error(Errc::io, "open " + db_path.string() + ": " +
-                                       (db ? sqlite3_errmsg(db) : "out of memory"));
+    Error e = make_error(
+        Errc::io, "open " + db_path.string() + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
     sqlite3_close_v2(db);
     return e;
   }

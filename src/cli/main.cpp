@@ -15,15 +15,16 @@ struct Common {
     cmd->add_option("--config", config, "TOML configuration file");
     cmd->add_option("--data-dir", overrides.data_dir, "data directory (default ./data)");
     if (with_server_flags) {
-      cmd->add_option("--listen", overrides.listen, "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks one)");
+      cmd->add_option("--listen", overrides.listen,
+                      "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks one)");
     }
     cmd->add_option("--max-upload-size", overrides.max_upload_size,
                     "largest accepted file, e.g. 8G (default 8G)");
   }
 
   std::optional<wf::app::Settings> settings() const {
-    auto s = wf::app::load_settings(config ? std::optional<std::filesystem::path>(*config) : std::nullopt,
-                                    overrides);
+    auto s = wf::app::load_settings(
+        config ? std::optional<std::filesystem::path>(*config) : std::nullopt, overrides);
     if (!s) {
       std::cerr << "error: " << s.error().message << "\n";
       return std::nullopt;
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
   std::string scope;
   std::optional<std::string> project;
   std::string description;
-  auto* token_create = token->add_subcommand("create", "create a token; prints it on the last line");
+  auto* token_create =
+      token->add_subcommand("create", "create a token; prints it on the last line");
   token_opts.add_to(token_create, false);
   token_create->add_option("--scope", scope, "read, upload or admin")->required();
   token_create->add_option("--project", project, "limit an upload token to one project");

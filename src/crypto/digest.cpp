@@ -18,8 +18,10 @@ struct Hasher::Impl {
 namespace {
 const EVP_MD* md_for(Algorithm a) {
   switch (a) {
-    case Algorithm::sha256: return EVP_sha256();
-    case Algorithm::md5: return EVP_md5();
+    case Algorithm::sha256:
+      return EVP_sha256();
+    case Algorithm::md5:
+      return EVP_md5();
   }
   return nullptr;
 }
@@ -37,7 +39,9 @@ Hasher::Hasher(Hasher&&) noexcept = default;
 Hasher& Hasher::operator=(Hasher&&) noexcept = default;
 Hasher::~Hasher() = default;
 
-void Hasher::update(std::string_view bytes) { update(bytes.data(), bytes.size()); }
+void Hasher::update(std::string_view bytes) {
+  update(bytes.data(), bytes.size());
+}
 
 void Hasher::update(const void* data, std::size_t size) {
   EVP_DigestUpdate(impl_->ctx, data, size);
@@ -50,7 +54,9 @@ std::string Hasher::finish() {
   return std::string(reinterpret_cast<const char*>(out), len);
 }
 
-std::string Hasher::finish_hex() { return hex_encode(finish()); }
+std::string Hasher::finish_hex() {
+  return hex_encode(finish());
+}
 
 std::string sha256_raw(std::string_view bytes) {
   Hasher h(Algorithm::sha256);
@@ -58,7 +64,9 @@ std::string sha256_raw(std::string_view bytes) {
   return h.finish();
 }
 
-std::string sha256_hex(std::string_view bytes) { return hex_encode(sha256_raw(bytes)); }
+std::string sha256_hex(std::string_view bytes) {
+  return hex_encode(sha256_raw(bytes));
+}
 
 std::string random_bytes(std::size_t n) {
   std::string out(n, '\0');

@@ -5,12 +5,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/message.hpp>
-#include <array>
+#include <boost/optional.hpp>
 #include <cerrno>
 #include <memory>
-#include <boost/optional.hpp>
 
 #include "wheelforge/util/fs.hpp"
 
@@ -49,8 +49,8 @@ struct RangeFileBody {
       if (n <= 0) {
         // A blob shorter than its catalog size means the store was damaged: fail the
         // response rather than send a truncated file with a full Content-Length.
-        ec = boost::beast::errc::make_error_code(n < 0 ? static_cast<boost::beast::errc::errc_t>(errno)
-                                                       : boost::beast::errc::io_error);
+        ec = boost::beast::errc::make_error_code(
+            n < 0 ? static_cast<boost::beast::errc::errc_t>(errno) : boost::beast::errc::io_error);
         return boost::none;
       }
       pos_ += static_cast<std::uint64_t>(n);
@@ -64,7 +64,8 @@ struct RangeFileBody {
     const value_type& body_;
     std::uint64_t pos_;
     std::uint64_t remain_;
-    std::unique_ptr<std::array<char, 256 * 1024>> buf_ = std::make_unique<std::array<char, 256 * 1024>>();
+    std::unique_ptr<std::array<char, 256 * 1024>> buf_ =
+        std::make_unique<std::array<char, 256 * 1024>>();
   };
 };
 

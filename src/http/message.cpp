@@ -16,7 +16,8 @@ std::string Request::query_param(std::string_view name) const {
     const auto eq = part.find('=');
     const std::string_view key = part.substr(0, eq);
     if (key != name) continue;
-    const std::string_view raw = eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
+    const std::string_view raw =
+        eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
     return percent_decode(raw).value_or("");
   }
   return {};
@@ -49,18 +50,29 @@ Result<std::pair<std::vector<std::string>, std::string>> parse_target(std::strin
 
 int status_for(Errc code) {
   switch (code) {
-    case Errc::invalid: return 400;
-    case Errc::unauthorized: return 401;
-    case Errc::forbidden: return 403;
-    case Errc::not_found: return 404;
-    case Errc::not_acceptable: return 406;
-    case Errc::conflict: return 409;
-    case Errc::gone: return 410;
-    case Errc::too_large: return 413;
-    case Errc::storage_full: return 507;
-    case Errc::unavailable: return 503;
+    case Errc::invalid:
+      return 400;
+    case Errc::unauthorized:
+      return 401;
+    case Errc::forbidden:
+      return 403;
+    case Errc::not_found:
+      return 404;
+    case Errc::not_acceptable:
+      return 406;
+    case Errc::conflict:
+      return 409;
+    case Errc::gone:
+      return 410;
+    case Errc::too_large:
+      return 413;
+    case Errc::storage_full:
+      return 507;
+    case Errc::unavailable:
+      return 503;
     case Errc::io:
-    case Errc::internal: return 500;
+    case Errc::internal:
+      return 500;
   }
   return 500;
 }

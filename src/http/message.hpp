@@ -51,7 +51,9 @@ struct Response {
   std::variant<std::string, std::shared_ptr<const std::string>, FileRange> body;
   bool close = false;  ///< close the connection after this response
 
-  void set(std::string name, std::string value) { headers.emplace_back(std::move(name), std::move(value)); }
+  void set(std::string name, std::string value) {
+    headers.emplace_back(std::move(name), std::move(value));
+  }
   [[nodiscard]] std::string_view header(std::string_view name) const;
 };
 

@@ -1,13 +1,32 @@
 #include "read_handlers.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/negotiate.hpp"
+#include "wheelforge/core/version.hpp"
+#include "wheelforge/render/api.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
 namespace {
 
-Response not_found(std::string message) { return error_response(make_error(Errc::not_found, std::move(message))); }
+Response not_found(std::string message) {
+  return error_response(make_error(Errc::not_found, std::move(message)));
+}
+
+// The scheme and authority clients used to reach us, for absolute URLs in API answers.
+// The Host header is client-controlled: anything but a plain host[:port] is replaced.
+std::string base_url(const Request& req) {
+  std::string_view host = req.header("host");
+  const bool plain =
+      !host.empty() && host.size() <= 255 && std::all_of(host.begin(), host.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' ||
+               c == ':' || c == '[' || c == ']';
+      });
+  return "http://" + std::string(plain ? host : "localhost");
+}
 
 Response redirect(std::string location) {
   Response r;
@@ -42,7 +61,8 @@ Response page_response(const Request& req, const std::shared_ptr<const snapshot:
   r.set("Cache-Control", "max-age=0, must-revalidate");
   const bool gz = accepts_gzip(req);
   // The compressed representation is a different entity: it gets its own validator.
-  const std::string etag = gz ? page->etag.substr(0, page->etag.size() - 1) + "-gzip\"" : page->etag;
+  const std::string etag =
+      gz ? page->etag.substr(0, page->etag.size() - 1) + "-gzip\"" : page->etag;
   r.set("ETag", etag);
   if (etag_matches(req.header("if-none-match"), etag)) {
     r.status = 304;
@@ -58,31 +78,116 @@ Response page_response(const Request& req, const std::shared_ptr<const snapshot:
   return r;
 }
 
-Response simple_api(const Request& req, const snapshot::Snapshot& snap) {
-  const auto& seg = req.segments;  // seg[0] == "simple"
-  // "/simple" -> "/simple/"
-  if (seg.size() == 1) return redirect("/simple/");
-  auto format = core::negotiate(req.header("accept"), req.query_param("format"));
-  if (seg.size() == 2 && seg[1].empty()) {
-    if (!format) return error_response(format.error());
-    return page_response(req, snap.root_page(*format));
+// /simple/... and /<selector...>/simple/...; `at` is the index of the "simple" segment.
+Response simple_api(const Request& req, const snapshot::Snapshot& snap, std::size_t at) {
+  const auto& seg = req.segments;
+  std::optional<core::ViewSelector> view;
+  std::string prefix = "/";
+  if (at > 0) {
+    std::vector<std::string_view> parts(seg.begin(), seg.begin() + static_cast<std::ptrdiff_t>(at));
+    auto parsed = core::parse_view_selector(parts);
+    if (!parsed) return error_response(parsed.error());
+    view = std::move(*parsed);
+    for (std::size_t i = 0; i < at; ++i) prefix += percent_encode_path(seg[i]) + "/";
   }
-  const std::string& name = seg[1];
-  const bool trailing_slash = seg.size() == 3 && seg[2].empty();
-  if (seg.size() > 3 || (seg.size() == 3 && !trailing_slash)) return not_found("not found");
+  prefix += "simple/";
+  // ".../simple" -> ".../simple/"
+  if (seg.size() == at + 1) return redirect(prefix);
+  auto format = core::negotiate(req.header("accept"), req.query_param("format"));
+  if (seg.size() == at + 2 && seg[at + 1].empty()) {
+    if (!format) return error_response(format.error());
+    return page_response(req, view ? snap.view_root_page(*view, *format) : snap.root_page(*format));
+  }
+  const std::string& name = seg[at + 1];
+  const bool trailing_slash = seg.size() == at + 3 && seg[at + 2].empty();
+  if (seg.size() > at + 3 || (seg.size() == at + 3 && !trailing_slash))
+    return not_found("not found");
   if (!core::is_valid_project_name(name)) return not_found("no such project");
   const std::string normalized = core::normalize_name(name);
   if (!trailing_slash || normalized != name) {
-    std::string location = "/simple/" + normalized + "/";
+    std::string location = prefix + normalized + "/";
     if (!req.query.empty()) location += "?" + req.query;
     return redirect(std::move(location));
   }
   if (!format) return error_response(format.error());
-  auto page = snap.project_page(normalized, *format);
+  auto page = view ? snap.view_project_page(*view, normalized, *format)
+                   : snap.project_page(normalized, *format);
   // Unknown names are answered here and never sent elsewhere: a private index must not
   // redirect to a public one (dependency confusion).
   if (!page) return not_found("no such project: " + normalized);
   return page_response(req, page);
+}
+
+/// Maps an installed torch's version string (torch.__version__, e.g. "2.8.0+cu128") and an
+/// optional ABI flag ("1"/"0", torch._C._GLIBCXX_USE_CXX11_ABI) to the view that fits it.
+Result<render::Resolution> resolve_torch(std::string_view torch, std::string_view abi) {
+  if (torch.empty()) {
+    return make_error(Errc::invalid,
+                      "missing torch=<version>: pass torch.__version__, e.g. torch=2.8.0%2Bcu128");
+  }
+  auto version = core::Version::parse(torch);
+  if (!version) return make_error(Errc::invalid, "torch: " + version.error().message);
+  const auto series = core::torch_series_of_version(version->public_str());
+  if (!series)
+    return make_error(Errc::invalid, "torch: no major.minor in '" + version->str() + "'");
+  render::Resolution r;
+  r.torch = std::string(torch);
+  r.selector.torch = *series;
+  const core::VariantHints hints = core::parse_local_label(version->local_str());
+  r.selector.backend = hints.backend;
+  r.selector.cuda_major = hints.cuda_major;
+  r.selector.cuda_minor = hints.cuda_minor;
+  r.selector.rocm_major = hints.rocm_major;
+  r.selector.rocm_minor = hints.rocm_minor;
+  if (hints.backend == core::Backend::none) {
+    r.notes.emplace_back(
+        "the torch version names no CUDA/ROCm/CPU build; the view selects by torch series only");
+  }
+  if (abi == "1" || abi == "true" || abi == "True") {
+    r.selector.cxx11_abi = true;
+  } else if (abi == "0" || abi == "false" || abi == "False") {
+    r.selector.cxx11_abi = false;
+  } else if (!abi.empty()) {
+    return make_error(Errc::invalid, "abi: expected 1 or 0");
+  }
+  return r;
+}
+
+// /api/projects/<name>/variants and /api/resolve
+Response api(const Request& req, const snapshot::Snapshot& snap) {
+  const auto& seg = req.segments;
+  if (seg.size() == 4 && seg[1] == "projects" && seg[3] == "variants") {
+    if (!core::is_valid_project_name(seg[2])) return not_found("no such project");
+    auto page = snap.variants_page(core::normalize_name(seg[2]));
+    if (!page) return not_found("no such project: " + core::normalize_name(seg[2]));
+    Response r;
+    r.set("Content-Type", "application/json");
+    r.set("Cache-Control", "max-age=0, must-revalidate");
+    r.set("ETag", page->etag);
+    if (etag_matches(req.header("if-none-match"), page->etag)) {
+      r.status = 304;
+      r.body = std::string();
+      return r;
+    }
+    r.body = std::shared_ptr<const std::string>(page, &page->body);
+    return r;
+  }
+  if (seg.size() == 2 && seg[1] == "resolve") {
+    auto resolution = resolve_torch(req.query_param("torch"), req.query_param("abi"));
+    if (!resolution) return error_response(resolution.error());
+    resolution->base_url = base_url(req);
+    if (const auto project = req.query_param("project"); !project.empty()) {
+      if (!core::is_valid_project_name(project)) {
+        return error_response(make_error(Errc::invalid, "invalid project name"));
+      }
+      resolution->project = core::normalize_name(project);
+    }
+    Response r;
+    r.set("Content-Type", "application/json");
+    r.body = render::render_resolution(*resolution);
+    return r;
+  }
+  return not_found("not found");
 }
 
 Response file_response(const Request& req, const std::filesystem::path& path, std::uint64_t size,
@@ -138,7 +243,8 @@ Response files(const Request& req, const snapshot::Snapshot& snap, const store::
                        "application/octet-stream");
 }
 
-Response text(int status, std::string body, std::string content_type = "text/plain; charset=utf-8") {
+Response text(int status, std::string body,
+              std::string content_type = "text/plain; charset=utf-8") {
   Response r;
   r.status = status;
   r.set("Content-Type", std::move(content_type));
@@ -194,15 +300,23 @@ Response handle_read(const Request& req, const snapshot::Snapshot& snap,
     return text(200,
                 "<!DOCTYPE html><html><head><title>wheelforge</title></head><body>"
                 "<h1>wheelforge</h1><p>A private Python package index. "
-                "<a href=\"/simple/\">Simple index</a> (" + std::to_string(snap.project_count()) +
-                    " projects, " + std::to_string(snap.file_count()) + " files).</p>"
-                "<pre>pip install --extra-index-url http://" + std::string(req.header("host")).substr(0, 0) +
+                "<a href=\"/simple/\">Simple index</a> (" +
+                    std::to_string(snap.project_count()) + " projects, " +
+                    std::to_string(snap.file_count()) +
+                    " files).</p>"
+                    "<pre>pip install --extra-index-url http://" +
+                    std::string(req.header("host")).substr(0, 0) +
                     "HOST/simple/ PROJECT</pre></body></html>\n",
                 "text/html; charset=utf-8");
   }
-  if (seg[0] == "simple") return simple_api(req, snap);
   if (seg[0] == "files") return files(req, snap, store);
+  if (seg[0] == "api") return api(req, snap);
   if (seg.size() == 1 && seg[0] == "healthz") return text(200, "ok\n");
+  // /simple/... or a variant view /<selector...>/simple/...
+  const auto simple = std::find(seg.begin(), seg.end(), "simple");
+  if (simple != seg.end()) {
+    return simple_api(req, snap, static_cast<std::size_t>(simple - seg.begin()));
+  }
   return not_found("not found");
 }
 

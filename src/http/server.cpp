@@ -94,21 +94,31 @@ namespace {
 
 Method method_of(bhttp::verb v) {
   switch (v) {
-    case bhttp::verb::get: return Method::get;
-    case bhttp::verb::head: return Method::head;
-    case bhttp::verb::put: return Method::put;
-    case bhttp::verb::post: return Method::post;
-    default: return Method::other;
+    case bhttp::verb::get:
+      return Method::get;
+    case bhttp::verb::head:
+      return Method::head;
+    case bhttp::verb::put:
+      return Method::put;
+    case bhttp::verb::post:
+      return Method::post;
+    default:
+      return Method::other;
   }
 }
 
 const char* method_name(Method m) {
   switch (m) {
-    case Method::get: return "GET";
-    case Method::head: return "HEAD";
-    case Method::put: return "PUT";
-    case Method::post: return "POST";
-    case Method::other: return "OTHER";
+    case Method::get:
+      return "GET";
+    case Method::head:
+      return "HEAD";
+    case Method::put:
+      return "PUT";
+    case Method::post:
+      return "POST";
+    case Method::other:
+      return "OTHER";
   }
   return "OTHER";
 }
@@ -151,10 +161,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<std::uint32_t>(srv_.config.max_header_bytes));
     parser_->body_limit(srv_.services.ingestor->limits().max_file_size);
     stream_.expires_after(requests_ == 0 ? srv_.config.read_timeout : srv_.config.idle_timeout);
-    bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                               self->on_header(ec);
-                             });
+    bhttp::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
   }
 
   void on_header(beast::error_code ec) {
@@ -235,8 +244,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& msg = parser_->get();
     std::optional<std::uint64_t> length;
     if (const auto cl = msg.payload_size()) length = *cl;
-    auto plan = plan_upload(req_, length, srv_.services.ingestor->limits().max_file_size,
-                            *srv_.snapshot);
+    auto plan =
+        plan_upload(req_, length, srv_.services.ingestor->limits().max_file_size, *srv_.snapshot);
     if (!plan) {
       Response r = error_response(plan.error());
       r.close = !parser_->is_done();  // the body was not read: the connection is unusable
@@ -244,20 +253,20 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     filename_ = plan->filename;
     const bool expect_continue = iequals(msg[bhttp::field::expect], "100-continue");
-    srv_.offload([&srv = srv_] { return srv.services.store->create_temp(); },
-                 [self = shared_from_this(), expect_continue](Result<store::TempFile> temp) {
-                   if (!temp) return self->send(self->upload_failed(temp.error()));
-                   self->upload_ = std::make_shared<UploadState>(std::move(*temp));
-                   if (!expect_continue) return self->read_body();
-                   auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(
-                       bhttp::status::continue_, 11);
-                   self->stream_.expires_after(self->srv_.config.write_timeout);
-                   bhttp::async_write(self->stream_, *cont,
-                                      [self, cont](beast::error_code ec, std::size_t) {
-                                        if (ec) return self->abort_upload("client went away");
-                                        self->read_body();
-                                      });
-                 });
+    srv_.offload(
+        [&srv = srv_] { return srv.services.store->create_temp(); },
+        [self = shared_from_this(), expect_continue](Result<store::TempFile> temp) {
+          if (!temp) return self->send(self->upload_failed(temp.error()));
+          self->upload_ = std::make_shared<UploadState>(std::move(*temp));
+          if (!expect_continue) return self->read_body();
+          auto cont =
+              std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
+          self->stream_.expires_after(self->srv_.config.write_timeout);
+          bhttp::async_write(self->stream_, *cont, [self, cont](beast::error_code ec, std::size_t) {
+            if (ec) return self->abort_upload("client went away");
+            self->read_body();
+          });
+        });
   }
 
   void read_body() {
@@ -266,10 +275,9 @@ class Session : public std::enable_shared_from_this<Session> {
     body.data = upload_->buffer.data();
     body.size = upload_->buffer.size();
     stream_.expires_after(srv_.config.read_timeout);
-    bhttp::async_read_some(stream_, buffer_, *parser_,
-                           [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                             self->on_body(ec);
-                           });
+    bhttp::async_read_some(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
   }
 
   void on_body(beast::error_code ec) {
@@ -290,29 +298,30 @@ class Session : public std::enable_shared_from_this<Session> {
         return abort_upload(ec == beast::error::timeout ? "client too slow" : "client went away");
       }
       drop_upload();
-      Response r = error_response(make_error(Errc::invalid, "malformed upload body: " + ec.message()));
+      Response r =
+          error_response(make_error(Errc::invalid, "malformed upload body: " + ec.message()));
       r.close = true;
       return send(std::move(r));
     }
     const std::size_t got = upload_->buffer.size() - parser_->get().body().size;
     if (got == 0) return read_body();
-    srv_.offload(
-        [state = upload_, got] { return state->temp.write(state->buffer.data(), got); },
-        [self = shared_from_this()](Status st) {
-          if (!st) {
-            self->drop_upload();
-            Response r = self->upload_failed(st.error());
-            r.close = true;
-            return self->send(std::move(r));
-          }
-          self->read_body();
-        });
+    srv_.offload([state = upload_, got] { return state->temp.write(state->buffer.data(), got); },
+                 [self = shared_from_this()](Status st) {
+                   if (!st) {
+                     self->drop_upload();
+                     Response r = self->upload_failed(st.error());
+                     r.close = true;
+                     return self->send(std::move(r));
+                   }
+                   self->read_body();
+                 });
   }
 
   void finish_upload() {
     auto state = std::move(upload_);
     srv_.offload(
-        [&srv = srv_, state, name = filename_]() -> std::pair<Result<ingest::Ingested>, SnapshotPtr> {
+        [&srv = srv_, state,
+         name = filename_]() -> std::pair<Result<ingest::Ingested>, SnapshotPtr> {
           auto result = srv.services.ingestor->ingest(std::move(state->temp), name);
           SnapshotPtr snap;
           // Reload before answering so that the file is on its pages once the client hears
@@ -418,14 +427,13 @@ class Session : public std::enable_shared_from_this<Session> {
              std::shared_ptr<const void> keep = nullptr) {
     stream_.expires_after(srv_.config.write_timeout);
     const bool keep_alive = res->keep_alive();
-    bhttp::async_write(
-        stream_, *res,
-        [self = shared_from_this(), res, keep, status, length, keep_alive](beast::error_code ec,
-                                                                           std::size_t) {
-          self->log(status, length, ec);
-          if (ec || !keep_alive) return self->close();
-          self->read_header();
-        });
+    bhttp::async_write(stream_, *res,
+                       [self = shared_from_this(), res, keep, status, length, keep_alive](
+                           beast::error_code ec, std::size_t) {
+                         self->log(status, length, ec);
+                         if (ec || !keep_alive) return self->close();
+                         self->read_header();
+                       });
   }
 
   void log(int status, std::uint64_t length, beast::error_code ec) const {
@@ -434,7 +442,8 @@ class Session : public std::enable_shared_from_this<Session> {
                         .count();
     spdlog::info("req={} {} {} -> {} {}B {:.2f}ms{}", id_, method_name(req_.method),
                  sanitize_for_log(req_.target, 300), status, length,
-                 static_cast<double>(us) / 1000.0, ec ? " (write failed: " + ec.message() + ")" : "");
+                 static_cast<double>(us) / 1000.0,
+                 ec ? " (write failed: " + ec.message() + ")" : "");
   }
 
   void close() {
@@ -575,7 +584,9 @@ Result<std::string> Server::start() {
   return host + ":" + std::to_string(bound.port());
 }
 
-void Server::run() { impl_->ioc.run(); }
+void Server::run() {
+  impl_->ioc.run();
+}
 
 void Server::stop() {
   asio::post(impl_->ioc, [impl = impl_.get()] { impl->begin_stop(); });

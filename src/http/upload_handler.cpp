@@ -48,9 +48,9 @@ Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> 
     return make_error(Errc::invalid, "invalid file name: it must not contain '/'");
   }
   auto name = core::parse_dist_filename(seg[1]);
-  if (auto granted = auth::authorize(snap.tokens(), *token, catalog::Scope::upload,
-                                     name ? std::optional<std::string_view>(name->normalized_name)
-                                          : std::nullopt);
+  if (auto granted = auth::authorize(
+          snap.tokens(), *token, catalog::Scope::upload,
+          name ? std::optional<std::string_view>(name->normalized_name) : std::nullopt);
       !granted) {
     return granted.error();
   }
@@ -64,8 +64,8 @@ Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> 
 }
 
 std::string upload_json(const core::FileRecord& file) {
-  return "{\"filename\":" + json_string(file.filename) + ",\"project\":" +
-         json_string(file.project) + ",\"version\":" + json_string(file.version) +
+  return "{\"filename\":" + json_string(file.filename) +
+         ",\"project\":" + json_string(file.project) + ",\"version\":" + json_string(file.version) +
          ",\"sha256\":" + json_string(file.sha256) + ",\"size\":" + std::to_string(file.size) +
          ",\"url\":" + json_string(render::file_url(file)) + "}\n";
 }

@@ -19,7 +19,8 @@ struct UploadPlan {
 /// (declared length above max_size).
 [[nodiscard]] Result<UploadPlan> plan_upload(const Request& req,
                                              std::optional<std::uint64_t> content_length,
-                                             std::uint64_t max_size, const snapshot::Snapshot& snap);
+                                             std::uint64_t max_size,
+                                             const snapshot::Snapshot& snap);
 
 /// The JSON body answering a successful upload.
 [[nodiscard]] std::string upload_json(const core::FileRecord& file);

@@ -27,6 +27,7 @@ struct Validated {
   core::DistFilename name;
   core::CoreMetadata metadata;
   std::string metadata_bytes;
+  core::VariantHints hints;
 };
 
 // Everything that can be checked without touching the store or the catalog. Collects every
@@ -35,17 +36,17 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
                            const Limits& limits) {
   auto parsed = core::parse_dist_filename(filename);
   if (!parsed) return parsed.error();
-  Validated v{std::move(*parsed), {}, {}};
+  Validated v{std::move(*parsed), {}, {}, {}};
 
   archive::Limits alimits;
   alimits.max_metadata_bytes = limits.max_metadata_size;
   const char* metadata_name = "METADATA";
   if (v.name.kind == core::DistKind::wheel) {
-    auto contents =
-        archive::read_wheel(file, v.name.normalized_name, v.name.version_text, alimits);
+    auto contents = archive::read_wheel(file, v.name.normalized_name, v.name.version_text, alimits);
     if (!contents) return contents.error();
     if (auto wheel = core::parse_wheel_file(contents->wheel); !wheel) {
-      return make_error(Errc::invalid, contents->dist_info_dir + "/WHEEL: " + wheel.error().message);
+      return make_error(Errc::invalid,
+                        contents->dist_info_dir + "/WHEEL: " + wheel.error().message);
     }
     v.metadata_bytes = std::move(contents->metadata);
   } else {
@@ -68,8 +69,8 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
   }
   auto meta_version = core::Version::parse(v.metadata.version);
   if (!meta_version) {
-    problems.add(std::string(metadata_name) + " Version is invalid: " +
-                 meta_version.error().message);
+    problems.add(std::string(metadata_name) +
+                 " Version is invalid: " + meta_version.error().message);
   } else if (meta_version->str() != v.name.version.str()) {
     // pip refuses such wheels ("inconsistent version"); a label added to the file name
     // only must also be written into METADATA.
@@ -77,6 +78,13 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
                  "' does not match the file name's version '" + v.name.version.str() + "'");
   }
   if (!problems.empty()) return problems.to_error();
+
+  // The torch/CUDA/ABI a wheel was built for; a label that contradicts the wheel's own torch
+  // pin is refused, since one of the two is wrong and pip would install it for the wrong torch.
+  auto hints = core::hints_for_distribution(v.name.normalized_name, v.name.version.public_str(),
+                                            v.name.version.local_str(), v.metadata.requires_dist);
+  if (!hints) return hints.error();
+  v.hints = std::move(*hints);
   return v;
 }
 
@@ -119,6 +127,7 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   f.metadata_sha256 = *metadata_sha;
   f.metadata_size = v->metadata_bytes.size();
   f.tags = v->name.tags;
+  f.hints = v->hints;
   nf.display_name = v->metadata.name;
   nf.requires_dist = v->metadata.requires_dist;
 

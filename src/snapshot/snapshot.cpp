@@ -4,6 +4,7 @@
 
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/render/api.hpp"
 #include "wheelforge/render/simple.hpp"
 
 namespace wf::snapshot {
@@ -15,9 +16,12 @@ constexpr std::size_t kMaxCachedPages = 20'000;
 
 std::string format_key(core::PageFormat f) {
   switch (f) {
-    case core::PageFormat::html_legacy: return "h";
-    case core::PageFormat::html_v1: return "v";
-    case core::PageFormat::json_v1: return "j";
+    case core::PageFormat::html_legacy:
+      return "h";
+    case core::PageFormat::html_v1:
+      return "v";
+    case core::PageFormat::json_v1:
+      return "j";
   }
   return "?";
 }
@@ -42,8 +46,14 @@ std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
 
   // Parse each version once, then order every project's files by (version, file name).
   std::vector<std::optional<core::Version>> parsed(s->files_.size());
+  s->public_versions_.resize(s->files_.size());
   for (std::size_t i = 0; i < s->files_.size(); ++i) {
-    if (auto v = core::Version::parse(s->files_[i].version)) parsed[i] = std::move(*v);
+    if (auto v = core::Version::parse(s->files_[i].version)) {
+      s->public_versions_[i] = v->public_str();
+      parsed[i] = std::move(*v);
+    } else {
+      s->public_versions_[i] = s->files_[i].version;
+    }
   }
   s->project_files_.resize(s->projects_.size());
   s->project_versions_.resize(s->projects_.size());
@@ -57,12 +67,10 @@ std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
       if (parsed[a] && parsed[b] && !(*parsed[a] == *parsed[b])) return *parsed[a] < *parsed[b];
       return s->files_[a].filename < s->files_[b].filename;
     });
-    auto& versions = s->project_versions_[p];
-    for (const std::size_t i : idx) {
-      if (versions.empty() || versions.back() != s->files_[i].version) {
-        versions.push_back(s->files_[i].version);
-      }
-    }
+    std::vector<const core::FileRecord*> files;
+    files.reserve(idx.size());
+    for (const std::size_t i : idx) files.push_back(&s->files_[i]);
+    s->project_versions_[p] = versions_of(files);
   }
   return s;
 }
@@ -116,6 +124,113 @@ std::shared_ptr<const Page> Snapshot::project_page(std::string_view normalized,
     page.files.reserve(project_files_[p].size());
     for (const std::size_t i : project_files_[p]) page.files.push_back(&files_[i]);
     return render::render_project(format, page);
+  });
+}
+
+std::vector<std::string> Snapshot::versions_of(const std::vector<const core::FileRecord*>& files) {
+  std::vector<std::string> versions;
+  for (const auto* f : files) {
+    if (versions.empty() || versions.back() != f->version) versions.push_back(f->version);
+  }
+  return versions;
+}
+
+std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
+                                          std::size_t project) const {
+  const auto& idx = project_files_[project];
+  const bool has_variants =
+      std::any_of(idx.begin(), idx.end(), [&](std::size_t i) { return files_[i].hints.selects(); });
+  // Wheels compete per (public version, python, abi, platform). A group made only of generic
+  // wheels is listed whole, exactly as /simple/ lists it; a group with any variant build goes
+  // through selection, so pip sees at most one build per tag set.
+  std::unordered_map<std::string, bool> group_has_variant;
+  std::vector<std::string> keys(idx.size());
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    const auto& f = files_[idx[k]];
+    if (f.kind != core::DistKind::wheel) continue;
+    keys[k] = public_versions_[idx[k]] + '|' + f.tags.python_tag + '|' + f.tags.abi_tag + '|' +
+              f.tags.platform_tag;
+    group_has_variant[keys[k]] |= f.hints.selects();
+  }
+  std::vector<core::Candidate> candidates;
+  std::vector<std::size_t> candidate_file;
+  std::vector<std::size_t> chosen;
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    const auto& f = files_[idx[k]];
+    if (f.kind != core::DistKind::wheel) {
+      // A source distribution of a project that ships variant builds would let pip compile it
+      // for whatever torch happens to be installed: in a view it is left out.
+      if (!has_variants) chosen.push_back(idx[k]);
+      continue;
+    }
+    if (!group_has_variant[keys[k]]) {
+      chosen.push_back(idx[k]);
+      continue;
+    }
+    core::Candidate c;
+    c.hints = f.hints;
+    c.group_key = keys[k];
+    c.build_tag = f.tags.build_tag.value_or("");
+    c.upload_time = f.upload_time;
+    c.filename = f.filename;
+    c.yanked = f.yanked.has_value();
+    candidates.push_back(std::move(c));
+    candidate_file.push_back(idx[k]);
+  }
+  for (const std::size_t c : core::select_for_view(view, candidates)) {
+    chosen.push_back(candidate_file[c]);
+  }
+  // Back to the project's listing order (by version, then file name).
+  std::vector<std::size_t> ordered;
+  ordered.reserve(chosen.size());
+  std::unordered_map<std::size_t, bool> in(chosen.size());
+  for (const std::size_t i : chosen) in[i] = true;
+  for (const std::size_t i : idx) {
+    if (in.count(i) != 0U) ordered.push_back(i);
+  }
+  return ordered;
+}
+
+std::shared_ptr<const Page> Snapshot::view_root_page(const core::ViewSelector& view,
+                                                     core::PageFormat format) const {
+  const std::string prefix = "/" + view.path() + "/simple/";
+  return cached(prefix, format, [&] {
+    std::vector<std::string> names;
+    for (std::size_t p = 0; p < projects_.size(); ++p) {
+      if (!select(view, p).empty()) names.push_back(projects_[p].name);
+    }
+    return render::render_root(format, names, prefix);
+  });
+}
+
+std::shared_ptr<const Page> Snapshot::view_project_page(const core::ViewSelector& view,
+                                                        std::string_view normalized,
+                                                        core::PageFormat format) const {
+  const auto it = project_by_name_.find(normalized);
+  if (it == project_by_name_.end()) return nullptr;
+  const std::size_t p = it->second;
+  return cached("/" + view.path() + "/simple/" + projects_[p].name + "/", format, [&] {
+    render::ProjectPage page;
+    page.name = projects_[p].name;
+    for (const std::size_t i : select(view, p)) page.files.push_back(&files_[i]);
+    page.versions = versions_of(page.files);
+    return render::render_project(format, page);
+  });
+}
+
+std::shared_ptr<const Page> Snapshot::variants_page(std::string_view normalized) const {
+  const auto it = project_by_name_.find(normalized);
+  if (it == project_by_name_.end()) return nullptr;
+  const std::size_t p = it->second;
+  return cached("/api/projects/" + projects_[p].name + "/variants", core::PageFormat::json_v1, [&] {
+    std::vector<render::VersionFiles> versions;
+    for (const std::size_t i : project_files_[p]) {
+      if (versions.empty() || versions.back().version != public_versions_[i]) {
+        versions.push_back(render::VersionFiles{public_versions_[i], {}});
+      }
+      versions.back().files.push_back(&files_[i]);
+    }
+    return render::render_variants(projects_[p].name, versions);
   });
 }
 

@@ -43,7 +43,9 @@ TempFile& TempFile::operator=(TempFile&& o) noexcept {
   return *this;
 }
 
-TempFile::~TempFile() { discard(); }
+TempFile::~TempFile() {
+  discard();
+}
 
 void TempFile::discard() {
   fd_.reset();

@@ -23,7 +23,9 @@ UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
   return *this;
 }
 
-UniqueFd::~UniqueFd() { reset(); }
+UniqueFd::~UniqueFd() {
+  reset();
+}
 
 void UniqueFd::reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
@@ -84,8 +86,8 @@ Result<std::string> read_small_file(const std::filesystem::path& path, std::uint
     if (n == 0) break;
     out.append(buf, static_cast<std::size_t>(n));
     if (out.size() > max_bytes) {
-      return make_error(Errc::too_large, path.string() + " is larger than " +
-                                             std::to_string(max_bytes) + " bytes");
+      return make_error(Errc::too_large,
+                        path.string() + " is larger than " + std::to_string(max_bytes) + " bytes");
     }
   }
   return out;

@@ -27,8 +27,8 @@ struct Overrides {
 
 /// Defaults, then the TOML file (if given), then the overrides. Every invalid value is
 /// reported, by name, in one error.
-[[nodiscard]] Result<Settings> load_settings(const std::optional<std::filesystem::path>& config_file,
-                                             const Overrides& overrides);
+[[nodiscard]] Result<Settings> load_settings(
+    const std::optional<std::filesystem::path>& config_file, const Overrides& overrides);
 
 /// "123", "64K", "512M", "8G" (binary multiples) -> bytes.
 [[nodiscard]] std::optional<std::uint64_t> parse_size(std::string_view text);

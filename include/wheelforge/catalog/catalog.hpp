@@ -21,7 +21,7 @@ enum class Scope { read, upload, admin };
 
 struct TokenRecord {
   std::int64_t id = 0;
-  std::string hash;                    ///< sha256 hex of the token; the token itself is never stored
+  std::string hash;  ///< sha256 hex of the token; the token itself is never stored
   Scope scope = Scope::read;
   std::optional<std::string> project;  ///< normalized project the token is limited to
   std::string description;

@@ -11,9 +11,9 @@
 namespace wf::core {
 
 struct CoreMetadata {
-  std::string metadata_version;              ///< "Metadata-Version", required
-  std::string name;                          ///< "Name", required
-  std::string version;                       ///< "Version", required
+  std::string metadata_version;                ///< "Metadata-Version", required
+  std::string name;                            ///< "Name", required
+  std::string version;                         ///< "Version", required
   std::optional<std::string> requires_python;  ///< "Requires-Python"
   std::optional<std::string> summary;          ///< "Summary"
   std::vector<std::string> requires_dist;      ///< every "Requires-Dist" value, in order

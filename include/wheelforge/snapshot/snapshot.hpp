@@ -50,6 +50,21 @@ class Snapshot {
   [[nodiscard]] std::shared_ptr<const Page> project_page(std::string_view normalized,
                                                          core::PageFormat format) const;
 
+  /// Root list of a variant view: the projects with at least one file in the view.
+  /// `prefix` is the URL path up to and including "simple/".
+  [[nodiscard]] std::shared_ptr<const Page> view_root_page(const core::ViewSelector& view,
+                                                           core::PageFormat format) const;
+  /// A project's page in a variant view (DESIGN.md §4): generic files as in /simple/, and of
+  /// the variant builds only the best one per (public version, python, abi, platform tags).
+  /// An existing project with nothing in the view gets an empty page (so that a client does
+  /// not fall through to another index); nullptr when the project does not exist.
+  [[nodiscard]] std::shared_ptr<const Page> view_project_page(const core::ViewSelector& view,
+                                                              std::string_view normalized,
+                                                              core::PageFormat format) const;
+
+  /// The coverage document of /api/projects/<name>/variants (JSON), nullptr when unknown.
+  [[nodiscard]] std::shared_ptr<const Page> variants_page(std::string_view normalized) const;
+
  private:
   Snapshot() = default;
   std::shared_ptr<const Page> cached(const std::string& key, core::PageFormat format,
@@ -64,6 +79,9 @@ class Snapshot {
   // and the distinct versions in that order.
   std::vector<std::vector<std::size_t>> project_files_;
   std::vector<std::vector<std::string>> project_versions_;
+  std::vector<std::string> public_versions_;  // per file: public version (no local label)
+  std::vector<std::size_t> select(const core::ViewSelector& view, std::size_t project) const;
+  static std::vector<std::string> versions_of(const std::vector<const core::FileRecord*>& files);
   auth::TokenIndex tokens_;
 
   mutable std::mutex cache_mu_;

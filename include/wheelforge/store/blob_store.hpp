@@ -60,7 +60,8 @@ class BlobStore {
   /// Creates blobs/ and tmp/ under data_dir, removes stale temp files (a crashed writer's
   /// leftovers) and opens this process's temp session. Fails with io when the directories
   /// cannot be created.
-  [[nodiscard]] static Result<std::unique_ptr<BlobStore>> open(const std::filesystem::path& data_dir);
+  [[nodiscard]] static Result<std::unique_ptr<BlobStore>> open(
+      const std::filesystem::path& data_dir);
 
   /// A new empty temp file in tmp/.
   [[nodiscard]] Result<TempFile> create_temp() const;

@@ -1,6 +1,7 @@
 #include "wheelforge/catalog/catalog.hpp"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <filesystem>
 
@@ -115,8 +116,53 @@ TEST_F(CatalogTest, ReopenKeepsDataAndSchema) {
   EXPECT_EQ(contents->files.size(), 1U);
 }
 
+TEST_F(CatalogTest, StoresVariantHints) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  NewFile nf = wheel("demo_pkg-1.0+cu128torch2.8-py3-none-any.whl", std::string(64, 'a'));
+  nf.file.version = "1.0+cu128torch2.8";
+  nf.file.hints = core::parse_local_label("cu128torch2.8cxx11abiTRUE.gabc");
+  ASSERT_TRUE((*cat)->insert_file(nf));
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  ASSERT_EQ(contents->files.size(), 1U);
+  EXPECT_EQ(contents->files[0].hints, nf.file.hints);
+  EXPECT_EQ(contents->files[0].hints.describe(), "cu128 torch2.8 cxx11abi1");
+}
+
+TEST_F(CatalogTest, BackfillsHintsOfOlderRows) {
+  {
+    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    ASSERT_TRUE(cat);
+    NewFile nf = wheel("demo_pkg-1.0+cu126-py3-none-any.whl", std::string(64, 'a'));
+    nf.file.version = "1.0+cu126";
+    nf.requires_dist = {"torch==2.9.*", "numpy"};
+    ASSERT_TRUE((*cat)->insert_file(nf));
+  }
+  // Make the row look as if an older wheelforge, without hint columns, had written it.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE files SET backend='none', cuda_major=NULL, cuda_minor=NULL,"
+                         " torch_major=NULL, torch_minor=NULL, hints_version=0",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  const auto& h = contents->files.at(0).hints;
+  EXPECT_EQ(h.backend, core::Backend::cuda);
+  EXPECT_EQ(h.cuda_minor, 6);
+  ASSERT_TRUE(h.torch);  // from the Requires-Dist pin
+  EXPECT_EQ(*h.torch, (core::TorchSeries{2, 9}));
+}
+
 TEST(Scope, RoundTrip) {
-  for (Scope s : {Scope::read, Scope::upload, Scope::admin}) EXPECT_EQ(parse_scope(scope_name(s)), s);
+  for (Scope s : {Scope::read, Scope::upload, Scope::admin})
+    EXPECT_EQ(parse_scope(scope_name(s)), s);
   EXPECT_FALSE(parse_scope("root"));
 }
 

@@ -102,8 +102,8 @@ TEST_F(ReadHandlers, EtagAnd304) {
 }
 
 TEST_F(ReadHandlers, FilesAndMetadata) {
-  const std::string url =
-      "/files/" + std::string(64, 'a') + "/flash_attn-2.8.3%2Bcu128torch2.8-cp312-cp312-linux_x86_64.whl";
+  const std::string url = "/files/" + std::string(64, 'a') +
+                          "/flash_attn-2.8.3%2Bcu128torch2.8-cp312-cp312-linux_x86_64.whl";
   auto r = read(get(url, {{"range", "bytes=10-19"}, {"accept-encoding", "gzip"}}));
   EXPECT_EQ(r.status, 206);
   EXPECT_EQ(r.header("Content-Range"), "bytes 10-19/1000");
@@ -177,12 +177,14 @@ TEST_F(ReadHandlers, UploadPlanChecksCredentialsNameAndSize) {
             Errc::unauthorized);
   EXPECT_EQ(plan_upload(req("/upload/demo-1.0-py3-none-any.whl", rd), 10, 100, *snap_).error().code,
             Errc::forbidden);
-  EXPECT_EQ(plan_upload(req("/upload/demo-1.0-py3-none-any.whl", up), 101, 100, *snap_).error().code,
-            Errc::too_large);
+  EXPECT_EQ(
+      plan_upload(req("/upload/demo-1.0-py3-none-any.whl", up), 101, 100, *snap_).error().code,
+      Errc::too_large);
   EXPECT_EQ(plan_upload(req("/upload/demo.whl", up), 10, 100, *snap_).error().code, Errc::invalid);
   EXPECT_EQ(plan_upload(req("/upload/", up), 10, 100, *snap_).error().code, Errc::invalid);
-  EXPECT_EQ(plan_upload(req("/upload/a%2Fb-1.0-py3-none-any.whl", up), 10, 100, *snap_).error().code,
-            Errc::invalid);
+  EXPECT_EQ(
+      plan_upload(req("/upload/a%2Fb-1.0-py3-none-any.whl", up), 10, 100, *snap_).error().code,
+      Errc::invalid);
 }
 
 }  // namespace

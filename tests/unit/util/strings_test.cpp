@@ -32,7 +32,9 @@ TEST(Strings, Sha256Hex) {
   EXPECT_FALSE(is_sha256_hex(std::string(63, 'a')));
 }
 
-TEST(Strings, HtmlEscape) { EXPECT_EQ(html_escape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"); }
+TEST(Strings, HtmlEscape) {
+  EXPECT_EQ(html_escape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+}
 
 TEST(Strings, SanitizeForLog) {
   EXPECT_EQ(sanitize_for_log("a\nb\x01\xc3"), "a?b??");
