@@ -77,6 +77,16 @@ ALTER TABLE files ADD COLUMN cxx11_abi INTEGER;
 ALTER TABLE files ADD COLUMN label_extra TEXT NOT NULL DEFAULT '';
 ALTER TABLE files ADD COLUMN hints_version INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 3: names of deleted files stay reserved forever: a URL once published never serves
+    // other bytes.
+    R"sql(
+CREATE TABLE deleted_files (
+  filename TEXT PRIMARY KEY,
+  project TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
+  deleted_at INTEGER NOT NULL
+);
+)sql",
 };
 
 // Bumped when the label parser learns something new, so that stored hints are recomputed.
@@ -276,6 +286,69 @@ class SqliteCatalog final : public Catalog {
     return contents;
   }
 
+  Result<std::vector<std::string>> set_yanked(const std::string_view project,
+                                              const std::optional<std::string>& version,
+                                              const std::optional<std::string>& filename,
+                                              const std::optional<std::string>& reason) override {
+    std::optional<core::Version> wanted;
+    if (version) {
+      auto v = core::Version::parse(*version);
+      if (!v) return v.error();
+      wanted = std::move(*v);
+    }
+    std::lock_guard lock(mu_);
+    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st.error();
+    auto changed = set_yanked_locked(project, wanted, filename, reason);
+    if (!changed) {
+      (void)exec("ROLLBACK");
+      return changed;
+    }
+    if (auto st = exec("COMMIT"); !st) {
+      (void)exec("ROLLBACK");
+      return st.error();
+    }
+    return changed;
+  }
+
+  Result<core::FileRecord> delete_file(std::string_view filename) override {
+    std::lock_guard lock(mu_);
+    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st.error();
+    auto found = find_file_locked(filename);
+    if (!found || !found->has_value()) {
+      (void)exec("ROLLBACK");
+      if (!found) return found.error();
+      return make_error(Errc::not_found, "no such file: " + std::string(filename));
+    }
+    const core::FileRecord f = **found;
+    Stmt reserve(db_,
+                 "INSERT OR REPLACE INTO deleted_files (filename, project, sha256, deleted_at)"
+                 " VALUES (?, ?, ?, ?)");
+    reserve.bind(1, f.filename).bind(2, f.project).bind(3, f.sha256).bind(4, now_micros());
+    Stmt del(db_, "DELETE FROM files WHERE id = ?");
+    del.bind(1, f.id);
+    if (reserve.step() != SQLITE_DONE || del.step() != SQLITE_DONE) {
+      Error e = sqlite_error(db_, "delete file");
+      (void)exec("ROLLBACK");
+      return e;
+    }
+    if (auto st = exec("COMMIT"); !st) {
+      (void)exec("ROLLBACK");
+      return st.error();
+    }
+    return f;
+  }
+
+  Result<bool> is_reserved(std::string_view filename) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "SELECT 1 FROM deleted_files WHERE filename = ?");
+    if (!s.valid()) return sqlite_error(db_, "prepare reserved-name lookup");
+    s.bind(1, filename);
+    const int rc = s.step();
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return sqlite_error(db_, "reserved-name lookup");
+  }
+
   Result<TokenRecord> insert_token(const TokenRecord& token) override {
     std::lock_guard lock(mu_);
     Stmt s(db_,
@@ -404,6 +477,9 @@ class SqliteCatalog final : public Catalog {
           (*existing)->sha256 == f.sha256 ? InsertOutcome::identical : InsertOutcome::conflict;
       return std::pair{outcome, **existing};
     }
+    Stmt reserved(db_, "SELECT 1 FROM deleted_files WHERE filename = ?");
+    reserved.bind(1, f.filename);
+    if (reserved.step() == SQLITE_ROW) return std::pair{InsertOutcome::conflict, f};
     Stmt up(db_,
             "INSERT INTO projects (name, display_name, created_at) VALUES (?, ?, ?) "
             "ON CONFLICT(name) DO NOTHING");
@@ -444,6 +520,45 @@ class SqliteCatalog final : public Catalog {
     core::FileRecord stored = f;
     stored.id = sqlite3_last_insert_rowid(db_);
     return std::pair{InsertOutcome::inserted, std::move(stored)};
+  }
+
+  Result<std::vector<std::string>> set_yanked_locked(std::string_view project,
+                                                     const std::optional<core::Version>& version,
+                                                     const std::optional<std::string>& filename,
+                                                     const std::optional<std::string>& reason) {
+    const std::string sql = std::string("SELECT ") + kFileColumns +
+                            " FROM files f JOIN projects p ON p.id = f.project_id"
+                            " WHERE p.name = ? ORDER BY f.filename";
+    Stmt s(db_, sql.c_str());
+    if (!s.valid()) return sqlite_error(db_, "prepare yank");
+    s.bind(1, project);
+    std::vector<std::pair<std::int64_t, std::string>> matched;
+    int rc = 0;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      const core::FileRecord f = read_file_row(s);
+      if (filename && f.filename != *filename) continue;
+      if (version) {
+        auto v = core::Version::parse(f.version);
+        if (!v || v->public_str() != version->public_str() ||
+            (version->has_local() && v->local_str() != version->local_str())) {
+          continue;
+        }
+      }
+      matched.emplace_back(f.id, f.filename);
+    }
+    if (rc != SQLITE_DONE) return sqlite_error(db_, "yank lookup");
+    if (matched.empty()) {
+      return make_error(Errc::not_found,
+                        "no matching file in project '" + std::string(project) + "'");
+    }
+    std::vector<std::string> names;
+    for (const auto& [id, name] : matched) {
+      Stmt u(db_, "UPDATE files SET yanked = ?, yanked_reason = ? WHERE id = ?");
+      u.bind(1, static_cast<std::int64_t>(reason ? 1 : 0)).bind(2, reason).bind(3, id);
+      if (u.step() != SQLITE_DONE) return sqlite_error(db_, "yank");
+      names.push_back(name);
+    }
+    return names;
   }
 
   Result<std::uint64_t> generation_locked() {

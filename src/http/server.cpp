@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <limits>
 #include <unordered_set>
 
 #include "file_body.hpp"
@@ -159,7 +160,10 @@ class Session : public std::enable_shared_from_this<Session> {
     idle_ = true;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(srv_.config.max_header_bytes));
-    parser_->body_limit(srv_.services.ingestor->limits().max_file_size);
+    // No body limit while the head is parsed: a declared length above the upload limit must
+    // reach plan_upload, which answers 413 before any body byte is read. The limit is set once
+    // the request is known to be an upload (it then bounds chunked bodies too).
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     stream_.expires_after(requests_ == 0 ? srv_.config.read_timeout : srv_.config.idle_timeout);
     bhttp::async_read_header(
         stream_, buffer_, *parser_,
@@ -243,7 +247,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void begin_upload() {
     const auto& msg = parser_->get();
     std::optional<std::uint64_t> length;
-    if (const auto cl = msg.payload_size()) length = *cl;
+    if (const auto cl = parser_->content_length()) length = *cl;
     auto plan =
         plan_upload(req_, length, srv_.services.ingestor->limits().max_file_size, *srv_.snapshot);
     if (!plan) {
@@ -252,6 +256,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return send(std::move(r));
     }
     filename_ = plan->filename;
+    parser_->body_limit(srv_.services.ingestor->limits().max_file_size);
     const bool expect_continue = iequals(msg[bhttp::field::expect], "100-continue");
     srv_.offload(
         [&srv = srv_] { return srv.services.store->create_temp(); },

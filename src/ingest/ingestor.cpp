@@ -21,6 +21,11 @@ std::string already_exists_message(std::string_view filename) {
          "build tag instead";
 }
 
+std::string reserved_message(std::string_view filename) {
+  return "File already exists: " + sanitize_for_log(filename, 300) +
+         " was deleted and its name stays reserved; upload a new version or build tag instead";
+}
+
 namespace {
 
 struct Validated {
@@ -107,6 +112,9 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
     }
     return Ingested{Outcome::identical, **existing, {}};
   }
+  auto reserved = catalog_.is_reserved(filename);
+  if (!reserved) return reserved.error();
+  if (*reserved) return make_error(Errc::conflict, reserved_message(filename));
 
   auto v = validate(temp.path(), filename, limits_);
   if (!v) return v.error();

@@ -71,6 +71,21 @@ class Catalog {
   [[nodiscard]] virtual Result<Contents> load() = 0;
 
   [[nodiscard]] virtual Result<TokenRecord> insert_token(const TokenRecord& token) = 0;
+
+  /// PEP 592: marks files yanked (reason set, possibly empty) or not yanked (nullopt).
+  /// `version` selects every file of that public version (all local variants) and is compared
+  /// after PEP 440 normalization; `filename` selects one file. Returns the files changed or
+  /// already in that state; Errc::not_found when nothing matches.
+  [[nodiscard]] virtual Result<std::vector<std::string>> set_yanked(
+      std::string_view project, const std::optional<std::string>& version,
+      const std::optional<std::string>& filename, const std::optional<std::string>& reason) = 0;
+
+  /// Removes a file from the catalog and reserves its name forever (a later upload of the same
+  /// name is a conflict). The blob stays until garbage collection. Errc::not_found if absent.
+  [[nodiscard]] virtual Result<core::FileRecord> delete_file(std::string_view filename) = 0;
+
+  /// True when the name belonged to a deleted file.
+  [[nodiscard]] virtual Result<bool> is_reserved(std::string_view filename) = 0;
 };
 
 /// Opens (creating if needed) DATA_DIR/wheelforge.db and applies pending migrations.

@@ -60,5 +60,7 @@ class Ingestor {
 
 /// The 409 message for a name that exists with other content.
 [[nodiscard]] std::string already_exists_message(std::string_view filename);
+/// The 409 message for the name of a deleted file.
+[[nodiscard]] std::string reserved_message(std::string_view filename);
 
 }  // namespace wf::ingest

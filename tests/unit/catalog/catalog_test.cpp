@@ -160,6 +160,58 @@ TEST_F(CatalogTest, BackfillsHintsOfOlderRows) {
   EXPECT_EQ(*h.torch, (core::TorchSeries{2, 9}));
 }
 
+TEST_F(CatalogTest, YankByVersionAndFile) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  for (const char* v : {"1.0+cu126", "1.0+cu128", "2.0"}) {
+    NewFile nf = wheel(std::string("demo_pkg-") + v + "-py3-none-any.whl", std::string(64, v[0]));
+    nf.file.version = v;
+    ASSERT_TRUE((*cat)->insert_file(nf));
+  }
+  auto yanked =
+      (*cat)->set_yanked("demo-pkg", std::string("1.0"), std::nullopt, std::string("broken"));
+  ASSERT_TRUE(yanked) << yanked.error().message;
+  EXPECT_EQ(yanked->size(), 2U);  // both local variants of 1.0
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  for (const auto& f : contents->files) {
+    if (f.version == "2.0") {
+      EXPECT_FALSE(f.yanked);
+    } else {
+      EXPECT_EQ(f.yanked, "broken");
+    }
+  }
+  auto one = (*cat)->set_yanked("demo-pkg", std::nullopt,
+                                std::string("demo_pkg-1.0+cu126-py3-none-any.whl"), std::nullopt);
+  ASSERT_TRUE(one);
+  auto f = (*cat)->find_file("demo_pkg-1.0+cu126-py3-none-any.whl");
+  EXPECT_FALSE((**f).yanked);
+  EXPECT_EQ(
+      (*cat)->set_yanked("demo-pkg", std::string("9.9"), std::nullopt, std::string()).error().code,
+      Errc::not_found);
+  EXPECT_EQ((*cat)
+                ->set_yanked("demo-pkg", std::string("not a version"), std::nullopt, std::string())
+                .error()
+                .code,
+            Errc::invalid);
+}
+
+TEST_F(CatalogTest, DeleteReservesTheName) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  const std::string name = "demo_pkg-1.0-py3-none-any.whl";
+  ASSERT_TRUE((*cat)->insert_file(wheel(name, std::string(64, 'a'))));
+  auto deleted = (*cat)->delete_file(name);
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->sha256, std::string(64, 'a'));
+  EXPECT_FALSE((*cat)->find_file(name)->has_value());
+  EXPECT_TRUE(*(*cat)->is_reserved(name));
+  EXPECT_EQ((*cat)->delete_file(name).error().code, Errc::not_found);
+  auto again = (*cat)->insert_file(wheel(name, std::string(64, 'a')));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->first, InsertOutcome::conflict);
+}
+
 TEST(Scope, RoundTrip) {
   for (Scope s : {Scope::read, Scope::upload, Scope::admin})
     EXPECT_EQ(parse_scope(scope_name(s)), s);

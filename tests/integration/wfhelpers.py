@@ -1,0 +1,691 @@
+"""Helpers for the wheelforge integration tests: test artifacts built on the fly, a handle on a
+running server, a plain HTTP client, the real clients (curl, pip) and a static stand-in index.
+
+Everything binds to 127.0.0.1 and nothing here reaches the network.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import gzip
+import hashlib
+import html
+import html.parser
+import http.client
+import io
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import sqlite3
+import subprocess
+import tarfile
+import time
+import urllib.parse
+import zipfile
+from pathlib import Path
+
+PYENV = Path("/root/.pyenv/versions")
+# The pip versions whose behaviour differs in ways the index must serve (JSON vs HTML choice,
+# PEP 658 metadata through `data-dist-info-metadata` only, PEP 714 `core-metadata`).
+PIP_PYTHONS = {
+    "23.0.1": PYENV / "3.9.18" / "bin" / "python",
+    "23.2.1": PYENV / "3.11.7" / "bin" / "python",
+    "24.2": PYENV / "3.13.0" / "bin" / "python",
+}
+PIP_ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, "
+    "text/html; q=0.01"
+)
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+SERVER_START_TIMEOUT = 30.0
+SERVER_STOP_GRACE = 10.0
+CLI_TIMEOUT = 60.0
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def normalize(name: str) -> str:
+    """PEP 503 normalized project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def dist_name(name: str) -> str:
+    """PEP 427 escaped distribution name as it appears in file names."""
+    return re.sub(r"[-_.]+", "_", name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Artifacts
+
+
+@dataclasses.dataclass
+class Artifact:
+    path: Path
+    name: str
+    version: str
+    metadata: bytes  # exact METADATA / PKG-INFO bytes inside the archive
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+    @property
+    def data(self) -> bytes:
+        return self.path.read_bytes()
+
+    @property
+    def sha256(self) -> str:
+        return sha256_hex(self.data)
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+    @property
+    def metadata_sha256(self) -> str:
+        return sha256_hex(self.metadata)
+
+
+def metadata_text(
+    name: str,
+    version: str,
+    *,
+    requires_python: str | None = None,
+    requires_dist: tuple[str, ...] = (),
+    summary: str = "wheelforge integration test package",
+) -> str:
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {summary}"]
+    if requires_python:
+        lines.append(f"Requires-Python: {requires_python}")
+    lines.extend(f"Requires-Dist: {req}" for req in requires_dist)
+    return "\n".join(lines) + "\n"
+
+
+def _record_line(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def make_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    *,
+    tag: str = "py3-none-any",
+    module: str | None = None,
+    value: str | None = None,
+    requires_python: str | None = None,
+    requires_dist: tuple[str, ...] = (),
+    metadata_name: str | None = None,
+    metadata_version: str | None = None,
+    omit: tuple[str, ...] = (),
+    filename: str | None = None,
+    padding: int = 0,
+) -> Artifact:
+    """Writes a small, valid, importable wheel into `directory` and returns it.
+
+    `metadata_name` / `metadata_version` put other values into METADATA than into the file
+    name; `omit` leaves out archive members by base name ("METADATA", "WHEEL", "RECORD");
+    `filename` overrides the file name on disk; `padding` adds a data file of that many
+    incompressible bytes (for size limits)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    module = module or dist_name(name).lower()
+    value = value if value is not None else f"{name} {version}"
+    distinfo = f"{dist_name(name)}-{version}.dist-info"
+    metadata = metadata_text(
+        metadata_name or name,
+        metadata_version or version,
+        requires_python=requires_python,
+        requires_dist=requires_dist,
+    ).encode()
+    purelib = "true" if tag.endswith("-any") else "false"
+    wheel_meta = (
+        f"Wheel-Version: 1.0\nGenerator: wheelforge-tests\nRoot-Is-Purelib: {purelib}\n"
+        + "".join(f"Tag: {t}\n" for t in _expand_tags(tag))
+    ).encode()
+    members: list[tuple[str, bytes]] = [
+        (f"{module}/__init__.py", f"VALUE = {value!r}\n__version__ = {version!r}\n".encode()),
+    ]
+    if padding:
+        members.append((f"{module}/padding.bin", os.urandom(padding)))
+    if "METADATA" not in omit:
+        members.append((f"{distinfo}/METADATA", metadata))
+    if "WHEEL" not in omit:
+        members.append((f"{distinfo}/WHEEL", wheel_meta))
+    record = "".join(_record_line(p, d) + "\n" for p, d in members) + f"{distinfo}/RECORD,,\n"
+    if "RECORD" not in omit:
+        members.append((f"{distinfo}/RECORD", record.encode()))
+    filename = filename or f"{dist_name(name)}-{version}-{tag}.whl"
+    path = directory / filename
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, data in members:
+            info = zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+    return Artifact(path, name, version, metadata)
+
+
+def _expand_tags(tag: str) -> list[str]:
+    pythons, abis, platforms = tag.split("-")
+    return [
+        f"{p}-{a}-{pl}"
+        for p in pythons.split(".")
+        for a in abis.split(".")
+        for pl in platforms.split(".")
+    ]
+
+
+def make_sdist(
+    directory: Path, name: str, version: str, *, requires_python: str | None = None
+) -> Artifact:
+    """Writes `<name>-<version>.tar.gz` with `<name>-<version>/PKG-INFO` and a module."""
+    directory.mkdir(parents=True, exist_ok=True)
+    base = f"{dist_name(name).lower()}-{version}"
+    pkg_info = metadata_text(name, version, requires_python=requires_python).encode()
+    members = {
+        f"{base}/PKG-INFO": pkg_info,
+        f"{base}/pyproject.toml": b'[build-system]\nrequires = []\nbuild-backend = "none"\n',
+        f"{base}/{dist_name(name).lower()}/__init__.py": b"VALUE = 1\n",
+    }
+    path = directory / f"{base}.tar.gz"
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tf:
+        for member, data in members.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 1704067200
+            tf.addfile(info, io.BytesIO(data))
+    return Artifact(path, name, version, pkg_info)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain HTTP
+
+
+@dataclasses.dataclass
+class Response:
+    status: int
+    headers: http.client.HTTPMessage
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def http_request(
+    base: str,
+    method: str,
+    target: str,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> Response:
+    """Sends one request on a fresh connection; `target` is sent exactly as given (already
+    percent-encoded). No redirects are followed and no content coding is undone."""
+    parts = urllib.parse.urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=15)
+    try:
+        conn.request(method, target, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        data = resp.read()
+        return Response(resp.status, resp.msg, data)
+    finally:
+        conn.close()
+
+
+def path_of(url: str) -> str:
+    """The path (percent-encoded, without query and fragment) of an absolute or relative URL."""
+    return urllib.parse.urlsplit(url).path
+
+
+class AnchorParser(html.parser.HTMLParser):
+    """Collects <a> elements (attributes already unescaped, plus their text) and <meta>."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.anchors: list[dict[str, str | None]] = []
+        self.metas: list[dict[str, str | None]] = []
+        self._current: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._current = dict(attrs)
+            self._current["#text"] = ""
+            self.anchors.append(self._current)
+        elif tag == "meta":
+            self.metas.append(dict(attrs))
+
+    def handle_data(self, data):
+        if self._current is not None:
+            self._current["#text"] = (self._current["#text"] or "") + data
+
+    def handle_endtag(self, tag):
+        if tag == "a":
+            self._current = None
+
+
+def parse_html(text: str) -> AnchorParser:
+    parser = AnchorParser()
+    parser.feed(text)
+    parser.close()
+    return parser
+
+
+def gunzip(data: bytes) -> bytes:
+    return gzip.decompress(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# The server under test
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """Environment for child processes: no proxies, no user pip configuration."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.lower().endswith("_proxy") and not k.startswith(("PIP_", "PYTHON"))
+    }
+    env.update(
+        NO_PROXY="*",
+        no_proxy="*",
+        PIP_CONFIG_FILE="/dev/null",
+        PIP_NO_INPUT="1",
+        PYTHONNOUSERSITE="1",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    env.update(extra)
+    return env
+
+
+def run(cmd: list[str], *, timeout: float = CLI_TIMEOUT, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("env", clean_env())
+    return subprocess.run(
+        [str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kwargs
+    )
+
+
+class Server:
+    """One `wheelforge serve` process on 127.0.0.1 with a free port."""
+
+    def __init__(self, binary: Path, data_dir: Path, log_path: Path, extra_args: list[str]):
+        self.binary = binary
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.extra_args = extra_args
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self.stopped_by_us = False
+
+    def start(self) -> None:
+        cmd = [
+            str(self.binary),
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--listen",
+            "127.0.0.1:0",
+            *self.extra_args,
+        ]
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=clean_env()
+            )
+        finally:
+            log.close()
+        line = self._read_first_line(SERVER_START_TIMEOUT)
+        match = re.fullmatch(r"listening on (http://127\.0\.0\.1:(\d+))", line.strip())
+        if not match or int(match.group(2)) == 0:
+            raise AssertionError(f"unexpected first line from `serve`: {line!r}")
+        self.url = match.group(1)
+
+    def _read_first_line(self, timeout: float) -> str:
+        assert self.proc and self.proc.stdout
+        deadline = time.monotonic() + timeout
+        buf = b""
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"`serve` printed no line within {timeout:.0f}s; got {buf!r}")
+                if not sel.select(left):
+                    continue
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    raise AssertionError(
+                        f"`serve` exited (status {self.proc.wait(5)}) before listening; "
+                        f"log: {self.log_tail()}"
+                    )
+                buf += chunk
+        return buf.split(b"\n", 1)[0].decode()
+
+    def crashed(self) -> bool:
+        """True when the process ended without being told to."""
+        return self.proc is not None and not self.stopped_by_us and self.proc.poll() is not None
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        self.stopped_by_us = True
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(SERVER_STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log().splitlines()[-lines:])
+
+    # -- HTTP shortcuts
+
+    @property
+    def host(self) -> str:
+        return urllib.parse.urlsplit(self.url).netloc
+
+    def request(self, method: str, target: str, headers=None, body=None) -> Response:
+        return http_request(self.url, method, target, headers, body)
+
+    def get(self, target: str, headers=None) -> Response:
+        return self.request("GET", target, headers)
+
+    def head(self, target: str, headers=None) -> Response:
+        return self.request("HEAD", target, headers)
+
+    def put_file(self, artifact: Artifact, token: str, filename: str | None = None) -> Response:
+        """Uploads with a Bearer token through a plain PUT (curl-free, for test setup)."""
+        name = urllib.parse.quote(filename or artifact.filename, safe="")
+        return self.request(
+            "PUT",
+            f"/upload/{name}",
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream"},
+            artifact.data,
+        )
+
+    def project_json(self, project: str) -> dict:
+        resp = self.get(f"/simple/{project}/", {"Accept": JSON_TYPE})
+        assert resp.status == 200, f"GET /simple/{project}/ -> {resp.status}: {resp.text[:300]}"
+        return resp.json()
+
+    def file_entry(self, project: str, filename: str) -> dict:
+        page = self.project_json(project)
+        for entry in page["files"]:
+            if entry["filename"] == filename:
+                return entry
+        raise AssertionError(f"{filename} not listed on /simple/{project}/: {page}")
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreState:
+    """What a rejected upload must not change: blob and temp files, and catalog rows."""
+
+    blobs: frozenset[tuple[str, int]]
+    tmp: frozenset[tuple[str, int]]
+    rows: tuple[str, ...]
+
+
+def _tree(root: Path) -> frozenset[tuple[str, int]]:
+    if not root.exists():
+        return frozenset()
+    out = set()
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            p = Path(dirpath) / f
+            with contextlib.suppress(FileNotFoundError):
+                out.add((str(p.relative_to(root)), p.stat().st_size))
+    return frozenset(out)
+
+
+def catalog_rows(data_dir: Path) -> tuple[str, ...]:
+    db = data_dir / "wheelforge.db"
+    if not db.exists():
+        return ()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        try:
+            cur = conn.execute("SELECT * FROM files")
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return ()
+            raise
+        return tuple(sorted(repr(row) for row in cur.fetchall()))
+    finally:
+        conn.close()
+
+
+def catalog_filenames(data_dir: Path) -> list[str]:
+    db = data_dir / "wheelforge.db"
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return sorted(row[0] for row in conn.execute("SELECT filename FROM files"))
+    finally:
+        conn.close()
+
+
+def store_state(data_dir: Path) -> StoreState:
+    return StoreState(_tree(data_dir / "blobs"), _tree(data_dir / "tmp"), catalog_rows(data_dir))
+
+
+def wait_for(predicate, timeout: float = 5.0, interval: float = 0.1):
+    """Polls until `predicate()` is truthy; returns its last value (falsy on timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------------------------
+# curl
+
+
+@dataclasses.dataclass
+class CurlResult:
+    rc: int
+    status: int
+    size_upload: int
+    headers: dict[str, str]  # lower-case names, last value wins
+    body: str
+    stderr: str
+    interim: list[int]  # status codes of 1xx answers before the final one ("100 Continue")
+
+
+def curl(args: list[str], workdir: Path, *, timeout: float = 60) -> CurlResult:
+    """Runs curl with `args` (URL included); returns the final status, headers and body."""
+    exe = shutil.which("curl")
+    if exe is None:
+        import pytest
+
+        pytest.skip("curl is not installed")
+    header_file = workdir / "curl-headers.txt"
+    body_file = workdir / "curl-body.txt"
+    for f in (header_file, body_file):
+        f.unlink(missing_ok=True)
+    proc = subprocess.run(
+        [
+            exe,
+            "-sS",
+            "--noproxy",
+            "*",
+            "--max-time",
+            str(int(timeout) - 5),
+            "-D",
+            str(header_file),
+            "-o",
+            str(body_file),
+            "-w",
+            "%{http_code} %{size_upload}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=clean_env(),
+    )
+    code, size_upload = (proc.stdout.split() + ["0", "0"])[:2]
+    headers: dict[str, str] = {}
+    interim: list[int] = []
+    if header_file.exists():
+        blocks = re.split(r"\r?\n\r?\n", header_file.read_text(errors="replace").strip())
+        for block in blocks[:-1]:
+            match = re.match(r"HTTP/\S+ (1\d\d)", block)
+            if match:
+                interim.append(int(match.group(1)))
+        # Only the final response's headers.
+        for line in blocks[-1].splitlines()[1:]:
+            if ":" in line:
+                key, value = line.split(":", 1)
+                headers[key.strip().lower()] = value.strip()
+    body = body_file.read_text(errors="replace") if body_file.exists() else ""
+    return CurlResult(
+        proc.returncode, int(code), int(float(size_upload)), headers, body, proc.stderr, interim
+    )
+
+
+def curl_upload(
+    server: Server,
+    workdir: Path,
+    artifact_path: Path,
+    *,
+    token: str | None = None,
+    bearer: str | None = None,
+    target: str = "/upload/",
+    extra: list[str] | None = None,
+) -> CurlResult:
+    """`curl [-u __token__:TOKEN] -T FILE http://HOST/upload/` (curl appends the file name when
+    the target ends with a slash)."""
+    args = ["-T", str(artifact_path)]
+    if token is not None:
+        args += ["-u", f"__token__:{token}"]
+    if bearer is not None:
+        args += ["-H", f"Authorization: Bearer {bearer}"]
+    args += extra or []
+    args.append(server.url + target)
+    return curl(args, workdir)
+
+
+# ---------------------------------------------------------------------------------------------
+# pip and a static stand-in for PyPI
+
+
+def pip_args(index_url: str, extra_index_url: str | None = None) -> list[str]:
+    args = [
+        "--index-url",
+        index_url,
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--timeout",
+        "10",
+        "--retries",
+        "0",
+    ]
+    if extra_index_url:
+        args += ["--extra-index-url", extra_index_url]
+    return args
+
+
+def write_static_index(root: Path, artifacts: list[Artifact]) -> None:
+    """A PEP 503 tree under `root`: simple/index.html, simple/<project>/index.html and
+    files/<name>, as a static host would serve it."""
+    simple = root / "simple"
+    files = root / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    projects: dict[str, list[Artifact]] = {}
+    for a in artifacts:
+        shutil.copy2(a.path, files / a.filename)
+        projects.setdefault(normalize(a.name), []).append(a)
+    simple.mkdir(parents=True, exist_ok=True)
+    root_links = "".join(f'<a href="{p}/">{p}</a>\n' for p in sorted(projects))
+    (simple / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{root_links}</body></html>\n")
+    for project, items in projects.items():
+        links = "".join(
+            f'<a href="../../files/{urllib.parse.quote(a.filename)}#sha256={a.sha256}">'
+            f"{html.escape(a.filename)}</a>\n"
+            for a in items
+        )
+        (simple / project).mkdir(exist_ok=True)
+        (simple / project / "index.html").write_text(
+            f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"
+        )
+
+
+class StaticIndex:
+    """`python3 -m http.server` bound to 127.0.0.1 on a free port, serving a directory."""
+
+    def __init__(self, root: Path, log_path: Path):
+        self.root = root
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                ["/usr/bin/python3", "-u", "-m", "http.server", "--bind", "127.0.0.1",
+                 "--directory", str(self.root), "0"],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                env=clean_env(),
+            )
+        finally:
+            log.close()
+        assert self.proc.stdout
+        deadline = time.monotonic() + 20
+        buf = b""
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in buf and time.monotonic() < deadline:
+                if sel.select(max(0.0, deadline - time.monotonic())):
+                    chunk = os.read(fd, 4096)
+                    if not chunk:
+                        break
+                    buf += chunk
+        match = re.search(rb"port (\d+)", buf)
+        if not match:
+            raise AssertionError(f"static index did not start: {buf!r}")
+        self.url = f"http://127.0.0.1:{int(match.group(1))}"
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc.stdout:
+            self.proc.stdout.close()
