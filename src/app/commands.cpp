@@ -11,6 +11,7 @@
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/core/name.hpp"
 #include "wheelforge/http/server.hpp"
 #include "wheelforge/ingest/ingestor.hpp"
 #include "wheelforge/store/blob_store.hpp"
@@ -179,6 +180,42 @@ int token_create(const Settings& settings, const std::string& scope,
   std::cerr << "created " << scope << " token #" << stored->id
             << (project ? " for project " + *project : std::string()) << "\n";
   std::cout << token << std::endl;
+  return 0;
+}
+
+int yank(const Settings& settings, const std::string& project,
+         const std::optional<std::string>& version, const std::optional<std::string>& filename,
+         const std::optional<std::string>& reason) {
+  if (version.has_value() == filename.has_value()) {
+    std::cerr << "error: give a VERSION or --file FILENAME (not both)\n";
+    return 2;
+  }
+  auto dir = open_data_dir(settings);
+  if (!dir) {
+    std::cerr << "error: " << dir.error().message << "\n";
+    return 1;
+  }
+  auto changed = dir->catalog->set_yanked(core::normalize_name(project), version, filename, reason);
+  if (!changed) {
+    std::cerr << "error: " << changed.error().message << "\n";
+    return 1;
+  }
+  for (const auto& name : *changed) std::cout << (reason ? "yanked " : "unyanked ") << name << "\n";
+  return 0;
+}
+
+int delete_file(const Settings& settings, const std::string& filename) {
+  auto dir = open_data_dir(settings);
+  if (!dir) {
+    std::cerr << "error: " << dir.error().message << "\n";
+    return 1;
+  }
+  auto deleted = dir->catalog->delete_file(filename);
+  if (!deleted) {
+    std::cerr << "error: " << deleted.error().message << "\n";
+    return 1;
+  }
+  std::cout << "deleted " << deleted->filename << " (the name stays reserved)\n";
   return 0;
 }
 

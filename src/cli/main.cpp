@@ -63,7 +63,39 @@ int main(int argc, char** argv) {
   token_create->add_option("--project", project, "limit an upload token to one project");
   token_create->add_option("--description", description, "a note shown in token listings");
 
+  Common yank_opts;
+  std::string yank_project;
+  std::optional<std::string> yank_version;
+  std::optional<std::string> yank_file;
+  std::string yank_reason;
+  bool unyank_flag = false;
+  auto* yank = app.add_subcommand("yank", "yank (PEP 592) a version or one file; pip then skips it unless pinned");
+  yank_opts.add_to(yank, false);
+  yank->add_option("project", yank_project, "project name")->required();
+  yank->add_option("version", yank_version, "version to yank (every file of it)");
+  yank->add_option("--file", yank_file, "yank only this file name");
+  yank->add_option("--reason", yank_reason, "shown to users by pip");
+  yank->add_flag("--undo", unyank_flag, "unyank instead");
+
+  Common delete_opts;
+  std::string delete_name;
+  auto* del = app.add_subcommand("delete", "remove a file from the index; its name stays reserved");
+  delete_opts.add_to(del, false);
+  del->add_option("filename", delete_name, "file name")->required();
+
   CLI11_PARSE(app, argc, argv);
+
+  if (yank->parsed()) {
+    const auto settings = yank_opts.settings();
+    if (!settings) return 2;
+    return wf::app::yank(*settings, yank_project, yank_version, yank_file,
+                         unyank_flag ? std::nullopt : std::optional<std::string>(yank_reason));
+  }
+  if (del->parsed()) {
+    const auto settings = delete_opts.settings();
+    if (!settings) return 2;
+    return wf::app::delete_file(*settings, delete_name);
+  }
 
   if (serve->parsed()) {
     const auto settings = serve_opts.settings();

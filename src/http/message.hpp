@@ -16,7 +16,7 @@
 
 namespace wf::http {
 
-enum class Method { get, head, put, post, other };
+enum class Method { get, head, put, post, del, other };
 
 struct Request {
   Method method = Method::get;

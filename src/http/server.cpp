@@ -15,7 +15,11 @@
 #include <limits>
 #include <unordered_set>
 
+#include "admin_handlers.hpp"
 #include "file_body.hpp"
+#include "legacy_upload.hpp"
+#include "wheelforge/core/filename.hpp"
+#include "wheelforge/auth/tokens.hpp"
 #include "message.hpp"
 #include "read_handlers.hpp"
 #include "upload_handler.hpp"
@@ -103,6 +107,8 @@ Method method_of(bhttp::verb v) {
       return Method::put;
     case bhttp::verb::post:
       return Method::post;
+    case bhttp::verb::delete_:
+      return Method::del;
     default:
       return Method::other;
   }
@@ -118,15 +124,22 @@ const char* method_name(Method m) {
       return "PUT";
     case Method::post:
       return "POST";
+    case Method::del:
+      return "DELETE";
     case Method::other:
       return "OTHER";
   }
   return "OTHER";
 }
 
+// One upload in flight. Touched only by one worker task at a time (the session waits for each
+// step before it reads the next chunk).
 struct UploadState {
   explicit UploadState(store::TempFile t) : temp(std::move(t)) {}
-  store::TempFile temp;
+  UploadState(std::string boundary, store::TempFile t)
+      : form(std::make_unique<LegacyUpload>(std::move(boundary), std::move(t))) {}
+  std::optional<store::TempFile> temp;  // PUT /upload/: the body is the file
+  std::unique_ptr<LegacyUpload> form;  // POST /legacy/: the body is a multipart form
   std::vector<char> buffer = std::vector<char>(256 * 1024);
 };
 
@@ -217,11 +230,18 @@ class Session : public std::enable_shared_from_this<Session> {
     req_.segments = std::move(parsed->first);
     req_.query = std::move(parsed->second);
 
+    const auto& seg = req_.segments;
+    if (!seg.empty() && seg[0] == "legacy" && (seg.size() == 1 || (seg.size() == 2 && seg[1].empty()))) {
+      // twine, poetry and pdm never follow redirects: /legacy and /legacy/ are both answered.
+      if (req_.method != Method::post) return send(method_not_allowed("POST"));
+      return begin_legacy();
+    }
     const bool is_upload = !req_.segments.empty() && req_.segments[0] == "upload";
     if (is_upload) {
       if (req_.method != Method::put) return send(method_not_allowed("PUT"));
       return begin_upload();
     }
+    if (is_admin_route(req_)) return begin_admin();
     if (!parser_->is_done()) {
       // Reads carry no body; refuse one rather than read it.
       Response r = error_response(make_error(Errc::invalid, "this request takes no body"));
@@ -240,6 +260,76 @@ class Session : public std::enable_shared_from_this<Session> {
     r.reason = "Method Not Allowed";
     r.set("Allow", allow);
     return r;
+  }
+
+  // ---- admin API -------------------------------------------------------------------------
+
+  static constexpr std::size_t kMaxAdminBody = 64 * 1024;
+
+  void begin_admin() {
+    auto token = auth::token_from_authorization(req_.header("authorization"));
+    Status allowed = ok_status();
+    if (!token) {
+      allowed = token.error();
+    } else if (auto granted = auth::authorize(srv_.snapshot->tokens(), *token, catalog::Scope::admin);
+               !granted) {
+      allowed = granted.error();
+    }
+    if (!allowed) {
+      Response r = error_response(allowed.error());
+      r.close = !parser_->is_done();
+      return send(std::move(r));
+    }
+    const auto length = parser_->content_length();
+    if (length && *length > kMaxAdminBody) {
+      Response r = error_response(make_error(Errc::too_large, "admin request body too large"));
+      r.close = true;
+      return send(std::move(r));
+    }
+    parser_->body_limit(kMaxAdminBody);
+    admin_body_.clear();
+    small_body_buf_.resize(16 * 1024);
+    read_admin_body();
+  }
+
+  void read_admin_body() {
+    if (parser_->is_done()) return run_admin();
+    auto& body = parser_->get().body();
+    body.data = small_body_buf_.data();
+    body.size = small_body_buf_.size();
+    stream_.expires_after(srv_.config.read_timeout);
+    bhttp::async_read_some(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec == bhttp::error::need_buffer) ec = {};
+          if (ec) {
+            Response r = error_response(make_error(
+                ec == bhttp::error::body_limit ? Errc::too_large : Errc::invalid,
+                "cannot read the request body: " + ec.message()));
+            r.close = true;
+            return self->send(std::move(r));
+          }
+          const std::size_t got = self->small_body_buf_.size() - self->parser_->get().body().size;
+          self->admin_body_.append(self->small_body_buf_.data(), got);
+          self->read_admin_body();
+        });
+  }
+
+  void run_admin() {
+    srv_.offload(
+        [&srv = srv_, req = req_, body = std::move(admin_body_)]() -> std::pair<Response, SnapshotPtr> {
+          Response r = handle_admin(req, body, *srv.services.catalog);
+          SnapshotPtr snap;
+          if (r.status < 300) {
+            if (auto loaded = srv.load_snapshot()) snap = *loaded;
+          }
+          return {std::move(r), std::move(snap)};
+        },
+        [self = shared_from_this()](std::pair<Response, SnapshotPtr> done) {
+          self->srv_.install(std::move(done.second));
+          spdlog::info("req={} admin {} -> {}", self->id_, sanitize_for_log(self->req_.target, 300),
+                       done.first.status);
+          self->send(std::move(done.first));
+        });
   }
 
   // ---- uploads ---------------------------------------------------------------------------
@@ -263,15 +353,64 @@ class Session : public std::enable_shared_from_this<Session> {
         [self = shared_from_this(), expect_continue](Result<store::TempFile> temp) {
           if (!temp) return self->send(self->upload_failed(temp.error()));
           self->upload_ = std::make_shared<UploadState>(std::move(*temp));
-          if (!expect_continue) return self->read_body();
-          auto cont =
-              std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
-          self->stream_.expires_after(self->srv_.config.write_timeout);
-          bhttp::async_write(self->stream_, *cont, [self, cont](beast::error_code ec, std::size_t) {
-            if (ec) return self->abort_upload("client went away");
-            self->read_body();
-          });
+          self->start_body(expect_continue);
         });
+  }
+
+  // The form overhead a twine upload adds around the file (metadata fields, descriptions).
+  static constexpr std::uint64_t kFormOverhead = 4U << 20U;
+
+  void begin_legacy() {
+    auto token = auth::token_from_authorization(req_.header("authorization"));
+    Status allowed = ok_status();
+    if (!token) {
+      allowed = token.error();
+    } else if (auto granted =
+                   auth::authorize(srv_.snapshot->tokens(), *token, catalog::Scope::upload);
+               !granted) {
+      allowed = granted.error();
+    } else {
+      token_ = token->value_or("");
+    }
+    auto boundary = allowed ? boundary_from_content_type(req_.header("content-type"))
+                            : Result<std::string>(allowed.error());
+    const std::uint64_t limit = srv_.services.ingestor->limits().max_file_size + kFormOverhead;
+    if (boundary) {
+      if (const auto cl = parser_->content_length(); cl && *cl > limit) {
+        boundary = make_error(Errc::too_large,
+                              "upload of " + std::to_string(*cl) + " bytes exceeds the limit of " +
+                                  std::to_string(srv_.services.ingestor->limits().max_file_size) +
+                                  " bytes");
+      }
+    }
+    if (!boundary) {
+      Response r = upload_failed(boundary.error());
+      r.close = !parser_->is_done();
+      return send(std::move(r));
+    }
+    filename_ = "(form upload)";
+    parser_->body_limit(limit);
+    const bool expect_continue = iequals(parser_->get()[bhttp::field::expect], "100-continue");
+    srv_.offload(
+        [&srv = srv_] { return srv.services.store->create_temp(); },
+        [self = shared_from_this(), expect_continue,
+         boundary = std::move(*boundary)](Result<store::TempFile> temp) mutable {
+          if (!temp) return self->send(self->upload_failed(temp.error()));
+          self->upload_ = std::make_shared<UploadState>(std::move(boundary), std::move(*temp));
+          self->start_body(expect_continue);
+        });
+  }
+
+  /// Invites the body if the client waits for it, then reads it.
+  void start_body(bool expect_continue) {
+    if (!expect_continue) return read_body();
+    auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
+    stream_.expires_after(srv_.config.write_timeout);
+    bhttp::async_write(stream_, *cont,
+                       [self = shared_from_this(), cont](beast::error_code ec, std::size_t) {
+                         if (ec) return self->abort_upload("client went away");
+                         self->read_body();
+                       });
   }
 
   void read_body() {
@@ -310,7 +449,11 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const std::size_t got = upload_->buffer.size() - parser_->get().body().size;
     if (got == 0) return read_body();
-    srv_.offload([state = upload_, got] { return state->temp.write(state->buffer.data(), got); },
+    srv_.offload(
+        [state = upload_, got] {
+          return state->form ? state->form->feed(std::string_view(state->buffer.data(), got))
+                             : state->temp->write(state->buffer.data(), got);
+        },
                  [self = shared_from_this()](Status st) {
                    if (!st) {
                      self->drop_upload();
@@ -325,9 +468,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void finish_upload() {
     auto state = std::move(upload_);
     srv_.offload(
-        [&srv = srv_, state,
-         name = filename_]() -> std::pair<Result<ingest::Ingested>, SnapshotPtr> {
-          auto result = srv.services.ingestor->ingest(std::move(state->temp), name);
+        [&srv = srv_, state, name = filename_, tokens = srv_.snapshot,
+         token = token_]() -> std::pair<Result<ingest::Ingested>, SnapshotPtr> {
+          auto result = state->form ? ingest_form(srv, *state->form, *tokens, token)
+                                    : srv.services.ingestor->ingest(std::move(*state->temp), name);
           SnapshotPtr snap;
           // Reload before answering so that the file is on its pages once the client hears
           // it was stored.
@@ -350,6 +494,28 @@ class Session : public std::enable_shared_from_this<Session> {
                        result->file.size);
           self->send(std::move(r));
         });
+  }
+
+  /// Finishes a twine-style form upload and ingests its file (worker thread). Unlike PUT, an
+  /// identical file is a conflict: twine, poetry and pdm expect a repeated upload to fail,
+  /// and `twine upload --skip-existing` recognises the 409.
+  static Result<ingest::Ingested> ingest_form(Server::Impl& srv, LegacyUpload& form,
+                                              const snapshot::Snapshot& tokens,
+                                              const std::string& token) {
+    auto filename = form.finish();
+    if (!filename) return filename.error();
+    // Project-limited tokens can only be checked now that the file name is known.
+    if (auto name = core::parse_dist_filename(*filename)) {
+      auto granted = auth::authorize(tokens.tokens(), token, catalog::Scope::upload,
+                                     std::string_view(name->normalized_name));
+      if (!granted) return granted.error();
+    }
+    auto result = srv.services.ingestor->ingest(form.take_file(), *filename);
+    if (result && result->outcome == ingest::Outcome::identical) {
+      return make_error(Errc::conflict, "File already exists: " + sanitize_for_log(*filename, 300) +
+                                            " was uploaded before (identical content)");
+    }
+    return result;
   }
 
   Response upload_failed(const Error& e) const {
@@ -489,6 +655,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::chrono::steady_clock::time_point started_;
   std::string filename_;
   std::shared_ptr<UploadState> upload_;
+  std::string token_;  // the uploader's token, for checks that need the form's content
+  std::string admin_body_;
+  std::vector<char> small_body_buf_;
 };
 
 void Server::Impl::accept() {

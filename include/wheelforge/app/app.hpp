@@ -49,4 +49,13 @@ int ingest(const Settings& settings, const std::vector<std::filesystem::path>& p
 int token_create(const Settings& settings, const std::string& scope,
                  const std::optional<std::string>& project, const std::string& description);
 
+/// `wheelforge yank` / `unyank`: PEP 592 yank of one file or every file of a version.
+/// `reason` nullopt means unyank.
+int yank(const Settings& settings, const std::string& project,
+         const std::optional<std::string>& version, const std::optional<std::string>& filename,
+         const std::optional<std::string>& reason);
+
+/// `wheelforge delete`: removes a file from every page; its name stays reserved.
+int delete_file(const Settings& settings, const std::string& filename);
+
 }  // namespace wf::app

@@ -1,0 +1,48 @@
+#pragma once
+// The upload API that twine, poetry and pdm speak (`POST /legacy/`, multipart/form-data with
+// `:action=file_upload`). The body is fed in chunks; the `content` part streams into a temp
+// file while it is hashed (sha256, md5, blake2b-256), the small form fields are kept. After
+// the last chunk, validate() checks the form against the file. Pure apart from the temp file
+// writes; call from a worker thread.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "multipart.hpp"
+#include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/store/blob_store.hpp"
+
+namespace wf::http {
+
+class LegacyUpload final : public MultipartSink {
+ public:
+  LegacyUpload(std::string boundary, store::TempFile temp);
+
+  /// Parses the next chunk of the body. Errors: invalid (malformed multipart, a second file,
+  /// a file part not named `content`), too_large, storage_full / io (temp file writes).
+  [[nodiscard]] Status feed(std::string_view chunk);
+
+  /// Ends the body and checks the form: `:action` (`submit` is gone: 410; anything but
+  /// `file_upload`: 400), `protocol_version` 1, a `content` file, `name`/`version`/`filetype`
+  /// consistent with the file name, and every digest that was sent equal to the file's.
+  /// Returns the file name to ingest under; every problem is reported together.
+  [[nodiscard]] Result<std::string> finish();
+
+  /// The temp file holding `content` (valid after a successful finish()).
+  [[nodiscard]] store::TempFile take_file() { return std::move(temp_); }
+
+  Status on_file_start(std::string_view field_name, std::string_view filename) override;
+  Status on_file_data(std::string_view bytes) override;
+  Status on_file_end() override;
+
+ private:
+  MultipartParser parser_;
+  store::TempFile temp_;
+  std::optional<std::string> filename_;
+  bool file_done_ = false;
+  crypto::Hasher md5_{crypto::Algorithm::md5};
+  crypto::Hasher blake2_{crypto::Algorithm::blake2b_256};
+};
+
+}  // namespace wf::http
