@@ -13,11 +13,13 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <unordered_set>
 
 #include "admin_handlers.hpp"
 #include "file_body.hpp"
 #include "legacy_upload.hpp"
+#include "metrics.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "message.hpp"
@@ -58,6 +60,7 @@ struct Server::Impl {
   std::uint64_t next_request_id = 1;
   std::unordered_set<Session*> sessions;
   bool stopping = false;
+  Metrics metrics;
   // Written on the network thread, read by workers to skip needless reloads.
   std::atomic<std::uint64_t> generation{0};
 
@@ -251,6 +254,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (req_.method != Method::get && req_.method != Method::head) {
       return send(method_not_allowed("GET, HEAD"));
     }
+    if (seg.size() == 1 && seg[0] == "metrics") return send(metrics_response());
+    if (seg.size() == 1 && seg[0] == "readyz") {
+      Response r;
+      r.status = srv_.stopping ? 503 : 200;
+      r.set("Content-Type", "text/plain; charset=utf-8");
+      r.body = std::string(srv_.stopping ? "stopping\n" : "ready\n");
+      return send(std::move(r));
+    }
     send(handle_read(req_, *srv_.snapshot, *srv_.services.store));
   }
 
@@ -259,6 +270,22 @@ class Session : public std::enable_shared_from_this<Session> {
     r.status = 405;
     r.reason = "Method Not Allowed";
     r.set("Allow", allow);
+    return r;
+  }
+
+  Response metrics_response() const {
+    const auto cache = snapshot::cache_stats();
+    std::map<std::string, double> gauges{
+        {"wheelforge_connections_open", static_cast<double>(srv_.sessions.size())},
+        {"wheelforge_catalog_generation", static_cast<double>(srv_.snapshot->generation())},
+        {"wheelforge_projects", static_cast<double>(srv_.snapshot->project_count())},
+        {"wheelforge_files", static_cast<double>(srv_.snapshot->file_count())},
+        {"wheelforge_page_cache_hits", static_cast<double>(cache.hits)},
+        {"wheelforge_page_cache_misses", static_cast<double>(cache.misses)},
+    };
+    Response r;
+    r.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    r.body = srv_.metrics.render(gauges);
     return r;
   }
 
@@ -483,7 +510,11 @@ class Session : public std::enable_shared_from_this<Session> {
         [self = shared_from_this()](std::pair<Result<ingest::Ingested>, SnapshotPtr> done) {
           auto& [result, snap] = done;
           self->srv_.install(std::move(snap));
-          if (!result) return self->send(self->upload_failed(result.error()));
+          if (!result) {
+            self->srv_.metrics.upload(status_for(result.error().code) >= 500 ? "failed" : "rejected");
+            return self->send(self->upload_failed(result.error()));
+          }
+          self->srv_.metrics.upload(result->outcome == ingest::Outcome::stored ? "stored" : "identical");
           Response r;
           r.status = result->outcome == ingest::Outcome::stored ? 201 : 200;
           r.set("Content-Type", "application/json");
@@ -535,6 +566,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void abort_upload(const char* why) {
+    srv_.metrics.upload("aborted");
     spdlog::info("req={} upload of {} aborted: {}", id_, sanitize_for_log(filename_), why);
     drop_upload();
     close();
@@ -611,6 +643,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now() - started_)
                         .count();
+    srv_.metrics.request(route_label(req_), status, static_cast<double>(us) / 1e6, length);
+    if (!srv_.config.access_log && !ec) return;
     spdlog::info("req={} {} {} -> {} {}B {:.2f}ms{}", id_, method_name(req_.method),
                  sanitize_for_log(req_.target, 300), status, length,
                  static_cast<double>(us) / 1000.0,
@@ -673,6 +707,7 @@ void Server::Impl::accept() {
       socket.close(ignored);
     } else {
       socket.set_option(tcp::no_delay(true), ec);
+      metrics.connection_opened();
       std::make_shared<Session>(*this, std::move(socket))->start();
     }
     accept();
@@ -739,16 +774,26 @@ Result<std::string> Server::start() {
   s.install(*loaded);
 
   beast::error_code ec;
-  const auto address = asio::ip::make_address(s.config.host, ec);
-  if (ec) return make_error(Errc::invalid, "invalid listen address '" + s.config.host + "'");
-  const tcp::endpoint endpoint(address, s.config.port);
-  s.acceptor.open(endpoint.protocol(), ec);
-  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(endpoint, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return make_error(Errc::io, "cannot listen on " + s.config.host + ":" +
-                                    std::to_string(s.config.port) + ": " + ec.message());
+  if (s.config.listen_fd >= 0) {
+    // Socket activation: the socket is bound and listening already.
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    ::getsockname(s.config.listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    const auto protocol = addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4();
+    s.acceptor.assign(protocol, s.config.listen_fd, ec);
+    if (ec) return make_error(Errc::io, "cannot use the inherited socket: " + ec.message());
+  } else {
+    const auto address = asio::ip::make_address(s.config.host, ec);
+    if (ec) return make_error(Errc::invalid, "invalid listen address '" + s.config.host + "'");
+    const tcp::endpoint endpoint(address, s.config.port);
+    s.acceptor.open(endpoint.protocol(), ec);
+    if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) s.acceptor.bind(endpoint, ec);
+    if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return make_error(Errc::io, "cannot listen on " + s.config.host + ":" +
+                                      std::to_string(s.config.port) + ": " + ec.message());
+    }
   }
   const auto bound = s.acceptor.local_endpoint();
   std::string host = bound.address().to_string();
@@ -760,6 +805,17 @@ Result<std::string> Server::start() {
 
 void Server::run() {
   impl_->ioc.run();
+}
+
+void Server::post(std::function<void()> fn) { asio::post(impl_->ioc, std::move(fn)); }
+
+void Server::reload_catalog(std::function<void(Status)> done) {
+  Impl* impl = impl_.get();
+  impl->offload([impl]() { return impl->load_snapshot(); },
+                [impl, done = std::move(done)](Result<SnapshotPtr> loaded) {
+                  if (loaded) impl->install(*loaded);
+                  done(loaded ? ok_status() : Status(loaded.error()));
+                });
 }
 
 void Server::stop() {

@@ -96,9 +96,10 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
 }  // namespace
 
 Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filename) {
-  if (temp.size() > limits_.max_file_size) {
+  const Limits limits = this->limits();
+  if (temp.size() > limits.max_file_size) {
     return make_error(Errc::too_large, "file is larger than the limit of " +
-                                           std::to_string(limits_.max_file_size) + " bytes");
+                                           std::to_string(limits.max_file_size) + " bytes");
   }
   if (auto st = temp.finish(); !st) return st.error();
 
@@ -116,7 +117,7 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   if (!reserved) return reserved.error();
   if (*reserved) return make_error(Errc::conflict, reserved_message(filename));
 
-  auto v = validate(temp.path(), filename, limits_);
+  auto v = validate(temp.path(), filename, limits);
   if (!v) return v.error();
 
   auto metadata_sha = store_.put(v->metadata_bytes);
@@ -161,9 +162,9 @@ Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path) {
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "stat " + path.string());
   if (!S_ISREG(st.st_mode)) return make_error(Errc::invalid, "not a regular file");
-  if (static_cast<std::uint64_t>(st.st_size) > limits_.max_file_size) {
+  if (static_cast<std::uint64_t>(st.st_size) > limits().max_file_size) {
     return make_error(Errc::too_large, "file is larger than the limit of " +
-                                           std::to_string(limits_.max_file_size) + " bytes");
+                                           std::to_string(limits().max_file_size) + " bytes");
   }
   auto temp = store_.create_temp();
   if (!temp) return temp.error();

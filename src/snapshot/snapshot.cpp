@@ -1,6 +1,7 @@
 #include "wheelforge/snapshot/snapshot.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/crypto/digest.hpp"
@@ -26,7 +27,12 @@ std::string format_key(core::PageFormat f) {
   return "?";
 }
 
+std::atomic<std::uint64_t> g_cache_hits{0};
+std::atomic<std::uint64_t> g_cache_misses{0};
+
 }  // namespace
+
+CacheStats cache_stats() { return CacheStats{g_cache_hits.load(), g_cache_misses.load()}; }
 
 std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
   std::shared_ptr<Snapshot> s(new Snapshot());
@@ -91,8 +97,12 @@ std::shared_ptr<const Page> Snapshot::cached(const std::string& key, core::PageF
   {
     std::lock_guard lock(cache_mu_);
     const auto it = cache_.find(full_key);
-    if (it != cache_.end()) return it->second;
+    if (it != cache_.end()) {
+      g_cache_hits.fetch_add(1, std::memory_order_relaxed);
+      return it->second;
+    }
   }
+  g_cache_misses.fetch_add(1, std::memory_order_relaxed);
   auto page = std::make_shared<Page>();
   page->body = render();
   page->gzip = render::gzip(page->body);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,10 @@ namespace wf::http {
 struct ServerConfig {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;  ///< 0 picks a free port
+  /// An already listening socket to use instead of binding host:port (socket activation).
+  int listen_fd = -1;
+  /// One log line per request.
+  bool access_log = true;
   std::size_t worker_threads = 2;
   std::size_t max_connections = 1024;
   std::size_t max_header_bytes = 16 * 1024;
@@ -58,6 +63,12 @@ class Server {
   /// Stops accepting, lets in-flight requests finish within the grace period, then makes
   /// run() return. Safe to call from any thread (including signal-handling threads).
   void stop();
+
+  /// Runs `fn` on the network thread (used as a liveness probe by the watchdog).
+  void post(std::function<void()> fn);
+
+  /// Reloads the catalog snapshot now, then calls `done` (on a worker thread) with the result.
+  void reload_catalog(std::function<void(Status)> done);
 
   struct Impl;  ///< implementation detail (Boost.Asio state), defined in server.cpp
 

@@ -3,6 +3,7 @@
 // build runner): validate -> store -> catalog. All methods block (archive reads, fsync,
 // SQLite): call them from worker threads. Thread-safe.
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -36,9 +37,16 @@ struct Ingested {
 class Ingestor {
  public:
   Ingestor(store::BlobStore& store, catalog::Catalog& catalog, Limits limits)
-      : store_(store), catalog_(catalog), limits_(limits) {}
+      : store_(store), catalog_(catalog), max_file_size_(limits.max_file_size), limits_(limits) {}
 
-  [[nodiscard]] const Limits& limits() const { return limits_; }
+  /// The limits in force (a copy: the file size limit can change at runtime).
+  [[nodiscard]] Limits limits() const {
+    Limits l = limits_;
+    l.max_file_size = max_file_size_.load();
+    return l;
+  }
+  /// Changes the file size limit for uploads that start from now on (configuration reload).
+  void set_max_file_size(std::uint64_t bytes) { max_file_size_.store(bytes); }
   [[nodiscard]] store::BlobStore& store() { return store_; }
 
   /// Validates a finished temp file uploaded under `filename` and publishes it.
@@ -55,6 +63,7 @@ class Ingestor {
  private:
   store::BlobStore& store_;
   catalog::Catalog& catalog_;
+  std::atomic<std::uint64_t> max_file_size_;
   Limits limits_;
 };
 

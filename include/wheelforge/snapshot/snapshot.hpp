@@ -29,6 +29,13 @@ struct Page {
   core::PageFormat format = core::PageFormat::html_legacy;
 };
 
+/// Page-cache counters of all snapshots in this process (for metrics).
+struct CacheStats {
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+};
+[[nodiscard]] CacheStats cache_stats();
+
 class Snapshot {
  public:
   /// Indexes the catalog contents. O(files log files).

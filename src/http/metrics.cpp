@@ -1,0 +1,85 @@
+#include "metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace wf::http {
+
+std::string_view route_label(const Request& req) {
+  const auto& seg = req.segments;
+  if (seg.empty() || (seg.size() == 1 && seg[0].empty())) return "home";
+  const std::string& first = seg[0];
+  if (first == "files") {
+    return (seg.size() == 3 && seg[2].ends_with(".metadata")) ? "metadata" : "file";
+  }
+  if (first == "upload") return "upload";
+  if (first == "legacy") return "legacy_upload";
+  if (first == "admin") return "admin";
+  if (first == "api") return "api";
+  if (first == "healthz" || first == "readyz") return "health";
+  if (first == "metrics") return "metrics";
+  const auto simple = std::find(seg.begin(), seg.end(), "simple");
+  if (simple == seg.end()) return "other";
+  const bool view = simple != seg.begin();
+  const bool root = (seg.end() - simple) <= 2;
+  if (view) return root ? "view_root" : "view_project";
+  return root ? "simple_root" : "simple_project";
+}
+
+void Metrics::request(std::string_view route, int status, double seconds, std::uint64_t bytes) {
+  const std::string r(route);
+  ++requests_[{r, status}];
+  Histogram& h = latency_[r];
+  for (std::size_t i = 0; i < kBuckets.size(); ++i) {
+    if (seconds <= kBuckets[i]) ++h.buckets[i];
+  }
+  ++h.count;
+  h.sum += seconds;
+  bytes_[r] += bytes;
+}
+
+std::string Metrics::render(const std::map<std::string, double>& gauges) const {
+  std::string out;
+  out += "# HELP wheelforge_http_requests_total HTTP requests by route and status.\n";
+  out += "# TYPE wheelforge_http_requests_total counter\n";
+  for (const auto& [key, n] : requests_) {
+    out += fmt::format("wheelforge_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n",
+                       key.first, key.second, n);
+  }
+  out += "# HELP wheelforge_http_request_duration_seconds Time from request head to response sent.\n";
+  out += "# TYPE wheelforge_http_request_duration_seconds histogram\n";
+  for (const auto& [route, h] : latency_) {
+    for (std::size_t i = 0; i < kBuckets.size(); ++i) {
+      out += fmt::format(
+          "wheelforge_http_request_duration_seconds_bucket{{route=\"{}\",le=\"{}\"}} {}\n", route,
+          kBuckets[i], h.buckets[i]);
+    }
+    out += fmt::format(
+        "wheelforge_http_request_duration_seconds_bucket{{route=\"{}\",le=\"+Inf\"}} {}\n", route,
+        h.count);
+    out += fmt::format("wheelforge_http_request_duration_seconds_sum{{route=\"{}\"}} {}\n", route,
+                       h.sum);
+    out += fmt::format("wheelforge_http_request_duration_seconds_count{{route=\"{}\"}} {}\n",
+                       route, h.count);
+  }
+  out += "# HELP wheelforge_http_response_bytes_total Body bytes sent, by route.\n";
+  out += "# TYPE wheelforge_http_response_bytes_total counter\n";
+  for (const auto& [route, n] : bytes_) {
+    out += fmt::format("wheelforge_http_response_bytes_total{{route=\"{}\"}} {}\n", route, n);
+  }
+  out += "# HELP wheelforge_uploads_total Uploads by outcome.\n";
+  out += "# TYPE wheelforge_uploads_total counter\n";
+  for (const auto& [outcome, n] : uploads_) {
+    out += fmt::format("wheelforge_uploads_total{{outcome=\"{}\"}} {}\n", outcome, n);
+  }
+  out += "# HELP wheelforge_connections_total Connections accepted.\n";
+  out += "# TYPE wheelforge_connections_total counter\n";
+  out += fmt::format("wheelforge_connections_total {}\n", connections_total_);
+  for (const auto& [name, value] : gauges) {
+    out += fmt::format("# TYPE {} gauge\n{} {}\n", name, name, value);
+  }
+  return out;
+}
+
+}  // namespace wf::http
