@@ -4,11 +4,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <future>
+#include <mutex>
 #include <iostream>
 #include <thread>
 
 #include "wheelforge/app/app.hpp"
+#include "wheelforge/app/systemd.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/name.hpp"
@@ -44,7 +49,14 @@ bool is_distribution(const std::filesystem::path& p) {
 }  // namespace
 
 void init_logging() {
+  // The logging thread must never be the one a process signal is delivered to: it starts
+  // with every signal blocked (serve() takes SIGTERM/SIGINT/SIGHUP with sigwait).
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
   spdlog::init_thread_pool(8192, 1);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   // Overrun instead of block: a stalled stderr must never stall the network thread.
   auto logger = std::make_shared<spdlog::async_logger>(
@@ -54,7 +66,7 @@ void init_logging() {
   spdlog::set_default_logger(logger);
 }
 
-int serve(const Settings& settings) {
+int serve(const Settings& settings, const std::function<Result<Settings>()>& reload) {
   auto listen = parse_listen(settings.listen);
   if (!listen) {
     std::cerr << "error: " << listen.error().message << "\n";
@@ -68,6 +80,7 @@ int serve(const Settings& settings) {
   ingest::Limits limits;
   limits.max_file_size = settings.max_upload_size;
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
+  const Notifier notifier = Notifier::from_environment();
 
   // Signals are taken by one dedicated thread (sigwait), so no handler runs inside the
   // network loop and stop() is called from ordinary code.
@@ -75,29 +88,81 @@ int serve(const Settings& settings) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   http::ServerConfig config;
   config.host = listen->first;
   config.port = listen->second;
+  if (const auto fd = activated_socket()) config.listen_fd = *fd;
   http::Server server(config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor});
   auto bound = server.start();
   if (!bound) {
     std::cerr << "error: " << bound.error().message << "\n";
     return 1;
   }
-  spdlog::info("serving {} from {}", *bound, settings.data_dir.string());
+  spdlog::info("serving {} from {}{}", *bound, settings.data_dir.string(),
+               config.listen_fd >= 0 ? " (socket activation)" : "");
   std::printf("listening on http://%s\n", bound->c_str());
   std::fflush(stdout);
+  const std::string status = "STATUS=Serving http://" + *bound;
+  notifier.notify("READY=1\n" + status);
+
+  // The watchdog is fed only while the network loop answers: a stuck loop gets restarted.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog;
+  if (const auto interval = Notifier::watchdog_interval(); interval && notifier.enabled()) {
+    watchdog = std::thread([&, interval = *interval] {
+      auto beat = std::make_shared<std::atomic<bool>>(true);
+      std::unique_lock lock(mu);
+      while (!cv.wait_for(lock, interval, [&] { return done; })) {
+        if (beat->exchange(false)) notifier.notify("WATCHDOG=1");
+        server.post([beat] { beat->store(true); });
+      }
+    });
+  }
 
   std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    server.stop();
+    while (true) {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      if (sig == SIGHUP) {
+        notifier.notify("RELOADING=1\nSTATUS=Reloading configuration");
+        std::string outcome = "reloaded";
+        if (reload) {
+          auto fresh = reload();
+          if (!fresh) {
+            outcome = "reload failed, keeping the running configuration: " + fresh.error().message;
+          } else {
+            ingestor.set_max_file_size(fresh->max_upload_size);
+            if (fresh->listen != settings.listen || fresh->data_dir != settings.data_dir) {
+              outcome += " (listen and data_dir changes need a restart)";
+            }
+          }
+        }
+        std::promise<Status> reloaded;
+        server.reload_catalog([&reloaded](Status st) { reloaded.set_value(std::move(st)); });
+        if (auto st = reloaded.get_future().get(); !st) outcome += "; catalog: " + st.error().message;
+        spdlog::info("SIGHUP: {}", outcome);
+        notifier.notify("READY=1\n" + status);
+        continue;
+      }
+      spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      notifier.notify("STOPPING=1\nSTATUS=Stopping: finishing in-flight requests");
+      server.stop();
+      return;
+    }
   });
   server.run();
-  // Wake the signal thread if the loop ended for another reason.
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+  // Wake the signal thread if the loop ended for another reason than a signal.
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
   spdlog::info("stopped");

@@ -24,8 +24,7 @@ std::optional<std::string> boundary_problem(std::string_view boundary) {
   if (boundary.empty() || boundary.size() > kMaxBoundaryLength) {
     return "multipart boundary must be 1 to 70 characters long";
   }
-  if (!std::all_of(boundary.begin(), boundary.end(), is_boundary_char) ||
-      boundary.back() == ' ') {
+  if (!std::all_of(boundary.begin(), boundary.end(), is_boundary_char) || boundary.back() == ' ') {
     return "multipart boundary contains characters outside RFC 2046's alphabet";
   }
   return std::nullopt;
@@ -142,7 +141,8 @@ Result<std::vector<HeaderLine>> parse_header_block(std::string_view header_block
       continue;
     }
     const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return make_error(Errc::invalid, "header line without ':'");
+    if (colon == std::string_view::npos)
+      return make_error(Errc::invalid, "header line without ':'");
     const std::string_view name = line.substr(0, colon);
     if (name.empty() || !std::all_of(name.begin(), name.end(), is_token_char)) {
       return make_error(Errc::invalid, "malformed header name");
@@ -268,8 +268,8 @@ Status MultipartParser::finish() {
       return fail(make_error(Errc::invalid,
                              "truncated multipart body: inside the headers of " + part_label()));
     case State::body:
-      return fail(make_error(Errc::invalid, "truncated multipart body: " + part_label() +
-                                                " has no closing boundary"));
+      return fail(make_error(
+          Errc::invalid, "truncated multipart body: " + part_label() + " has no closing boundary"));
   }
   return ok_status();
 }
@@ -338,8 +338,8 @@ Status MultipartParser::emit(std::string_view bytes, MultipartSink& sink) {
   field_bytes_ += bytes.size();
   if (field_bytes_ > limits_.max_field_bytes) {
     return make_error(Errc::too_large, "form fields exceed " +
-                                           std::to_string(limits_.max_field_bytes) +
-                                           " bytes (at " + part_label() + ")");
+                                           std::to_string(limits_.max_field_bytes) + " bytes (at " +
+                                           part_label() + ")");
   }
   field_value_.append(bytes);
   return ok_status();
@@ -357,10 +357,10 @@ Status MultipartParser::end_part(MultipartSink& sink) {
   return ok_status();
 }
 
+// RFC 2046 matches the boundary as a prefix of a line, so `--boundary` followed by anything
+// but `--`, transport padding or CRLF is a broken body rather than data.
 Status MultipartParser::boundary_line_byte(char c) {
-  auto malformed = [] {
-    return make_error(Errc::invalid, "malformed multipart boundary line");
-  };
+  auto malformed = [] { return make_error(Errc::invalid, "malformed multipart boundary line"); };
   switch (line_state_) {
     case LineState::start:
       if (c == '-') {
@@ -426,8 +426,8 @@ Status MultipartParser::headers_bytes(std::string_view chunk, std::size_t& pos,
 Status MultipartParser::start_part(std::string_view header_block, MultipartSink& sink) {
   auto headers = parse_header_block(header_block);
   if (!headers) {
-    return make_error(Errc::invalid, "malformed part header in " + part_label() + ": " +
-                                         headers.error().message);
+    return make_error(Errc::invalid,
+                      "malformed part header in " + part_label() + ": " + headers.error().message);
   }
   const HeaderLine* disposition = nullptr;
   for (const auto& h : *headers) {
@@ -439,13 +439,13 @@ Status MultipartParser::start_part(std::string_view header_block, MultipartSink&
     disposition = &h;
   }
   if (disposition == nullptr) {
-    return make_error(Errc::invalid, "malformed part header in " + part_label() +
-                                         ": missing Content-Disposition");
+    return make_error(Errc::invalid,
+                      "malformed part header in " + part_label() + ": missing Content-Disposition");
   }
   auto parsed = parse_disposition(disposition->value);
   if (!parsed) {
-    return make_error(Errc::invalid, "malformed part header in " + part_label() + ": " +
-                                         parsed.error().message);
+    return make_error(Errc::invalid,
+                      "malformed part header in " + part_label() + ": " + parsed.error().message);
   }
 
   part_name_ = std::move(parsed->name);
@@ -460,8 +460,8 @@ Status MultipartParser::start_part(std::string_view header_block, MultipartSink&
   field_bytes_ += part_name_.size();
   if (field_bytes_ > limits_.max_field_bytes) {
     return make_error(Errc::too_large, "form fields exceed " +
-                                           std::to_string(limits_.max_field_bytes) +
-                                           " bytes (at " + part_label() + ")");
+                                           std::to_string(limits_.max_field_bytes) + " bytes (at " +
+                                           part_label() + ")");
   }
   return ok_status();
 }

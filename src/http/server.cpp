@@ -49,6 +49,10 @@ struct Server::Impl {
 
   ServerConfig config;
   Services services;
+  // Set when the server is destroyed: handlers still queued in the io_context are destroyed
+  // with it, and the sessions they own must then not touch the server's other members.
+  // Declared before ioc so that it outlives it.
+  bool tearing_down = false;
   asio::io_context ioc{1};
   asio::thread_pool workers;
   tcp::acceptor acceptor;
@@ -156,6 +160,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
   ~Session() {
+    if (srv_.tearing_down) return;
     srv_.sessions.erase(this);
     srv_.maybe_finish_stop();
   }
@@ -765,6 +770,7 @@ Server::Server(ServerConfig config, Services services)
 
 Server::~Server() {
   impl_->workers.join();
+  impl_->tearing_down = true;
 }
 
 Result<std::string> Server::start() {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,7 +41,10 @@ struct Overrides {
 void init_logging();
 
 /// `wheelforge serve`: runs until SIGTERM/SIGINT; prints "listening on http://HOST:PORT".
-int serve(const Settings& settings);
+/// Speaks the systemd protocol when run under it (READY/STATUS/WATCHDOG/RELOADING/STOPPING,
+/// socket activation). On SIGHUP it calls `reload` (if given) for fresh settings, applies
+/// what can change at runtime, and reloads the catalog.
+int serve(const Settings& settings, const std::function<Result<Settings>()>& reload = {});
 
 /// `wheelforge ingest`: imports files and directory trees (*.whl, *.tar.gz found in them).
 int ingest(const Settings& settings, const std::vector<std::filesystem::path>& paths);
