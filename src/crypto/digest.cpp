@@ -4,14 +4,21 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <optional>
 #include <stdexcept>
 
+#include "wheelforge/crypto/blake2b.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::crypto {
 
+// Exactly one of the two is in use: OpenSSL for what it offers, our own BLAKE2b otherwise.
 struct Hasher::Impl {
   EVP_MD_CTX* ctx = nullptr;
+  std::optional<Blake2b> blake2b;
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
   ~Impl() { EVP_MD_CTX_free(ctx); }
 };
 
@@ -22,12 +29,18 @@ const EVP_MD* md_for(Algorithm a) {
       return EVP_sha256();
     case Algorithm::md5:
       return EVP_md5();
+    case Algorithm::blake2b_256:
+      return nullptr;
   }
   return nullptr;
 }
 }  // namespace
 
 Hasher::Hasher(Algorithm algorithm) : impl_(std::make_unique<Impl>()) {
+  if (algorithm == Algorithm::blake2b_256) {
+    impl_->blake2b.emplace(32);
+    return;
+  }
   impl_->ctx = EVP_MD_CTX_new();
   const EVP_MD* md = md_for(algorithm);
   if (impl_->ctx == nullptr || md == nullptr || EVP_DigestInit_ex(impl_->ctx, md, nullptr) != 1) {
@@ -44,10 +57,15 @@ void Hasher::update(std::string_view bytes) {
 }
 
 void Hasher::update(const void* data, std::size_t size) {
+  if (impl_->blake2b) {
+    impl_->blake2b->update(data, size);
+    return;
+  }
   EVP_DigestUpdate(impl_->ctx, data, size);
 }
 
 std::string Hasher::finish() {
+  if (impl_->blake2b) return impl_->blake2b->finish();
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(impl_->ctx, out, &len);
