@@ -32,6 +32,13 @@ class LegacyUpload final : public MultipartSink {
   /// The temp file holding `content` (valid after a successful finish()).
   [[nodiscard]] store::TempFile take_file() { return std::move(temp_); }
 
+  /// The file name of a completely received `content` part (also after a failed finish(), so
+  /// that the file's own problems can be reported alongside the form's).
+  [[nodiscard]] std::optional<std::string> received_filename() const {
+    return file_done_ ? filename_ : std::nullopt;
+  }
+  [[nodiscard]] const std::filesystem::path& file_path() const { return temp_.path(); }
+
   Status on_file_start(std::string_view field_name, std::string_view filename) override;
   Status on_file_data(std::string_view bytes) override;
   Status on_file_end() override;

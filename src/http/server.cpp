@@ -259,7 +259,6 @@ class Session : public std::enable_shared_from_this<Session> {
     if (req_.method != Method::get && req_.method != Method::head) {
       return send(method_not_allowed("GET, HEAD"));
     }
-    if (seg.size() == 1 && seg[0] == "metrics") return send(metrics_response());
     if (seg.size() == 1 && seg[0] == "readyz") {
       Response r;
       r.status = srv_.stopping ? 503 : 200;
@@ -267,6 +266,14 @@ class Session : public std::enable_shared_from_this<Session> {
       r.body = std::string(srv_.stopping ? "stopping\n" : "ready\n");
       return send(std::move(r));
     }
+    // Private mode: every read but the liveness probes needs a read (or higher) token. The 401
+    // carries WWW-Authenticate, which is what makes pip try .netrc, keyring or a prompt.
+    if (srv_.config.private_reads && !(seg.size() == 1 && seg[0] == "healthz")) {
+      if (auto allowed = authorize_token(catalog::Scope::read); !allowed) {
+        return send(error_response(allowed.error()));
+      }
+    }
+    if (seg.size() == 1 && seg[0] == "metrics") return send(metrics_response());
     send(handle_read(req_, *srv_.snapshot, *srv_.services.store));
   }
 
@@ -298,15 +305,18 @@ class Session : public std::enable_shared_from_this<Session> {
 
   static constexpr std::size_t kMaxAdminBody = 64 * 1024;
 
-  void begin_admin() {
+  /// Checks the request's credentials against a scope; remembers the token for later checks.
+  Status authorize_token(catalog::Scope scope) {
     auto token = auth::token_from_authorization(req_.header("authorization"));
-    Status allowed = ok_status();
-    if (!token) {
-      allowed = token.error();
-    } else if (auto granted = auth::authorize(srv_.snapshot->tokens(), *token, catalog::Scope::admin);
-               !granted) {
-      allowed = granted.error();
-    }
+    if (!token) return token.error();
+    auto granted = auth::authorize(srv_.snapshot->tokens(), *token, scope);
+    if (!granted) return granted.error();
+    token_ = token->value_or("");
+    return ok_status();
+  }
+
+  void begin_admin() {
+    const Status allowed = authorize_token(catalog::Scope::admin);
     if (!allowed) {
       Response r = error_response(allowed.error());
       r.close = !parser_->is_done();
@@ -393,17 +403,7 @@ class Session : public std::enable_shared_from_this<Session> {
   static constexpr std::uint64_t kFormOverhead = 4U << 20U;
 
   void begin_legacy() {
-    auto token = auth::token_from_authorization(req_.header("authorization"));
-    Status allowed = ok_status();
-    if (!token) {
-      allowed = token.error();
-    } else if (auto granted =
-                   auth::authorize(srv_.snapshot->tokens(), *token, catalog::Scope::upload);
-               !granted) {
-      allowed = granted.error();
-    } else {
-      token_ = token->value_or("");
-    }
+    const Status allowed = authorize_token(catalog::Scope::upload);
     auto boundary = allowed ? boundary_from_content_type(req_.header("content-type"))
                             : Result<std::string>(allowed.error());
     const std::uint64_t limit = srv_.services.ingestor->limits().max_file_size + kFormOverhead;
@@ -539,7 +539,19 @@ class Session : public std::enable_shared_from_this<Session> {
                                               const snapshot::Snapshot& tokens,
                                               const std::string& token) {
     auto filename = form.finish();
-    if (!filename) return filename.error();
+    if (!filename) {
+      // When the form disagrees with its file, name what is wrong inside the file as well
+      // (twine fills name/version from METADATA, so the form often inherits the problem).
+      Error e = filename.error();
+      if (e.code == Errc::invalid) {
+        if (const auto name = form.received_filename(); name && !name->empty()) {
+          if (auto st = srv.services.ingestor->check(form.file_path(), *name); !st) {
+            e.message += "; " + st.error().message;
+          }
+        }
+      }
+      return e;
+    }
     // Project-limited tokens can only be checked now that the file name is known.
     if (auto name = core::parse_dist_filename(*filename)) {
       auto granted = auth::authorize(tokens.tokens(), token, catalog::Scope::upload,

@@ -156,6 +156,12 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   return make_error(Errc::conflict, already_exists_message(filename));
 }
 
+Status Ingestor::check(const std::filesystem::path& file, std::string_view filename) const {
+  auto v = validate(file, filename, limits());
+  if (!v) return v.error();
+  return ok_status();
+}
+
 Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return errno_error(errno, "open " + path.string());

@@ -23,6 +23,8 @@ struct ServerConfig {
   int listen_fd = -1;
   /// One log line per request.
   bool access_log = true;
+  /// Every read (pages, files, APIs; not /healthz and /readyz) needs a read-scope token.
+  bool private_reads = false;
   std::size_t worker_threads = 2;
   std::size_t max_connections = 1024;
   std::size_t max_header_bytes = 16 * 1024;

@@ -56,6 +56,10 @@ class Ingestor {
   /// row is written.
   [[nodiscard]] Result<Ingested> ingest(store::TempFile temp, std::string_view filename);
 
+  /// Runs the file name, archive and metadata checks of ingest() without storing anything:
+  /// the problems a file would be rejected for, all together (Errc::invalid), or ok.
+  [[nodiscard]] Status check(const std::filesystem::path& file, std::string_view filename) const;
+
   /// Copies a local file into a temp file (hashing it on the way) and ingests it under its
   /// own base name.
   [[nodiscard]] Result<Ingested> ingest_path(const std::filesystem::path& path);
