@@ -10,8 +10,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <chrono>
+#include <future>
 #include <limits>
 #include <map>
 #include <unordered_set>
@@ -36,7 +39,7 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using SnapshotPtr = std::shared_ptr<const snapshot::Snapshot>;
 
-class Session;
+class SessionBase;
 
 struct Server::Impl {
   Impl(ServerConfig c, Services s)
@@ -62,7 +65,9 @@ struct Server::Impl {
   // Network-thread state.
   SnapshotPtr snapshot;
   std::uint64_t next_request_id = 1;
-  std::unordered_set<Session*> sessions;
+  std::unordered_set<SessionBase*> sessions;
+  // TLS: the context new connections use (replaced on reload); null for plain HTTP.
+  std::shared_ptr<asio::ssl::context> tls;
   bool stopping = false;
   Metrics metrics;
   // Written on the network thread, read by workers to skip needless reloads.
@@ -152,31 +157,68 @@ struct UploadState {
 
 }  // namespace
 
-class Session : public std::enable_shared_from_this<Session> {
+/// What the server needs of every connection, whatever its transport.
+class SessionBase {
  public:
-  Session(Server::Impl& srv, tcp::socket socket) : srv_(srv), stream_(std::move(socket)) {
+  SessionBase() = default;
+  SessionBase(const SessionBase&) = delete;
+  SessionBase& operator=(const SessionBase&) = delete;
+  virtual ~SessionBase() = default;
+  /// Closes the connection if it is waiting for a new request (graceful stop).
+  virtual void close_if_idle() = 0;
+};
+
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+/// One connection. Stream is beast::tcp_stream (HTTP) or TlsStream (HTTPS); everything but
+/// the handshake and the closing is the same for both.
+template <class Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+ public:
+  Session(Server::Impl& srv, tcp::socket socket) requires(!kTls)
+      : srv_(srv), stream_(std::move(socket)) {
     srv_.sessions.insert(this);
   }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-  ~Session() {
+  Session(Server::Impl& srv, tcp::socket socket, std::shared_ptr<asio::ssl::context> tls)
+      requires kTls
+      : srv_(srv), tls_(std::move(tls)), stream_(std::move(socket), *tls_) {
+    srv_.sessions.insert(this);
+  }
+  ~Session() override {
     if (srv_.tearing_down) return;
     srv_.sessions.erase(this);
     srv_.maybe_finish_stop();
   }
 
-  void start() { read_header(); }
+  void start() {
+    if constexpr (kTls) {
+      lowest().expires_after(srv_.config.read_timeout);
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (ec) {
+                                  spdlog::debug("TLS handshake failed: {}", ec.message());
+                                  return self->lowest().close();
+                                }
+                                self->read_header();
+                              });
+    } else {
+      read_header();
+    }
+  }
 
-  /// Closes the connection if it is waiting for a new request (graceful stop).
-  void close_if_idle() {
+  void close_if_idle() override {
     if (idle_) {
       beast::error_code ec;
-      stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-      stream_.close();
+      lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+      lowest().close();
     }
   }
 
  private:
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
   void read_header() {
     idle_ = true;
     parser_.emplace();
@@ -185,10 +227,10 @@ class Session : public std::enable_shared_from_this<Session> {
     // reach plan_upload, which answers 413 before any body byte is read. The limit is set once
     // the request is known to be an upload (it then bounds chunked bodies too).
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-    stream_.expires_after(requests_ == 0 ? srv_.config.read_timeout : srv_.config.idle_timeout);
+    lowest().expires_after(requests_ == 0 ? srv_.config.read_timeout : srv_.config.idle_timeout);
     bhttp::async_read_header(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+        [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
   }
 
   void on_header(beast::error_code ec) {
@@ -339,9 +381,9 @@ class Session : public std::enable_shared_from_this<Session> {
     auto& body = parser_->get().body();
     body.data = small_body_buf_.data();
     body.size = small_body_buf_.size();
-    stream_.expires_after(srv_.config.read_timeout);
+    lowest().expires_after(srv_.config.read_timeout);
     bhttp::async_read_some(
-        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        stream_, buffer_, *parser_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
           if (ec == bhttp::error::need_buffer) ec = {};
           if (ec) {
             Response r = error_response(make_error(
@@ -366,7 +408,7 @@ class Session : public std::enable_shared_from_this<Session> {
           }
           return {std::move(r), std::move(snap)};
         },
-        [self = shared_from_this()](std::pair<Response, SnapshotPtr> done) {
+        [self = this->shared_from_this()](std::pair<Response, SnapshotPtr> done) {
           self->srv_.install(std::move(done.second));
           spdlog::info("req={} admin {} -> {}", self->id_, sanitize_for_log(self->req_.target, 300),
                        done.first.status);
@@ -392,7 +434,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool expect_continue = iequals(msg[bhttp::field::expect], "100-continue");
     srv_.offload(
         [&srv = srv_] { return srv.services.store->create_temp(); },
-        [self = shared_from_this(), expect_continue](Result<store::TempFile> temp) {
+        [self = this->shared_from_this(), expect_continue](Result<store::TempFile> temp) {
           if (!temp) return self->send(self->upload_failed(temp.error()));
           self->upload_ = std::make_shared<UploadState>(std::move(*temp));
           self->start_body(expect_continue);
@@ -425,7 +467,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool expect_continue = iequals(parser_->get()[bhttp::field::expect], "100-continue");
     srv_.offload(
         [&srv = srv_] { return srv.services.store->create_temp(); },
-        [self = shared_from_this(), expect_continue,
+        [self = this->shared_from_this(), expect_continue,
          boundary = std::move(*boundary)](Result<store::TempFile> temp) mutable {
           if (!temp) return self->send(self->upload_failed(temp.error()));
           self->upload_ = std::make_shared<UploadState>(std::move(boundary), std::move(*temp));
@@ -437,9 +479,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void start_body(bool expect_continue) {
     if (!expect_continue) return read_body();
     auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
-    stream_.expires_after(srv_.config.write_timeout);
+    lowest().expires_after(srv_.config.write_timeout);
     bhttp::async_write(stream_, *cont,
-                       [self = shared_from_this(), cont](beast::error_code ec, std::size_t) {
+                       [self = this->shared_from_this(), cont](beast::error_code ec, std::size_t) {
                          if (ec) return self->abort_upload("client went away");
                          self->read_body();
                        });
@@ -450,10 +492,10 @@ class Session : public std::enable_shared_from_this<Session> {
     auto& body = parser_->get().body();
     body.data = upload_->buffer.data();
     body.size = upload_->buffer.size();
-    stream_.expires_after(srv_.config.read_timeout);
+    lowest().expires_after(srv_.config.read_timeout);
     bhttp::async_read_some(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
+        [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
   }
 
   void on_body(beast::error_code ec) {
@@ -486,7 +528,7 @@ class Session : public std::enable_shared_from_this<Session> {
           return state->form ? state->form->feed(std::string_view(state->buffer.data(), got))
                              : state->temp->write(state->buffer.data(), got);
         },
-                 [self = shared_from_this()](Status st) {
+                 [self = this->shared_from_this()](Status st) {
                    if (!st) {
                      self->drop_upload();
                      Response r = self->upload_failed(st.error());
@@ -512,7 +554,7 @@ class Session : public std::enable_shared_from_this<Session> {
           }
           return {std::move(result), std::move(snap)};
         },
-        [self = shared_from_this()](std::pair<Result<ingest::Ingested>, SnapshotPtr> done) {
+        [self = this->shared_from_this()](std::pair<Result<ingest::Ingested>, SnapshotPtr> done) {
           auto& [result, snap] = done;
           self->srv_.install(std::move(snap));
           if (!result) {
@@ -645,10 +687,10 @@ class Session : public std::enable_shared_from_this<Session> {
   template <class Message>
   void write(std::shared_ptr<Message> res, int status, std::uint64_t length,
              std::shared_ptr<const void> keep = nullptr) {
-    stream_.expires_after(srv_.config.write_timeout);
+    lowest().expires_after(srv_.config.write_timeout);
     const bool keep_alive = res->keep_alive();
     bhttp::async_write(stream_, *res,
-                       [self = shared_from_this(), res, keep, status, length, keep_alive](
+                       [self = this->shared_from_this(), res, keep, status, length, keep_alive](
                            beast::error_code ec, std::size_t) {
                          self->log(status, length, ec);
                          if (ec || !keep_alive) return self->close();
@@ -669,30 +711,43 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void close() {
+    if constexpr (kTls) {
+      // close_notify first, so TLS clients see a clean end of the stream.
+      if (!tls_closing_) {
+        tls_closing_ = true;
+        lowest().expires_after(std::chrono::seconds(2));
+        return stream_.async_shutdown(
+            [self = this->shared_from_this()](beast::error_code) { self->close(); });
+      }
+    }
     beast::error_code ec;
     // Half-close first: the client reads our last response before it sees the socket end,
     // even when we stop reading an unwanted body.
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
     if (parser_ && !parser_->is_done() && !draining_) return drain();
-    stream_.close();
+    lowest().close();
   }
 
   /// Reads and discards what the client still sends (bounded in time and bytes) so that
   /// closing does not reset the connection before the client has read our answer.
   void drain() {
     draining_ = true;
-    stream_.expires_after(std::chrono::seconds(2));
+    lowest().expires_after(std::chrono::seconds(2));
     if (!drain_buf_) drain_buf_ = std::make_unique<std::array<char, 64 * 1024>>();
     stream_.async_read_some(asio::buffer(*drain_buf_),
-                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
                               self->drained_ += n;
-                              if (ec || self->drained_ > (64U << 20U)) return self->stream_.close();
+                              if (ec || self->drained_ > (64U << 20U)) {
+                                return self->lowest().close();
+                              }
                               self->drain();
                             });
   }
 
   Server::Impl& srv_;
-  beast::tcp_stream stream_;
+  std::shared_ptr<asio::ssl::context> tls_;  // kept alive while this connection uses it
+  Stream stream_;
+  bool tls_closing_ = false;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::buffer_body>> parser_;
   Request req_;
@@ -725,7 +780,11 @@ void Server::Impl::accept() {
     } else {
       socket.set_option(tcp::no_delay(true), ec);
       metrics.connection_opened();
-      std::make_shared<Session>(*this, std::move(socket))->start();
+      if (tls) {
+        std::make_shared<Session<TlsStream>>(*this, std::move(socket), tls)->start();
+      } else {
+        std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket))->start();
+      }
     }
     accept();
   });
@@ -763,7 +822,7 @@ void Server::Impl::begin_stop() {
   beast::error_code ec;
   acceptor.close(ec);
   poll_timer.cancel();
-  for (Session* s : sessions) s->close_if_idle();
+  for (SessionBase* s : sessions) s->close_if_idle();
   grace_timer.expires_after(config.shutdown_grace);
   grace_timer.async_wait([this](beast::error_code e) {
     if (e) return;
@@ -785,8 +844,48 @@ Server::~Server() {
   impl_->tearing_down = true;
 }
 
+namespace {
+
+Result<std::shared_ptr<asio::ssl::context>> load_tls(const ServerConfig& config) {
+  if (config.tls_cert_file.empty() && config.tls_key_file.empty()) {
+    return std::shared_ptr<asio::ssl::context>();
+  }
+  if (config.tls_cert_file.empty() || config.tls_key_file.empty()) {
+    return make_error(Errc::invalid, "TLS needs both a certificate and a key file");
+  }
+  try {
+    auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                     asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+    ctx->use_certificate_chain_file(config.tls_cert_file);
+    ctx->use_private_key_file(config.tls_key_file, asio::ssl::context::pem);
+    return ctx;
+  } catch (const boost::system::system_error& e) {
+    return make_error(Errc::invalid, "cannot load TLS certificate '" + config.tls_cert_file +
+                                         "' / key '" + config.tls_key_file + "': " + e.what());
+  }
+}
+
+}  // namespace
+
+Status Server::reload_tls() {
+  auto ctx = load_tls(impl_->config);
+  if (!ctx) return ctx.error();
+  std::promise<void> swapped;
+  asio::post(impl_->ioc, [impl = impl_.get(), ctx = std::move(*ctx), &swapped]() mutable {
+    impl->tls = std::move(ctx);
+    swapped.set_value();
+  });
+  swapped.get_future().wait();
+  return ok_status();
+}
+
 Result<std::string> Server::start() {
   Impl& s = *impl_;
+  auto tls = load_tls(s.config);
+  if (!tls) return tls.error();
+  s.tls = std::move(*tls);
   auto loaded = s.load_snapshot();
   if (!loaded) return loaded.error();
   s.install(*loaded);

@@ -25,6 +25,9 @@ struct ServerConfig {
   bool access_log = true;
   /// Every read (pages, files, APIs; not /healthz and /readyz) needs a read-scope token.
   bool private_reads = false;
+  /// HTTPS: PEM certificate chain and private key. Both empty: plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   std::size_t worker_threads = 2;
   std::size_t max_connections = 1024;
   std::size_t max_header_bytes = 16 * 1024;
@@ -65,6 +68,10 @@ class Server {
   /// Stops accepting, lets in-flight requests finish within the grace period, then makes
   /// run() return. Safe to call from any thread (including signal-handling threads).
   void stop();
+
+  /// Re-reads the TLS certificate and key (for connections accepted from now on).
+  /// Fails with invalid when they cannot be loaded; the previous ones then stay in use.
+  [[nodiscard]] Status reload_tls();
 
   /// Runs `fn` on the network thread (used as a liveness probe by the watchdog).
   void post(std::function<void()> fn);
