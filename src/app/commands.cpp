@@ -94,6 +94,12 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   http::ServerConfig config;
   config.host = listen->first;
   config.port = listen->second;
+  config.worker_threads = settings.worker_threads;
+  config.read_timeout = settings.read_timeout;
+  config.idle_timeout = settings.idle_timeout;
+  config.max_connections = settings.max_connections;
+  config.shutdown_grace = settings.shutdown_grace;
+  config.access_log = settings.access_log;
   if (const auto fd = activated_socket()) config.listen_fd = *fd;
   http::Server server(config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor});
   auto bound = server.start();

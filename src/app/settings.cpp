@@ -1,9 +1,231 @@
 #include <toml++/toml.h>
 
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::app {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+constexpr std::uint64_t kKiB = 1ULL << 10U;
+constexpr std::uint64_t kMiB = 1ULL << 20U;
+constexpr std::uint64_t kGiB = 1ULL << 30U;
+constexpr std::uint64_t kTiB = 1ULL << 40U;
+constexpr seconds kMaxTimeout{3600};
+
+// Which TOML value types a setting accepts in the file.
+constexpr unsigned kTomlString = 1U;
+constexpr unsigned kTomlInteger = 2U;
+constexpr unsigned kTomlBool = 4U;
+
+/// Parses `text` into its field of Settings; returns why it is invalid, or nullopt.
+using ApplyFn = std::optional<std::string> (*)(Settings&, std::string_view text);
+/// The field as a TOML value.
+using PrintFn = std::string (*)(const Settings&);
+
+/// One setting. Its environment variable is WHEELFORGE_<NAME> and its flag --<name> with
+/// dashes, so that the three spellings never drift apart.
+struct Spec {
+  std::string_view name;
+  std::optional<std::string> Overrides::*override_value;
+  unsigned toml_types;
+  bool secret;
+  ApplyFn apply;
+  PrintFn print;
+};
+
+std::string format_size(std::uint64_t bytes) {
+  for (const auto& [unit, suffix] :
+       {std::pair{kTiB, 'T'}, std::pair{kGiB, 'G'}, std::pair{kMiB, 'M'}, std::pair{kKiB, 'K'}}) {
+    if (bytes >= unit && bytes % unit == 0)
+      return toml_quote(std::to_string(bytes / unit) + suffix);
+  }
+  return toml_quote(std::to_string(bytes));
+}
+
+std::string format_duration(seconds d) {
+  const auto n = d.count();
+  if (n != 0 && n % 3600 == 0) return toml_quote(std::to_string(n / 3600) + "h");
+  if (n != 0 && n % 60 == 0) return toml_quote(std::to_string(n / 60) + "m");
+  return toml_quote(std::to_string(n) + "s");
+}
+
+std::string quoted(std::string_view value) {
+  return "'" + sanitize_for_log(value) + "'";
+}
+
+std::optional<std::string> apply_count(std::size_t& field, std::string_view text, std::uint64_t min,
+                                       std::uint64_t max) {
+  const auto n = parse_u64(trim(text));
+  if (!n || *n < min || *n > max) {
+    return "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
+           ", got " + quoted(text);
+  }
+  field = static_cast<std::size_t>(*n);
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_duration(seconds& field, std::string_view text, seconds min,
+                                          seconds max) {
+  const auto d = parse_duration(text);
+  if (!d) return "expected a duration such as 30s, 2m or 1h, got " + quoted(text);
+  if (*d < min || *d > max) {
+    return "expected a duration from " + std::to_string(min.count()) + "s to " +
+           std::to_string(max.count()) + "s, got " + quoted(text);
+  }
+  field = *d;
+  return std::nullopt;
+}
+
+const std::array kSpecs{
+    Spec{"data_dir", &Overrides::data_dir, kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           if (text.empty()) return "must not be empty";
+           s.data_dir = fs::path(std::string(text));
+           return std::nullopt;
+         },
+         [](const Settings& s) { return toml_quote(s.data_dir.string()); }},
+    Spec{"listen", &Overrides::listen, kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           if (auto l = parse_listen(text); !l) {
+             // parse_listen's message names the setting already; the caller adds the name.
+             std::string_view why = l.error().message;
+             if (why.starts_with("listen: ")) why.remove_prefix(8);
+             return std::string(why);
+           }
+           s.listen = std::string(text);
+           return std::nullopt;
+         },
+         [](const Settings& s) { return toml_quote(s.listen); }},
+    Spec{"max_upload_size", &Overrides::max_upload_size, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           const auto size = parse_size(text);
+           if (!size || *size == 0) {
+             return "expected a size such as 1048576, 512M or 8G, got " + quoted(text);
+           }
+           s.max_upload_size = *size;
+           return std::nullopt;
+         },
+         [](const Settings& s) { return format_size(s.max_upload_size); }},
+    Spec{"worker_threads", &Overrides::worker_threads, kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_count(s.worker_threads, text, 1, 64);
+         },
+         [](const Settings& s) { return std::to_string(s.worker_threads); }},
+    Spec{"read_timeout", &Overrides::read_timeout, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_duration(s.read_timeout, text, seconds{1}, kMaxTimeout);
+         },
+         [](const Settings& s) { return format_duration(s.read_timeout); }},
+    Spec{"idle_timeout", &Overrides::idle_timeout, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_duration(s.idle_timeout, text, seconds{1}, kMaxTimeout);
+         },
+         [](const Settings& s) { return format_duration(s.idle_timeout); }},
+    Spec{"max_connections", &Overrides::max_connections, kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_count(s.max_connections, text, 1, 1'000'000);
+         },
+         [](const Settings& s) { return std::to_string(s.max_connections); }},
+    Spec{"shutdown_grace", &Overrides::shutdown_grace, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_duration(s.shutdown_grace, text, seconds{0}, kMaxTimeout);
+         },
+         [](const Settings& s) { return format_duration(s.shutdown_grace); }},
+    Spec{"access_log", &Overrides::access_log, kTomlBool, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           const auto b = parse_bool(text);
+           if (!b) return "expected true or false, got " + quoted(text);
+           s.access_log = *b;
+           return std::nullopt;
+         },
+         [](const Settings& s) { return std::string(s.access_log ? "true" : "false"); }},
+};
+
+std::string env_name(std::string_view name) {
+  std::string out = "WHEELFORGE_";
+  for (const char c : name) {
+    out += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  }
+  return out;
+}
+
+std::string flag_name(std::string_view name) {
+  std::string out = "--";
+  for (const char c : name) out += c == '_' ? '-' : c;
+  return out;
+}
+
+std::string expected_types(unsigned types) {
+  std::string out;
+  for (const auto& [bit, what] :
+       {std::pair{kTomlString, "a string"}, std::pair{kTomlInteger, "an integer"},
+        std::pair{kTomlBool, "a boolean"}}) {
+    if ((types & bit) == 0) continue;
+    if (!out.empty()) out += " or ";
+    out += what;
+  }
+  return out;
+}
+
+/// A value and where it came from (the file, the variable or the flag), for messages.
+struct Candidate {
+  std::string text;
+  std::string origin;
+};
+
+/// Reads the file's values as text, or adds problems (unknown keys, wrong types).
+void read_file(const fs::path& path, std::array<std::optional<Candidate>, kSpecs.size()>& values,
+               std::vector<std::string>& problems) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    problems.push_back("config: " + path.string() + ": no such file");
+    return;
+  }
+  toml::table table;
+  try {
+    table = toml::parse_file(path.string());
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    problems.push_back("config: " + path.string() + ":" + std::to_string(where.line) + ":" +
+                       std::to_string(where.column) + ": " + std::string(e.description()));
+    return;
+  }
+  for (const auto& [key, node] : table) {
+    const std::string_view k = key.str();
+    std::size_t i = 0;
+    while (i < kSpecs.size() && kSpecs[i].name != k) ++i;
+    if (i == kSpecs.size()) {
+      problems.push_back("unknown setting '" + sanitize_for_log(k) + "' in " + path.string());
+      continue;
+    }
+    const unsigned types = kSpecs[i].toml_types;
+    std::optional<std::string> text;
+    if ((types & kTomlString) != 0 && node.is_string()) {
+      text = *node.value<std::string>();
+    } else if ((types & kTomlInteger) != 0 && node.is_integer()) {
+      const auto n = *node.value<std::int64_t>();
+      // A negative number is passed on as text so that the setting's own check reports it.
+      text = std::to_string(n);
+    } else if ((types & kTomlBool) != 0 && node.is_boolean()) {
+      text = *node.value<bool>() ? "true" : "false";
+    }
+    if (!text) {
+      problems.push_back(std::string(k) + ": expected " + expected_types(types) + " (in " +
+                         path.string() + ")");
+      continue;
+    }
+    values[i] = Candidate{std::move(*text), path.string()};
+  }
+}
+
+}  // namespace
 
 std::optional<std::uint64_t> parse_size(std::string_view text) {
   text = trim(text);
@@ -12,19 +234,19 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   switch (text.back()) {
     case 'K':
     case 'k':
-      multiplier = 1ULL << 10U;
+      multiplier = kKiB;
       break;
     case 'M':
     case 'm':
-      multiplier = 1ULL << 20U;
+      multiplier = kMiB;
       break;
     case 'G':
     case 'g':
-      multiplier = 1ULL << 30U;
+      multiplier = kGiB;
       break;
     case 'T':
     case 't':
-      multiplier = 1ULL << 40U;
+      multiplier = kTiB;
       break;
     default:
       break;
@@ -33,6 +255,53 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   const auto n = parse_u64(text);
   if (!n || *n > UINT64_MAX / multiplier) return std::nullopt;
   return *n * multiplier;
+}
+
+std::optional<seconds> parse_duration(std::string_view text) {
+  text = trim(text);
+  if (text.empty()) return std::nullopt;
+  if (const auto n = parse_u64(text)) {
+    if (*n > static_cast<std::uint64_t>(INT32_MAX)) return std::nullopt;
+    return seconds{static_cast<seconds::rep>(*n)};
+  }
+  // A sequence of NUMBER UNIT parts, largest unit first as in "1h30m" or "2m30s".
+  std::uint64_t total = 0;
+  std::uint64_t last_unit = UINT64_MAX;
+  while (!text.empty()) {
+    std::size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (digits == 0 || digits == text.size()) return std::nullopt;
+    const auto n = parse_u64(text.substr(0, digits));
+    std::uint64_t unit = 0;
+    switch (text[digits]) {
+      case 'h':
+        unit = 3600;
+        break;
+      case 'm':
+        unit = 60;
+        break;
+      case 's':
+        unit = 1;
+        break;
+      default:
+        return std::nullopt;
+    }
+    if (!n || unit >= last_unit || *n > static_cast<std::uint64_t>(INT32_MAX) / unit) {
+      return std::nullopt;
+    }
+    last_unit = unit;
+    total += *n * unit;
+    if (total > static_cast<std::uint64_t>(INT32_MAX)) return std::nullopt;
+    text.remove_prefix(digits + 1);
+  }
+  return seconds{static_cast<seconds::rep>(total)};
+}
+
+std::optional<bool> parse_bool(std::string_view text) {
+  const std::string t = to_lower(trim(text));
+  if (t == "true" || t == "yes" || t == "on" || t == "1") return true;
+  if (t == "false" || t == "no" || t == "off" || t == "0") return false;
+  return std::nullopt;
 }
 
 Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text) {
@@ -51,59 +320,88 @@ Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text
   return std::pair{host, static_cast<std::uint16_t>(*port)};
 }
 
-Result<Settings> load_settings(const std::optional<std::filesystem::path>& config_file,
-                               const Overrides& overrides) {
-  Settings s;
-  Problems problems;
-  std::optional<std::string> data_dir;
-  std::optional<std::string> listen;
-  std::optional<std::string> max_upload;
-  if (config_file) {
-    toml::table table;
-    try {
-      table = toml::parse_file(config_file->string());
-    } catch (const toml::parse_error& e) {
-      return make_error(Errc::invalid, config_file->string() + ": " + std::string(e.description()));
-    }
-    for (const auto& [key, value] : table) {
-      const std::string k(key.str());
-      if (k == "data_dir" && value.is_string()) {
-        data_dir = value.value<std::string>();
-      } else if (k == "listen" && value.is_string()) {
-        listen = value.value<std::string>();
-      } else if (k == "max_upload_size" && (value.is_string() || value.is_integer())) {
-        max_upload = value.is_string() ? *value.value<std::string>()
-                                       : std::to_string(*value.value<std::int64_t>());
-      } else if (k == "data_dir" || k == "listen" || k == "max_upload_size") {
-        problems.add(k + ": wrong type");
-      } else {
-        problems.add("unknown setting '" + k + "'");
-      }
-    }
-  }
-  if (overrides.data_dir) data_dir = overrides.data_dir;
-  if (overrides.listen) listen = overrides.listen;
-  if (overrides.max_upload_size) max_upload = overrides.max_upload_size;
-
-  if (data_dir) {
-    if (data_dir->empty()) problems.add("data_dir: must not be empty");
-    s.data_dir = *data_dir;
-  }
-  if (listen) {
-    if (auto l = parse_listen(*listen); !l) problems.add(l.error().message);
-    s.listen = *listen;
-  }
-  if (max_upload) {
-    const auto size = parse_size(*max_upload);
-    if (!size || *size == 0) {
-      problems.add("max_upload_size: expected a size such as 1048576, 512M or 8G, got '" +
-                   sanitize_for_log(*max_upload) + "'");
+std::string toml_quote(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      std::array<char, 8> buf{};
+      std::snprintf(buf.data(), buf.size(), "\\u%04X", static_cast<unsigned>(u));
+      out += buf.data();
     } else {
-      s.max_upload_size = *size;
+      out += c;
     }
   }
-  if (!problems.empty()) return problems.to_error();
-  return s;
+  out += '"';
+  return out;
+}
+
+std::optional<fs::path> resolve_config_file(const std::optional<std::string>& given) {
+  if (given) return fs::path(*given);
+  std::error_code ec;
+  if (fs::exists(kDefaultConfigFile, ec)) return fs::path(kDefaultConfigFile);
+  return std::nullopt;
+}
+
+SettingsCheck check_settings(const std::optional<fs::path>& config_file,
+                             const Overrides& overrides) {
+  std::vector<std::string> problems;
+  // Each source replaces the one before it: defaults < file < environment < flags.
+  std::array<std::optional<Candidate>, kSpecs.size()> values;
+  if (config_file) read_file(*config_file, values, problems);
+  for (std::size_t i = 0; i < kSpecs.size(); ++i) {
+    const std::string var = env_name(kSpecs[i].name);
+    // An empty variable counts as unset, so that `Environment=WHEELFORGE_X=` in a drop-in
+    // (or `X= wheelforge ...` in a shell) restores the file's value.
+    if (const char* env = std::getenv(var.c_str()); env != nullptr && *env != '\0') {
+      values[i] = Candidate{env, var};
+    }
+    if (const auto& flag = overrides.*(kSpecs[i].override_value); flag) {
+      values[i] = Candidate{*flag, flag_name(kSpecs[i].name)};
+    }
+  }
+
+  Settings settings;
+  for (std::size_t i = 0; i < kSpecs.size(); ++i) {
+    if (!values[i]) continue;
+    if (auto why = kSpecs[i].apply(settings, values[i]->text)) {
+      problems.push_back(std::string(kSpecs[i].name) + ": " + *why + " (from " + values[i]->origin +
+                         ")");
+    }
+  }
+  if (!problems.empty()) return SettingsCheck{std::nullopt, std::move(problems)};
+  settings.config_file = config_file;
+  settings.overrides = overrides;
+  return SettingsCheck{std::move(settings), {}};
+}
+
+Result<Settings> load_settings(const std::optional<fs::path>& config_file,
+                               const Overrides& overrides) {
+  auto checked = check_settings(config_file, overrides);
+  if (!checked.settings) {
+    Problems problems;
+    for (auto& p : checked.problems) problems.add(std::move(p));
+    return problems.to_error();
+  }
+  return std::move(*checked.settings);
+}
+
+std::string settings_to_toml(const Settings& settings) {
+  std::string out = "# wheelforge configuration in effect (flags > WHEELFORGE_* environment > ";
+  out += settings.config_file ? sanitize_for_log(settings.config_file->string())
+                              : std::string("no config file");
+  out += " > defaults)\n";
+  for (const auto& spec : kSpecs) {
+    if (spec.secret) {
+      out += "# " + std::string(spec.name) + " = (secret, not shown)\n";
+    } else {
+      out += std::string(spec.name) + " = " + spec.print(settings) + "\n";
+    }
+  }
+  return out;
 }
 
 }  // namespace wf::app

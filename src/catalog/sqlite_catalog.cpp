@@ -1,11 +1,15 @@
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <mutex>
 #include <string>
 #include <utility>
 
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/version.hpp"
+#include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::catalog {
@@ -86,6 +90,37 @@ CREATE TABLE deleted_files (
   sha256 TEXT NOT NULL,
   deleted_at INTEGER NOT NULL
 );
+)sql",
+    // 4: build runner: one build per request, one job per matrix cell; every state change is
+    // recorded before the step it names runs (see jobs.hpp).
+    R"sql(
+CREATE TABLE builds (
+  id INTEGER PRIMARY KEY,
+  recipe TEXT NOT NULL,
+  version TEXT NOT NULL,
+  force INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  build_id INTEGER NOT NULL REFERENCES builds(id),
+  recipe TEXT NOT NULL,
+  version TEXT NOT NULL,
+  python TEXT NOT NULL,
+  torch TEXT NOT NULL,
+  cuda TEXT NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT '',
+  attempts INTEGER NOT NULL DEFAULT 0,
+  max_jobs INTEGER NOT NULL DEFAULT 0,
+  nvcc_threads INTEGER NOT NULL DEFAULT 0,
+  wheel TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  started_at INTEGER,
+  finished_at INTEGER
+);
+CREATE INDEX jobs_build ON jobs(build_id);
+CREATE INDEX jobs_state ON jobs(state);
 )sql",
 };
 
@@ -258,10 +293,11 @@ class SqliteCatalog final : public Catalog {
     return find_file_locked(filename);
   }
 
-  Result<std::pair<InsertOutcome, core::FileRecord>> insert_file(const NewFile& nf) override {
+  Result<std::pair<InsertOutcome, core::FileRecord>> insert_file(
+      const NewFile& nf, const std::function<Status()>& publish) override {
     std::lock_guard lock(mu_);
     if (auto st = exec("BEGIN IMMEDIATE"); !st) return st.error();
-    auto result = insert_file_locked(nf);
+    auto result = insert_file_locked(nf, publish);
     if (!result || result->first != InsertOutcome::inserted) {
       (void)exec("ROLLBACK");
       return result;
@@ -366,6 +402,47 @@ class SqliteCatalog final : public Catalog {
     return stored;
   }
 
+  Result<std::vector<BlobRef>> referenced_blobs() override {
+    std::lock_guard lock(mu_);
+    if (auto st = exec("BEGIN"); !st) return st.error();
+    auto refs = referenced_blobs_locked();
+    (void)exec("COMMIT");
+    return refs;
+  }
+
+  Status backup_to(const std::filesystem::path& dest) override {
+    // O_EXCL: a backup never overwrites anything, not even an older backup.
+    const int fd = ::open(dest.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    if (fd < 0) {
+      const int err = errno;
+      if (err == EEXIST) return make_error(Errc::conflict, dest.string() + " exists already");
+      return errno_error(err, "create " + dest.string());
+    }
+    ::close(fd);
+    sqlite3* out = nullptr;
+    if (sqlite3_open_v2(dest.c_str(), &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+        SQLITE_OK) {
+      Error e = make_error(
+          Errc::io, "open " + dest.string() + ": " + (out ? sqlite3_errmsg(out) : "out of memory"));
+      sqlite3_close_v2(out);
+      return e;
+    }
+    Status result = backup_into(out, dest);
+    if (sqlite3_close_v2(out) != SQLITE_OK && result) {
+      result = make_error(Errc::io, "close " + dest.string());
+    }
+    if (!result) return result;
+    // The copy must be on disk before anything (BACKUP-INFO) says the backup is complete.
+    const int sync_fd = ::open(dest.c_str(), O_RDONLY | O_CLOEXEC);
+    if (sync_fd < 0 || ::fsync(sync_fd) != 0) {
+      const int err = errno;
+      if (sync_fd >= 0) ::close(sync_fd);
+      return errno_error(err, "fsync " + dest.string());
+    }
+    ::close(sync_fd);
+    return ok_status();
+  }
+
  private:
   Status exec(const char* sql) {
     char* err = nullptr;
@@ -468,7 +545,8 @@ class SqliteCatalog final : public Catalog {
     return sqlite_error(db_, "file lookup");
   }
 
-  Result<std::pair<InsertOutcome, core::FileRecord>> insert_file_locked(const NewFile& nf) {
+  Result<std::pair<InsertOutcome, core::FileRecord>> insert_file_locked(
+      const NewFile& nf, const std::function<Status()>& publish) {
     const core::FileRecord& f = nf.file;
     auto existing = find_file_locked(f.filename);
     if (!existing) return existing.error();
@@ -480,6 +558,9 @@ class SqliteCatalog final : public Catalog {
     Stmt reserved(db_, "SELECT 1 FROM deleted_files WHERE filename = ?");
     reserved.bind(1, f.filename);
     if (reserved.step() == SQLITE_ROW) return std::pair{InsertOutcome::conflict, f};
+    if (publish) {
+      if (auto st = publish(); !st) return st.error();
+    }
     Stmt up(db_,
             "INSERT INTO projects (name, display_name, created_at) VALUES (?, ?, ?) "
             "ON CONFLICT(name) DO NOTHING");
@@ -614,6 +695,48 @@ class SqliteCatalog final : public Catalog {
       if (rc != SQLITE_DONE) return sqlite_error(db_, "list tokens");
     }
     return c;
+  }
+
+  Result<std::vector<BlobRef>> referenced_blobs_locked() {
+    Stmt s(db_,
+           "SELECT filename, sha256, size, metadata_sha256, metadata_size FROM files"
+           " ORDER BY filename");
+    if (!s.valid()) return sqlite_error(db_, "prepare blob references");
+    std::vector<BlobRef> refs;
+    int rc = 0;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      const std::string filename = s.text(0);
+      refs.push_back(
+          BlobRef{s.text(1), BlobRole::file, filename, static_cast<std::uint64_t>(s.i64(2))});
+      refs.push_back(
+          BlobRef{s.text(3), BlobRole::metadata, filename, static_cast<std::uint64_t>(s.i64(4))});
+    }
+    if (rc != SQLITE_DONE) return sqlite_error(db_, "list blob references");
+    return refs;
+  }
+
+  // Copies every page in one step inside one read transaction: in WAL mode writers in other
+  // processes go on, and the copy is the database as of the transaction's first read.
+  Status backup_into(sqlite3* out, const std::filesystem::path& dest) {
+    std::lock_guard lock(mu_);
+    if (auto st = exec("BEGIN"); !st) return st;
+    if (auto gen = generation_locked(); !gen) {
+      (void)exec("ROLLBACK");
+      return gen.error();
+    }
+    sqlite3_backup* backup = sqlite3_backup_init(out, "main", db_, "main");
+    if (backup == nullptr) {
+      (void)exec("ROLLBACK");
+      return sqlite_error(out, "back up into " + dest.string());
+    }
+    const int rc = sqlite3_backup_step(backup, -1);
+    sqlite3_backup_finish(backup);
+    (void)exec("COMMIT");
+    if (rc != SQLITE_DONE) {
+      const Errc code = (rc == SQLITE_FULL) ? Errc::storage_full : Errc::io;
+      return make_error(code, "back up into " + dest.string() + ": " + sqlite3_errstr(rc));
+    }
+    return ok_status();
   }
 
   std::mutex mu_;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "wheelforge/app/app.hpp"
+#include "wheelforge/app/maintenance.hpp"
 
 namespace {
 
@@ -12,19 +13,36 @@ struct Common {
   wf::app::Overrides overrides;
 
   void add_to(CLI::App* cmd, bool with_server_flags) {
-    cmd->add_option("--config", config, "TOML configuration file");
+    cmd->add_option("--config", config,
+                    "TOML configuration file (default /etc/wheelforge/wheelforge.toml if it "
+                    "exists)");
     cmd->add_option("--data-dir", overrides.data_dir, "data directory (default ./data)");
     if (with_server_flags) {
       cmd->add_option("--listen", overrides.listen,
                       "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks one)");
+      cmd->add_option("--worker-threads", overrides.worker_threads,
+                      "threads for blocking work, 1 to 64 (default 2)");
+      cmd->add_option("--read-timeout", overrides.read_timeout,
+                      "deadline for request headers and each upload chunk (default 30s)");
+      cmd->add_option("--idle-timeout", overrides.idle_timeout,
+                      "how long an idle keep-alive connection is kept (default 1m)");
+      cmd->add_option("--max-connections", overrides.max_connections,
+                      "connections served at once (default 1024)");
+      cmd->add_option("--shutdown-grace", overrides.shutdown_grace,
+                      "how long a stop waits for in-flight requests (default 10s)");
+      cmd->add_option("--access-log", overrides.access_log,
+                      "log one line per request: true or false (default true)");
     }
     cmd->add_option("--max-upload-size", overrides.max_upload_size,
                     "largest accepted file, e.g. 8G (default 8G)");
   }
 
+  [[nodiscard]] std::optional<std::filesystem::path> config_file() const {
+    return wf::app::resolve_config_file(config);
+  }
+
   std::optional<wf::app::Settings> settings() const {
-    auto s = wf::app::load_settings(
-        config ? std::optional<std::filesystem::path>(*config) : std::nullopt, overrides);
+    auto s = wf::app::load_settings(config_file(), overrides);
     if (!s) {
       std::cerr << "error: " << s.error().message << "\n";
       return std::nullopt;
@@ -32,6 +50,15 @@ struct Common {
     return *s;
   }
 };
+
+/// Parses a --min-age value; prints the problem and returns nullopt when invalid.
+std::optional<std::chrono::seconds> min_age_option(const std::string& text) {
+  auto d = wf::app::parse_duration(text);
+  if (!d)
+    std::cerr << "error: --min-age: expected a duration such as 0, 30m or 1h, got '" << text
+              << "'\n";
+  return d;
+}
 
 }  // namespace
 
@@ -69,7 +96,8 @@ int main(int argc, char** argv) {
   std::optional<std::string> yank_file;
   std::string yank_reason;
   bool unyank_flag = false;
-  auto* yank = app.add_subcommand("yank", "yank (PEP 592) a version or one file; pip then skips it unless pinned");
+  auto* yank = app.add_subcommand(
+      "yank", "yank (PEP 592) a version or one file; pip then skips it unless pinned");
   yank_opts.add_to(yank, false);
   yank->add_option("project", yank_project, "project name")->required();
   yank->add_option("version", yank_version, "version to yank (every file of it)");
@@ -83,7 +111,75 @@ int main(int argc, char** argv) {
   delete_opts.add_to(del, false);
   del->add_option("filename", delete_name, "file name")->required();
 
+  // --- Operations: configuration check, backup, garbage collection, integrity check. ---
+  auto* config = app.add_subcommand("config", "inspect the configuration");
+  config->require_subcommand(1);
+  Common config_opts;
+  auto* config_check = config->add_subcommand(
+      "check", "print the effective configuration as TOML, or every problem (exit status 2)");
+  config_opts.add_to(config_check, true);
+
+  Common backup_opts;
+  std::string backup_dest;
+  bool backup_copy = false;
+  auto* backup = app.add_subcommand(
+      "backup",
+      "consistent online backup of the catalog and its files into DEST (a new or "
+      "empty directory); restore with serve --data-dir DEST");
+  backup_opts.add_to(backup, false);
+  backup->add_option("dest", backup_dest, "backup directory")->required();
+  backup->add_flag("--copy", backup_copy,
+                   "copy every file instead of hard-linking when on the same filesystem");
+
+  Common gc_opts;
+  bool gc_dry_run = false;
+  std::string gc_min_age = "1h";
+  auto* gc = app.add_subcommand("gc", "remove blobs that no file references");
+  gc_opts.add_to(gc, false);
+  gc->add_flag("--dry-run", gc_dry_run, "only print what would be removed");
+  gc->add_option("--min-age", gc_min_age,
+                 "keep unreferenced blobs younger than this, e.g. 30m (default 1h): uploads in "
+                 "progress publish their blob just before their catalog row");
+
+  Common fsck_opts;
+  bool fsck_repair = false;
+  std::string fsck_min_age = "1h";
+  auto* fsck = app.add_subcommand(
+      "fsck", "verify every referenced blob (exists, sha256 matches); exit status 1 on problems");
+  fsck_opts.add_to(fsck, false);
+  fsck->add_flag("--repair", fsck_repair,
+                 "remove orphan blobs and move corrupt ones to DATA_DIR/quarantine/");
+  fsck->add_option("--min-age", fsck_min_age,
+                   "orphans younger than this are ignored, e.g. 30m (default 1h)");
+  // --- End of operations. ---
+
   CLI11_PARSE(app, argc, argv);
+
+  // --- Operations. ---
+  if (config_check->parsed()) {
+    return wf::app::config_check(config_opts.config_file(), config_opts.overrides);
+  }
+  if (backup->parsed()) {
+    const auto settings = backup_opts.settings();
+    if (!settings) return 2;
+    return wf::app::backup(
+        *settings,
+        wf::app::BackupOptions{backup_dest, backup_copy ? wf::app::BlobCopy::always_copy
+                                                        : wf::app::BlobCopy::link_or_copy});
+  }
+  if (gc->parsed()) {
+    const auto settings = gc_opts.settings();
+    const auto min_age = min_age_option(gc_min_age);
+    if (!settings || !min_age) return 2;
+    return wf::app::gc(*settings, wf::app::GcOptions{gc_dry_run, *min_age});
+  }
+  if (fsck->parsed()) {
+    const auto settings = fsck_opts.settings();
+    const auto min_age = min_age_option(fsck_min_age);
+    if (!settings || !min_age) return 2;
+    return wf::app::fsck(*settings, wf::app::FsckOptions{fsck_repair, *min_age});
+  }
+  // --- End of operations. ---
 
   if (yank->parsed()) {
     const auto settings = yank_opts.settings();
@@ -101,7 +197,11 @@ int main(int argc, char** argv) {
     const auto settings = serve_opts.settings();
     if (!settings) return 2;
     wf::app::init_logging();
-    return wf::app::serve(*settings);
+    // SIGHUP reads the same sources again: the file, the environment and these flags.
+    const auto reload = [&serve_opts] {
+      return wf::app::load_settings(serve_opts.config_file(), serve_opts.overrides);
+    };
+    return wf::app::serve(*settings, reload);
   }
   if (ingest->parsed()) {
     const auto settings = ingest_opts.settings();

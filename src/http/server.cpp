@@ -236,9 +236,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void on_header(beast::error_code ec) {
     idle_ = false;
     if (ec) {
-      if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
-          ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
-          ec == asio::error::eof) {
+      // The client went away (or never finished its head): nothing to answer.
+      if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
+          ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+          ec == asio::error::connection_reset || ec == asio::error::eof) {
         return close();
       }
       // Malformed framing (two lengths, Content-Length with chunked, bad chunk sizes, header

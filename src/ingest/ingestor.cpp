@@ -11,6 +11,7 @@
 #include "wheelforge/core/metadata.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/version.hpp"
+#include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::ingest {
@@ -120,9 +121,6 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   auto v = validate(temp.path(), filename, limits);
   if (!v) return v.error();
 
-  auto metadata_sha = store_.put(v->metadata_bytes);
-  if (!metadata_sha) return metadata_sha.error();
-
   catalog::NewFile nf;
   core::FileRecord& f = nf.file;
   f.filename = std::string(filename);
@@ -133,17 +131,22 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   f.size = temp.size();
   f.upload_time = now_micros();
   f.requires_python = v->metadata.requires_python;
-  f.metadata_sha256 = *metadata_sha;
+  f.metadata_sha256 = crypto::sha256_hex(v->metadata_bytes);
   f.metadata_size = v->metadata_bytes.size();
   f.tags = v->name.tags;
   f.hints = v->hints;
   nf.display_name = v->metadata.name;
   nf.requires_dist = v->metadata.requires_dist;
 
-  // The blob is published before the row is committed: a crash in between leaves an orphan
-  // blob (harmless, collected by gc), never a row without its file.
-  if (auto blob = store_.commit(std::move(temp)); !blob) return blob.error();
-  auto inserted = catalog_.insert_file(nf);
+  // The blobs are published inside the catalog's write transaction, once the name is known to
+  // be free and before the row is written: a crash in between leaves an orphan blob (harmless,
+  // collected by gc), never a row without its file; a lost race publishes nothing.
+  const std::string_view metadata = v->metadata_bytes;
+  auto inserted = catalog_.insert_file(nf, [&]() -> Status {
+    if (auto m = store_.put(metadata); !m) return m.error();
+    if (auto blob = store_.commit(std::move(temp)); !blob) return blob.error();
+    return ok_status();
+  });
   if (!inserted) return inserted.error();
   switch (inserted->first) {
     case catalog::InsertOutcome::inserted:

@@ -2,6 +2,7 @@
 // The composition root: settings, logging, opening the data directory, and the commands
 // that the CLI exposes. Each command returns a process exit code.
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -13,23 +14,82 @@
 
 namespace wf::app {
 
-struct Settings {
-  std::filesystem::path data_dir = "data";
-  std::string listen = "127.0.0.1:8080";
-  std::uint64_t max_upload_size = 8ULL * 1024 * 1024 * 1024;
-};
-
-/// Values given on the command line; unset ones fall back to the config file, then defaults.
+/// Values given on the command line, as typed; unset ones fall back to the environment, the
+/// configuration file, then the defaults. One field per setting of Settings.
 struct Overrides {
   std::optional<std::string> data_dir;
   std::optional<std::string> listen;
   std::optional<std::string> max_upload_size;
+  std::optional<std::string> worker_threads;
+  std::optional<std::string> read_timeout;
+  std::optional<std::string> idle_timeout;
+  std::optional<std::string> max_connections;
+  std::optional<std::string> shutdown_grace;
+  std::optional<std::string> access_log;
 };
 
-/// Defaults, then the TOML file (if given), then the overrides. Every invalid value is
-/// reported, by name, in one error.
+/// The effective configuration. A new setting is a field here, one in Overrides and one row
+/// in the table in settings.cpp (which derives its TOML key, WHEELFORGE_* variable and flag).
+struct Settings {
+  std::filesystem::path data_dir = "data";
+  std::string listen = "127.0.0.1:8080";
+  std::uint64_t max_upload_size = 8ULL * 1024 * 1024 * 1024;
+  /// Threads for blocking work (SQLite, hashing, archive reads, fsync); 1..64.
+  std::size_t worker_threads = 2;
+  /// Deadline for a request's headers and for each chunk of an upload body.
+  std::chrono::seconds read_timeout{30};
+  /// How long an idle keep-alive connection is kept.
+  std::chrono::seconds idle_timeout{60};
+  /// Connections served at once.
+  std::size_t max_connections = 1024;
+  /// How long a graceful stop waits for in-flight requests.
+  std::chrono::seconds shutdown_grace{10};
+  /// One log line per request.
+  bool access_log = true;
+
+  /// Where these settings came from, so that a reload (SIGHUP) can load them again:
+  /// load_settings(settings.config_file, settings.overrides).
+  std::optional<std::filesystem::path> config_file;
+  Overrides overrides;
+};
+
+/// Read when no --config is given and the file exists.
+inline constexpr const char* kDefaultConfigFile = "/etc/wheelforge/wheelforge.toml";
+
+/// The configuration file to read: `given` when set (load_settings then fails if it is
+/// missing), else kDefaultConfigFile when it exists, else none.
+[[nodiscard]] std::optional<std::filesystem::path> resolve_config_file(
+    const std::optional<std::string>& given);
+
+/// The outcome of loading settings: the settings, or every problem found (each starts with
+/// the setting's name and says where the bad value came from).
+struct SettingsCheck {
+  std::optional<Settings> settings;
+  std::vector<std::string> problems;
+};
+
+/// Defaults, then the TOML file (if given), then WHEELFORGE_* environment variables (an empty
+/// one counts as unset), then the overrides. Unknown keys and wrongly typed values in the file
+/// are problems even when overridden; values are validated once the winner is known.
+[[nodiscard]] SettingsCheck check_settings(const std::optional<std::filesystem::path>& config_file,
+                                           const Overrides& overrides);
+
+/// check_settings() as a Result: every problem, joined with "; ", in one invalid error.
 [[nodiscard]] Result<Settings> load_settings(
     const std::optional<std::filesystem::path>& config_file, const Overrides& overrides);
+
+/// The settings as a TOML document that load_settings() reads back to the same values.
+/// Settings marked secret in the table are shown as a comment without their value.
+[[nodiscard]] std::string settings_to_toml(const Settings& settings);
+
+/// "30s", "2m", "1h", "1m30s", or a bare number of seconds -> seconds.
+[[nodiscard]] std::optional<std::chrono::seconds> parse_duration(std::string_view text);
+
+/// true/false, yes/no, on/off, 1/0 (any case).
+[[nodiscard]] std::optional<bool> parse_bool(std::string_view text);
+
+/// `text` as a TOML basic string, quotes included.
+[[nodiscard]] std::string toml_quote(std::string_view text);
 
 /// "123", "64K", "512M", "8G" (binary multiples) -> bytes.
 [[nodiscard]] std::optional<std::uint64_t> parse_size(std::string_view text);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,17 @@ struct Contents {
   std::vector<TokenRecord> tokens;
 };
 
+/// What a blob holds for the file row that references it.
+enum class BlobRole { file, metadata };
+
+/// A reference from a file row to a blob in the store.
+struct BlobRef {
+  std::string sha256;
+  BlobRole role = BlobRole::file;
+  std::string filename;    ///< the file row's name
+  std::uint64_t size = 0;  ///< the size the row records for this blob
+};
+
 class Catalog {
  public:
   virtual ~Catalog() = default;
@@ -58,10 +70,14 @@ class Catalog {
   [[nodiscard]] virtual Result<std::optional<core::FileRecord>> find_file(
       std::string_view filename) = 0;
 
-  /// Records a file (and its project, created on first upload) in one transaction.
+  /// Records a file (and its project, created on first upload) in one write transaction.
   /// Returns the outcome and the stored row (the existing one for identical/conflict).
+  /// `publish` runs inside the transaction, after the name was found free and before the row
+  /// is written: the caller publishes the file's blobs there, so that concurrent uploads of one
+  /// name (from any process) never publish a blob that no row will reference. A failing
+  /// `publish` aborts the insert with its error.
   [[nodiscard]] virtual Result<std::pair<InsertOutcome, core::FileRecord>> insert_file(
-      const NewFile& file) = 0;
+      const NewFile& file, const std::function<Status()>& publish = {}) = 0;
 
   /// A counter that changes whenever any process commits a change to files, projects or
   /// tokens. Cheap; used to notice changes made by other processes.
@@ -86,6 +102,15 @@ class Catalog {
 
   /// True when the name belonged to a deleted file.
   [[nodiscard]] virtual Result<bool> is_reserved(std::string_view filename) = 0;
+
+  /// Every blob a file row references: one entry per row and role (file bytes, METADATA),
+  /// sorted by file name, read in one transaction. Deleted files reference nothing.
+  [[nodiscard]] virtual Result<std::vector<BlobRef>> referenced_blobs() = 0;
+
+  /// Writes a consistent copy of the whole catalog into the new file `dest` while other
+  /// processes keep reading and writing (SQLite online backup from one read transaction).
+  /// Fails with conflict when dest exists, io (storage_full on ENOSPC) otherwise.
+  [[nodiscard]] virtual Status backup_to(const std::filesystem::path& dest) = 0;
 };
 
 /// Opens (creating if needed) DATA_DIR/wheelforge.db and applies pending migrations.

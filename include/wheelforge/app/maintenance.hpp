@@ -1,0 +1,135 @@
+#pragma once
+// Operating a data directory while the server runs: online backup, garbage collection of
+// unreferenced blobs, and an integrity check (fsck) of every blob the catalog references.
+//
+// They rely on two facts of the store: a blob is published before the catalog row that
+// references it is committed, and a published blob is immutable (content-addressed). Each
+// takes DATA_DIR/maintenance.lock (shared when it only reads, exclusive when it removes or
+// moves blobs), so that gc never removes a blob that a running backup is about to copy.
+// Every function blocks on the filesystem and on SQLite.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wheelforge/app/app.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/util/result.hpp"
+
+namespace wf::app {
+
+/// How blobs get into a backup.
+enum class BlobCopy {
+  link_or_copy,  ///< hard link when DEST is on the same filesystem, else copy
+  always_copy,   ///< independent copies (protects against damage to the original files)
+};
+
+struct BackupOptions {
+  std::filesystem::path dest;
+  BlobCopy copy = BlobCopy::link_or_copy;
+};
+
+struct BackupReport {
+  std::size_t files = 0;
+  std::size_t projects = 0;
+  std::size_t tokens = 0;
+  std::size_t blobs = 0;  ///< distinct blobs written into DEST
+  std::size_t linked = 0;
+  std::size_t copied = 0;
+  std::uint64_t bytes = 0;
+  std::vector<std::string> missing;  ///< sha256 of referenced blobs absent from the store
+  std::vector<std::string> corrupt;  ///< sha256 of copied blobs whose bytes did not match
+};
+
+/// Writes DEST/wheelforge.db (a consistent snapshot of the catalog taken while the server may
+/// be writing), then every blob that snapshot references into DEST/blobs/, then
+/// DEST/BACKUP-INFO last: a DEST without it is incomplete. DEST is a complete data directory:
+/// serving it (--data-dir DEST) restores the index as of the snapshot.
+/// Fails with conflict when DEST exists and is not an empty directory, not_found when
+/// data_dir holds no catalog, unavailable when gc or fsck --repair holds the lock, io or
+/// storage_full on write errors. Missing or corrupt source blobs are reported, not fatal.
+[[nodiscard]] Result<BackupReport> backup_data_dir(const std::filesystem::path& data_dir,
+                                                   const BackupOptions& options);
+
+/// Removal happens only for blobs unreferenced and unchanged for min_age: a concurrent upload
+/// publishes its blob a moment before committing the row that references it.
+struct GcOptions {
+  bool dry_run = false;
+  std::chrono::seconds min_age{3600};
+};
+
+struct GcReport {
+  std::vector<std::string> removed;  ///< sha256 (would be removed, on a dry run)
+  std::uint64_t removed_bytes = 0;
+  std::size_t referenced = 0;           ///< blobs kept because a file references them
+  std::size_t too_young = 0;            ///< unreferenced blobs kept because younger than min_age
+  std::size_t stale_temp_sessions = 0;  ///< dead writers' temp directories removed
+  std::vector<std::filesystem::path> unexpected;  ///< files under blobs/ that are not blobs
+};
+
+/// Removes the blobs that no file row references (deleted files' blobs included). Also
+/// removes dead writers' temp sessions (as opening the store always does, dry run or not).
+/// Fails with not_found when data_dir holds no catalog, unavailable when another maintenance
+/// command holds the lock, io on filesystem errors.
+[[nodiscard]] Result<GcReport> collect_garbage(const std::filesystem::path& data_dir,
+                                               const GcOptions& options);
+
+struct FsckOptions {
+  bool repair = false;
+  /// Orphans younger than this are not reported (and never removed): they may belong to an
+  /// upload in progress.
+  std::chrono::seconds min_age{3600};
+};
+
+/// A referenced blob that is absent or damaged, with the rows that need it.
+struct BlobProblem {
+  std::string sha256;
+  std::string detail;
+  std::vector<catalog::BlobRef> refs;
+};
+
+struct FsckReport {
+  std::size_t checked = 0;  ///< distinct referenced blobs
+  std::size_t files = 0;    ///< file rows
+  std::vector<BlobProblem> missing;
+  std::vector<BlobProblem> corrupt;
+  std::vector<std::string> orphans;  ///< unreferenced blobs older than min_age (sha256)
+  std::size_t young_orphans = 0;
+  std::vector<std::filesystem::path> unexpected;  ///< files under blobs/ that are not blobs
+  /// With repair: where each corrupt blob was moved, and the orphans removed.
+  std::vector<std::filesystem::path> quarantined;
+  std::vector<std::string> removed_orphans;
+
+  /// True when every referenced blob is present and intact.
+  [[nodiscard]] bool clean() const { return missing.empty() && corrupt.empty(); }
+};
+
+/// Hashes every referenced blob (file and METADATA) and compares it with its name and the
+/// size its rows record; lists orphans and stray files. With repair, removes old orphans and
+/// moves corrupt blobs to DATA_DIR/quarantine/ (rows are never changed: a row whose blob is
+/// missing needs a restore from a backup or `wheelforge delete`).
+/// Fails with not_found when data_dir holds no catalog, unavailable when another maintenance
+/// command holds the lock, io on filesystem errors.
+[[nodiscard]] Result<FsckReport> check_data_dir(const std::filesystem::path& data_dir,
+                                                const FsckOptions& options);
+
+/// `wheelforge backup DEST`: prints what was written; 0, 1 when blobs were missing or corrupt
+/// (the backup is still usable for everything else), 2 when no backup was made.
+int backup(const Settings& settings, const BackupOptions& options);
+
+/// `wheelforge gc`: prints what was (or would be) removed; 0, or 1 on failure.
+int gc(const Settings& settings, const GcOptions& options);
+
+/// `wheelforge fsck`: prints every problem and, for rows whose blob is missing, the command
+/// that removes them; 0 when clean, 1 when problems remain, 2 when the check could not run.
+int fsck(const Settings& settings, const FsckOptions& options);
+
+/// `wheelforge config check`: prints the effective configuration as TOML and returns 0, or
+/// prints every problem (one per line, on stderr) and returns 2.
+int config_check(const std::optional<std::filesystem::path>& config_file,
+                 const Overrides& overrides);
+
+}  // namespace wf::app

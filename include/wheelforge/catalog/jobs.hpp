@@ -1,0 +1,83 @@
+#pragma once
+// Builds and jobs of the build runner, persisted in the catalog database (tables created by
+// the catalog's migration 4). Every state change is written before the step it names runs,
+// so that after a crash the store says exactly which jobs were in flight.
+// All methods block on SQLite: call from worker or runner threads. Thread-safe.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wheelforge/core/build.hpp"
+#include "wheelforge/util/result.hpp"
+#include "wheelforge/util/time.hpp"
+
+namespace wf::catalog {
+
+struct BuildRecord {
+  std::int64_t id = 0;
+  std::string recipe;
+  std::string version;
+  bool force = false;
+  Micros created_at = 0;
+};
+
+struct JobRecord {
+  std::int64_t id = 0;
+  std::int64_t build_id = 0;
+  std::string recipe;
+  std::string version;
+  core::Cell cell;
+  core::JobState state = core::JobState::queued;
+  std::string reason;  ///< why it failed, was cancelled or retried
+  int attempts = 0;    ///< build attempts so far (OOM retries count)
+  unsigned max_jobs = 0;
+  unsigned nvcc_threads = 0;
+  std::string wheel;  ///< file name of the ingested wheel, when succeeded
+  Micros created_at = 0;
+  std::optional<Micros> started_at;
+  std::optional<Micros> finished_at;
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  /// Records a build and one queued job per cell, in one transaction.
+  [[nodiscard]] virtual Result<std::pair<BuildRecord, std::vector<JobRecord>>> create_build(
+      const BuildRecord& build, const std::vector<core::Cell>& cells) = 0;
+
+  [[nodiscard]] virtual Result<std::vector<BuildRecord>> list_builds(std::size_t limit) = 0;
+  [[nodiscard]] virtual Result<std::optional<BuildRecord>> find_build(std::int64_t id) = 0;
+  [[nodiscard]] virtual Result<std::vector<JobRecord>> jobs_of_build(std::int64_t build_id) = 0;
+  [[nodiscard]] virtual Result<std::optional<JobRecord>> find_job(std::int64_t id) = 0;
+  /// Jobs in the given state, oldest first.
+  [[nodiscard]] virtual Result<std::vector<JobRecord>> jobs_in_state(core::JobState state) = 0;
+
+  /// Moves a job to `to` if core::can_transition(current, to); records reason, parallelism and
+  /// timestamps. Errc::conflict when the transition is not allowed from the stored state.
+  [[nodiscard]] virtual Result<JobRecord> transition(std::int64_t id, core::JobState to,
+                                                     const std::string& reason = {}) = 0;
+  /// Records the parallelism of the attempt about to run and counts the attempt.
+  [[nodiscard]] virtual Status record_attempt(std::int64_t id, unsigned max_jobs,
+                                              unsigned nvcc_threads) = 0;
+  [[nodiscard]] virtual Status record_wheel(std::int64_t id, const std::string& wheel) = 0;
+
+  /// Startup recovery: every job in a running state becomes interrupted, then queued again.
+  /// Returns the requeued jobs.
+  [[nodiscard]] virtual Result<std::vector<JobRecord>> requeue_interrupted() = 0;
+
+  /// True when a succeeded job already built this (recipe, version, cell).
+  [[nodiscard]] virtual Result<bool> cell_built(const std::string& recipe,
+                                                const std::string& version,
+                                                const core::Cell& cell) = 0;
+};
+
+/// Opens the job store on the catalog database (which open_sqlite_catalog has migrated).
+[[nodiscard]] Result<std::unique_ptr<JobStore>> open_sqlite_job_store(
+    const std::filesystem::path& db_path);
+
+}  // namespace wf::catalog

@@ -1,0 +1,591 @@
+#include "wheelforge/app/maintenance.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/strings.hpp"
+#include "wheelforge/util/time.hpp"
+
+namespace wf::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t kCopyBuffer = 1U << 20U;
+
+enum class LockMode { shared, exclusive };
+
+/// An existing data directory, opened for maintenance.
+struct DataDir {
+  UniqueFd lock;
+  std::unique_ptr<catalog::Catalog> catalog;
+  std::unique_ptr<store::BlobStore> store;
+  std::size_t stale_temp_sessions = 0;
+};
+
+std::size_t count_entries(const fs::path& dir) {
+  std::error_code ec;
+  std::size_t n = 0;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+Result<DataDir> open_existing(const fs::path& data_dir, LockMode mode) {
+  std::error_code ec;
+  // Opening the catalog would create an empty one: a mistyped --data-dir must not look like
+  // an empty index that backs up and checks fine.
+  if (!fs::is_regular_file(data_dir / "wheelforge.db", ec)) {
+    return make_error(Errc::not_found,
+                      data_dir.string() + " is not a wheelforge data directory (no wheelforge.db)");
+  }
+  const fs::path lock_path = data_dir / "maintenance.lock";
+  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640));
+  if (!lock.valid()) return errno_error(errno, "open " + lock_path.string());
+  const int op = (mode == LockMode::shared ? LOCK_SH : LOCK_EX) | LOCK_NB;
+  if (::flock(lock.get(), op) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return make_error(Errc::unavailable,
+                        "another wheelforge backup, gc or fsck is running on " + data_dir.string());
+    }
+    return errno_error(errno, "lock " + lock_path.string());
+  }
+  DataDir dir;
+  dir.lock = std::move(lock);
+  const std::size_t temp_before = count_entries(data_dir / "tmp");
+  auto store = store::BlobStore::open(data_dir);
+  if (!store) return store.error();
+  dir.store = std::move(*store);
+  // The store removed dead sessions and added this process's own.
+  const std::size_t temp_after = count_entries(data_dir / "tmp");
+  dir.stale_temp_sessions = temp_before + 1 > temp_after ? temp_before + 1 - temp_after : 0;
+  auto catalog = catalog::open_sqlite_catalog(data_dir / "wheelforge.db");
+  if (!catalog) return catalog.error();
+  dir.catalog = std::move(*catalog);
+  return dir;
+}
+
+/// A file found under blobs/.
+struct StoredBlob {
+  std::string sha256;
+  fs::path path;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::uint64_t size = 0;
+  std::time_t changed = 0;  ///< the later of mtime and ctime
+};
+
+struct BlobListing {
+  std::vector<StoredBlob> blobs;
+  std::vector<fs::path> unexpected;
+};
+
+Result<BlobListing> list_blobs(const store::BlobStore& store) {
+  BlobListing listing;
+  std::error_code ec;
+  auto it = fs::recursive_directory_iterator(store.blobs_dir(), ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;  // removed meanwhile
+      return errno_error(errno, "stat " + p.string());
+    }
+    if (S_ISDIR(st.st_mode)) continue;
+    const std::string name = p.filename().string();
+    if (!S_ISREG(st.st_mode) || !is_sha256_hex(name) || store.blob_path(name) != p) {
+      listing.unexpected.push_back(p);
+      continue;
+    }
+    listing.blobs.push_back(StoredBlob{name, p, st.st_dev, st.st_ino,
+                                       static_cast<std::uint64_t>(st.st_size),
+                                       std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)});
+  }
+  if (ec) return errno_error(ec.value(), "list " + store.blobs_dir().string());
+  return listing;
+}
+
+/// Removes a blob unless it has been replaced since it was listed. A blob is replaced only by
+/// publishing the same bytes again (an upload renames a new file over it and commits a row
+/// referencing it). Moving it aside first and comparing the inode makes that visible: a
+/// replacement is moved back, so a blob that just became referenced is never lost.
+Result<bool> remove_if_unchanged(const store::BlobStore& store, const StoredBlob& blob) {
+  const fs::path aside = store.tmp_dir() / ("gc-" + blob.sha256);
+  if (::rename(blob.path.c_str(), aside.c_str()) != 0) {
+    if (errno == ENOENT) return false;
+    return errno_error(errno, "move " + blob.path.string());
+  }
+  struct stat st {};
+  if (::lstat(aside.c_str(), &st) != 0) return errno_error(errno, "stat " + aside.string());
+  if (st.st_dev != blob.dev || st.st_ino != blob.ino) {
+    if (::rename(aside.c_str(), blob.path.c_str()) != 0) {
+      return errno_error(errno, "put back " + blob.path.string());
+    }
+    return false;
+  }
+  if (::unlink(aside.c_str()) != 0) return errno_error(errno, "remove " + aside.string());
+  return true;
+}
+
+std::chrono::seconds age_of(const StoredBlob& blob, std::time_t now) {
+  return std::chrono::seconds{now > blob.changed ? now - blob.changed : 0};
+}
+
+struct HashResult {
+  std::string sha256;
+  std::uint64_t size = 0;
+};
+
+Result<HashResult> hash_file(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errno_error(errno, "open " + path.string());
+  crypto::Hasher hasher(crypto::Algorithm::sha256);
+  std::string buffer(kCopyBuffer, '\0');
+  HashResult result;
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_error(errno, "read " + path.string());
+    }
+    if (n == 0) break;
+    hasher.update(buffer.data(), static_cast<std::size_t>(n));
+    result.size += static_cast<std::uint64_t>(n);
+  }
+  result.sha256 = hasher.finish_hex();
+  return result;
+}
+
+Status fsync_path(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() || ::fsync(fd.get()) != 0) return errno_error(errno, "fsync " + path.string());
+  return ok_status();
+}
+
+/// Copies src to dest (a new file) through a temp file in dest's directory, verifying the
+/// bytes against `sha256` on the way. Returns the size, or Errc::invalid on a mismatch (then
+/// nothing is left at dest).
+Result<std::uint64_t> copy_verified(const fs::path& src, const fs::path& dest,
+                                    std::string_view sha256) {
+  UniqueFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) return errno_error(errno, "open " + src.string());
+  std::string tmpl = (dest.parent_path() / ".partial-XXXXXX").string();
+  UniqueFd out(::mkostemp(tmpl.data(), O_CLOEXEC));
+  if (!out.valid()) return errno_error(errno, "create temp file in " + dest.parent_path().string());
+  const fs::path tmp(tmpl);
+  auto fail = [&](Error e) -> Result<std::uint64_t> {
+    out.reset();
+    ::unlink(tmp.c_str());
+    return e;
+  };
+  crypto::Hasher hasher(crypto::Algorithm::sha256);
+  std::string buffer(kCopyBuffer, '\0');
+  std::uint64_t size = 0;
+  while (true) {
+    const ssize_t n = ::read(in.get(), buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(errno_error(errno, "read " + src.string()));
+    }
+    if (n == 0) break;
+    const auto len = static_cast<std::size_t>(n);
+    if (auto st = write_all(out.get(), buffer.data(), len); !st) return fail(st.error());
+    hasher.update(buffer.data(), len);
+    size += len;
+  }
+  if (hasher.finish_hex() != sha256) {
+    return fail(make_error(Errc::invalid, src.string() + ": content does not match its name"));
+  }
+  if (::fchmod(out.get(), 0444) != 0) return fail(errno_error(errno, "chmod " + tmp.string()));
+  if (::fsync(out.get()) != 0) return fail(errno_error(errno, "fsync " + tmp.string()));
+  out.reset();
+  if (::rename(tmp.c_str(), dest.c_str()) != 0) {
+    return fail(errno_error(errno, "rename to " + dest.string()));
+  }
+  return size;
+}
+
+std::string shell_quote(std::string_view s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.' || c == '/' || c == '+' || c == ',' || c == ':' || c == '=' ||
+           c == '@';
+  });
+  if (plain) return std::string(s);
+  std::string out = "'";
+  for (const char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  out += "'";
+  return out;
+}
+
+std::string_view role_name(catalog::BlobRole role) {
+  return role == catalog::BlobRole::file ? "file" : "METADATA";
+}
+
+std::string describe_refs(const std::vector<catalog::BlobRef>& refs) {
+  std::string out;
+  for (const auto& r : refs) {
+    if (!out.empty()) out += ", ";
+    out += std::string(role_name(r.role)) + " of " + r.filename;
+  }
+  return out;
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+}
+
+}  // namespace
+
+Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptions& options) {
+  const fs::path& dest = options.dest;
+  std::error_code ec;
+  if (fs::exists(dest, ec)) {
+    if (!fs::is_directory(dest, ec) || !fs::is_empty(dest, ec)) {
+      return make_error(Errc::conflict, dest.string() + " exists and is not an empty directory");
+    }
+  } else {
+    fs::create_directories(dest, ec);
+    if (ec) return errno_error(ec.value(), "create " + dest.string());
+  }
+  auto source = open_existing(data_dir, LockMode::shared);
+  if (!source) return source.error();
+
+  // 1. The catalog, as of one instant.
+  const fs::path db = dest / "wheelforge.db";
+  if (auto st = source->catalog->backup_to(db); !st) return st.error();
+
+  // 2. The blobs that snapshot references. Rows are committed only after their blobs are
+  // published, and referenced blobs are never removed (gc waits for our shared lock), so
+  // copying after the snapshot yields exactly the snapshot's files.
+  BackupReport report;
+  std::vector<catalog::BlobRef> refs;
+  {
+    auto copy = catalog::open_sqlite_catalog(db);
+    if (!copy) return copy.error();
+    auto contents = (*copy)->load();
+    if (!contents) return contents.error();
+    report.files = contents->files.size();
+    report.projects = contents->projects.size();
+    report.tokens = contents->tokens.size();
+    auto r = (*copy)->referenced_blobs();
+    if (!r) return r.error();
+    refs = std::move(*r);
+  }
+  std::set<std::string> shas;
+  for (const auto& r : refs) shas.insert(r.sha256);
+
+  const fs::path blobs = dest / "blobs";
+  std::set<fs::path> dirs{dest, blobs};
+  bool try_link = options.copy == BlobCopy::link_or_copy;
+  for (const auto& sha : shas) {
+    if (!is_sha256_hex(sha)) {
+      report.missing.push_back(sha);
+      continue;
+    }
+    const fs::path src = source->store->blob_path(sha);
+    const fs::path out = blobs / sha.substr(0, 2) / sha.substr(2, 2) / sha;
+    struct stat st {};
+    if (::stat(src.c_str(), &st) != 0) {
+      if (errno != ENOENT) return errno_error(errno, "stat " + src.string());
+      report.missing.push_back(sha);
+      continue;
+    }
+    fs::create_directories(out.parent_path(), ec);
+    if (ec) return errno_error(ec.value(), "create " + out.parent_path().string());
+    dirs.insert(out.parent_path());
+    dirs.insert(out.parent_path().parent_path());
+    if (try_link) {
+      if (::link(src.c_str(), out.c_str()) == 0) {
+        ++report.linked;
+        ++report.blobs;
+        report.bytes += static_cast<std::uint64_t>(st.st_size);
+        continue;
+      }
+      // Another filesystem (or one without hard links): copy this and every later blob.
+      if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP) {
+        return errno_error(errno, "link " + out.string());
+      }
+      try_link = false;
+    }
+    auto copied = copy_verified(src, out, sha);
+    if (!copied) {
+      if (copied.error().code != Errc::invalid) return copied.error();
+      report.corrupt.push_back(sha);
+      continue;
+    }
+    ++report.copied;
+    ++report.blobs;
+    report.bytes += *copied;
+  }
+  // Deepest first, so that each directory entry is durable before its parent's.
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    if (auto st = fsync_dir(*it); !st) return st.error();
+  }
+  if (auto st = fsync_path(db); !st) return st.error();
+
+  // 3. The marker that says the backup is complete.
+  std::string info =
+      "# A wheelforge backup: a complete data directory. Restore by serving it\n"
+      "# (wheelforge serve --data-dir THIS_DIRECTORY) or by copying it to a data directory.\n";
+  info += "created = " + toml_quote(iso8601_micros(now_micros())) + "\n";
+  info += "source = " + toml_quote(fs::absolute(data_dir, ec).string()) + "\n";
+  info += "files = " + std::to_string(report.files) + "\n";
+  info += "projects = " + std::to_string(report.projects) + "\n";
+  info += "tokens = " + std::to_string(report.tokens) + "\n";
+  info += "blobs = " + std::to_string(report.blobs) + "\n";
+  info += "bytes = " + std::to_string(report.bytes) + "\n";
+  info += "hardlinked = " + std::to_string(report.linked) + "\n";
+  info += "copied = " + std::to_string(report.copied) + "\n";
+  info += "missing_blobs = " + std::to_string(report.missing.size()) + "\n";
+  info += "corrupt_blobs = " + std::to_string(report.corrupt.size()) + "\n";
+  if (auto st = write_file_atomic(dest / "BACKUP-INFO", info); !st) return st.error();
+  return report;
+}
+
+Result<GcReport> collect_garbage(const fs::path& data_dir, const GcOptions& options) {
+  auto dir = open_existing(data_dir, options.dry_run ? LockMode::shared : LockMode::exclusive);
+  if (!dir) return dir.error();
+  GcReport report;
+  report.stale_temp_sessions = dir->stale_temp_sessions;
+
+  // The listing comes before the references: a blob that becomes referenced after the
+  // references were read was published again by that upload (a new inode), which
+  // remove_if_unchanged() notices.
+  auto listing = list_blobs(*dir->store);
+  if (!listing) return listing.error();
+  report.unexpected = std::move(listing->unexpected);
+  const std::time_t now = std::time(nullptr);
+  auto refs = dir->catalog->referenced_blobs();
+  if (!refs) return refs.error();
+  std::set<std::string> referenced;
+  for (const auto& r : *refs) referenced.insert(r.sha256);
+
+  for (const auto& blob : listing->blobs) {
+    if (referenced.contains(blob.sha256)) {
+      ++report.referenced;
+      continue;
+    }
+    if (age_of(blob, now) < options.min_age) {
+      ++report.too_young;
+      continue;
+    }
+    if (!options.dry_run) {
+      auto removed = remove_if_unchanged(*dir->store, blob);
+      if (!removed) return removed.error();
+      if (!*removed) continue;
+    }
+    report.removed.push_back(blob.sha256);
+    report.removed_bytes += blob.size;
+  }
+  return report;
+}
+
+Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& options) {
+  auto dir = open_existing(data_dir, options.repair ? LockMode::exclusive : LockMode::shared);
+  if (!dir) return dir.error();
+  FsckReport report;
+
+  auto listing = list_blobs(*dir->store);
+  if (!listing) return listing.error();
+  report.unexpected = std::move(listing->unexpected);
+  const std::time_t now = std::time(nullptr);
+  auto refs = dir->catalog->referenced_blobs();
+  if (!refs) return refs.error();
+
+  std::map<std::string, std::vector<catalog::BlobRef>> by_sha;
+  std::set<std::string> filenames;
+  for (auto& r : *refs) {
+    filenames.insert(r.filename);
+    by_sha[r.sha256].push_back(std::move(r));
+  }
+  report.files = filenames.size();
+  report.checked = by_sha.size();
+
+  for (auto& [sha, users] : by_sha) {
+    if (!is_sha256_hex(sha)) {
+      report.missing.push_back(BlobProblem{sha, "the catalog's sha256 is malformed", users});
+      continue;
+    }
+    const fs::path path = dir->store->blob_path(sha);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      report.missing.push_back(BlobProblem{sha, "no such blob " + path.string(), users});
+      continue;
+    }
+    auto hashed = hash_file(path);
+    if (!hashed) return hashed.error();
+    std::string detail;
+    if (hashed->sha256 != sha) {
+      detail = "content has sha256 " + hashed->sha256;
+    } else if (hashed->size != users.front().size) {
+      detail = "size is " + std::to_string(hashed->size) + ", the catalog says " +
+               std::to_string(users.front().size);
+    }
+    if (!detail.empty()) report.corrupt.push_back(BlobProblem{sha, detail, users});
+  }
+
+  std::vector<const StoredBlob*> old_orphans;
+  for (const auto& blob : listing->blobs) {
+    if (by_sha.contains(blob.sha256)) continue;
+    if (age_of(blob, now) < options.min_age) {
+      ++report.young_orphans;
+    } else {
+      report.orphans.push_back(blob.sha256);
+      old_orphans.push_back(&blob);
+    }
+  }
+  if (!options.repair) return report;
+
+  for (const StoredBlob* blob : old_orphans) {
+    auto removed = remove_if_unchanged(*dir->store, *blob);
+    if (!removed) return removed.error();
+    if (*removed) report.removed_orphans.push_back(blob->sha256);
+  }
+  if (!report.corrupt.empty()) {
+    const fs::path quarantine = data_dir / "quarantine";
+    std::error_code ec;
+    fs::create_directories(quarantine, ec);
+    if (ec) return errno_error(ec.value(), "create " + quarantine.string());
+    // The time suffix keeps an earlier quarantined copy of the same name.
+    const std::string suffix = "." + std::to_string(now);
+    for (const auto& problem : report.corrupt) {
+      const fs::path from = dir->store->blob_path(problem.sha256);
+      const fs::path to = quarantine / (problem.sha256 + suffix);
+      if (::rename(from.c_str(), to.c_str()) != 0) {
+        return errno_error(errno, "move " + from.string() + " to " + to.string());
+      }
+      report.quarantined.push_back(to);
+    }
+    if (auto st = fsync_dir(quarantine); !st) return st.error();
+  }
+  return report;
+}
+
+int backup(const Settings& settings, const BackupOptions& options) {
+  auto report = backup_data_dir(settings.data_dir, options);
+  if (!report) {
+    std::cerr << "error: " << report.error().message << "\n";
+    return 2;
+  }
+  std::cout << "backed up " << report->files << " files of " << report->projects << " projects and "
+            << report->tokens << " tokens to " << options.dest.string() << "\n"
+            << report->blobs << " blobs (" << format_bytes(report->bytes) << "): " << report->linked
+            << " hard-linked, " << report->copied << " copied\n";
+  for (const auto& sha : report->missing) {
+    std::cerr << "missing blob " << sha << " (not in the backup; run wheelforge fsck)\n";
+  }
+  for (const auto& sha : report->corrupt) {
+    std::cerr << "corrupt blob " << sha << " (not in the backup; run wheelforge fsck)\n";
+  }
+  if (!report->missing.empty() || !report->corrupt.empty()) return 1;
+  std::cout << "restore: wheelforge serve --data-dir " << shell_quote(options.dest.string())
+            << "\n";
+  return 0;
+}
+
+int gc(const Settings& settings, const GcOptions& options) {
+  auto report = collect_garbage(settings.data_dir, options);
+  if (!report) {
+    std::cerr << "error: " << report.error().message << "\n";
+    return 1;
+  }
+  const char* verb = options.dry_run ? "would remove " : "removed ";
+  for (const auto& sha : report->removed) std::cout << verb << sha << "\n";
+  for (const auto& p : report->unexpected) {
+    std::cerr << "warning: " << p.string() << " is not a blob (left alone)\n";
+  }
+  std::cout << verb << report->removed.size() << " unreferenced blobs ("
+            << format_bytes(report->removed_bytes) << "); kept " << report->referenced
+            << " referenced and " << report->too_young << " younger than "
+            << options.min_age.count() << "s; removed " << report->stale_temp_sessions
+            << " stale temp sessions\n";
+  return 0;
+}
+
+int fsck(const Settings& settings, const FsckOptions& options) {
+  auto report = check_data_dir(settings.data_dir, options);
+  if (!report) {
+    std::cerr << "error: " << report.error().message << "\n";
+    return 2;
+  }
+  const FsckReport& r = *report;
+  std::cout << "checked " << r.checked << " blobs referenced by " << r.files << " files\n";
+  for (const auto& p : r.missing) {
+    std::cout << "missing blob " << p.sha256 << ": " << p.detail << " (" << describe_refs(p.refs)
+              << ")\n";
+  }
+  for (const auto& p : r.corrupt) {
+    std::cout << "corrupt blob " << p.sha256 << ": " << p.detail << " (" << describe_refs(p.refs)
+              << ")\n";
+  }
+  for (const auto& q : r.quarantined) std::cout << "quarantined " << q.string() << "\n";
+  for (const auto& p : r.unexpected) {
+    std::cout << "unexpected file " << p.string() << " (not a blob; left alone)\n";
+  }
+  if (options.repair) {
+    for (const auto& sha : r.removed_orphans) std::cout << "removed orphan blob " << sha << "\n";
+  } else {
+    for (const auto& sha : r.orphans) {
+      std::cout << "orphan blob " << sha << " (no file references it; gc removes it)\n";
+    }
+  }
+  std::cout << r.orphans.size() << " orphan blobs";
+  if (r.young_orphans > 0) {
+    std::cout << " (and " << r.young_orphans << " younger than " << options.min_age.count()
+              << "s, not counted: maybe uploads in progress)";
+  }
+  std::cout << "\n";
+  if (r.clean()) {
+    std::cout << "ok\n";
+    return 0;
+  }
+  // Rows are never changed here: the operator decides between restoring and deleting.
+  std::set<std::string> broken;
+  for (const auto* list : {&r.missing, &r.corrupt}) {
+    for (const auto& p : *list) {
+      for (const auto& ref : p.refs) broken.insert(ref.filename);
+    }
+  }
+  std::cout << r.missing.size() << " missing and " << r.corrupt.size()
+            << " corrupt blobs; the files below cannot be served correctly.\n"
+            << "Restore each blob from a backup (DEST/blobs/... to the same path under "
+            << shell_quote(settings.data_dir.string()) << "/blobs), or remove the file:\n";
+  for (const auto& name : broken) {
+    std::cout << "  wheelforge delete --data-dir " << shell_quote(settings.data_dir.string()) << " "
+              << shell_quote(name) << "\n";
+  }
+  return 1;
+}
+
+int config_check(const std::optional<fs::path>& config_file, const Overrides& overrides) {
+  auto checked = check_settings(config_file, overrides);
+  if (!checked.settings) {
+    for (const auto& p : checked.problems) std::cerr << "error: " << p << "\n";
+    return 2;
+  }
+  std::cout << settings_to_toml(*checked.settings);
+  return 0;
+}
+
+}  // namespace wf::app
