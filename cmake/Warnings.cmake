@@ -4,6 +4,12 @@ set(WF_WARNING_FLAGS
   -Wunused -Woverloaded-virtual -Wconversion -Wsign-conversion -Wnull-dereference
   -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough)
 
+# GCC 12 reports false -Wrestrict positives inside libstdc++'s std::string at -O2/-O3
+# (GCC bug 105329); they say nothing about our code.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND WF_WARNING_FLAGS -Wno-restrict)
+endif()
+
 function(wf_target_warnings target)
   target_compile_options(${target} PRIVATE ${WF_WARNING_FLAGS})
   if(WF_WERROR)

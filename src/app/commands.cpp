@@ -8,12 +8,15 @@
 #include <condition_variable>
 #include <cstdio>
 #include <future>
+#include <map>
 #include <mutex>
 #include <iostream>
 #include <thread>
 
 #include "wheelforge/app/app.hpp"
+#include "wheelforge/app/build_config.hpp"
 #include "wheelforge/app/systemd.hpp"
+#include "wheelforge/catalog/jobs.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/name.hpp"
@@ -82,6 +85,29 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
   const Notifier notifier = Notifier::from_environment();
 
+  // The build runner runs when recipes are configured.
+  auto build_config = load_build_config(settings.config_file);
+  if (!build_config) {
+    std::cerr << "error: " << build_config.error().message << "\n";
+    return 2;
+  }
+  std::unique_ptr<catalog::JobStore> job_store;
+  std::unique_ptr<build::Runner> runner;
+  std::function<void()> on_ingested;  // set once the server exists
+  if (!build_config->recipes.empty()) {
+    auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
+    if (!jobs) {
+      std::cerr << "error: " << jobs.error().message << "\n";
+      return 1;
+    }
+    job_store = std::move(*jobs);
+    runner = std::make_unique<build::Runner>(std::move(*build_config), *job_store, *dir->catalog,
+                                             *dir->store, ingestor, settings.data_dir,
+                                             [&on_ingested] {
+                                               if (on_ingested) on_ingested();
+                                             });
+  }
+
   // Signals are taken by one dedicated thread (sigwait), so no handler runs inside the
   // network loop and stop() is called from ordinary code.
   sigset_t signals;
@@ -101,7 +127,9 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   config.shutdown_grace = settings.shutdown_grace;
   config.access_log = settings.access_log;
   if (const auto fd = activated_socket()) config.listen_fd = *fd;
-  http::Server server(config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor});
+  http::Server server(config,
+                      http::Services{dir->catalog.get(), dir->store.get(), &ingestor, runner.get()});
+  on_ingested = [&server] { server.reload_catalog([](const Status&) {}); };
   auto bound = server.start();
   if (!bound) {
     std::cerr << "error: " << bound.error().message << "\n";
@@ -111,6 +139,13 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
                config.listen_fd >= 0 ? " (socket activation)" : "");
   std::printf("listening on http://%s\n", bound->c_str());
   std::fflush(stdout);
+  if (runner) {
+    runner->set_server_url("http://" + *bound);
+    if (auto st = runner->start(); !st) {
+      std::cerr << "error: build runner: " << st.error().message << "\n";
+      return 1;
+    }
+  }
   const std::string status = "STATUS=Serving http://" + *bound;
   notifier.notify("READY=1\n" + status);
 
@@ -162,6 +197,8 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
     }
   });
   server.run();
+  // Running builds are killed and left interrupted: the next start requeues them.
+  if (runner) runner->stop();
   {
     std::lock_guard lock(mu);
     done = true;
@@ -273,6 +310,75 @@ int yank(const Settings& settings, const std::string& project,
   }
   for (const auto& name : *changed) std::cout << (reason ? "yanked " : "unyanked ") << name << "\n";
   return 0;
+}
+
+int build(const Settings& settings, const core::BuildRequest& request,
+          const std::string& server_url) {
+  auto config = load_build_config(settings.config_file);
+  if (!config) {
+    std::cerr << "error: " << config.error().message << "\n";
+    return 2;
+  }
+  if (config->recipes.empty()) {
+    std::cerr << "error: no [recipes] in the configuration (give --config FILE)\n";
+    return 2;
+  }
+  auto dir = open_data_dir(settings);
+  if (!dir) {
+    std::cerr << "error: " << dir.error().message << "\n";
+    return 1;
+  }
+  auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
+  if (!jobs) {
+    std::cerr << "error: " << jobs.error().message << "\n";
+    return 1;
+  }
+  ingest::Limits limits;
+  limits.max_file_size = settings.max_upload_size;
+  ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
+  build::Runner runner(std::move(*config), **jobs, *dir->catalog, *dir->store, ingestor,
+                       settings.data_dir);
+  runner.set_server_url(server_url);
+  auto created = runner.submit(request);
+  if (!created) {
+    std::cerr << "error: " << created.error().message << "\n";
+    return 2;
+  }
+  const auto& [b, queued] = *created;
+  std::cout << "build " << b.id << ": " << b.recipe << " " << b.version << ", " << queued.size()
+            << " job(s)" << (queued.empty() ? " (every cell is built already; --force rebuilds)" : "")
+            << std::endl;
+  if (queued.empty()) return 0;
+  if (auto st = runner.start(); !st) {
+    std::cerr << "error: " << st.error().message << "\n";
+    return 1;
+  }
+  std::map<std::int64_t, core::JobState> seen;
+  while (true) {
+    auto list = (*jobs)->jobs_of_build(b.id);
+    if (!list) break;
+    bool all_done = true;
+    for (const auto& j : *list) {
+      if (seen[j.id] != j.state || !seen.contains(j.id)) {
+        seen[j.id] = j.state;
+        std::cout << "job " << j.id << " " << j.cell.key() << ": " << core::state_name(j.state)
+                  << (j.reason.empty() ? "" : " (" + j.reason + ")")
+                  << (j.wheel.empty() ? "" : " -> " + j.wheel) << std::endl;
+      }
+      all_done = all_done && core::is_terminal(j.state);
+    }
+    if (all_done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  runner.stop();
+  auto final_jobs = (*jobs)->jobs_of_build(b.id);
+  int failed = 0;
+  if (final_jobs) {
+    for (const auto& j : *final_jobs) failed += j.state == core::JobState::succeeded ? 0 : 1;
+  }
+  std::cout << (final_jobs ? final_jobs->size() : 0U) - static_cast<std::size_t>(failed)
+            << " succeeded, " << failed << " failed" << std::endl;
+  return failed == 0 ? 0 : 1;
 }
 
 int delete_file(const Settings& settings, const std::string& filename) {

@@ -54,7 +54,9 @@ Result<DataDir> open_existing(const fs::path& data_dir, LockMode mode) {
                       data_dir.string() + " is not a wheelforge data directory (no wheelforge.db)");
   }
   const fs::path lock_path = data_dir / "maintenance.lock";
-  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640));
+  // Read-only and world-readable: flock() needs no write access, so the service user and an
+  // administrator can both take the lock whoever created the file.
+  UniqueFd lock(::open(lock_path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644));
   if (!lock.valid()) return errno_error(errno, "open " + lock_path.string());
   const int op = (mode == LockMode::shared ? LOCK_SH : LOCK_EX) | LOCK_NB;
   if (::flock(lock.get(), op) != 0) {

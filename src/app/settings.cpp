@@ -199,6 +199,8 @@ void read_file(const fs::path& path, std::array<std::optional<Candidate>, kSpecs
   }
   for (const auto& [key, node] : table) {
     const std::string_view k = key.str();
+    // The build runner's tables are read (and checked) by load_build_config().
+    if (k == "build" || k == "recipes") continue;
     std::size_t i = 0;
     while (i < kSpecs.size() && kSpecs[i].name != k) ++i;
     if (i == kSpecs.size()) {

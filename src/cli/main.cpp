@@ -153,7 +153,61 @@ int main(int argc, char** argv) {
                    "orphans younger than this are ignored, e.g. 30m (default 1h)");
   // --- End of operations. ---
 
+  // --- Build runner. ---
+  Common build_opts;
+  std::string build_recipe;
+  std::string build_version;
+  std::vector<std::string> build_python;
+  std::vector<std::string> build_torch;
+  std::vector<std::string> build_cuda;
+  bool build_force = false;
+  std::string build_server = "http://127.0.0.1:8080";
+  auto* build_cmd = app.add_subcommand(
+      "build", "build a recipe's wheels over its matrix (or a subset) here, with progress");
+  build_opts.add_to(build_cmd, false);
+  build_cmd->add_option("recipe", build_recipe, "recipe name from the configuration")->required();
+  build_cmd->add_option("version", build_version, "version to build")->required();
+  build_cmd->add_option("--python", build_python, "only these Python versions");
+  build_cmd->add_option("--torch", build_torch, "only these torch series");
+  build_cmd->add_option("--cuda", build_cuda, "only these CUDA versions");
+  build_cmd->add_flag("--force", build_force, "rebuild cells that were built already");
+  build_cmd->add_option("--server-url", build_server,
+                        "the wheelforge serving this data directory, where torch is installed from");
+  // --- End of build runner. ---
+
   CLI11_PARSE(app, argc, argv);
+
+  if (build_cmd->parsed()) {
+    const auto settings = build_opts.settings();
+    if (!settings) return 2;
+    wf::core::BuildRequest request;
+    request.recipe = build_recipe;
+    request.version = build_version;
+    request.force = build_force;
+    if (!build_python.empty() || !build_torch.empty() || !build_cuda.empty()) {
+      wf::core::Matrix subset;
+      subset.python = build_python;
+      for (const auto& t : build_torch) {
+        const auto series = wf::core::parse_torch_series(t);
+        if (!series) {
+          std::cerr << "error: --torch " << t << ": expected a series such as 2.8\n";
+          return 2;
+        }
+        subset.torch.push_back(*series);
+      }
+      for (const auto& c : build_cuda) {
+        const auto cuda = wf::core::parse_cuda_version(c);
+        if (!cuda) {
+          std::cerr << "error: --cuda " << c << ": expected a version such as 12.8\n";
+          return 2;
+        }
+        subset.cuda.push_back(*cuda);
+      }
+      request.subset = subset;
+    }
+    wf::app::init_logging();
+    return wf::app::build(*settings, request, build_server);
+  }
 
   // --- Operations. ---
   if (config_check->parsed()) {

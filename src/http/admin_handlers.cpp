@@ -1,6 +1,14 @@
 #include "admin_handlers.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+
 #include "wheelforge/core/name.hpp"
+#include "wheelforge/render/builds.hpp"
+#include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
@@ -64,7 +72,101 @@ Response yank(const Request& req, std::string_view body, catalog::Catalog& catal
                        "\":" + json_string_list(*changed) + "}");
 }
 
+std::optional<std::int64_t> parse_id(std::string_view s) {
+  const auto n = parse_u64(s);
+  if (!n || *n > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+  return static_cast<std::int64_t>(*n);
+}
+
+Response method_not_allowed(const char* allow) {
+  Response r = error_response(make_error(Errc::invalid, "method not allowed"));
+  r.status = 405;
+  r.set("Allow", allow);
+  return r;
+}
+
+Response builds(const Request& req, std::string_view body, build::Runner& runner) {
+  const auto& seg = req.segments;  // admin, builds|jobs, ...
+  auto& jobs = runner.jobs();
+  if (seg[1] == "builds" && seg.size() == 2) {
+    if (req.method == Method::post) {
+      auto request = render::parse_build_request(body);
+      if (!request) return error_response(request.error());
+      auto created = runner.submit(*request);
+      if (!created) return error_response(created.error());
+      return json(202, render::render_build(created->first, created->second));
+    }
+    if (req.method != Method::get) return method_not_allowed("GET, POST");
+    auto list = jobs.list_builds(100);
+    if (!list) return error_response(list.error());
+    return json(200, render::render_builds(*list));
+  }
+  const auto id = seg.size() >= 3 ? parse_id(seg[2]) : std::nullopt;
+  if (!id) return error_response(make_error(Errc::not_found, "no such admin endpoint"));
+  if (seg[1] == "builds" && seg.size() == 3) {
+    if (req.method != Method::get) return method_not_allowed("GET");
+    auto build = jobs.find_build(*id);
+    if (!build) return error_response(build.error());
+    if (!build->has_value()) return error_response(make_error(Errc::not_found, "no such build"));
+    auto list = jobs.jobs_of_build(*id);
+    if (!list) return error_response(list.error());
+    return json(200, render::render_build(**build, *list));
+  }
+  if (seg[1] != "jobs") return error_response(make_error(Errc::not_found, "no such admin endpoint"));
+  if (seg.size() == 3) {
+    if (req.method != Method::get) return method_not_allowed("GET");
+    auto job = jobs.find_job(*id);
+    if (!job) return error_response(job.error());
+    if (!job->has_value()) return error_response(make_error(Errc::not_found, "no such job"));
+    return json(200, render::render_job(**job));
+  }
+  if (seg.size() == 4 && (seg[3] == "cancel" || seg[3] == "retry")) {
+    if (req.method != Method::post) return method_not_allowed("POST");
+    auto job = seg[3] == "cancel" ? runner.cancel(*id) : runner.retry(*id);
+    if (!job) return error_response(job.error());
+    return json(200, render::render_job(*job));
+  }
+  if (seg.size() == 4 && seg[3] == "log") {
+    if (req.method != Method::get) return method_not_allowed("GET");
+    auto job = jobs.find_job(*id);
+    if (!job) return error_response(job.error());
+    if (!job->has_value()) return error_response(make_error(Errc::not_found, "no such job"));
+    const std::uint64_t offset = parse_u64(req.query_param("offset")).value_or(0);
+    std::string chunk = read_log_chunk(runner.log_path(*id), offset, 1U << 20U);
+    Response r;
+    r.set("Content-Type", "text/plain; charset=utf-8");
+    r.set("X-Log-Next-Offset", std::to_string(offset + chunk.size()));
+    r.set("X-Job-State", std::string(core::state_name((*job)->state)));
+    r.body = std::move(chunk);
+    return r;
+  }
+  return error_response(make_error(Errc::not_found, "no such admin endpoint"));
+}
+
 }  // namespace
+
+std::optional<std::int64_t> log_follow_request(const Request& req) {
+  const auto& seg = req.segments;
+  if (req.method != Method::get || seg.size() != 4 || seg[0] != "admin" || seg[1] != "jobs" ||
+      seg[3] != "log") {
+    return std::nullopt;
+  }
+  const std::string follow = req.query_param("follow");
+  if (follow != "1" && follow != "true") return std::nullopt;
+  return parse_id(seg[2]);
+}
+
+std::string read_log_chunk(const std::filesystem::path& log, std::uint64_t offset, std::size_t max) {
+  UniqueFd fd(::open(log.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return {};
+  std::string out(max, '\0');
+  ssize_t n = 0;
+  do {
+    n = ::pread(fd.get(), out.data(), max, static_cast<off_t>(offset));
+  } while (n < 0 && errno == EINTR);
+  out.resize(n > 0 ? static_cast<std::size_t>(n) : 0U);
+  return out;
+}
 
 std::vector<std::pair<std::string, std::string>> parse_form(std::string_view s) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -88,8 +190,16 @@ bool is_admin_route(const Request& req) {
   return !req.segments.empty() && req.segments[0] == "admin";
 }
 
-Response handle_admin(const Request& req, std::string_view body, catalog::Catalog& catalog) {
+Response handle_admin(const Request& req, std::string_view body, catalog::Catalog& catalog,
+                      build::Runner* runner) {
   const auto& seg = req.segments;
+  if (seg.size() >= 2 && (seg[1] == "builds" || seg[1] == "jobs")) {
+    if (runner == nullptr) {
+      return error_response(make_error(
+          Errc::not_found, "the build runner is not enabled: configure [recipes] to use it"));
+    }
+    return builds(req, body, *runner);
+  }
   if (seg.size() == 2 && (seg[1] == "yank" || seg[1] == "unyank")) {
     if (req.method != Method::post) {
       Response r = error_response(make_error(Errc::invalid, "method not allowed"));

@@ -371,10 +371,79 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       r.close = true;
       return send(std::move(r));
     }
+    if (const auto job = log_follow_request(req_); job && srv_.services.runner != nullptr) {
+      return start_log_stream(*job, parse_u64(req_.query_param("offset")).value_or(0));
+    }
     parser_->body_limit(kMaxAdminBody);
     admin_body_.clear();
     small_body_buf_.resize(16 * 1024);
     read_admin_body();
+  }
+
+  // ---- following a build log: a chunked response that grows with the log ------------------
+
+  struct LogPoll {
+    std::string data;
+    std::optional<core::JobState> state;  // nullopt: no such job
+  };
+
+  void start_log_stream(std::int64_t job, std::uint64_t offset) {
+    log_job_ = job;
+    log_offset_ = offset;
+    auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
+    Response meta;
+    meta.set("Content-Type", "text/plain; charset=utf-8");
+    meta.set("Cache-Control", "no-store");
+    keep_alive_ = false;  // the stream ends with the job; the connection with it
+    fill(*res, meta);
+    res->chunked(true);
+    auto sr = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
+    lowest().expires_after(srv_.config.write_timeout);
+    bhttp::async_write_header(stream_, *sr,
+                              [self = this->shared_from_this(), res, sr](beast::error_code ec, std::size_t) {
+                                if (ec) return self->close();
+                                self->poll_log();
+                              });
+  }
+
+  void poll_log() {
+    srv_.offload(
+        [runner = srv_.services.runner, job = log_job_, offset = log_offset_]() {
+          LogPoll p;
+          // The state is read before the log, so that a terminal state means the log is
+          // complete when it is read.
+          if (auto j = runner->jobs().find_job(job); j && j->has_value()) p.state = (*j)->state;
+          p.data = read_log_chunk(runner->log_path(job), offset, 64U * 1024U);
+          return p;
+        },
+        [self = this->shared_from_this()](LogPoll p) {
+          if (!p.data.empty()) {
+            self->log_offset_ += p.data.size();
+            auto data = std::make_shared<std::string>(std::move(p.data));
+            self->lowest().expires_after(self->srv_.config.write_timeout);
+            return boost::asio::async_write(
+                self->stream_, bhttp::make_chunk(asio::buffer(*data)),
+                [self, data](beast::error_code ec, std::size_t) {
+                  if (ec) return self->close();
+                  self->poll_log();
+                });
+          }
+          if (!p.state || core::is_terminal(*p.state) || self->srv_.stopping) {
+            self->lowest().expires_after(self->srv_.config.write_timeout);
+            return boost::asio::async_write(
+                self->stream_, bhttp::make_chunk_last(),
+                [self](beast::error_code, std::size_t) {
+                  self->log(200, self->log_offset_, {});
+                  self->close();
+                });
+          }
+          if (!self->log_timer_) self->log_timer_.emplace(self->stream_.get_executor());
+          self->log_timer_->expires_after(std::chrono::milliseconds(250));
+          self->log_timer_->async_wait([self](beast::error_code ec) {
+            if (ec) return self->close();
+            self->poll_log();
+          });
+        });
   }
 
   void read_admin_body() {
@@ -402,9 +471,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void run_admin() {
     srv_.offload(
         [&srv = srv_, req = req_, body = std::move(admin_body_)]() -> std::pair<Response, SnapshotPtr> {
-          Response r = handle_admin(req, body, *srv.services.catalog);
+          Response r = handle_admin(req, body, *srv.services.catalog, srv.services.runner);
           SnapshotPtr snap;
-          if (r.status < 300) {
+          // Yank, unyank and delete change what the pages show.
+          const bool changes_pages = req.segments.size() >= 2 && (req.segments[1] == "yank" ||
+                                                                    req.segments[1] == "unyank" ||
+                                                                    req.segments[1] == "files");
+          if (r.status < 300 && changes_pages) {
             if (auto loaded = srv.load_snapshot()) snap = *loaded;
           }
           return {std::move(r), std::move(snap)};
@@ -765,6 +838,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::string token_;  // the uploader's token, for checks that need the form's content
   std::string admin_body_;
   std::vector<char> small_body_buf_;
+  std::int64_t log_job_ = 0;
+  std::uint64_t log_offset_ = 0;
+  std::optional<asio::steady_timer> log_timer_;
 };
 
 void Server::Impl::accept() {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "wheelforge/core/build.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::app {
@@ -118,6 +119,11 @@ int token_create(const Settings& settings, const std::string& scope,
 int yank(const Settings& settings, const std::string& project,
          const std::optional<std::string>& version, const std::optional<std::string>& filename,
          const std::optional<std::string>& reason);
+
+/// `wheelforge build`: runs one build request in this process with progress on stdout;
+/// `server_url` is what {server} stands for in the torch index. Exit 0 when every job
+/// succeeded.
+int build(const Settings& settings, const core::BuildRequest& request, const std::string& server_url);
 
 /// `wheelforge delete`: removes a file from every page; its name stays reserved.
 int delete_file(const Settings& settings, const std::string& filename);

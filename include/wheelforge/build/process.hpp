@@ -114,9 +114,9 @@ class Process {
   Process() = default;
   void begin_termination();
   [[nodiscard]] bool leader_exited();
-  void reap_leader();
+  void reap_leader() noexcept;
   ExitStatus finish();
-  void kill_now();
+  void kill_now() noexcept;
 
   pid_t pid_ = -1;
   State state_ = State::finished;

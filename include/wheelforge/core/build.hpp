@@ -247,3 +247,16 @@ enum class JobState {
 [[nodiscard]] bool can_transition(JobState from, JobState to);
 
 }  // namespace wf::core
+
+namespace wf::core {
+
+/// What a client asks the runner for: one recipe at one version, optionally a subset of the
+/// recipe's matrix, optionally rebuilding cells that were built already.
+struct BuildRequest {
+  std::string recipe;
+  std::string version;
+  std::optional<Matrix> subset;
+  bool force = false;
+};
+
+}  // namespace wf::core

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "wheelforge/build/runner.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/ingest/ingestor.hpp"
 #include "wheelforge/store/blob_store.hpp"
@@ -49,6 +50,7 @@ struct Services {
   catalog::Catalog* catalog = nullptr;
   store::BlobStore* store = nullptr;
   ingest::Ingestor* ingestor = nullptr;
+  build::Runner* runner = nullptr;  ///< null when no build recipes are configured
 };
 
 class Server {

@@ -1,0 +1,121 @@
+#pragma once
+// The build runner: turns a build request (recipe × matrix subset) into persisted jobs and runs
+// them — prepare a (python, torch, CUDA) environment, build, label, smoke-test, ingest — with
+// memory-aware parallelism, OOM retries, timeouts and cancellation that kill whole process
+// trees, and crash recovery. Jobs run on the runner's own threads; every public method is
+// thread-safe and returns quickly (none waits for a build).
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/catalog/jobs.hpp"
+#include "wheelforge/core/build.hpp"
+#include "wheelforge/ingest/ingestor.hpp"
+#include "wheelforge/store/blob_store.hpp"
+
+namespace wf::build {
+
+/// A recipe and the matrix it is built over.
+struct RecipeConfig {
+  core::Recipe recipe;
+  core::Matrix matrix;
+};
+
+/// What the build host offers.
+struct HostConfig {
+  /// CUDA version ("13.0") -> toolkit directory (CUDA_HOME).
+  std::map<std::string, std::filesystem::path> cuda_homes;
+  /// Python version ("3.12") -> interpreter.
+  std::map<std::string, std::filesystem::path> pythons;
+  /// Where torch is installed from. Placeholders: {server} (this server's URL), {cuda}
+  /// ("cu130"), {torch} ("2.8"). The default uses this server's own variant views, so the
+  /// torch wheels it holds are found for the right CUDA.
+  std::string torch_index = "{server}/{cuda}/torch{torch}/simple/";
+  /// Memory kept back from builds for the host and the server.
+  std::uint64_t memory_reserve_bytes = 2ULL << 30U;
+  /// Jobs running at once; 0: as many as the memory and core budget admits.
+  unsigned max_concurrent_jobs = 0;
+  /// How many times a build killed by the OOM killer is retried with half the parallelism.
+  int oom_retries = 2;
+};
+
+struct RunnerConfig {
+  HostConfig host;
+  std::map<std::string, RecipeConfig> recipes;
+};
+
+class Runner {
+ public:
+  /// `on_ingested` is called (on a runner thread) after a wheel was ingested.
+  Runner(RunnerConfig config, catalog::JobStore& jobs, catalog::Catalog& catalog,
+         store::BlobStore& store, ingest::Ingestor& ingestor, std::filesystem::path data_dir,
+         std::function<void()> on_ingested = {});
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+  ~Runner();
+
+  /// The URL {server} stands for in torch_index (e.g. "http://127.0.0.1:8080").
+  void set_server_url(std::string url);
+
+  /// Requeues jobs a previous process left running, then starts scheduling.
+  [[nodiscard]] Status start();
+  /// Stops scheduling; running builds are killed and left interrupted, so that the next
+  /// start() requeues them. Blocks until the job threads have ended.
+  void stop();
+
+  /// Validates the request (unknown recipe, invalid version or matrix subset: Errc::invalid
+  /// with every reason) and records a build with one queued job per cell still to build
+  /// (cells already built are skipped unless forced).
+  [[nodiscard]] Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> submit(
+      const core::BuildRequest& request);
+  /// Cancels a queued or running job (a running one's process tree is killed).
+  [[nodiscard]] Result<catalog::JobRecord> cancel(std::int64_t job_id);
+  /// Queues a failed, cancelled or interrupted job again.
+  [[nodiscard]] Result<catalog::JobRecord> retry(std::int64_t job_id);
+
+  /// The persisted builds and jobs.
+  [[nodiscard]] catalog::JobStore& jobs() { return jobs_; }
+
+  /// The job's log file (it may not exist yet).
+  [[nodiscard]] std::filesystem::path log_path(std::int64_t job_id) const;
+  [[nodiscard]] const RunnerConfig& config() const { return config_; }
+
+ private:
+  struct Running;
+  void schedule_loop();
+  void run_job(catalog::JobRecord job, core::Parallelism grant);
+  Status run_steps(const catalog::JobRecord& job, core::Parallelism parallelism, Running& running);
+
+  RunnerConfig config_;
+  catalog::JobStore& jobs_;
+  catalog::Catalog& catalog_;
+  store::BlobStore& store_;
+  ingest::Ingestor& ingestor_;
+  std::filesystem::path builds_dir_;
+  std::function<void()> on_ingested_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::string server_url_;
+  std::map<std::int64_t, std::shared_ptr<Running>> running_;
+  std::thread scheduler_;
+  std::vector<std::thread> job_threads_;
+  std::uint64_t budget_bytes_ = 0;
+  unsigned cores_ = 1;
+  std::mutex env_mu_;  // one environment set-up at a time per runner
+};
+
+}  // namespace wf::build

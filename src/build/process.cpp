@@ -1,0 +1,650 @@
+#include "wheelforge/build/process.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <string_view>
+#include <system_error>
+#include <thread>
+
+#include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::build {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string errno_text(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGILL:
+      return "SIGILL";
+    case SIGTRAP:
+      return "SIGTRAP";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGUSR2:
+      return "SIGUSR2";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGALRM:
+      return "SIGALRM";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGXCPU:
+      return "SIGXCPU";
+    case SIGXFSZ:
+      return "SIGXFSZ";
+    case SIGSYS:
+      return "SIGSYS";
+    default:
+      return "signal " + std::to_string(sig);
+  }
+}
+
+std::string format_duration(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + "s";
+  return std::to_string(d.count()) + "ms";
+}
+
+// Lives as long as the spawn call; the posix_spawn objects need explicit destruction.
+struct SpawnActions {
+  posix_spawn_file_actions_t actions;
+  SpawnActions() { posix_spawn_file_actions_init(&actions); }
+  ~SpawnActions() { posix_spawn_file_actions_destroy(&actions); }
+  SpawnActions(const SpawnActions&) = delete;
+  SpawnActions& operator=(const SpawnActions&) = delete;
+};
+
+struct SpawnAttr {
+  posix_spawnattr_t attr;
+  SpawnAttr() { posix_spawnattr_init(&attr); }
+  ~SpawnAttr() { posix_spawnattr_destroy(&attr); }
+  SpawnAttr(const SpawnAttr&) = delete;
+  SpawnAttr& operator=(const SpawnAttr&) = delete;
+};
+
+Status validate(const ProcessSpec& spec) {
+  Problems problems;
+  if (spec.argv.empty()) {
+    problems.add("argv is empty");
+  } else if (spec.argv.front().empty()) {
+    problems.add("the program name (argv[0]) is empty");
+  }
+  for (const auto& arg : spec.argv) {
+    if (arg.find('\0') != std::string::npos) problems.add("an argument contains a NUL byte");
+  }
+  for (const auto& [name, value] : spec.env) {
+    if (name.empty() || name.find_first_of(std::string_view("=\0", 2)) != std::string::npos) {
+      problems.add("environment variable name '" + sanitize_for_log(name) + "' is invalid");
+    }
+    if (value.find('\0') != std::string::npos) {
+      problems.add("environment variable " + sanitize_for_log(name) + " contains a NUL byte");
+    }
+  }
+  if (spec.log_file.empty()) problems.add("no log file");
+  if (spec.timeout.count() < 0) problems.add("the timeout is negative");
+  if (spec.kill_grace.count() < 0) problems.add("the kill grace period is negative");
+  if (!problems.empty()) return problems.to_error(Errc::invalid);
+  return ok_status();
+}
+
+bool is_executable_file(const fs::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+}
+
+// execve does not search PATH, and posix_spawnp would search the server's PATH rather than the
+// build's; resolving here against the build's own PATH also lets us name the missing program.
+Result<fs::path> resolve_program(const ProcessSpec& spec, const fs::path& cwd) {
+  const std::string& name = spec.argv.front();
+  if (name.find('/') != std::string::npos) {
+    const fs::path program = fs::path(name).is_absolute() ? fs::path(name) : cwd / name;
+    struct stat st {};
+    if (::stat(program.c_str(), &st) != 0) {
+      const int err = errno;
+      return make_error(err == ENOENT || err == ENOTDIR ? Errc::not_found : Errc::invalid,
+                        "cannot start '" + name + "': " + errno_text(err));
+    }
+    if (!is_executable_file(program)) {
+      return make_error(Errc::invalid, "cannot start '" + name + "': not an executable file");
+    }
+    return program;
+  }
+  const auto path_var = std::find_if(spec.env.begin(), spec.env.end(),
+                                     [](const auto& kv) { return kv.first == "PATH"; });
+  if (path_var == spec.env.end()) {
+    return make_error(Errc::not_found,
+                      "cannot start '" + name + "': the build environment has no PATH");
+  }
+  for (const std::string_view dir : split(path_var->second, ':')) {
+    // An empty entry traditionally means the current directory; a build must not pick up
+    // programs from its source tree by accident.
+    if (dir.empty()) continue;
+    fs::path candidate = fs::path(dir) / name;
+    if (candidate.is_relative()) candidate = cwd / candidate;
+    if (is_executable_file(candidate)) return candidate;
+  }
+  return make_error(Errc::not_found, "cannot start '" + name + "': not found in PATH=" +
+                                         sanitize_for_log(path_var->second, 1000));
+}
+
+Error spawn_error(int err, const std::string& program) {
+  Errc code = Errc::internal;
+  switch (err) {
+    case ENOENT:
+      code = Errc::not_found;
+      break;
+    case EACCES:
+    case ENOEXEC:
+    case ENOTDIR:
+    case ELOOP:
+    case ENAMETOOLONG:
+      code = Errc::invalid;
+      break;
+    case EAGAIN:
+    case ENOMEM:
+      code = Errc::unavailable;
+      break;
+    default:
+      break;
+  }
+  return make_error(code, "cannot start '" + program + "': " + errno_text(err));
+}
+
+// Scans /proc for a member of the group that is not a zombie.
+bool any_live_member_in_proc(pid_t pgid) {
+  std::error_code ec;
+  fs::directory_iterator it("/proc", ec);
+  if (ec) return true;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return true;
+    const fs::path& proc_dir = it->path();
+    const std::string name = proc_dir.filename().string();
+    if (name.empty() ||
+        !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    auto stat = read_small_file(proc_dir / "stat", 4096);
+    if (!stat.ok()) continue;  // the process is gone already
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so parse from
+    // the last ')'.
+    const std::string& s = stat.value();
+    const auto close = s.rfind(')');
+    if (close == std::string::npos) continue;
+    const auto fields = split(std::string_view(s).substr(close + 1), ' ');
+    // fields[0] is empty (the space after ')'), then state, ppid, pgrp.
+    if (fields.size() < 4) continue;
+    const auto pgrp = parse_u64(fields[3]);
+    if (!pgrp || *pgrp != static_cast<std::uint64_t>(pgid)) continue;
+    if (fields[1] != "Z" && fields[1] != "X") return true;
+  }
+  return false;
+}
+
+// True while some member of the group can still run. kill(-pgid, 0) alone is not enough: it
+// also counts zombies, and orphans whose new parent never reaps them (a container whose PID 1
+// is not an init) stay zombies for ever, which would hold every cancellation for the full
+// grace period. So when kill() finds members, /proc says whether any of them is alive.
+bool group_has_live_members(pid_t pgid) noexcept {
+  if (::kill(-pgid, 0) == -1 && errno == ESRCH) return false;
+  try {
+    return any_live_member_in_proc(pgid);
+  } catch (...) {
+    return true;  // out of memory: assume the worst, the caller then sends SIGKILL
+  }
+}
+
+std::optional<std::uint64_t> read_u64_file(const fs::path& path) {
+  auto text = read_small_file(path, 4096);
+  if (!text.ok()) return std::nullopt;
+  return parse_u64(trim(text.value()));
+}
+
+// The headroom under memory.max of our cgroup and every ancestor that sets one. The working
+// set excludes inactive page cache, which the kernel reclaims before it OOM-kills a compiler;
+// memory.current alone would count every wheel the server has recently read.
+std::optional<std::uint64_t> cgroup_memory_headroom() {
+  auto membership = read_small_file("/proc/self/cgroup", 65536);
+  if (!membership.ok()) return std::nullopt;
+  std::string relative;
+  for (const std::string_view line : split(membership.value(), '\n')) {
+    if (line.substr(0, 3) == "0::") relative = std::string(trim(line.substr(3)));
+  }
+  if (relative.empty()) return std::nullopt;  // cgroup v1 only: not handled
+  const fs::path root = "/sys/fs/cgroup";
+  fs::path dir = root;
+  for (const auto& part : fs::path(relative).relative_path()) {
+    if (part == "..") return std::nullopt;
+    if (!part.empty()) dir /= part;
+  }
+  std::optional<std::uint64_t> headroom;
+  while (true) {
+    const auto limit = read_u64_file(dir / "memory.max");  // "max" (no limit) does not parse
+    const auto current = read_u64_file(dir / "memory.current");
+    if (limit && current) {
+      std::uint64_t used = *current;
+      if (auto stat = read_small_file(dir / "memory.stat", 65536); stat.ok()) {
+        for (const std::string_view line : split(stat.value(), '\n')) {
+          if (line.substr(0, 14) != "inactive_file ") continue;
+          if (auto inactive = parse_u64(trim(line.substr(14)))) {
+            used -= std::min(used, *inactive);
+          }
+        }
+      }
+      const std::uint64_t room = *limit > used ? *limit - used : 0;
+      headroom = headroom ? std::min(*headroom, room) : room;
+    }
+    if (dir == root) break;
+    dir = dir.parent_path();
+  }
+  return headroom;
+}
+
+}  // namespace
+
+std::string ExitStatus::describe() const {
+  if (cancelled) return "cancelled";
+  if (timed_out) return "timed out after " + format_duration(timeout);
+  if (exited) return "exit " + std::to_string(code);
+  if (signal != 0) return "killed by " + signal_name(signal);
+  return "unknown exit status";
+}
+
+Result<Process> Process::start(const ProcessSpec& spec) {
+  if (auto valid = validate(spec); !valid.ok()) return valid.error();
+
+  std::error_code ec;
+  fs::path cwd = spec.cwd.empty() ? fs::current_path(ec) : fs::absolute(spec.cwd, ec);
+  if (ec) return make_error(Errc::io, "cannot resolve the working directory: " + ec.message());
+  if (!spec.cwd.empty()) {
+    struct stat st {};
+    if (::stat(cwd.c_str(), &st) != 0) {
+      return make_error(Errc::not_found,
+                        "working directory '" + cwd.string() + "': " + errno_text(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return make_error(Errc::invalid,
+                        "working directory '" + cwd.string() + "' is not a directory");
+    }
+  }
+  auto program = resolve_program(spec, cwd);
+  if (!program.ok()) return program.error();
+
+  UniqueFd log(
+      ::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640));
+  if (!log.valid()) return errno_error(errno, "cannot open build log " + spec.log_file.string());
+  if (log.get() <= STDERR_FILENO) {
+    // dup2 onto itself would keep close-on-exec set and the child would lose its output.
+    UniqueFd moved(::fcntl(log.get(), F_DUPFD_CLOEXEC, STDERR_FILENO + 1));
+    if (!moved.valid())
+      return errno_error(errno, "cannot open build log " + spec.log_file.string());
+    log = std::move(moved);
+  }
+
+  std::vector<std::string> env_strings;
+  env_strings.reserve(spec.env.size());
+  for (const auto& [name, value] : spec.env) {
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    env_strings.push_back(std::move(entry));
+  }
+  std::vector<std::string> argv_strings = spec.argv;
+  std::vector<char*> argv;
+  argv.reserve(argv_strings.size() + 1);
+  std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
+  for (auto& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  SpawnActions fa;
+  int rc = 0;
+  if (!spec.cwd.empty()) rc = posix_spawn_file_actions_addchdir_np(&fa.actions, cwd.c_str());
+  if (rc == 0) {
+    rc = posix_spawn_file_actions_addopen(&fa.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  }
+  if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa.actions, log.get(), STDOUT_FILENO);
+  if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa.actions, log.get(), STDERR_FILENO);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  // Libraries in the server may open descriptors without O_CLOEXEC; a build must not hold
+  // sockets or the database open (nor keep a pipe's write end alive).
+  if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&fa.actions, STDERR_FILENO + 1);
+#endif
+
+  SpawnAttr attr;
+  // The server blocks SIGTERM/SIGINT/SIGHUP in its threads and ignores SIGPIPE; a child would
+  // inherit both across exec, and a build that cannot be terminated or whose `yes | head`
+  // never ends is the result. So: empty mask, every signal back to its default.
+  sigset_t empty_mask;
+  sigemptyset(&empty_mask);
+  sigset_t all_signals;
+  sigfillset(&all_signals);
+  if (rc == 0) {
+    rc = posix_spawnattr_setflags(
+        &attr.attr,
+        static_cast<short>(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF));
+  }
+  // Its own group, so that cancellation reaches every compiler the build forks, and a Ctrl-C
+  // on the server's terminal does not reach the build.
+  if (rc == 0) rc = posix_spawnattr_setpgroup(&attr.attr, 0);
+  if (rc == 0) rc = posix_spawnattr_setsigmask(&attr.attr, &empty_mask);
+  if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr.attr, &all_signals);
+  if (rc != 0) {
+    return make_error(Errc::internal,
+                      "cannot prepare the spawn of '" + spec.argv.front() + "': " + errno_text(rc));
+  }
+
+  pid_t pid = -1;
+  // glibc's posix_spawn returns only after the child has exec'd (or failed to), so the group
+  // exists before anyone can signal it, and exec errors come back here as the return value.
+  rc = ::posix_spawn(&pid, program.value().c_str(), &fa.actions, &attr.attr, argv.data(),
+                     envp.data());
+  if (rc != 0) return spawn_error(rc, spec.argv.front());
+
+  Process p;
+  p.pid_ = pid;
+  p.state_ = State::running;
+  p.timeout_ = spec.timeout;
+  p.grace_ = spec.kill_grace;
+  if (spec.timeout.count() > 0) p.deadline_ = Clock::now() + spec.timeout;
+  return p;
+}
+
+Process::Process(Process&& other) noexcept
+    : pid_(other.pid_),
+      state_(other.state_),
+      leader_reaped_(other.leader_reaped_),
+      leader_wait_status_(other.leader_wait_status_),
+      leader_lost_(other.leader_lost_),
+      timed_out_(other.timed_out_),
+      cancelled_(other.cancelled_),
+      sigkill_sent_(other.sigkill_sent_),
+      timeout_(other.timeout_),
+      grace_(other.grace_),
+      deadline_(other.deadline_),
+      kill_at_(other.kill_at_),
+      status_(other.status_) {
+  other.pid_ = -1;
+  other.state_ = State::finished;
+}
+
+Process& Process::operator=(Process&& other) noexcept {
+  if (this == &other) return *this;
+  kill_now();
+  pid_ = other.pid_;
+  state_ = other.state_;
+  leader_reaped_ = other.leader_reaped_;
+  leader_wait_status_ = other.leader_wait_status_;
+  leader_lost_ = other.leader_lost_;
+  timed_out_ = other.timed_out_;
+  cancelled_ = other.cancelled_;
+  sigkill_sent_ = other.sigkill_sent_;
+  timeout_ = other.timeout_;
+  grace_ = other.grace_;
+  deadline_ = other.deadline_;
+  kill_at_ = other.kill_at_;
+  status_ = other.status_;
+  other.pid_ = -1;
+  other.state_ = State::finished;
+  return *this;
+}
+
+Process::~Process() {
+  kill_now();
+}
+
+void Process::kill_now() noexcept {
+  if (pid_ < 0 || state_ == State::finished) return;
+  if (!leader_reaped_) {
+    ::kill(-pid_, SIGKILL);
+    reap_leader();
+  } else if (group_has_live_members(pid_)) {
+    ::kill(-pid_, SIGKILL);
+  }
+  state_ = State::finished;
+}
+
+bool Process::leader_exited() {
+  siginfo_t info{};
+  while (true) {
+    // WNOWAIT leaves the leader a zombie: while it is one, its pid cannot be reused, so
+    // kill(-pid) is certain to reach this build's group and nobody else's.
+    if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0) {
+      return info.si_pid != 0;
+    }
+    if (errno == EINTR) continue;
+    // ECHILD: someone reaped it behind our back (SIGCHLD ignored, or waitpid(-1) elsewhere).
+    leader_lost_ = true;
+    leader_reaped_ = true;
+    return true;
+  }
+}
+
+void Process::reap_leader() noexcept {
+  if (leader_reaped_) return;
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) == -1) {
+    if (errno == EINTR) continue;
+    leader_lost_ = true;
+    break;
+  }
+  leader_wait_status_ = status;
+  leader_reaped_ = true;
+}
+
+ExitStatus Process::finish() {
+  state_ = State::finished;
+  ExitStatus s;
+  s.timed_out = timed_out_;
+  s.cancelled = cancelled_;
+  if (timed_out_) s.timeout = timeout_;
+  if (!leader_lost_) {
+    if (WIFEXITED(leader_wait_status_)) {
+      s.exited = true;
+      s.code = WEXITSTATUS(leader_wait_status_);
+    } else if (WIFSIGNALED(leader_wait_status_)) {
+      s.signal = WTERMSIG(leader_wait_status_);
+    }
+  }
+  status_ = s;
+  return s;
+}
+
+void Process::begin_termination() {
+  state_ = State::terminating;
+  ::kill(-pid_, SIGTERM);
+  // A stopped member would hold SIGTERM pending and never exit before the SIGKILL.
+  ::kill(-pid_, SIGCONT);
+  kill_at_ = Clock::now() + grace_;
+}
+
+std::optional<ExitStatus> Process::poll() {
+  if (pid_ < 0) return std::nullopt;
+  if (state_ == State::finished) return status_;
+
+  const auto now = Clock::now();
+  if (state_ == State::running && deadline_ && now >= *deadline_) {
+    timed_out_ = true;
+    begin_termination();
+  }
+  if (state_ == State::terminating && !sigkill_sent_ && kill_at_ && now >= *kill_at_) {
+    // Once the leader is reaped the group id is pinned only by the members that are left;
+    // group_has_live_members just saw one, so the id cannot have been reused in between
+    // unless every member died and the pid counter wrapped around in that instant.
+    if (!leader_reaped_ || group_has_live_members(pid_)) {
+      spdlog::warn("build process group {} still alive {} ms after SIGTERM; sending SIGKILL", pid_,
+                   grace_.count());
+      ::kill(-pid_, SIGKILL);
+    }
+    sigkill_sent_ = true;
+  }
+
+  if (!leader_reaped_) {
+    if (!leader_exited()) return std::nullopt;
+    if (state_ == State::running) {
+      // The leader finished on its own. Anything it left in its group (a compiler orphaned by
+      // a crashed make, a forgotten background job) would keep using memory the scheduler
+      // believes is free, and write into a log the job considers closed.
+      if (!leader_lost_ || group_has_live_members(pid_)) ::kill(-pid_, SIGKILL);
+      reap_leader();
+      return finish();
+    }
+    reap_leader();
+  }
+  // Terminating and the leader is gone: the rest of the group keeps its grace period.
+  if (sigkill_sent_ || !group_has_live_members(pid_)) return finish();
+  return std::nullopt;
+}
+
+ExitStatus Process::wait() {
+  while (true) {
+    if (auto status = poll()) return *status;
+    if (pid_ < 0) return ExitStatus{};
+    if (state_ == State::running && !deadline_) {
+      // Nothing to enforce until the leader exits: block on it instead of polling.
+      siginfo_t info{};
+      while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) == -1 &&
+             errno == EINTR) {
+      }
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void Process::cancel() {
+  if (pid_ < 0 || state_ != State::running) return;
+  cancelled_ = true;
+  begin_termination();
+}
+
+void Process::kill_group(int sig) {
+  if (pid_ < 0 || state_ == State::finished) return;
+  if (leader_reaped_ && !group_has_live_members(pid_)) return;
+  ::kill(-pid_, sig);
+}
+
+Result<ExitStatus> run_to_completion(const ProcessSpec& spec,
+                                     const std::function<bool()>& should_cancel,
+                                     std::chrono::milliseconds poll_interval) {
+  auto started = Process::start(spec);
+  if (!started.ok()) return started.error();
+  Process& process = started.value();
+  const auto interval = std::max(poll_interval, std::chrono::milliseconds(1));
+  while (true) {
+    if (auto status = process.poll()) return *status;
+    if (!process.cancelled() && !process.timed_out() && should_cancel && should_cancel()) {
+      process.cancel();
+      continue;
+    }
+    std::this_thread::sleep_for(interval);
+  }
+}
+
+std::string read_log_tail(const fs::path& path, std::size_t max_bytes) {
+  if (max_bytes == 0) return {};
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return {};
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return {};
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  const std::uint64_t start = size > max_bytes ? size - max_bytes : 0;
+  // The log may grow while we read: stop at the size we saw.
+  std::string out(static_cast<std::size_t>(size - start), '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n =
+        ::pread(fd.get(), out.data() + got, out.size() - got, static_cast<off_t>(start + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  if (start > 0) {
+    // Cut in the middle of a multi-byte character: drop its continuation bytes so that the
+    // tail can go into JSON and HTML as valid UTF-8.
+    std::size_t skip = 0;
+    while (skip < 3 && skip < out.size() &&
+           (static_cast<unsigned char>(out[skip]) & 0xC0U) == 0x80U) {
+      ++skip;
+    }
+    out.erase(0, skip);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> minimal_environment() {
+  const char* home = std::getenv("HOME");
+  return {
+      {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+      {"HOME", home != nullptr && *home != '\0' ? home : "/tmp"},
+      {"LANG", "C.UTF-8"},
+  };
+}
+
+std::uint64_t available_memory_bytes() {
+  std::optional<std::uint64_t> available;
+  if (auto meminfo = read_small_file("/proc/meminfo", 1 << 20); meminfo.ok()) {
+    for (const std::string_view line : split(meminfo.value(), '\n')) {
+      if (line.substr(0, 13) != "MemAvailable:") continue;
+      std::string_view number = trim(line.substr(13));
+      number = number.substr(0, number.find(' '));
+      if (auto kib = parse_u64(number)) available = *kib * 1024;
+    }
+  }
+  if (!available) {
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page_size > 0) {
+      available = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+    }
+  }
+  if (const auto headroom = cgroup_memory_headroom()) {
+    available = available ? std::min(*available, *headroom) : *headroom;
+  }
+  return available.value_or(0);
+}
+
+unsigned available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int count = CPU_COUNT(&set);
+    if (count > 0) return static_cast<unsigned>(count);
+  }
+  return std::max(1U, std::thread::hardware_concurrency());
+}
+
+}  // namespace wf::build

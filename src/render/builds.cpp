@@ -1,0 +1,146 @@
+#include "wheelforge/render/builds.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "wheelforge/util/strings.hpp"
+#include "wheelforge/util/time.hpp"
+
+namespace wf::render {
+namespace {
+
+using Json = nlohmann::json;
+
+Json time_or_null(const std::optional<Micros>& t) {
+  return t ? Json(iso8601_micros(*t)) : Json(nullptr);
+}
+
+Json job_json(const catalog::JobRecord& j) {
+  return Json{{"id", j.id},
+              {"build_id", j.build_id},
+              {"recipe", j.recipe},
+              {"version", j.version},
+              {"python", j.cell.python},
+              {"torch", j.cell.torch.str()},
+              {"cuda", j.cell.cuda.str()},
+              {"label", core::local_label(j.cell)},
+              {"state", std::string(core::state_name(j.state))},
+              {"reason", j.reason},
+              {"attempts", j.attempts},
+              {"max_jobs", j.max_jobs},
+              {"nvcc_threads", j.nvcc_threads},
+              {"wheel", j.wheel},
+              {"created_at", iso8601_micros(j.created_at)},
+              {"started_at", time_or_null(j.started_at)},
+              {"finished_at", time_or_null(j.finished_at)},
+              {"log_url", "/admin/jobs/" + std::to_string(j.id) + "/log"}};
+}
+
+Json build_json(const catalog::BuildRecord& b) {
+  return Json{{"id", b.id},
+              {"recipe", b.recipe},
+              {"version", b.version},
+              {"force", b.force},
+              {"created_at", iso8601_micros(b.created_at)}};
+}
+
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+Result<core::BuildRequest> parse_build_request(std::string_view text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return make_error(Errc::invalid, "the body must be a JSON object");
+  }
+  Problems problems;
+  core::BuildRequest r;
+  const auto get_string = [&](const char* key, std::string& out) {
+    if (!j.contains(key)) {
+      problems.add(std::string("missing \"") + key + "\"");
+    } else if (!j[key].is_string()) {
+      problems.add(std::string("\"") + key + "\" must be a string");
+    } else {
+      out = j[key].get<std::string>();
+    }
+  };
+  get_string("recipe", r.recipe);
+  get_string("version", r.version);
+  if (j.contains("force")) {
+    if (j["force"].is_boolean()) {
+      r.force = j["force"].get<bool>();
+    } else {
+      problems.add("\"force\" must be true or false");
+    }
+  }
+  if (j.contains("matrix") && !j["matrix"].is_null()) {
+    const Json& m = j["matrix"];
+    if (!m.is_object()) {
+      problems.add("\"matrix\" must be an object with python, torch and cuda lists");
+    } else {
+      core::Matrix subset;
+      const auto strings = [&](const char* key) {
+        std::vector<std::string> out;
+        if (!m.contains(key)) return out;
+        if (!m[key].is_array()) {
+          problems.add(std::string("matrix.") + key + " must be a list");
+          return out;
+        }
+        for (const auto& v : m[key]) {
+          if (v.is_string()) {
+            out.push_back(v.get<std::string>());
+          } else {
+            problems.add(std::string("matrix.") + key + " must contain strings");
+          }
+        }
+        return out;
+      };
+      subset.python = strings("python");
+      for (const auto& t : strings("torch")) {
+        if (auto s = core::parse_torch_series(t)) {
+          subset.torch.push_back(*s);
+        } else {
+          problems.add("matrix.torch: '" + sanitize_for_log(t) + "' is not a torch series like 2.8");
+        }
+      }
+      for (const auto& c : strings("cuda")) {
+        if (auto v = core::parse_cuda_version(c)) {
+          subset.cuda.push_back(*v);
+        } else {
+          problems.add("matrix.cuda: '" + sanitize_for_log(c) + "' is not a CUDA version like 12.8");
+        }
+      }
+      for (const auto& [key, value] : m.items()) {
+        if (key != "python" && key != "torch" && key != "cuda") {
+          problems.add("matrix: unknown axis '" + sanitize_for_log(key) + "'");
+        }
+      }
+      r.subset = std::move(subset);
+    }
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "recipe" && key != "version" && key != "matrix" && key != "force") {
+      problems.add("unknown field '" + sanitize_for_log(key) + "'");
+    }
+  }
+  if (!problems.empty()) return problems.to_error();
+  return r;
+}
+
+std::string render_job(const catalog::JobRecord& job) { return dump(job_json(job)); }
+
+std::string render_build(const catalog::BuildRecord& build,
+                         std::span<const catalog::JobRecord> jobs) {
+  Json j{{"build", build_json(build)}, {"jobs", Json::array()}};
+  for (const auto& job : jobs) j["jobs"].push_back(job_json(job));
+  return dump(j);
+}
+
+std::string render_builds(std::span<const catalog::BuildRecord> builds) {
+  Json j{{"builds", Json::array()}};
+  for (const auto& b : builds) j["builds"].push_back(build_json(b));
+  return dump(j);
+}
+
+}  // namespace wf::render
