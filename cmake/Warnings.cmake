@@ -1,7 +1,7 @@
 # Warnings applied to every wheelforge target through wf_target_warnings().
 set(WF_WARNING_FLAGS
   -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
-  -Wunused -Woverloaded-virtual -Wconversion -Wsign-conversion -Wnull-dereference
+  -Wunused -Woverloaded-virtual -Wconversion -Wsign-conversion
   -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough)
 
 # GCC 12 reports false -Wrestrict positives inside libstdc++'s std::string at -O2/-O3

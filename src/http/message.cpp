@@ -34,6 +34,12 @@ Result<std::pair<std::vector<std::string>, std::string>> parse_target(std::strin
   if (target.empty() || target.front() != '/') {
     return make_error(Errc::invalid, "request target must be an absolute path");
   }
+  for (const char c : target) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) {
+      return make_error(Errc::invalid, "control character in the request target");
+    }
+  }
   std::string query;
   if (const auto q = target.find('?'); q != std::string_view::npos) {
     query = std::string(target.substr(q + 1));
