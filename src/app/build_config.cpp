@@ -95,6 +95,8 @@ Result<build::RunnerConfig> load_build_config(const std::optional<std::filesyste
       } else if (k == "max_concurrent_jobs") {
         auto v = node.value<std::int64_t>();
         if (v && *v >= 0 && *v <= 256) config.host.max_concurrent_jobs = static_cast<unsigned>(*v); else problems.add("build.max_concurrent_jobs: expected 0..256");
+      } else if (k == "system_torch") {
+        if (auto v = node.value<bool>()) config.host.system_torch = *v; else problems.add("build.system_torch: expected true or false");
       } else if (k == "oom_retries") {
         auto v = node.value<std::int64_t>();
         if (v && *v >= 0 && *v <= 10) config.host.oom_retries = static_cast<int>(*v); else problems.add("build.oom_retries: expected 0..10");

@@ -126,6 +126,9 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   config.max_connections = settings.max_connections;
   config.shutdown_grace = settings.shutdown_grace;
   config.access_log = settings.access_log;
+  config.private_reads = settings.private_reads;
+  config.tls_cert_file = settings.tls_cert;
+  config.tls_key_file = settings.tls_key;
   if (const auto fd = activated_socket()) config.listen_fd = *fd;
   http::Server server(config,
                       http::Services{dir->catalog.get(), dir->store.get(), &ingestor, runner.get()});
@@ -137,16 +140,17 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   }
   spdlog::info("serving {} from {}{}", *bound, settings.data_dir.string(),
                config.listen_fd >= 0 ? " (socket activation)" : "");
-  std::printf("listening on http://%s\n", bound->c_str());
+  const char* scheme = settings.tls_cert.empty() ? "http" : "https";
+  std::printf("listening on %s://%s\n", scheme, bound->c_str());
   std::fflush(stdout);
   if (runner) {
-    runner->set_server_url("http://" + *bound);
+    runner->set_server_url(std::string(scheme) + "://" + *bound);
     if (auto st = runner->start(); !st) {
       std::cerr << "error: build runner: " << st.error().message << "\n";
       return 1;
     }
   }
-  const std::string status = "STATUS=Serving http://" + *bound;
+  const std::string status = std::string("STATUS=Serving ") + scheme + "://" + *bound;
   notifier.notify("READY=1\n" + status);
 
   // The watchdog is fed only while the network loop answers: a stuck loop gets restarted.
@@ -178,6 +182,9 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
             outcome = "reload failed, keeping the running configuration: " + fresh.error().message;
           } else {
             ingestor.set_max_file_size(fresh->max_upload_size);
+            if (!settings.tls_cert.empty()) {
+              if (auto st = server.reload_tls(); !st) outcome += "; TLS: " + st.error().message;
+            }
             if (fresh->listen != settings.listen || fresh->data_dir != settings.data_dir) {
               outcome += " (listen and data_dir changes need a restart)";
             }
@@ -261,6 +268,42 @@ int ingest(const Settings& settings, const std::vector<std::filesystem::path>& p
   return rejected == 0 ? 0 : 1;
 }
 
+int token_list(const Settings& settings) {
+  auto dir = open_data_dir(settings);
+  if (!dir) {
+    std::cerr << "error: " << dir.error().message << "\n";
+    return 1;
+  }
+  auto contents = dir->catalog->load();
+  if (!contents) {
+    std::cerr << "error: " << contents.error().message << "\n";
+    return 1;
+  }
+  std::printf("%-6s %-7s %-24s %-28s %s\n", "ID", "SCOPE", "PROJECT", "CREATED", "STATE / DESCRIPTION");
+  for (const auto& t : contents->tokens) {
+    std::printf("%-6lld %-7s %-24s %-28s %s%s\n", static_cast<long long>(t.id),
+                std::string(catalog::scope_name(t.scope)).c_str(), t.project.value_or("*").c_str(),
+                iso8601_micros(t.created_at).c_str(), t.revoked ? "revoked " : "active ",
+                t.description.c_str());
+  }
+  return 0;
+}
+
+int token_revoke(const Settings& settings, std::int64_t id) {
+  auto dir = open_data_dir(settings);
+  if (!dir) {
+    std::cerr << "error: " << dir.error().message << "\n";
+    return 1;
+  }
+  auto revoked = dir->catalog->revoke_token(id);
+  if (!revoked) {
+    std::cerr << "error: " << revoked.error().message << "\n";
+    return 1;
+  }
+  std::cout << "revoked token #" << id << " (" << catalog::scope_name(revoked->scope) << ")\n";
+  return 0;
+}
+
 int token_create(const Settings& settings, const std::string& scope,
                  const std::optional<std::string>& project, const std::string& description) {
   const auto parsed = catalog::parse_scope(scope);
@@ -277,7 +320,11 @@ int token_create(const Settings& settings, const std::string& scope,
   catalog::TokenRecord record;
   record.hash = auth::hash_token(token);
   record.scope = *parsed;
-  record.project = project;
+  if (project && !core::is_valid_project_name(*project)) {
+    std::cerr << "error: --project: '" << *project << "' is not a valid project name\n";
+    return 2;
+  }
+  record.project = project ? std::optional<std::string>(core::normalize_name(*project)) : std::nullopt;
   record.description = description;
   record.created_at = now_micros();
   auto stored = dir->catalog->insert_token(record);

@@ -146,6 +146,26 @@ const std::array kSpecs{
            return std::nullopt;
          },
          [](const Settings& s) { return std::string(s.access_log ? "true" : "false"); }},
+    Spec{"private", &Overrides::private_reads, kTomlBool, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           const auto b = parse_bool(text);
+           if (!b) return "expected true or false, got " + quoted(text);
+           s.private_reads = *b;
+           return std::nullopt;
+         },
+         [](const Settings& s) { return std::string(s.private_reads ? "true" : "false"); }},
+    Spec{"tls_cert", &Overrides::tls_cert, kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           s.tls_cert = std::string(text);
+           return std::nullopt;
+         },
+         [](const Settings& s) { return toml_quote(s.tls_cert); }},
+    Spec{"tls_key", &Overrides::tls_key, kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           s.tls_key = std::string(text);
+           return std::nullopt;
+         },
+         [](const Settings& s) { return toml_quote(s.tls_key); }},
 };
 
 std::string env_name(std::string_view name) {

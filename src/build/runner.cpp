@@ -320,6 +320,15 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   torch_index = replace_all(torch_index, "{cuda}", cell.cuda.tag());
   torch_index = replace_all(torch_index, "{torch}", cell.torch.str());
   const std::string torch_req = "torch==" + cell.torch.str() + ".*";
+  const std::string torch_series_check =
+      "import sys, torch; v = torch.__version__.split('+')[0].split('.'); "
+      "sys.exit(0 if v[:2] == '" + cell.torch.str() + "'.split('.') else 1)";
+  const auto venv_command = [&](const fs::path& where) {
+    std::vector<std::string> argv = {python->second.string(), "-m", "venv"};
+    if (config_.host.system_torch) argv.emplace_back("--system-site-packages");
+    argv.push_back(where.string());
+    return argv;
+  };
 
   Env base = minimal_environment();
   set_env(base, "PIP_CONFIG_FILE", "/dev/null");
@@ -348,11 +357,19 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     std::lock_guard env_lock(env_mu_);
     if (!fs::exists(env_dir / ".ready")) {
       fs::remove_all(env_dir);
-      if (auto st = run_step("preparing", spec({python->second.string(), "-m", "venv", env_dir.string()}, base, dir, step_timeout), cancelled); !st) return st;
-      std::vector<std::string> install = {(env_dir / "bin" / "python").string(), "-m", "pip", "install",
-                                          "--index-url", torch_index, torch_req};
+      if (auto st = run_step("preparing", spec(venv_command(env_dir), base, dir, step_timeout), cancelled); !st) return st;
+      const std::string env_python = (env_dir / "bin" / "python").string();
+      if (config_.host.system_torch) {
+        if (auto st = run_step("preparing", spec({env_python, "-c", torch_series_check}, base, dir, step_timeout), cancelled); !st) {
+          return make_error(Errc::internal, "the interpreter's own torch is not of series " + cell.torch.str());
+        }
+      }
+      std::vector<std::string> install = {env_python, "-m", "pip", "install", "--index-url", torch_index};
+      if (!config_.host.system_torch) install.push_back(torch_req);
       install.insert(install.end(), recipe.build_requires.begin(), recipe.build_requires.end());
-      if (auto st = run_step("preparing", spec(install, base, dir, step_timeout), cancelled); !st) return st;
+      if (install.size() > 6) {
+        if (auto st = run_step("preparing", spec(install, base, dir, step_timeout), cancelled); !st) return st;
+      }
       std::ofstream(env_dir / ".ready") << torch_index << "\n";
     }
   }
@@ -464,8 +481,10 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   fs::remove_all(test_env);
   fs::create_directories(empty);
   const std::string test_python = (test_env / "bin" / "python").string();
-  if (auto st = run_step("testing", spec({python->second.string(), "-m", "venv", test_env.string()}, base, dir, step_timeout), cancelled); !st) return st;
-  if (auto st = run_step("testing", spec({test_python, "-m", "pip", "install", "--index-url", torch_index, torch_req}, base, dir, step_timeout), cancelled); !st) return st;
+  if (auto st = run_step("testing", spec(venv_command(test_env), base, dir, step_timeout), cancelled); !st) return st;
+  if (!config_.host.system_torch) {
+    if (auto st = run_step("testing", spec({test_python, "-m", "pip", "install", "--index-url", torch_index, torch_req}, base, dir, step_timeout), cancelled); !st) return st;
+  }
   if (auto st = run_step("testing", spec({test_python, "-m", "pip", "install", "--no-index", "--no-deps", wheel.string()}, base, dir, step_timeout), cancelled); !st) return st;
   if (!recipe.import_check.empty()) {
     Env test_env_vars = base;

@@ -385,6 +385,26 @@ class SqliteCatalog final : public Catalog {
     return sqlite_error(db_, "reserved-name lookup");
   }
 
+  Result<TokenRecord> revoke_token(std::int64_t id) override {
+    std::lock_guard lock(mu_);
+    Stmt u(db_, "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?");
+    u.bind(1, now_micros()).bind(2, id);
+    if (u.step() != SQLITE_DONE) return sqlite_error(db_, "revoke token");
+    if (sqlite3_changes(db_) == 0) return make_error(Errc::not_found, "no token #" + std::to_string(id));
+    Stmt s(db_, "SELECT id, hash, scope, project, description, created_at FROM tokens WHERE id = ?");
+    s.bind(1, id);
+    if (s.step() != SQLITE_ROW) return sqlite_error(db_, "read token");
+    TokenRecord t;
+    t.id = s.i64(0);
+    t.hash = s.text(1);
+    t.scope = parse_scope(s.text(2)).value_or(Scope::read);
+    t.project = s.opt_text(3);
+    t.description = s.text(4);
+    t.created_at = s.i64(5);
+    t.revoked = true;
+    return t;
+  }
+
   Result<TokenRecord> insert_token(const TokenRecord& token) override {
     std::lock_guard lock(mu_);
     Stmt s(db_,

@@ -32,6 +32,10 @@ struct Common {
                       "how long a stop waits for in-flight requests (default 10s)");
       cmd->add_option("--access-log", overrides.access_log,
                       "log one line per request: true or false (default true)");
+      cmd->add_option("--private", overrides.private_reads,
+                      "every read needs a read token: true or false (default false)");
+      cmd->add_option("--tls-cert", overrides.tls_cert, "PEM certificate chain: serve HTTPS");
+      cmd->add_option("--tls-key", overrides.tls_key, "PEM private key for --tls-cert");
     }
     cmd->add_option("--max-upload-size", overrides.max_upload_size,
                     "largest accepted file, e.g. 8G (default 8G)");
@@ -175,7 +179,27 @@ int main(int argc, char** argv) {
                         "the wheelforge serving this data directory, where torch is installed from");
   // --- End of build runner. ---
 
+  Common token_list_opts;
+  auto* token_list = token->add_subcommand("list", "list tokens (never shows the token itself)");
+  token_list_opts.add_to(token_list, false);
+  Common token_revoke_opts;
+  std::int64_t token_revoke_id = 0;
+  auto* token_revoke = token->add_subcommand("revoke", "revoke a token by its id");
+  token_revoke_opts.add_to(token_revoke, false);
+  token_revoke->add_option("id", token_revoke_id, "token id (see token list)")->required();
+
   CLI11_PARSE(app, argc, argv);
+
+  if (token_list->parsed()) {
+    const auto settings = token_list_opts.settings();
+    if (!settings) return 2;
+    return wf::app::token_list(*settings);
+  }
+  if (token_revoke->parsed()) {
+    const auto settings = token_revoke_opts.settings();
+    if (!settings) return 2;
+    return wf::app::token_revoke(*settings, token_revoke_id);
+  }
 
   if (build_cmd->parsed()) {
     const auto settings = build_opts.settings();

@@ -27,6 +27,9 @@ struct Overrides {
   std::optional<std::string> max_connections;
   std::optional<std::string> shutdown_grace;
   std::optional<std::string> access_log;
+  std::optional<std::string> private_reads;
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
 };
 
 /// The effective configuration. A new setting is a field here, one in Overrides and one row
@@ -47,6 +50,11 @@ struct Settings {
   std::chrono::seconds shutdown_grace{10};
   /// One log line per request.
   bool access_log = true;
+  /// Every read needs a token of scope read (or higher); 401 with WWW-Authenticate otherwise.
+  bool private_reads = false;
+  /// HTTPS: PEM certificate chain and private key files (re-read on SIGHUP); both empty: HTTP.
+  std::string tls_cert;
+  std::string tls_key;
 
   /// Where these settings came from, so that a reload (SIGHUP) can load them again:
   /// load_settings(settings.config_file, settings.overrides).
@@ -109,6 +117,12 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
 
 /// `wheelforge ingest`: imports files and directory trees (*.whl, *.tar.gz found in them).
 int ingest(const Settings& settings, const std::vector<std::filesystem::path>& paths);
+
+/// `wheelforge token list`: id, scope, project, description, created, revoked (never the token).
+int token_list(const Settings& settings);
+/// `wheelforge token revoke ID`: the token stops working (a running server notices within a
+/// second).
+int token_revoke(const Settings& settings, std::int64_t id);
 
 /// `wheelforge token create`: prints the new token alone on the last line.
 int token_create(const Settings& settings, const std::string& scope,

@@ -43,6 +43,11 @@ struct HostConfig {
   /// ("cu130"), {torch} ("2.8"). The default uses this server's own variant views, so the
   /// torch wheels it holds are found for the right CUDA.
   std::string torch_index = "{server}/{cuda}/torch{torch}/simple/";
+  /// Use the torch already installed for each configured interpreter (environments are made
+  /// with --system-site-packages and torch is not installed into them) instead of installing
+  /// it from torch_index: for hosts and images that come with their torch. The installed torch
+  /// must be of the cell's series.
+  bool system_torch = false;
   /// Memory kept back from builds for the host and the server.
   std::uint64_t memory_reserve_bytes = 2ULL << 30U;
   /// Jobs running at once; 0: as many as the memory and core budget admits.

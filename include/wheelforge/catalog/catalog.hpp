@@ -88,6 +88,9 @@ class Catalog {
 
   [[nodiscard]] virtual Result<TokenRecord> insert_token(const TokenRecord& token) = 0;
 
+  /// Revokes a token (kept, marked revoked, so listings show it). Errc::not_found if absent.
+  [[nodiscard]] virtual Result<TokenRecord> revoke_token(std::int64_t id) = 0;
+
   /// PEP 592: marks files yanked (reason set, possibly empty) or not yanked (nullopt).
   /// `version` selects every file of that public version (all local variants) and is compared
   /// after PEP 440 normalization; `filename` selects one file. Returns the files changed or
