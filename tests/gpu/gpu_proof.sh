@@ -125,7 +125,7 @@ print(f"job {j['id']}: {j['state']} wheel={j['wheel']} MAX_JOBS={j['max_jobs']} 
 sys.exit(0 if j["state"] == "succeeded" else 1)
 PY
 peak=$(sort -n "$work/mem.samples" | tail -1)
-echo "build wall time: $(echo "$end - $start" | bc) s; peak memory in use on the host during the build: $(( (peak - base_used) / 1048576 )) MiB above the $(( base_used / 1048576 )) MiB in use before"
+echo "build wall time: $("$python" -c "print(round($end - $start, 1))") s; peak memory in use on the host during the build: $(( (peak - base_used) / 1048576 )) MiB above the $(( base_used / 1048576 )) MiB in use before"
 
 # --- install from the variant view into a clean target and run the kernel --------------------
 view="$url/$cuda_tag/torch$series/simple/"
