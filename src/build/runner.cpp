@@ -324,10 +324,19 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
       "import sys, torch; v = torch.__version__.split('+')[0].split('.'); "
       "sys.exit(0 if v[:2] == '" + cell.torch.str() + "'.split('.') else 1)";
   const auto venv_command = [&](const fs::path& where) {
-    std::vector<std::string> argv = {python->second.string(), "-m", "venv"};
-    if (config_.host.system_torch) argv.emplace_back("--system-site-packages");
-    argv.push_back(where.string());
-    return argv;
+    return std::vector<std::string>{python->second.string(), "-m", "venv", where.string()};
+  };
+  // With the interpreter's own torch, a new environment sees the interpreter's site-packages
+  // through a .pth file. (--system-site-packages would not do: when the interpreter is itself
+  // a virtual environment, it exposes the base installation's packages, not the venv's.)
+  const auto link_system_site = [&](const fs::path& env) {
+    const std::string script =
+        "import subprocess, sys, sysconfig; "
+        "paths = subprocess.check_output([sys.argv[1], '-c', "
+        "'import site; print(chr(10).join(site.getsitepackages()))'], text=True); "
+        "open(sysconfig.get_paths()['purelib'] + '/_wheelforge_system.pth', 'w').write(paths)";
+    return std::vector<std::string>{(env / "bin" / "python").string(), "-c", script,
+                                    python->second.string()};
   };
 
   Env base = minimal_environment();
@@ -360,6 +369,7 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
       if (auto st = run_step("preparing", spec(venv_command(env_dir), base, dir, step_timeout), cancelled); !st) return st;
       const std::string env_python = (env_dir / "bin" / "python").string();
       if (config_.host.system_torch) {
+        if (auto st = run_step("preparing", spec(link_system_site(env_dir), base, dir, step_timeout), cancelled); !st) return st;
         if (auto st = run_step("preparing", spec({env_python, "-c", torch_series_check}, base, dir, step_timeout), cancelled); !st) {
           return make_error(Errc::internal, "the interpreter's own torch is not of series " + cell.torch.str());
         }
@@ -410,7 +420,12 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   const fs::path out = dir / "out";
   Env build_env = base;
   const std::string cuda = cuda_home->second.string();
-  set_env(build_env, "PATH", (env_dir / "bin").string() + ":" + cuda + "/bin:/usr/local/bin:/usr/bin:/bin");
+  // With the interpreter's own torch, its bin directory (ninja, build tools installed beside
+  // torch) comes right after the environment's.
+  const std::string interpreter_bin =
+      config_.host.system_torch ? ":" + python->second.parent_path().string() : std::string();
+  set_env(build_env, "PATH", (env_dir / "bin").string() + interpreter_bin + ":" + cuda +
+                                 "/bin:/usr/local/bin:/usr/bin:/bin");
   set_env(build_env, "CUDA_HOME", cuda);
   set_env(build_env, "PIP_NO_INDEX", "1");
   if (!recipe.arch_variable.empty()) set_env(build_env, recipe.arch_variable, recipe.arch_value);
@@ -482,7 +497,9 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   fs::create_directories(empty);
   const std::string test_python = (test_env / "bin" / "python").string();
   if (auto st = run_step("testing", spec(venv_command(test_env), base, dir, step_timeout), cancelled); !st) return st;
-  if (!config_.host.system_torch) {
+  if (config_.host.system_torch) {
+    if (auto st = run_step("testing", spec(link_system_site(test_env), base, dir, step_timeout), cancelled); !st) return st;
+  } else {
     if (auto st = run_step("testing", spec({test_python, "-m", "pip", "install", "--index-url", torch_index, torch_req}, base, dir, step_timeout), cancelled); !st) return st;
   }
   if (auto st = run_step("testing", spec({test_python, "-m", "pip", "install", "--no-index", "--no-deps", wheel.string()}, base, dir, step_timeout), cancelled); !st) return st;

@@ -46,6 +46,7 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 from ._C import saxpy  # noqa: F401
 PY
 cat > "$src/csrc/saxpy.cu" <<'CU'
+#include <c10/cuda/CUDAException.h>
 #include <torch/extension.h>
 
 __global__ void saxpy_kernel(float a, const float* x, const float* y, float* out, int64_t n) {

@@ -43,8 +43,8 @@ struct HostConfig {
   /// ("cu130"), {torch} ("2.8"). The default uses this server's own variant views, so the
   /// torch wheels it holds are found for the right CUDA.
   std::string torch_index = "{server}/{cuda}/torch{torch}/simple/";
-  /// Use the torch already installed for each configured interpreter (environments are made
-  /// with --system-site-packages and torch is not installed into them) instead of installing
+  /// Use the torch already installed for each configured interpreter (environments see the
+  /// interpreter's site-packages and torch is not installed into them) instead of installing
   /// it from torch_index: for hosts and images that come with their torch. The installed torch
   /// must be of the cell's series.
   bool system_torch = false;
