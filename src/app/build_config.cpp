@@ -19,7 +19,8 @@ std::optional<std::chrono::seconds> duration_of(const toml::node& node) {
   return parse_duration(*node.value<std::string>());
 }
 
-std::vector<std::string> string_list(const toml::node* node, const std::string& where, Problems& problems) {
+std::vector<std::string> string_list(const toml::node* node, const std::string& where,
+                                     Problems& problems) {
   std::vector<std::string> out;
   if (node == nullptr) return out;
   const auto* array = node->as_array();
@@ -58,7 +59,8 @@ core::Matrix read_matrix(const toml::table& t, const std::string& where, Problem
     for (const auto& item : *ex) {
       const auto* e = item.as_table();
       if (e == nullptr) {
-        problems.add(where + ".exclude: expected tables like { python = \"3.12\", torch = \"2.8\" }");
+        problems.add(where +
+                     ".exclude: expected tables like { python = \"3.12\", torch = \"2.8\" }");
         continue;
       }
       core::MatrixExclusion x;
@@ -73,7 +75,8 @@ core::Matrix read_matrix(const toml::table& t, const std::string& where, Problem
 
 }  // namespace
 
-Result<build::RunnerConfig> load_build_config(const std::optional<std::filesystem::path>& config_file) {
+Result<build::RunnerConfig> load_build_config(
+    const std::optional<std::filesystem::path>& config_file) {
   build::RunnerConfig config;
   if (!config_file) return config;
   toml::table root;
@@ -87,19 +90,36 @@ Result<build::RunnerConfig> load_build_config(const std::optional<std::filesyste
     for (const auto& [key, node] : *b) {
       const std::string k(key.str());
       if (k == "torch_index") {
-        if (auto v = node.value<std::string>()) config.host.torch_index = *v; else problems.add("build.torch_index: expected a string");
+        if (auto v = node.value<std::string>())
+          config.host.torch_index = *v;
+        else
+          problems.add("build.torch_index: expected a string");
       } else if (k == "memory_reserve") {
-        auto v = node.is_integer() ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(*node.value<std::int64_t>()))
-                                   : (node.is_string() ? parse_size(*node.value<std::string>()) : std::nullopt);
-        if (v) config.host.memory_reserve_bytes = *v; else problems.add("build.memory_reserve: expected a size such as 2G");
+        auto v = node.is_integer()
+                     ? std::optional<std::uint64_t>(
+                           static_cast<std::uint64_t>(*node.value<std::int64_t>()))
+                     : (node.is_string() ? parse_size(*node.value<std::string>()) : std::nullopt);
+        if (v)
+          config.host.memory_reserve_bytes = *v;
+        else
+          problems.add("build.memory_reserve: expected a size such as 2G");
       } else if (k == "max_concurrent_jobs") {
         auto v = node.value<std::int64_t>();
-        if (v && *v >= 0 && *v <= 256) config.host.max_concurrent_jobs = static_cast<unsigned>(*v); else problems.add("build.max_concurrent_jobs: expected 0..256");
+        if (v && *v >= 0 && *v <= 256)
+          config.host.max_concurrent_jobs = static_cast<unsigned>(*v);
+        else
+          problems.add("build.max_concurrent_jobs: expected 0..256");
       } else if (k == "system_torch") {
-        if (auto v = node.value<bool>()) config.host.system_torch = *v; else problems.add("build.system_torch: expected true or false");
+        if (auto v = node.value<bool>())
+          config.host.system_torch = *v;
+        else
+          problems.add("build.system_torch: expected true or false");
       } else if (k == "oom_retries") {
         auto v = node.value<std::int64_t>();
-        if (v && *v >= 0 && *v <= 10) config.host.oom_retries = static_cast<int>(*v); else problems.add("build.oom_retries: expected 0..10");
+        if (v && *v >= 0 && *v <= 10)
+          config.host.oom_retries = static_cast<int>(*v);
+        else
+          problems.add("build.oom_retries: expected 0..10");
       } else if (k == "python" || k == "cuda") {
         const auto* t = node.as_table();
         if (t == nullptr) {
@@ -136,7 +156,10 @@ Result<build::RunnerConfig> load_build_config(const std::optional<std::filesyste
       for (const auto& [key, node] : *t) {
         const std::string k(key.str());
         const auto str = [&](std::string& out) {
-          if (auto v = node.value<std::string>()) out = *v; else problems.add(where + "." + k + ": expected a string");
+          if (auto v = node.value<std::string>())
+            out = *v;
+          else
+            problems.add(where + "." + k + ": expected a string");
         };
         if (k == "project") {
           str(r.project);
@@ -151,16 +174,24 @@ Result<build::RunnerConfig> load_build_config(const std::optional<std::filesyste
         } else if (k == "import_check") {
           str(r.import_check);
         } else if (k == "gb_per_job") {
-          if (auto v = node.value<double>()) r.gb_per_job = *v; else problems.add(where + ".gb_per_job: expected a number");
+          if (auto v = node.value<double>())
+            r.gb_per_job = *v;
+          else
+            problems.add(where + ".gb_per_job: expected a number");
         } else if (k == "timeout") {
-          if (auto d = duration_of(node)) r.timeout = *d; else problems.add(where + ".timeout: expected a duration such as 90s, 10m or 2h");
+          if (auto d = duration_of(node))
+            r.timeout = *d;
+          else
+            problems.add(where + ".timeout: expected a duration such as 90s, 10m or 2h");
         } else if (k == "build_requires") {
           r.build_requires = string_list(&node, where + ".build_requires", problems);
         } else if (k == "env") {
           if (const auto* env = node.as_table()) {
             for (const auto& [ek, ev] : *env) {
-              if (auto v = ev.value<std::string>()) r.env.emplace_back(std::string(ek.str()), *v);
-              else problems.add(where + ".env." + std::string(ek.str()) + ": expected a string");
+              if (auto v = ev.value<std::string>())
+                r.env.emplace_back(std::string(ek.str()), *v);
+              else
+                problems.add(where + ".env." + std::string(ek.str()) + ": expected a string");
             }
           } else {
             problems.add(where + ".env: expected a table");
@@ -168,7 +199,9 @@ Result<build::RunnerConfig> load_build_config(const std::optional<std::filesyste
         } else if (k == "source") {
           const auto* src = node.as_table();
           if (src == nullptr) {
-            problems.add(where + ".source: expected { path = ... }, { sdist = true } or { git = ..., ref = ... }");
+            problems.add(
+                where +
+                ".source: expected { path = ... }, { sdist = true } or { git = ..., ref = ... }");
           } else if (auto p = (*src)["path"].value<std::string>()) {
             r.source = {core::SourceSpec::Kind::path, *p, ""};
           } else if (auto g = (*src)["git"].value<std::string>()) {
@@ -176,19 +209,29 @@ Result<build::RunnerConfig> load_build_config(const std::optional<std::filesyste
           } else if ((*src)["sdist"].value_or(false)) {
             r.source = {core::SourceSpec::Kind::index_sdist, "", ""};
           } else {
-            problems.add(where + ".source: expected { path = ... }, { sdist = true } or { git = ..., ref = ... }");
+            problems.add(
+                where +
+                ".source: expected { path = ... }, { sdist = true } or { git = ..., ref = ... }");
           }
         } else if (k == "matrix") {
-          if (const auto* m = node.as_table()) rc.matrix = read_matrix(*m, where + ".matrix", problems);
-          else problems.add(where + ".matrix: expected a table");
+          if (const auto* m = node.as_table())
+            rc.matrix = read_matrix(*m, where + ".matrix", problems);
+          else
+            problems.add(where + ".matrix: expected a table");
         } else {
           problems.add("unknown setting '" + where + "." + k + "'");
         }
       }
       auto recipe = core::validate_recipe(r);
-      if (!recipe) problems.add(where + ": " + recipe.error().message); else rc.recipe = *recipe;
+      if (!recipe)
+        problems.add(where + ": " + recipe.error().message);
+      else
+        rc.recipe = *recipe;
       auto matrix = core::validate_matrix(rc.matrix);
-      if (!matrix) problems.add(where + ".matrix: " + matrix.error().message); else rc.matrix = *matrix;
+      if (!matrix)
+        problems.add(where + ".matrix: " + matrix.error().message);
+      else
+        rc.matrix = *matrix;
       config.recipes[name] = std::move(rc);
     }
   }

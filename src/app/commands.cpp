@@ -8,17 +8,17 @@
 #include <condition_variable>
 #include <cstdio>
 #include <future>
+#include <iostream>
 #include <map>
 #include <mutex>
-#include <iostream>
 #include <thread>
 
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/app/build_config.hpp"
 #include "wheelforge/app/systemd.hpp"
-#include "wheelforge/catalog/jobs.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/catalog/jobs.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/http/server.hpp"
 #include "wheelforge/ingest/ingestor.hpp"
@@ -101,11 +101,11 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
       return 1;
     }
     job_store = std::move(*jobs);
-    runner = std::make_unique<build::Runner>(std::move(*build_config), *job_store, *dir->catalog,
-                                             *dir->store, ingestor, settings.data_dir,
-                                             [&on_ingested] {
-                                               if (on_ingested) on_ingested();
-                                             });
+    runner =
+        std::make_unique<build::Runner>(std::move(*build_config), *job_store, *dir->catalog,
+                                        *dir->store, ingestor, settings.data_dir, [&on_ingested] {
+                                          if (on_ingested) on_ingested();
+                                        });
   }
 
   // Signals are taken by one dedicated thread (sigwait), so no handler runs inside the
@@ -130,8 +130,8 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   config.tls_cert_file = settings.tls_cert;
   config.tls_key_file = settings.tls_key;
   if (const auto fd = activated_socket()) config.listen_fd = *fd;
-  http::Server server(config,
-                      http::Services{dir->catalog.get(), dir->store.get(), &ingestor, runner.get()});
+  http::Server server(
+      config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor, runner.get()});
   on_ingested = [&server] { server.reload_catalog([](const Status&) {}); };
   auto bound = server.start();
   if (!bound) {
@@ -192,7 +192,8 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
         }
         std::promise<Status> reloaded;
         server.reload_catalog([&reloaded](Status st) { reloaded.set_value(std::move(st)); });
-        if (auto st = reloaded.get_future().get(); !st) outcome += "; catalog: " + st.error().message;
+        if (auto st = reloaded.get_future().get(); !st)
+          outcome += "; catalog: " + st.error().message;
         spdlog::info("SIGHUP: {}", outcome);
         notifier.notify("READY=1\n" + status);
         continue;
@@ -279,7 +280,8 @@ int token_list(const Settings& settings) {
     std::cerr << "error: " << contents.error().message << "\n";
     return 1;
   }
-  std::printf("%-6s %-7s %-24s %-28s %s\n", "ID", "SCOPE", "PROJECT", "CREATED", "STATE / DESCRIPTION");
+  std::printf("%-6s %-7s %-24s %-28s %s\n", "ID", "SCOPE", "PROJECT", "CREATED",
+              "STATE / DESCRIPTION");
   for (const auto& t : contents->tokens) {
     std::printf("%-6lld %-7s %-24s %-28s %s%s\n", static_cast<long long>(t.id),
                 std::string(catalog::scope_name(t.scope)).c_str(), t.project.value_or("*").c_str(),
@@ -324,7 +326,8 @@ int token_create(const Settings& settings, const std::string& scope,
     std::cerr << "error: --project: '" << *project << "' is not a valid project name\n";
     return 2;
   }
-  record.project = project ? std::optional<std::string>(core::normalize_name(*project)) : std::nullopt;
+  record.project =
+      project ? std::optional<std::string>(core::normalize_name(*project)) : std::nullopt;
   record.description = description;
   record.created_at = now_micros();
   auto stored = dir->catalog->insert_token(record);
@@ -393,7 +396,8 @@ int build(const Settings& settings, const core::BuildRequest& request,
   }
   const auto& [b, queued] = *created;
   std::cout << "build " << b.id << ": " << b.recipe << " " << b.version << ", " << queued.size()
-            << " job(s)" << (queued.empty() ? " (every cell is built already; --force rebuilds)" : "")
+            << " job(s)"
+            << (queued.empty() ? " (every cell is built already; --force rebuilds)" : "")
             << std::endl;
   if (queued.empty()) return 0;
   if (auto st = runner.start(); !st) {

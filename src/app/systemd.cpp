@@ -28,8 +28,7 @@ bool Notifier::notify(std::string_view state) const {
   if (socket_path_.size() >= sizeof(addr.sun_path)) return false;
   std::memcpy(addr.sun_path, socket_path_.data(), socket_path_.size());
   if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace
-  const auto len =
-      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket_path_.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket_path_.size());
   UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return false;
   const ssize_t sent = ::sendto(fd.get(), state.data(), state.size(), MSG_NOSIGNAL,

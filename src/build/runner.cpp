@@ -65,11 +65,12 @@ void set_env(Env& env, const std::string& key, std::string value) {
 
 /// Runs one step's command; a failure becomes an Error naming the step and the exit status.
 Status run_step(const std::string& step, ProcessSpec spec, const std::function<bool()>& cancelled) {
-  note(spec.log_file, "[" + step + "] " + [&] {
-    std::string cmd;
-    for (const auto& a : spec.argv) cmd += (cmd.empty() ? "" : " ") + a;
-    return cmd;
-  }());
+  note(
+      spec.log_file, "[" + step + "] " + [&] {
+        std::string cmd;
+        for (const auto& a : spec.argv) cmd += (cmd.empty() ? "" : " ") + a;
+        return cmd;
+      }());
   auto status = run_to_completion(spec, cancelled);
   if (!status) return status.error();
   if (status->success()) return ok_status();
@@ -89,7 +90,9 @@ Runner::Runner(RunnerConfig config, catalog::JobStore& jobs, catalog::Catalog& c
       builds_dir_(fs::absolute(data_dir) / "builds"),
       on_ingested_(std::move(on_ingested)) {}
 
-Runner::~Runner() { stop(); }
+Runner::~Runner() {
+  stop();
+}
 
 void Runner::set_server_url(std::string url) {
   std::lock_guard lock(mu_);
@@ -228,7 +231,8 @@ void Runner::schedule_loop() {
         }
         const double gb = recipe->second.recipe.gb_per_job;
         const auto min_bytes = static_cast<std::uint64_t>(gb * kGiB);
-        const std::uint64_t free_memory = budget_bytes_ > used_memory ? budget_bytes_ - used_memory : 0;
+        const std::uint64_t free_memory =
+            budget_bytes_ > used_memory ? budget_bytes_ - used_memory : 0;
         const unsigned free_cores = cores_ > used_cores ? cores_ - used_cores : 0;
         // A job always runs when nothing else does (slowly, 1 x 1, if memory is short), so the
         // queue makes progress on any host.
@@ -322,7 +326,8 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   const std::string torch_req = "torch==" + cell.torch.str() + ".*";
   const std::string torch_series_check =
       "import sys, torch; v = torch.__version__.split('+')[0].split('.'); "
-      "sys.exit(0 if v[:2] == '" + cell.torch.str() + "'.split('.') else 1)";
+      "sys.exit(0 if v[:2] == '" +
+      cell.torch.str() + "'.split('.') else 1)";
   const auto venv_command = [&](const fs::path& where) {
     return std::vector<std::string>{python->second.string(), "-m", "venv", where.string()};
   };
@@ -355,7 +360,8 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     s.timeout = timeout;
     return s;
   };
-  const std::chrono::milliseconds step_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(recipe.timeout);
+  const std::chrono::milliseconds step_timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(recipe.timeout);
 
   // ---- preparing (the scheduler recorded it when it claimed the job): the (python, torch,
   // CUDA) environment, reused across jobs, and the source.
@@ -366,19 +372,31 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     std::lock_guard env_lock(env_mu_);
     if (!fs::exists(env_dir / ".ready")) {
       fs::remove_all(env_dir);
-      if (auto st = run_step("preparing", spec(venv_command(env_dir), base, dir, step_timeout), cancelled); !st) return st;
+      if (auto st = run_step("preparing", spec(venv_command(env_dir), base, dir, step_timeout),
+                             cancelled);
+          !st)
+        return st;
       const std::string env_python = (env_dir / "bin" / "python").string();
       if (config_.host.system_torch) {
-        if (auto st = run_step("preparing", spec(link_system_site(env_dir), base, dir, step_timeout), cancelled); !st) return st;
-        if (auto st = run_step("preparing", spec({env_python, "-c", torch_series_check}, base, dir, step_timeout), cancelled); !st) {
-          return make_error(Errc::internal, "the interpreter's own torch is not of series " + cell.torch.str());
+        if (auto st = run_step("preparing",
+                               spec(link_system_site(env_dir), base, dir, step_timeout), cancelled);
+            !st)
+          return st;
+        if (auto st = run_step(
+                "preparing", spec({env_python, "-c", torch_series_check}, base, dir, step_timeout),
+                cancelled);
+            !st) {
+          return make_error(Errc::internal,
+                            "the interpreter's own torch is not of series " + cell.torch.str());
         }
       }
-      std::vector<std::string> install = {env_python, "-m", "pip", "install", "--index-url", torch_index};
+      std::vector<std::string> install = {env_python, "-m",          "pip",
+                                          "install",  "--index-url", torch_index};
       if (!config_.host.system_torch) install.push_back(torch_req);
       install.insert(install.end(), recipe.build_requires.begin(), recipe.build_requires.end());
       if (install.size() > 6) {
-        if (auto st = run_step("preparing", spec(install, base, dir, step_timeout), cancelled); !st) return st;
+        if (auto st = run_step("preparing", spec(install, base, dir, step_timeout), cancelled); !st)
+          return st;
       }
       std::ofstream(env_dir / ".ready") << torch_index << "\n";
     }
@@ -389,12 +407,30 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   fs::path src = src_root;
   switch (recipe.source.kind) {
     case core::SourceSpec::Kind::path:
-      if (auto st = run_step("preparing", spec({"/bin/cp", "-a", recipe.source.location + "/.", src_root.string()}, base, dir, step_timeout), cancelled); !st) return st;
+      if (auto st =
+              run_step("preparing",
+                       spec({"/bin/cp", "-a", recipe.source.location + "/.", src_root.string()},
+                            base, dir, step_timeout),
+                       cancelled);
+          !st)
+        return st;
       break;
     case core::SourceSpec::Kind::git:
-      if (auto st = run_step("preparing", spec({"/usr/bin/git", "clone", "--quiet", recipe.source.location, src_root.string()}, base, dir, step_timeout), cancelled); !st) return st;
+      if (auto st = run_step(
+              "preparing",
+              spec({"/usr/bin/git", "clone", "--quiet", recipe.source.location, src_root.string()},
+                   base, dir, step_timeout),
+              cancelled);
+          !st)
+        return st;
       if (!recipe.source.ref.empty()) {
-        if (auto st = run_step("preparing", spec({"/usr/bin/git", "-C", src_root.string(), "checkout", "--quiet", recipe.source.ref}, base, dir, step_timeout), cancelled); !st) return st;
+        if (auto st = run_step("preparing",
+                               spec({"/usr/bin/git", "-C", src_root.string(), "checkout", "--quiet",
+                                     recipe.source.ref},
+                                    base, dir, step_timeout),
+                               cancelled);
+            !st)
+          return st;
       }
       break;
     case core::SourceSpec::Kind::index_sdist: {
@@ -403,12 +439,21 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
       if (!contents) return contents.error();
       const core::FileRecord* sdist = nullptr;
       for (const auto& f : contents->files) {
-        if (f.project == recipe.project && f.kind == core::DistKind::sdist && f.version == job.version) sdist = &f;
+        if (f.project == recipe.project && f.kind == core::DistKind::sdist &&
+            f.version == job.version)
+          sdist = &f;
       }
       if (sdist == nullptr) {
-        return make_error(Errc::not_found, "no sdist of " + recipe.project + " " + job.version + " in the index");
+        return make_error(Errc::not_found,
+                          "no sdist of " + recipe.project + " " + job.version + " in the index");
       }
-      if (auto st = run_step("preparing", spec({"/bin/tar", "-xzf", store_.blob_path(sdist->sha256).string(), "-C", src_root.string()}, base, dir, step_timeout), cancelled); !st) return st;
+      if (auto st = run_step("preparing",
+                             spec({"/bin/tar", "-xzf", store_.blob_path(sdist->sha256).string(),
+                                   "-C", src_root.string()},
+                                  base, dir, step_timeout),
+                             cancelled);
+          !st)
+        return st;
       for (const auto& entry : fs::directory_iterator(src_root)) {
         if (entry.is_directory()) src = entry.path();
       }
@@ -424,8 +469,9 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   // torch) comes right after the environment's.
   const std::string interpreter_bin =
       config_.host.system_torch ? ":" + python->second.parent_path().string() : std::string();
-  set_env(build_env, "PATH", (env_dir / "bin").string() + interpreter_bin + ":" + cuda +
-                                 "/bin:/usr/local/bin:/usr/bin:/bin");
+  set_env(build_env, "PATH",
+          (env_dir / "bin").string() + interpreter_bin + ":" + cuda +
+              "/bin:/usr/local/bin:/usr/bin:/bin");
   set_env(build_env, "CUDA_HOME", cuda);
   set_env(build_env, "PIP_NO_INDEX", "1");
   if (!recipe.arch_variable.empty()) set_env(build_env, recipe.arch_variable, recipe.arch_value);
@@ -433,7 +479,8 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     set_env(build_env, recipe.local_version_variable, core::local_label(cell));
   }
   for (const auto& [k, v] : recipe.env) set_env(build_env, k, v);
-  std::string command = replace_all(recipe.build_command, "{python}", shell_quote((env_dir / "bin" / "python").string()));
+  std::string command = replace_all(recipe.build_command, "{python}",
+                                    shell_quote((env_dir / "bin" / "python").string()));
   command = replace_all(command, "{out}", shell_quote(out.string()));
   command = replace_all(command, "{src}", shell_quote(src.string()));
   for (int attempt = 0;; ++attempt) {
@@ -443,21 +490,29 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     set_env(build_env, "MAX_JOBS", std::to_string(parallelism.max_jobs));
     set_env(build_env, "NVCC_THREADS", std::to_string(parallelism.nvcc_threads));
     (void)jobs_.record_attempt(job.id, parallelism.max_jobs, parallelism.nvcc_threads);
-    note(log, "[building] attempt " + std::to_string(attempt + 1) + " with MAX_JOBS=" +
-                  std::to_string(parallelism.max_jobs) + " NVCC_THREADS=" + std::to_string(parallelism.nvcc_threads));
-    auto status = run_to_completion(spec({"/bin/sh", "-c", command}, build_env, src, step_timeout), cancelled);
+    note(log, "[building] attempt " + std::to_string(attempt + 1) +
+                  " with MAX_JOBS=" + std::to_string(parallelism.max_jobs) +
+                  " NVCC_THREADS=" + std::to_string(parallelism.nvcc_threads));
+    auto status = run_to_completion(spec({"/bin/sh", "-c", command}, build_env, src, step_timeout),
+                                    cancelled);
     if (!status) return status.error();
     if (status->success()) break;
     if (cancelled()) return make_error(Errc::unavailable, "stopped");
-    if (status->timed_out) return make_error(Errc::internal, "build " + status->describe() + "; its process tree was killed");
-    const bool oom = core::looks_like_oom(status->exited ? status->code : 0, !status->exited, status->signal,
-                                          read_log_tail(log, 16 * 1024));
+    if (status->timed_out)
+      return make_error(Errc::internal,
+                        "build " + status->describe() + "; its process tree was killed");
+    const bool oom = core::looks_like_oom(status->exited ? status->code : 0, !status->exited,
+                                          status->signal, read_log_tail(log, 16 * 1024));
     const core::Parallelism smaller = core::halve(parallelism);
     if (!oom || attempt >= config_.host.oom_retries || smaller == parallelism) {
-      return make_error(Errc::internal, std::string(oom ? "build ran out of memory" : "build failed") + ": " + status->describe());
+      return make_error(Errc::internal,
+                        std::string(oom ? "build ran out of memory" : "build failed") + ": " +
+                            status->describe());
     }
-    note(log, "[building] out of memory (" + status->describe() + "); retrying with half the parallelism: MAX_JOBS=" +
-                  std::to_string(smaller.max_jobs) + " NVCC_THREADS=" + std::to_string(smaller.nvcc_threads));
+    note(log,
+         "[building] out of memory (" + status->describe() +
+             "); retrying with half the parallelism: MAX_JOBS=" + std::to_string(smaller.max_jobs) +
+             " NVCC_THREADS=" + std::to_string(smaller.nvcc_threads));
     parallelism = smaller;
   }
 
@@ -468,16 +523,19 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     if (entry.path().extension() == ".whl") wheels.push_back(entry.path());
   }
   if (wheels.size() != 1) {
-    return make_error(Errc::internal, "the build produced " + std::to_string(wheels.size()) + " wheels (expected 1)");
+    return make_error(Errc::internal, "the build produced " + std::to_string(wheels.size()) +
+                                          " wheels (expected 1)");
   }
   fs::path wheel = wheels.front();
   auto name = core::parse_dist_filename(wheel.filename().string());
   if (!name) return make_error(Errc::internal, "built wheel: " + name.error().message);
   if (name->normalized_name != recipe.project) {
-    return make_error(Errc::internal, "the build produced a wheel of '" + name->normalized_name + "', not '" + recipe.project + "'");
+    return make_error(Errc::internal, "the build produced a wheel of '" + name->normalized_name +
+                                          "', not '" + recipe.project + "'");
   }
   if (name->version.public_str() != job.version) {
-    return make_error(Errc::internal, "the build produced version " + name->version.public_str() + ", not " + job.version);
+    return make_error(Errc::internal, "the build produced version " + name->version.public_str() +
+                                          ", not " + job.version);
   }
   if (!core::label_matches(name->version.local_str(), cell)) {
     auto retagged = archive::retag_wheel(wheel, core::local_label(cell), dir / "retagged");
@@ -485,7 +543,8 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     note(log, "[retagging] " + wheel.filename().string() + " -> " + retagged->filename().string());
     wheel = *retagged;
   } else {
-    note(log, "[retagging] " + wheel.filename().string() + " already carries +" + name->version.local_str());
+    note(log, "[retagging] " + wheel.filename().string() + " already carries +" +
+                  name->version.local_str());
   }
 
   // ---- testing: a fresh environment with the same torch, the wheel from the file only, the
@@ -496,17 +555,41 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   fs::remove_all(test_env);
   fs::create_directories(empty);
   const std::string test_python = (test_env / "bin" / "python").string();
-  if (auto st = run_step("testing", spec(venv_command(test_env), base, dir, step_timeout), cancelled); !st) return st;
+  if (auto st =
+          run_step("testing", spec(venv_command(test_env), base, dir, step_timeout), cancelled);
+      !st)
+    return st;
   if (config_.host.system_torch) {
-    if (auto st = run_step("testing", spec(link_system_site(test_env), base, dir, step_timeout), cancelled); !st) return st;
+    if (auto st = run_step("testing", spec(link_system_site(test_env), base, dir, step_timeout),
+                           cancelled);
+        !st)
+      return st;
   } else {
-    if (auto st = run_step("testing", spec({test_python, "-m", "pip", "install", "--index-url", torch_index, torch_req}, base, dir, step_timeout), cancelled); !st) return st;
+    if (auto st = run_step(
+            "testing",
+            spec({test_python, "-m", "pip", "install", "--index-url", torch_index, torch_req}, base,
+                 dir, step_timeout),
+            cancelled);
+        !st)
+      return st;
   }
-  if (auto st = run_step("testing", spec({test_python, "-m", "pip", "install", "--no-index", "--no-deps", wheel.string()}, base, dir, step_timeout), cancelled); !st) return st;
+  if (auto st = run_step(
+          "testing",
+          spec({test_python, "-m", "pip", "install", "--no-index", "--no-deps", wheel.string()},
+               base, dir, step_timeout),
+          cancelled);
+      !st)
+    return st;
   if (!recipe.import_check.empty()) {
     Env test_env_vars = base;
-    set_env(test_env_vars, "PATH", (test_env / "bin").string() + ":" + cuda + "/bin:/usr/local/bin:/usr/bin:/bin");
-    if (auto st = run_step("testing", spec({test_python, "-c", recipe.import_check}, test_env_vars, empty, step_timeout), cancelled); !st) return st;
+    set_env(test_env_vars, "PATH",
+            (test_env / "bin").string() + ":" + cuda + "/bin:/usr/local/bin:/usr/bin:/bin");
+    if (auto st = run_step(
+            "testing",
+            spec({test_python, "-c", recipe.import_check}, test_env_vars, empty, step_timeout),
+            cancelled);
+        !st)
+      return st;
   }
 
   // ---- ingesting: through the same path as uploads, so it appears in its variant views.
@@ -514,8 +597,10 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   auto ingested = ingestor_.ingest_path(wheel);
   if (!ingested) return make_error(ingested.error().code, "ingest: " + ingested.error().message);
   (void)jobs_.record_wheel(job.id, ingested->file.filename);
-  note(log, "[ingesting] " + ingested->file.filename + " sha256=" + ingested->file.sha256 +
-                (ingested->outcome == ingest::Outcome::identical ? " (identical file already stored)" : ""));
+  note(log,
+       "[ingesting] " + ingested->file.filename + " sha256=" + ingested->file.sha256 +
+           (ingested->outcome == ingest::Outcome::identical ? " (identical file already stored)"
+                                                            : ""));
   if (on_ingested_) on_ingested_();
   fs::remove_all(test_env);
   fs::remove_all(src_root);

@@ -390,8 +390,10 @@ class SqliteCatalog final : public Catalog {
     Stmt u(db_, "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?");
     u.bind(1, now_micros()).bind(2, id);
     if (u.step() != SQLITE_DONE) return sqlite_error(db_, "revoke token");
-    if (sqlite3_changes(db_) == 0) return make_error(Errc::not_found, "no token #" + std::to_string(id));
-    Stmt s(db_, "SELECT id, hash, scope, project, description, created_at FROM tokens WHERE id = ?");
+    if (sqlite3_changes(db_) == 0)
+      return make_error(Errc::not_found, "no token #" + std::to_string(id));
+    Stmt s(db_,
+           "SELECT id, hash, scope, project, description, created_at FROM tokens WHERE id = ?");
     s.bind(1, id);
     if (s.step() != SQLITE_ROW) return sqlite_error(db_, "read token");
     TokenRecord t;

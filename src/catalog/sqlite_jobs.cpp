@@ -115,7 +115,8 @@ class SqliteJobStore final : public JobStore {
 
   Result<std::vector<BuildRecord>> list_builds(std::size_t limit) override {
     std::lock_guard lock(mu_);
-    Query q(db_, "SELECT id, recipe, version, force, created_at FROM builds ORDER BY id DESC LIMIT ?");
+    Query q(db_,
+            "SELECT id, recipe, version, force, created_at FROM builds ORDER BY id DESC LIMIT ?");
     q.integer(1, static_cast<std::int64_t>(limit));
     std::vector<BuildRecord> out;
     while (q.step() == SQLITE_ROW) out.push_back(read_build(q));
@@ -132,7 +133,8 @@ class SqliteJobStore final : public JobStore {
 
   Result<std::vector<JobRecord>> jobs_of_build(std::int64_t build_id) override {
     std::lock_guard lock(mu_);
-    const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE build_id = ? ORDER BY id";
+    const std::string sql =
+        std::string("SELECT ") + kJobColumns + " FROM jobs WHERE build_id = ? ORDER BY id";
     Query q(db_, sql.c_str());
     q.integer(1, build_id);
     std::vector<JobRecord> out;
@@ -147,7 +149,8 @@ class SqliteJobStore final : public JobStore {
 
   Result<std::vector<JobRecord>> jobs_in_state(core::JobState state) override {
     std::lock_guard lock(mu_);
-    const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE state = ? ORDER BY id";
+    const std::string sql =
+        std::string("SELECT ") + kJobColumns + " FROM jobs WHERE state = ? ORDER BY id";
     Query q(db_, sql.c_str());
     q.text(1, core::state_name(state));
     std::vector<JobRecord> out;
@@ -155,7 +158,8 @@ class SqliteJobStore final : public JobStore {
     return out;
   }
 
-  Result<JobRecord> transition(std::int64_t id, core::JobState to, const std::string& reason) override {
+  Result<JobRecord> transition(std::int64_t id, core::JobState to,
+                               const std::string& reason) override {
     std::lock_guard lock(mu_);
     if (!exec("BEGIN IMMEDIATE")) return db_error(db_, "begin");
     auto job = find_job_locked(id);
@@ -168,8 +172,8 @@ class SqliteJobStore final : public JobStore {
     if (!core::can_transition(j.state, to)) {
       (void)exec("ROLLBACK");
       return make_error(Errc::conflict, "job " + std::to_string(id) + " is " +
-                                            std::string(core::state_name(j.state)) + ", cannot become " +
-                                            std::string(core::state_name(to)));
+                                            std::string(core::state_name(j.state)) +
+                                            ", cannot become " + std::string(core::state_name(to)));
     }
     const Micros now = now_micros();
     if (j.state == core::JobState::queued && to != core::JobState::cancelled) j.started_at = now;
@@ -197,7 +201,8 @@ class SqliteJobStore final : public JobStore {
 
   Status record_attempt(std::int64_t id, unsigned max_jobs, unsigned nvcc_threads) override {
     std::lock_guard lock(mu_);
-    Query u(db_, "UPDATE jobs SET attempts = attempts + 1, max_jobs = ?, nvcc_threads = ? WHERE id = ?");
+    Query u(db_,
+            "UPDATE jobs SET attempts = attempts + 1, max_jobs = ?, nvcc_threads = ? WHERE id = ?");
     u.integer(1, max_jobs).integer(2, nvcc_threads).integer(3, id);
     if (u.step() != SQLITE_DONE) return db_error(db_, "record attempt");
     return ok_status();
@@ -213,17 +218,18 @@ class SqliteJobStore final : public JobStore {
 
   Result<std::vector<JobRecord>> requeue_interrupted() override {
     std::vector<JobRecord> running;
-    for (const auto state : {core::JobState::preparing, core::JobState::building,
-                             core::JobState::retagging, core::JobState::testing,
-                             core::JobState::ingesting}) {
+    for (const auto state :
+         {core::JobState::preparing, core::JobState::building, core::JobState::retagging,
+          core::JobState::testing, core::JobState::ingesting}) {
       auto jobs = jobs_in_state(state);
       if (!jobs) return jobs.error();
       running.insert(running.end(), jobs->begin(), jobs->end());
     }
     std::vector<JobRecord> requeued;
     for (const auto& j : running) {
-      if (auto r = transition(j.id, core::JobState::interrupted, "the server stopped during " +
-                                                                     std::string(core::state_name(j.state)));
+      if (auto r =
+              transition(j.id, core::JobState::interrupted,
+                         "the server stopped during " + std::string(core::state_name(j.state)));
           !r) {
         return r.error();
       }
@@ -240,12 +246,18 @@ class SqliteJobStore final : public JobStore {
     Query q(db_,
             "SELECT 1 FROM jobs WHERE recipe = ? AND version = ? AND python = ? AND torch = ? AND"
             " cuda = ? AND state = 'succeeded' LIMIT 1");
-    q.text(1, recipe).text(2, version).text(3, cell.python).text(4, cell.torch.str()).text(5, cell.cuda.str());
+    q.text(1, recipe)
+        .text(2, version)
+        .text(3, cell.python)
+        .text(4, cell.torch.str())
+        .text(5, cell.cuda.str());
     return q.step() == SQLITE_ROW;
   }
 
  private:
-  bool exec(const char* sql) { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) == SQLITE_OK; }
+  bool exec(const char* sql) {
+    return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
 
   Error rollback(std::string_view what) {
     Error e = db_error(db_, what);
@@ -271,7 +283,8 @@ Result<std::unique_ptr<JobStore>> open_sqlite_job_store(const std::filesystem::p
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
       SQLITE_OK) {
-    Error e = make_error(Errc::io, "open " + db_path.string() + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+    Error e = make_error(
+        Errc::io, "open " + db_path.string() + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
     sqlite3_close_v2(db);
     return e;
   }

@@ -175,8 +175,9 @@ int main(int argc, char** argv) {
   build_cmd->add_option("--torch", build_torch, "only these torch series");
   build_cmd->add_option("--cuda", build_cuda, "only these CUDA versions");
   build_cmd->add_flag("--force", build_force, "rebuild cells that were built already");
-  build_cmd->add_option("--server-url", build_server,
-                        "the wheelforge serving this data directory, where torch is installed from");
+  build_cmd->add_option(
+      "--server-url", build_server,
+      "the wheelforge serving this data directory, where torch is installed from");
   // --- End of build runner. ---
 
   Common token_list_opts;

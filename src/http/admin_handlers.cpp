@@ -112,7 +112,8 @@ Response builds(const Request& req, std::string_view body, build::Runner& runner
     if (!list) return error_response(list.error());
     return json(200, render::render_build(**build, *list));
   }
-  if (seg[1] != "jobs") return error_response(make_error(Errc::not_found, "no such admin endpoint"));
+  if (seg[1] != "jobs")
+    return error_response(make_error(Errc::not_found, "no such admin endpoint"));
   if (seg.size() == 3) {
     if (req.method != Method::get) return method_not_allowed("GET");
     auto job = jobs.find_job(*id);
@@ -156,7 +157,8 @@ std::optional<std::int64_t> log_follow_request(const Request& req) {
   return parse_id(seg[2]);
 }
 
-std::string read_log_chunk(const std::filesystem::path& log, std::uint64_t offset, std::size_t max) {
+std::string read_log_chunk(const std::filesystem::path& log, std::uint64_t offset,
+                           std::size_t max) {
   UniqueFd fd(::open(log.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return {};
   std::string out(max, '\0');

@@ -9,7 +9,9 @@ namespace wf::http {
 LegacyUpload::LegacyUpload(std::string boundary, store::TempFile temp)
     : parser_(std::move(boundary)), temp_(std::move(temp)) {}
 
-Status LegacyUpload::feed(std::string_view chunk) { return parser_.feed(chunk, *this); }
+Status LegacyUpload::feed(std::string_view chunk) {
+  return parser_.feed(chunk, *this);
+}
 
 Status LegacyUpload::on_file_start(std::string_view field_name, std::string_view filename) {
   if (field_name != "content") {

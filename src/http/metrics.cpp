@@ -47,7 +47,8 @@ std::string Metrics::render(const std::map<std::string, double>& gauges) const {
     out += fmt::format("wheelforge_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n",
                        key.first, key.second, n);
   }
-  out += "# HELP wheelforge_http_request_duration_seconds Time from request head to response sent.\n";
+  out +=
+      "# HELP wheelforge_http_request_duration_seconds Time from request head to response sent.\n";
   out += "# TYPE wheelforge_http_request_duration_seconds histogram\n";
   for (const auto& [route, h] : latency_) {
     for (std::size_t i = 0; i < kBuckets.size(); ++i) {
@@ -60,8 +61,8 @@ std::string Metrics::render(const std::map<std::string, double>& gauges) const {
         h.count);
     out += fmt::format("wheelforge_http_request_duration_seconds_sum{{route=\"{}\"}} {}\n", route,
                        h.sum);
-    out += fmt::format("wheelforge_http_request_duration_seconds_count{{route=\"{}\"}} {}\n",
-                       route, h.count);
+    out += fmt::format("wheelforge_http_request_duration_seconds_count{{route=\"{}\"}} {}\n", route,
+                       h.count);
   }
   out += "# HELP wheelforge_http_response_bytes_total Body bytes sent, by route.\n";
   out += "# TYPE wheelforge_http_response_bytes_total counter\n";

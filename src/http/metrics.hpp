@@ -18,9 +18,8 @@ namespace wf::http {
 
 class Metrics {
  public:
-  static constexpr std::array<double, 14> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                                      0.025,  0.05,  0.1,    0.25,  0.5,
-                                                      1,      2.5,   5,      10};
+  static constexpr std::array<double, 14> kBuckets = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
   void request(std::string_view route, int status, double seconds, std::uint64_t bytes);
   void upload(std::string_view outcome) { ++uploads_[std::string(outcome)]; }

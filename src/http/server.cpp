@@ -7,10 +7,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/asio/ssl.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <chrono>
@@ -22,12 +22,12 @@
 #include "admin_handlers.hpp"
 #include "file_body.hpp"
 #include "legacy_upload.hpp"
-#include "metrics.hpp"
-#include "wheelforge/core/filename.hpp"
-#include "wheelforge/auth/tokens.hpp"
 #include "message.hpp"
+#include "metrics.hpp"
 #include "read_handlers.hpp"
 #include "upload_handler.hpp"
+#include "wheelforge/auth/tokens.hpp"
+#include "wheelforge/core/filename.hpp"
 #include "wheelforge/snapshot/snapshot.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -151,7 +151,7 @@ struct UploadState {
   UploadState(std::string boundary, store::TempFile t)
       : form(std::make_unique<LegacyUpload>(std::move(boundary), std::move(t))) {}
   std::optional<store::TempFile> temp;  // PUT /upload/: the body is the file
-  std::unique_ptr<LegacyUpload> form;  // POST /legacy/: the body is a multipart form
+  std::unique_ptr<LegacyUpload> form;   // POST /legacy/: the body is a multipart form
   std::vector<char> buffer = std::vector<char>(256 * 1024);
 };
 
@@ -181,9 +181,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       : srv_(srv), stream_(std::move(socket)) {
     srv_.sessions.insert(this);
   }
-  Session(Server::Impl& srv, tcp::socket socket, std::shared_ptr<asio::ssl::context> tls)
-      requires kTls
-      : srv_(srv), tls_(std::move(tls)), stream_(std::move(socket), *tls_) {
+  Session(Server::Impl& srv, tcp::socket socket,
+          std::shared_ptr<asio::ssl::context> tls) requires kTls
+      : srv_(srv),
+        tls_(std::move(tls)),
+        stream_(std::move(socket), *tls_) {
     srv_.sessions.insert(this);
   }
   ~Session() override {
@@ -228,9 +230,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     // the request is known to be an upload (it then bounds chunked bodies too).
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     lowest().expires_after(requests_ == 0 ? srv_.config.read_timeout : srv_.config.idle_timeout);
-    bhttp::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                               self->on_header(ec);
+                             });
   }
 
   void on_header(beast::error_code ec) {
@@ -282,7 +285,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     req_.query = std::move(parsed->second);
 
     const auto& seg = req_.segments;
-    if (!seg.empty() && seg[0] == "legacy" && (seg.size() == 1 || (seg.size() == 2 && seg[1].empty()))) {
+    if (!seg.empty() && seg[0] == "legacy" &&
+        (seg.size() == 1 || (seg.size() == 2 && seg[1].empty()))) {
       // twine, poetry and pdm never follow redirects: /legacy and /legacy/ are both answered.
       if (req_.method != Method::post) return send(method_not_allowed("POST"));
       return begin_legacy();
@@ -399,11 +403,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     res->chunked(true);
     auto sr = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
     lowest().expires_after(srv_.config.write_timeout);
-    bhttp::async_write_header(stream_, *sr,
-                              [self = this->shared_from_this(), res, sr](beast::error_code ec, std::size_t) {
-                                if (ec) return self->close();
-                                self->poll_log();
-                              });
+    bhttp::async_write_header(
+        stream_, *sr,
+        [self = this->shared_from_this(), res, sr](beast::error_code ec, std::size_t) {
+          if (ec) return self->close();
+          self->poll_log();
+        });
   }
 
   void poll_log() {
@@ -421,21 +426,19 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
             self->log_offset_ += p.data.size();
             auto data = std::make_shared<std::string>(std::move(p.data));
             self->lowest().expires_after(self->srv_.config.write_timeout);
-            return boost::asio::async_write(
-                self->stream_, bhttp::make_chunk(asio::buffer(*data)),
-                [self, data](beast::error_code ec, std::size_t) {
-                  if (ec) return self->close();
-                  self->poll_log();
-                });
+            return boost::asio::async_write(self->stream_, bhttp::make_chunk(asio::buffer(*data)),
+                                            [self, data](beast::error_code ec, std::size_t) {
+                                              if (ec) return self->close();
+                                              self->poll_log();
+                                            });
           }
           if (!p.state || core::is_terminal(*p.state) || self->srv_.stopping) {
             self->lowest().expires_after(self->srv_.config.write_timeout);
-            return boost::asio::async_write(
-                self->stream_, bhttp::make_chunk_last(),
-                [self](beast::error_code, std::size_t) {
-                  self->log(200, self->log_offset_, {});
-                  self->close();
-                });
+            return boost::asio::async_write(self->stream_, bhttp::make_chunk_last(),
+                                            [self](beast::error_code, std::size_t) {
+                                              self->log(200, self->log_offset_, {});
+                                              self->close();
+                                            });
           }
           if (!self->log_timer_) self->log_timer_.emplace(self->stream_.get_executor());
           self->log_timer_->expires_after(std::chrono::milliseconds(250));
@@ -452,31 +455,33 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     body.data = small_body_buf_.data();
     body.size = small_body_buf_.size();
     lowest().expires_after(srv_.config.read_timeout);
-    bhttp::async_read_some(
-        stream_, buffer_, *parser_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-          if (ec == bhttp::error::need_buffer) ec = {};
-          if (ec) {
-            Response r = error_response(make_error(
-                ec == bhttp::error::body_limit ? Errc::too_large : Errc::invalid,
-                "cannot read the request body: " + ec.message()));
-            r.close = true;
-            return self->send(std::move(r));
-          }
-          const std::size_t got = self->small_body_buf_.size() - self->parser_->get().body().size;
-          self->admin_body_.append(self->small_body_buf_.data(), got);
-          self->read_admin_body();
-        });
+    bhttp::async_read_some(stream_, buffer_, *parser_,
+                           [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                             if (ec == bhttp::error::need_buffer) ec = {};
+                             if (ec) {
+                               Response r = error_response(make_error(
+                                   ec == bhttp::error::body_limit ? Errc::too_large : Errc::invalid,
+                                   "cannot read the request body: " + ec.message()));
+                               r.close = true;
+                               return self->send(std::move(r));
+                             }
+                             const std::size_t got =
+                                 self->small_body_buf_.size() - self->parser_->get().body().size;
+                             self->admin_body_.append(self->small_body_buf_.data(), got);
+                             self->read_admin_body();
+                           });
   }
 
   void run_admin() {
     srv_.offload(
-        [&srv = srv_, req = req_, body = std::move(admin_body_)]() -> std::pair<Response, SnapshotPtr> {
+        [&srv = srv_, req = req_,
+         body = std::move(admin_body_)]() -> std::pair<Response, SnapshotPtr> {
           Response r = handle_admin(req, body, *srv.services.catalog, srv.services.runner);
           SnapshotPtr snap;
           // Yank, unyank and delete change what the pages show.
-          const bool changes_pages = req.segments.size() >= 2 && (req.segments[1] == "yank" ||
-                                                                    req.segments[1] == "unyank" ||
-                                                                    req.segments[1] == "files");
+          const bool changes_pages = req.segments.size() >= 2 &&
+                                     (req.segments[1] == "yank" || req.segments[1] == "unyank" ||
+                                      req.segments[1] == "files");
           if (r.status < 300 && changes_pages) {
             if (auto loaded = srv.load_snapshot()) snap = *loaded;
           }
@@ -506,13 +511,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     filename_ = plan->filename;
     parser_->body_limit(srv_.services.ingestor->limits().max_file_size);
     const bool expect_continue = iequals(msg[bhttp::field::expect], "100-continue");
-    srv_.offload(
-        [&srv = srv_] { return srv.services.store->create_temp(); },
-        [self = this->shared_from_this(), expect_continue](Result<store::TempFile> temp) {
-          if (!temp) return self->send(self->upload_failed(temp.error()));
-          self->upload_ = std::make_shared<UploadState>(std::move(*temp));
-          self->start_body(expect_continue);
-        });
+    srv_.offload([&srv = srv_] { return srv.services.store->create_temp(); },
+                 [self = this->shared_from_this(), expect_continue](Result<store::TempFile> temp) {
+                   if (!temp) return self->send(self->upload_failed(temp.error()));
+                   self->upload_ = std::make_shared<UploadState>(std::move(*temp));
+                   self->start_body(expect_continue);
+                 });
   }
 
   // The form overhead a twine upload adds around the file (metadata fields, descriptions).
@@ -539,14 +543,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     filename_ = "(form upload)";
     parser_->body_limit(limit);
     const bool expect_continue = iequals(parser_->get()[bhttp::field::expect], "100-continue");
-    srv_.offload(
-        [&srv = srv_] { return srv.services.store->create_temp(); },
-        [self = this->shared_from_this(), expect_continue,
-         boundary = std::move(*boundary)](Result<store::TempFile> temp) mutable {
-          if (!temp) return self->send(self->upload_failed(temp.error()));
-          self->upload_ = std::make_shared<UploadState>(std::move(boundary), std::move(*temp));
-          self->start_body(expect_continue);
-        });
+    srv_.offload([&srv = srv_] { return srv.services.store->create_temp(); },
+                 [self = this->shared_from_this(), expect_continue,
+                  boundary = std::move(*boundary)](Result<store::TempFile> temp) mutable {
+                   if (!temp) return self->send(self->upload_failed(temp.error()));
+                   self->upload_ =
+                       std::make_shared<UploadState>(std::move(boundary), std::move(*temp));
+                   self->start_body(expect_continue);
+                 });
   }
 
   /// Invites the body if the client waits for it, then reads it.
@@ -567,9 +571,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     body.data = upload_->buffer.data();
     body.size = upload_->buffer.size();
     lowest().expires_after(srv_.config.read_timeout);
-    bhttp::async_read_some(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
+    bhttp::async_read_some(stream_, buffer_, *parser_,
+                           [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                             self->on_body(ec);
+                           });
   }
 
   void on_body(beast::error_code ec) {
@@ -602,15 +607,15 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           return state->form ? state->form->feed(std::string_view(state->buffer.data(), got))
                              : state->temp->write(state->buffer.data(), got);
         },
-                 [self = this->shared_from_this()](Status st) {
-                   if (!st) {
-                     self->drop_upload();
-                     Response r = self->upload_failed(st.error());
-                     r.close = true;
-                     return self->send(std::move(r));
-                   }
-                   self->read_body();
-                 });
+        [self = this->shared_from_this()](Status st) {
+          if (!st) {
+            self->drop_upload();
+            Response r = self->upload_failed(st.error());
+            r.close = true;
+            return self->send(std::move(r));
+          }
+          self->read_body();
+        });
   }
 
   void finish_upload() {
@@ -632,10 +637,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           auto& [result, snap] = done;
           self->srv_.install(std::move(snap));
           if (!result) {
-            self->srv_.metrics.upload(status_for(result.error().code) >= 500 ? "failed" : "rejected");
+            self->srv_.metrics.upload(status_for(result.error().code) >= 500 ? "failed"
+                                                                             : "rejected");
             return self->send(self->upload_failed(result.error()));
           }
-          self->srv_.metrics.upload(result->outcome == ingest::Outcome::stored ? "stored" : "identical");
+          self->srv_.metrics.upload(result->outcome == ingest::Outcome::stored ? "stored"
+                                                                               : "identical");
           Response r;
           r.status = result->outcome == ingest::Outcome::stored ? 201 : 200;
           r.set("Content-Type", "application/json");
@@ -1001,7 +1008,9 @@ void Server::run() {
   impl_->ioc.run();
 }
 
-void Server::post(std::function<void()> fn) { asio::post(impl_->ioc, std::move(fn)); }
+void Server::post(std::function<void()> fn) {
+  asio::post(impl_->ioc, std::move(fn));
+}
 
 void Server::reload_catalog(std::function<void(Status)> done) {
   Impl* impl = impl_.get();

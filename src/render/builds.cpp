@@ -101,14 +101,16 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
         if (auto s = core::parse_torch_series(t)) {
           subset.torch.push_back(*s);
         } else {
-          problems.add("matrix.torch: '" + sanitize_for_log(t) + "' is not a torch series like 2.8");
+          problems.add("matrix.torch: '" + sanitize_for_log(t) +
+                       "' is not a torch series like 2.8");
         }
       }
       for (const auto& c : strings("cuda")) {
         if (auto v = core::parse_cuda_version(c)) {
           subset.cuda.push_back(*v);
         } else {
-          problems.add("matrix.cuda: '" + sanitize_for_log(c) + "' is not a CUDA version like 12.8");
+          problems.add("matrix.cuda: '" + sanitize_for_log(c) +
+                       "' is not a CUDA version like 12.8");
         }
       }
       for (const auto& [key, value] : m.items()) {
@@ -128,7 +130,9 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
   return r;
 }
 
-std::string render_job(const catalog::JobRecord& job) { return dump(job_json(job)); }
+std::string render_job(const catalog::JobRecord& job) {
+  return dump(job_json(job));
+}
 
 std::string render_build(const catalog::BuildRecord& build,
                          std::span<const catalog::JobRecord> jobs) {

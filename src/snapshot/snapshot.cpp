@@ -32,7 +32,9 @@ std::atomic<std::uint64_t> g_cache_misses{0};
 
 }  // namespace
 
-CacheStats cache_stats() { return CacheStats{g_cache_hits.load(), g_cache_misses.load()}; }
+CacheStats cache_stats() {
+  return CacheStats{g_cache_hits.load(), g_cache_misses.load()};
+}
 
 std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
   std::shared_ptr<Snapshot> s(new Snapshot());

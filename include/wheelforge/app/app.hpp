@@ -137,7 +137,8 @@ int yank(const Settings& settings, const std::string& project,
 /// `wheelforge build`: runs one build request in this process with progress on stdout;
 /// `server_url` is what {server} stands for in the torch index. Exit 0 when every job
 /// succeeded.
-int build(const Settings& settings, const core::BuildRequest& request, const std::string& server_url);
+int build(const Settings& settings, const core::BuildRequest& request,
+          const std::string& server_url);
 
 /// `wheelforge delete`: removes a file from every page; its name stays reserved.
 int delete_file(const Settings& settings, const std::string& filename);
