@@ -5,12 +5,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <array>
+#include <algorithm>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/optional.hpp>
 #include <cerrno>
 #include <memory>
+#include <vector>
 
 #include "wheelforge/util/fs.hpp"
 
@@ -31,7 +32,11 @@ struct RangeFileBody {
 
     template <bool isRequest, class Fields>
     writer(const boost::beast::http::header<isRequest, Fields>& /*h*/, const value_type& body)
-        : body_(body), pos_(body.offset), remain_(body.length) {}
+        : body_(body),
+          pos_(body.offset),
+          remain_(body.length),
+          // Small files (METADATA, small wheels) get a buffer of their own size, not 256 KiB.
+          buf_(static_cast<std::size_t>(std::min<std::uint64_t>(body.length, kChunk))) {}
 
     void init(boost::beast::error_code& ec) { ec = {}; }
 
@@ -41,10 +46,10 @@ struct RangeFileBody {
         return boost::none;
       }
       const std::size_t want =
-          remain_ < buf_->size() ? static_cast<std::size_t>(remain_) : buf_->size();
+          remain_ < buf_.size() ? static_cast<std::size_t>(remain_) : buf_.size();
       ssize_t n = 0;
       do {
-        n = ::pread(body_.fd->get(), buf_->data(), want, static_cast<off_t>(pos_));
+        n = ::pread(body_.fd->get(), buf_.data(), want, static_cast<off_t>(pos_));
       } while (n < 0 && errno == EINTR);
       if (n <= 0) {
         // A blob shorter than its catalog size means the store was damaged: fail the
@@ -57,15 +62,15 @@ struct RangeFileBody {
       remain_ -= static_cast<std::uint64_t>(n);
       ec = {};
       return std::pair<const_buffers_type, bool>(
-          const_buffers_type(buf_->data(), static_cast<std::size_t>(n)), remain_ > 0);
+          const_buffers_type(buf_.data(), static_cast<std::size_t>(n)), remain_ > 0);
     }
 
    private:
     const value_type& body_;
     std::uint64_t pos_;
     std::uint64_t remain_;
-    std::unique_ptr<std::array<char, 256 * 1024>> buf_ =
-        std::make_unique<std::array<char, 256 * 1024>>();
+    static constexpr std::uint64_t kChunk = 256 * 1024;
+    std::vector<char> buf_;
   };
 };
 
