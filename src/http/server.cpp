@@ -519,6 +519,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                  });
   }
 
+  static constexpr std::size_t kUploadReadSize = 256 * 1024;
+
   // The form overhead a twine upload adds around the file (metadata fields, descriptions).
   static constexpr std::uint64_t kFormOverhead = 4U << 20U;
 
@@ -567,6 +569,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void read_body() {
     if (parser_->is_done()) return finish_upload();
+    // Beast sizes each socket read by the free capacity of the session's buffer (512 bytes when
+    // empty): give uploads room for a whole chunk per read.
+    if (buffer_.capacity() < kUploadReadSize) buffer_.reserve(kUploadReadSize);
     auto& body = parser_->get().body();
     body.data = upload_->buffer.data();
     body.size = upload_->buffer.size();
