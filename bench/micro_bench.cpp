@@ -1,0 +1,248 @@
+// Google Benchmark micro-benchmarks of the hot pure functions: PEP 503 name normalization,
+// PEP 440 parsing and ordering, local-label parsing, view selection, and the rendering (and
+// gzip) of a variant-heavy project page shaped like bench/gen_corpus.py's flash-attn.
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wheelforge/core/filename.hpp"
+#include "wheelforge/core/name.hpp"
+#include "wheelforge/core/negotiate.hpp"
+#include "wheelforge/core/records.hpp"
+#include "wheelforge/core/variant.hpp"
+#include "wheelforge/core/version.hpp"
+#include "wheelforge/render/simple.hpp"
+
+namespace {
+
+using wf::core::Version;
+
+constexpr std::array<std::string_view, 8> kNames = {
+    "flash-attn",        "Flash_Attn",
+    "zope.interface",    "ruamel.yaml.clib",
+    "typing_extensions", "Django-REST--framework",
+    "xformers",          "nvidia-cuda-runtime-cu12"};
+
+constexpr std::array<std::string_view, 10> kVersions = {"2.8.3+cu128torch2.8",
+                                                        "1.0",
+                                                        "1.0rc1",
+                                                        "2024.1.post3.dev2",
+                                                        "v2.8.3+CU128_torch2.8",
+                                                        "1!2.0.0b3",
+                                                        "0.0.28.post1",
+                                                        "2.10.0+cu130sm89torch2.10.0",
+                                                        "3.1.4",
+                                                        "1.26.4"};
+
+constexpr std::array<std::string_view, 8> kLabels = {
+    "cu128torch2.8",    "cu121torch2.5cxx11abiFALSE",
+    "cpu.cxx11.abi",    "cu130sm89torch2.10.0",
+    "rocm6.4.torch2.8", "cu12.torch28",
+    "pt28cu126",        "git.1a2b3c4.20250101"};
+
+void BM_NormalizeName(benchmark::State& state) {
+  std::size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(wf::core::normalize_name(kNames[i++ % kNames.size()]));
+  }
+}
+BENCHMARK(BM_NormalizeName);
+
+void BM_VersionParse(benchmark::State& state) {
+  std::size_t i = 0;
+  for (auto _ : state) {
+    auto v = Version::parse(kVersions[i++ % kVersions.size()]);
+    benchmark::DoNotOptimize(v);
+  }
+}
+BENCHMARK(BM_VersionParse);
+
+std::vector<Version> corpus_versions(std::size_t n) {
+  std::mt19937 rng(440);
+  std::vector<Version> out;
+  out.reserve(n);
+  constexpr std::array<std::string_view, 5> kLocal = {"", "+cu118torch2.5", "+cu128torch2.8",
+                                                      "+cpu", "+cu126torch2.7"};
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string text = std::to_string(rng() % 3) + "." + std::to_string(rng() % 20) + "." +
+                       std::to_string(rng() % 10);
+    if (rng() % 8 == 0) text += "rc" + std::to_string(rng() % 3);
+    text += kLocal[rng() % kLocal.size()];
+    out.push_back(*Version::parse(text));
+  }
+  return out;
+}
+
+void BM_VersionCompare(benchmark::State& state) {
+  const auto versions = corpus_versions(1024);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const auto& a = versions[i % versions.size()];
+    const auto& b = versions[(i * 7 + 3) % versions.size()];
+    benchmark::DoNotOptimize(a <=> b);
+    ++i;
+  }
+}
+BENCHMARK(BM_VersionCompare);
+
+void BM_VersionSort(benchmark::State& state) {
+  const auto versions = corpus_versions(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    auto copy = versions;
+    std::sort(copy.begin(), copy.end());
+    benchmark::DoNotOptimize(copy.data());
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_VersionSort)->Arg(400)->Arg(4000);
+
+void BM_ParseLocalLabel(benchmark::State& state) {
+  std::size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(wf::core::parse_local_label(kLabels[i++ % kLabels.size()]));
+  }
+}
+BENCHMARK(BM_ParseLocalLabel);
+
+void BM_ParseFilename(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(wf::core::parse_dist_filename(
+        "flash_attn-2.8.3+cu128torch2.8-cp312-cp312-linux_x86_64.whl"));
+  }
+}
+BENCHMARK(BM_ParseFilename);
+
+// The variant-heavy project of the corpus: 4 versions x 4 torch x 5 CUDA x 5 CPython = 400 wheels.
+struct VariantProject {
+  std::vector<wf::core::FileRecord> files;
+  std::vector<std::string> versions;
+
+  VariantProject() {
+    std::mt19937_64 rng(658);
+    auto hex64 = [&rng] {
+      static constexpr char kHex[] = "0123456789abcdef";
+      std::string s(64, '0');
+      for (auto& c : s) c = kHex[rng() % 16];
+      return s;
+    };
+    versions = {"2.6.3", "2.7.4", "2.8.0", "2.8.3"};
+    std::int64_t id = 1;
+    for (const auto& v : versions) {
+      for (const std::string_view torch : {"2.5", "2.6", "2.7", "2.8"}) {
+        for (const std::string_view cu : {"118", "121", "124", "126", "128"}) {
+          for (const std::string_view py : {"cp39", "cp310", "cp311", "cp312", "cp313"}) {
+            const std::string label = "cu" + std::string(cu) + "torch" + std::string(torch);
+            const std::string filename = "flash_attn-" + v + "+" + label + "-" + std::string(py) +
+                                         "-" + std::string(py) + "-linux_x86_64.whl";
+            auto parsed = wf::core::parse_dist_filename(filename);
+            wf::core::FileRecord f;
+            f.id = id++;
+            f.filename = filename;
+            f.project = "flash-attn";
+            f.version = parsed->version.str();
+            f.sha256 = hex64();
+            f.size = 180'000'000 + rng() % 1'000'000;
+            f.upload_time = 1'750'000'000'000'000 + static_cast<std::int64_t>(id) * 1'000'000;
+            f.requires_python = ">=3.9";
+            f.metadata_sha256 = hex64();
+            f.metadata_size = 2'000;
+            f.tags = parsed->tags;
+            f.hints = wf::core::parse_local_label(label);
+            files.push_back(std::move(f));
+          }
+        }
+      }
+    }
+  }
+
+  [[nodiscard]] wf::render::ProjectPage page() const {
+    wf::render::ProjectPage p;
+    p.name = "flash-attn";
+    p.versions = versions;
+    for (const auto& f : files) p.files.push_back(&f);
+    return p;
+  }
+};
+
+const VariantProject& variant_project() {
+  static const VariantProject project;
+  return project;
+}
+
+void BM_RenderVariantPageHtml(benchmark::State& state) {
+  const auto page = variant_project().page();
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    auto html = wf::render::render_project(wf::core::PageFormat::html_legacy, page);
+    bytes = html.size();
+    benchmark::DoNotOptimize(html);
+  }
+  state.counters["page_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_RenderVariantPageHtml);
+
+void BM_RenderVariantPageJson(benchmark::State& state) {
+  const auto page = variant_project().page();
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    auto json = wf::render::render_project(wf::core::PageFormat::json_v1, page);
+    bytes = json.size();
+    benchmark::DoNotOptimize(json);
+  }
+  state.counters["page_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_RenderVariantPageJson);
+
+void BM_GzipVariantPageHtml(benchmark::State& state) {
+  const auto html =
+      wf::render::render_project(wf::core::PageFormat::html_legacy, variant_project().page());
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    auto gz = wf::render::gzip(html);
+    bytes = gz.size();
+    benchmark::DoNotOptimize(gz);
+  }
+  state.counters["gzip_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_GzipVariantPageHtml);
+
+void BM_SelectForView(benchmark::State& state) {
+  const auto& project = variant_project();
+  std::vector<wf::core::Candidate> candidates;
+  for (const auto& f : project.files) {
+    wf::core::Candidate c;
+    c.hints = f.hints;
+    c.group_key = f.version.substr(0, f.version.find('+')) + " " + f.tags.python_tag + " " +
+                  f.tags.abi_tag + " " + f.tags.platform_tag;
+    c.upload_time = f.upload_time;
+    c.filename = f.filename;
+    candidates.push_back(std::move(c));
+  }
+  const std::array<std::string_view, 2> segments = {"cu128", "torch2.8"};
+  const auto view = *wf::core::parse_view_selector(segments);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(wf::core::select_for_view(view, candidates));
+  }
+}
+BENCHMARK(BM_SelectForView);
+
+void BM_Negotiate(benchmark::State& state) {
+  constexpr std::string_view kPipAccept =
+      "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, "
+      "text/html; q=0.01";
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(wf::core::negotiate(kPipAccept, ""));
+  }
+}
+BENCHMARK(BM_Negotiate);
+
+}  // namespace
+
+BENCHMARK_MAIN();

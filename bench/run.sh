@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The wheelforge benchmark suite, one command on a fresh Debian 12 machine:
+#
+#   bench/run.sh [--bin PATH] [-- extra bench.py options]
+#
+# Installs what is missing with apt-get (nginx, wrk, Google Benchmark, the build dependencies),
+# builds the micro-benchmarks (and the server when PATH does not exist) in build-bench/,
+# generates the corpora and the static trees under bench/.work/ (kept between runs), then runs
+# bench/bench.py: wrk against wheelforge and nginx, downloads, upload, startup, memory, pip,
+# micro-benchmarks. Prints a markdown report, also written to bench/.work/results.md (and the
+# raw numbers to bench/.work/results.json).
+#
+# Environment: WF_BIN (server binary, default build/wheelforge), BENCH_JOBS (build parallelism,
+# default nproc), BENCH_NOTE (text recorded with the results).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+bin=${WF_BIN:-$root/build/wheelforge}
+jobs=${BENCH_JOBS:-$(nproc)}
+build_dir=$root/build-bench
+work=$here/.work
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) bin=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "usage: $0 [--bin PATH] [-- bench.py options]" >&2; exit 2 ;;
+  esac
+done
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+packages=(
+  nginx wrk libbenchmark-dev curl python3 python3-venv
+  build-essential cmake pkg-config
+  libboost-dev libssl-dev libarchive-dev libsqlite3-dev zlib1g-dev
+  nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
+  libkainjow-mustache-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # The Debian package enables and starts a system nginx on port 80; the suite runs its own.
+fi
+
+echo "==> building the micro-benchmarks in $build_dir"
+targets=(wf_micro_bench)
+if [ ! -x "$bin" ]; then
+  echo "    ($bin does not exist: building the server there too)"
+  targets+=(wheelforge)
+  bin=$build_dir/wheelforge
+fi
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DWF_BUILD_TESTS=OFF -DWF_BUILD_BENCH=ON >/dev/null
+for t in "${targets[@]}"; do
+  nice cmake --build "$build_dir" --target "$t" -j"$jobs"
+done
+
+echo "==> corpora and static trees in $work (generated once, then reused)"
+nice /usr/bin/python3 "$here/gen_corpus.py" --out "$work/corpus"
+nice /usr/bin/python3 "$here/static_tree.py" --out "$work/static/small" "$work/corpus/small"
+nice /usr/bin/python3 "$here/static_tree.py" --out "$work/static/large" \
+  "$work/corpus/large" "$work/corpus/variant" "$work/corpus/big"
+
+echo "==> benchmarks ($bin)"
+exec /usr/bin/python3 "$here/bench.py" --bin "$bin" --work "$work" \
+  --micro "$build_dir/bench/wf_micro_bench" --note "${BENCH_NOTE:-}" "${extra[@]}"
