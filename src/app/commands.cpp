@@ -1,7 +1,10 @@
 #include <signal.h>
 #include <spdlog/async.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -51,6 +54,50 @@ bool is_distribution(const std::filesystem::path& p) {
 
 }  // namespace
 
+namespace {
+
+/// "<N>": the syslog priority of a log level, as journald reads it at the start of a line.
+class SyslogPriority final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm& /*tm*/,
+              spdlog::memory_buf_t& dest) override {
+    int priority = 6;  // info
+    switch (msg.level) {
+      case spdlog::level::critical:
+        priority = 2;
+        break;
+      case spdlog::level::err:
+        priority = 3;
+        break;
+      case spdlog::level::warn:
+        priority = 4;
+        break;
+      case spdlog::level::debug:
+      case spdlog::level::trace:
+        priority = 7;
+        break;
+      default:
+        break;
+    }
+    const char text[] = {'<', static_cast<char>('0' + priority), '>'};
+    dest.append(text, text + sizeof text);
+  }
+  [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<SyslogPriority>();
+  }
+};
+
+/// True when stderr is connected to the journal ($JOURNAL_STREAM names its device:inode).
+bool stderr_is_journal() {
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  if (stream == nullptr) return false;
+  struct stat st {};
+  if (::fstat(STDERR_FILENO, &st) != 0) return false;
+  return std::string(stream) == std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
+}  // namespace
+
 void init_logging() {
   // The logging thread must never be the one a process signal is delivered to: it starts
   // with every signal blocked (serve() takes SIGTERM/SIGINT/SIGHUP with sigwait).
@@ -64,7 +111,14 @@ void init_logging() {
   // Overrun instead of block: a stalled stderr must never stall the network thread.
   auto logger = std::make_shared<spdlog::async_logger>(
       "wheelforge", sink, spdlog::thread_pool(), spdlog::async_overflow_policy::overrun_oldest);
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v", spdlog::pattern_time_type::utc);
+  if (stderr_is_journal()) {
+    // journald stamps each line itself and reads the priority from a "<N>" prefix.
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<SyslogPriority>('*').set_pattern("%*%v");
+    logger->set_formatter(std::move(formatter));
+  } else {
+    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v", spdlog::pattern_time_type::utc);
+  }
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
 }

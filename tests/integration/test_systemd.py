@@ -211,3 +211,28 @@ def test_sigterm_with_abandoned_upload_leaves_nothing(harness, tmp_path):
     # Only the (now removed) session directory of the stopped server may differ in tmp/.
     leftovers = [p for p in (harness.data_dir / "tmp").rglob("*") if p.is_file()]
     assert leftovers == [], leftovers
+
+
+def test_journald_priority_prefixes(harness):
+    """Under journald (JOURNAL_STREAM names stderr), lines carry <N> priorities, no timestamps."""
+    log = harness.root / "journal.log"
+    with open(log, "ab") as err:
+        st = os.fstat(err.fileno())
+        proc = subprocess.Popen(
+            [str(harness.binary), "serve", "--data-dir", str(harness.data_dir), "--listen",
+             "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+            env=clean_env(JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino}"),
+        )
+    try:
+        url = proc.stdout.readline().decode().strip().removeprefix("listening on ")
+        assert get(url, "/healthz") == 200
+        assert get(url, "/simple/nope/") == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    lines = [line for line in log.read_text().splitlines() if line]
+    assert lines, "nothing logged"
+    assert all(line[:3] in ("<2>", "<3>", "<4>", "<6>", "<7>") for line in lines), lines[:5]
+    assert any(line.startswith("<6>") and "GET /healthz -> 200" in line for line in lines), lines
+    assert not any(line[3:7].isdigit() for line in lines), "timestamps are journald's job"
