@@ -109,6 +109,12 @@ Result<build::RunnerConfig> load_build_config(
           config.host.max_concurrent_jobs = static_cast<unsigned>(*v);
         else
           problems.add("build.max_concurrent_jobs: expected 0..256");
+      } else if (k == "keep_failed_work_dirs") {
+        if (auto v = node.value<bool>()) {
+          config.host.keep_failed_work_dirs = *v;
+        } else {
+          problems.add("build.keep_failed_work_dirs: expected true or false");
+        }
       } else if (k == "system_torch") {
         if (auto v = node.value<bool>())
           config.host.system_torch = *v;

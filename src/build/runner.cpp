@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "wheelforge/archive/retag.hpp"
+#include "wheelforge/build/executor.hpp"
 #include "wheelforge/build/process.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/name.hpp"
@@ -64,14 +65,15 @@ void set_env(Env& env, const std::string& key, std::string value) {
 }
 
 /// Runs one step's command; a failure becomes an Error naming the step and the exit status.
-Status run_step(const std::string& step, ProcessSpec spec, const std::function<bool()>& cancelled) {
+Status run_step(Executor& executor, const std::string& step, ProcessSpec spec,
+                const std::function<bool()>& cancelled) {
   note(
       spec.log_file, "[" + step + "] " + [&] {
         std::string cmd;
         for (const auto& a : spec.argv) cmd += (cmd.empty() ? "" : " ") + a;
         return cmd;
       }());
-  auto status = run_to_completion(spec, cancelled);
+  auto status = run_on(executor, spec, cancelled);
   if (!status) return status.error();
   if (status->success()) return ok_status();
   return make_error(Errc::internal, step + " failed: " + status->describe());
@@ -88,7 +90,8 @@ Runner::Runner(RunnerConfig config, catalog::JobStore& jobs, catalog::Catalog& c
       store_(store),
       ingestor_(ingestor),
       builds_dir_(fs::absolute(data_dir) / "builds"),
-      on_ingested_(std::move(on_ingested)) {}
+      on_ingested_(std::move(on_ingested)),
+      executor_(make_local_executor()) {}
 
 Runner::~Runner() {
   stop();
@@ -277,6 +280,12 @@ void Runner::run_job(catalog::JobRecord job, core::Parallelism grant) {
     note(log, "cancelled: the process tree was killed");
     spdlog::info("job={} cancelled", job.id);
   } else if (!result) {
+    if (!config_.host.keep_failed_work_dirs) {
+      std::error_code rm;
+      for (const auto& entry : fs::directory_iterator(log.parent_path(), rm)) {
+        if (entry.path().filename() != "log.txt") fs::remove_all(entry.path(), rm);
+      }
+    }
     (void)jobs_.transition(job.id, core::JobState::failed, result.error().message);
     note(log, "failed: " + result.error().message);
     spdlog::warn("job={} failed: {}", job.id, result.error().message);
@@ -299,6 +308,7 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   const core::Cell& cell = job.cell;
   const fs::path dir = builds_dir_ / ("job-" + std::to_string(job.id));
   const fs::path log = dir / "log.txt";
+  if (auto st = executor_->prepare(dir); !st) return st;
   const auto cancelled = [&running] { return running.cancel.load() || running.interrupted.load(); };
   const auto advance = [&](core::JobState to) -> Status {
     if (cancelled()) return make_error(Errc::unavailable, "stopped");
@@ -372,19 +382,19 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     std::lock_guard env_lock(env_mu_);
     if (!fs::exists(env_dir / ".ready")) {
       fs::remove_all(env_dir);
-      if (auto st = run_step("preparing", spec(venv_command(env_dir), base, dir, step_timeout),
-                             cancelled);
+      if (auto st = run_step(*executor_, "preparing",
+                             spec(venv_command(env_dir), base, dir, step_timeout), cancelled);
           !st)
         return st;
       const std::string env_python = (env_dir / "bin" / "python").string();
       if (config_.host.system_torch) {
-        if (auto st = run_step("preparing",
+        if (auto st = run_step(*executor_, "preparing",
                                spec(link_system_site(env_dir), base, dir, step_timeout), cancelled);
             !st)
           return st;
         if (auto st = run_step(
-                "preparing", spec({env_python, "-c", torch_series_check}, base, dir, step_timeout),
-                cancelled);
+                *executor_, "preparing",
+                spec({env_python, "-c", torch_series_check}, base, dir, step_timeout), cancelled);
             !st) {
           return make_error(Errc::internal,
                             "the interpreter's own torch is not of series " + cell.torch.str());
@@ -395,7 +405,9 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
       if (!config_.host.system_torch) install.push_back(torch_req);
       install.insert(install.end(), recipe.build_requires.begin(), recipe.build_requires.end());
       if (install.size() > 6) {
-        if (auto st = run_step("preparing", spec(install, base, dir, step_timeout), cancelled); !st)
+        if (auto st = run_step(*executor_, "preparing", spec(install, base, dir, step_timeout),
+                               cancelled);
+            !st)
           return st;
       }
       std::ofstream(env_dir / ".ready") << torch_index << "\n";
@@ -408,7 +420,7 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   switch (recipe.source.kind) {
     case core::SourceSpec::Kind::path:
       if (auto st =
-              run_step("preparing",
+              run_step(*executor_, "preparing",
                        spec({"/bin/cp", "-a", recipe.source.location + "/.", src_root.string()},
                             base, dir, step_timeout),
                        cancelled);
@@ -417,14 +429,14 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
       break;
     case core::SourceSpec::Kind::git:
       if (auto st = run_step(
-              "preparing",
+              *executor_, "preparing",
               spec({"/usr/bin/git", "clone", "--quiet", recipe.source.location, src_root.string()},
                    base, dir, step_timeout),
               cancelled);
           !st)
         return st;
       if (!recipe.source.ref.empty()) {
-        if (auto st = run_step("preparing",
+        if (auto st = run_step(*executor_, "preparing",
                                spec({"/usr/bin/git", "-C", src_root.string(), "checkout", "--quiet",
                                      recipe.source.ref},
                                     base, dir, step_timeout),
@@ -447,7 +459,7 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
         return make_error(Errc::not_found,
                           "no sdist of " + recipe.project + " " + job.version + " in the index");
       }
-      if (auto st = run_step("preparing",
+      if (auto st = run_step(*executor_, "preparing",
                              spec({"/bin/tar", "-xzf", store_.blob_path(sdist->sha256).string(),
                                    "-C", src_root.string()},
                                   base, dir, step_timeout),
@@ -493,8 +505,8 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     note(log, "[building] attempt " + std::to_string(attempt + 1) +
                   " with MAX_JOBS=" + std::to_string(parallelism.max_jobs) +
                   " NVCC_THREADS=" + std::to_string(parallelism.nvcc_threads));
-    auto status = run_to_completion(spec({"/bin/sh", "-c", command}, build_env, src, step_timeout),
-                                    cancelled);
+    auto status = run_on(*executor_, spec({"/bin/sh", "-c", command}, build_env, src, step_timeout),
+                         cancelled);
     if (!status) return status.error();
     if (status->success()) break;
     if (cancelled()) return make_error(Errc::unavailable, "stopped");
@@ -555,18 +567,18 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   fs::remove_all(test_env);
   fs::create_directories(empty);
   const std::string test_python = (test_env / "bin" / "python").string();
-  if (auto st =
-          run_step("testing", spec(venv_command(test_env), base, dir, step_timeout), cancelled);
+  if (auto st = run_step(*executor_, "testing",
+                         spec(venv_command(test_env), base, dir, step_timeout), cancelled);
       !st)
     return st;
   if (config_.host.system_torch) {
-    if (auto st = run_step("testing", spec(link_system_site(test_env), base, dir, step_timeout),
-                           cancelled);
+    if (auto st = run_step(*executor_, "testing",
+                           spec(link_system_site(test_env), base, dir, step_timeout), cancelled);
         !st)
       return st;
   } else {
     if (auto st = run_step(
-            "testing",
+            *executor_, "testing",
             spec({test_python, "-m", "pip", "install", "--index-url", torch_index, torch_req}, base,
                  dir, step_timeout),
             cancelled);
@@ -574,7 +586,7 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
       return st;
   }
   if (auto st = run_step(
-          "testing",
+          *executor_, "testing",
           spec({test_python, "-m", "pip", "install", "--no-index", "--no-deps", wheel.string()},
                base, dir, step_timeout),
           cancelled);
@@ -585,7 +597,7 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
     set_env(test_env_vars, "PATH",
             (test_env / "bin").string() + ":" + cuda + "/bin:/usr/local/bin:/usr/bin:/bin");
     if (auto st = run_step(
-            "testing",
+            *executor_, "testing",
             spec({test_python, "-c", recipe.import_check}, test_env_vars, empty, step_timeout),
             cancelled);
         !st)
@@ -602,8 +614,11 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
            (ingested->outcome == ingest::Outcome::identical ? " (identical file already stored)"
                                                             : ""));
   if (on_ingested_) on_ingested_();
-  fs::remove_all(test_env);
-  fs::remove_all(src_root);
+  // Work-directory policy: a succeeded job keeps only its log (the wheel is in the store); a
+  // failed job keeps everything for inspection unless configured otherwise (see run_job).
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename() != "log.txt") fs::remove_all(entry.path());
+  }
   return ok_status();
 }
 

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "wheelforge/build/executor.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/catalog/jobs.hpp"
 #include "wheelforge/core/build.hpp"
@@ -52,6 +53,10 @@ struct HostConfig {
   std::uint64_t memory_reserve_bytes = 2ULL << 30U;
   /// Jobs running at once; 0: as many as the memory and core budget admits.
   unsigned max_concurrent_jobs = 0;
+  /// Work directories (DATA_DIR/builds/job-<id>/): a succeeded job keeps only its log; a
+  /// failed one keeps its sources, outputs and environments for inspection unless this is
+  /// false. Logs are always kept.
+  bool keep_failed_work_dirs = true;
   /// How many times a build killed by the OOM killer is retried with half the parallelism.
   int oom_retries = 2;
 };
@@ -110,6 +115,7 @@ class Runner {
   ingest::Ingestor& ingestor_;
   std::filesystem::path builds_dir_;
   std::function<void()> on_ingested_;
+  std::unique_ptr<Executor> executor_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,0 +1,77 @@
+#include "wheelforge/build/executor.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "wheelforge/util/fs.hpp"
+
+namespace wf::build {
+namespace {
+
+class LocalExecution final : public Execution {
+ public:
+  explicit LocalExecution(Process process) : process_(std::move(process)) {}
+  std::optional<ExitStatus> poll() override { return process_.poll(); }
+  void cancel() override { process_.cancel(); }
+
+ private:
+  Process process_;
+};
+
+class LocalExecutor final : public Executor {
+ public:
+  std::string_view name() const override { return "local"; }
+
+  Status prepare(const std::filesystem::path& work_dir) override {
+    std::error_code ec;
+    std::filesystem::create_directories(work_dir, ec);
+    if (ec) return make_error(Errc::io, "create " + work_dir.string() + ": " + ec.message());
+    return ok_status();
+  }
+
+  Result<std::unique_ptr<Execution>> start(const ProcessSpec& spec) override {
+    auto process = Process::start(spec);
+    if (!process) return process.error();
+    return std::unique_ptr<Execution>(std::make_unique<LocalExecution>(std::move(*process)));
+  }
+
+  std::string read_log(const std::filesystem::path& log, std::uint64_t offset,
+                       std::size_t max) override {
+    UniqueFd fd(::open(log.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return {};
+    std::string out(max, '\0');
+    ssize_t n = 0;
+    do {
+      n = ::pread(fd.get(), out.data(), max, static_cast<off_t>(offset));
+    } while (n < 0 && errno == EINTR);
+    out.resize(n > 0 ? static_cast<std::size_t>(n) : 0U);
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_local_executor() {
+  return std::make_unique<LocalExecutor>();
+}
+
+Result<ExitStatus> run_on(Executor& executor, const ProcessSpec& spec,
+                          const std::function<bool()>& should_cancel,
+                          std::chrono::milliseconds poll_interval) {
+  auto execution = executor.start(spec);
+  if (!execution) return execution.error();
+  bool cancelled = false;
+  while (true) {
+    if (auto status = (*execution)->poll()) return *status;
+    if (!cancelled && should_cancel && should_cancel()) {
+      (*execution)->cancel();
+      cancelled = true;
+    }
+    std::this_thread::sleep_for(poll_interval);
+  }
+}
+
+}  // namespace wf::build
