@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""Writes the seed corpora of wheelforge's fuzz targets: OUT/<target>/<n> for every target.
+
+Usage: make_seeds.py OUT
+
+Seeds are generated rather than committed so that the repository holds no binary fixtures:
+small valid inputs of each kind (file names, versions, labels, METADATA, Accept headers,
+multipart bodies, wheels and sdists, requests), from which the fuzzer mutates.
+"""
+
+import io
+import os
+import sys
+import tarfile
+import zipfile
+
+FILENAMES = [
+    "demo-1.0-py3-none-any.whl",
+    "flash_attn-2.8.3+cu128torch2.8cxx11abiTRUE-cp312-cp312-linux_x86_64.whl",
+    "torch-2.8.0+cu128-1-cp311-cp311-manylinux_2_28_x86_64.whl",
+    "numpy-2.1.0-cp310.cp311-abi3-macosx_11_0_arm64.macosx_11_0_x86_64.whl",
+    "demo-1.0.tar.gz",
+    "legacy-name-0.1.dev3.tar.gz",
+    "demo-1.0.zip",
+    "Demo.Pkg-1!2.0rc1.post2.dev3-py2.py3-none-any.whl",
+]
+
+VERSIONS = [
+    "1.0\n1.0.0\n1.0+local",
+    "v2.8.3+CU128_torch2.8\n2.8.3\n2.8.3.post1",
+    "1!1.0rc1.post2.dev3+abc.5\n1.0a1\n1.0.dev0",
+    "1.0-1\n1.0_post.2\n 1.0b2 ",
+    "1.0PREVIEW3\n1.0c1\n1.0rev4",
+    "2.10.0rc1\n2.9.99\n2.10",
+]
+
+VARIANTS = [
+    "+cu128torch2.8\ncu128/torch2.8/cxx11abi1\nflash-attn\n2.8.3\ntorch==2.8.*",
+    "cu130sm89torch2.10.0\ncpu\ndemo\n1.0\ntorch (==2.10.0)\nnumpy>=1",
+    "cpu.cxx11.abi\nrocm6.4/torch2.7\ntorch\n2.7.1\n",
+    "rocm63.pt211.g1234abc\ncxx11abi0\ndemo\n1.0\ntorch>=2.8,<2.9\nTorch[extra]~=2.8.0",
+    "cu118.cuda11.torch280.cxx11abi-TRUE\ncu12\nx\n1\ntorch==2.8.0; python_version<'3.13'",
+    "CU12_torch2.8\ntorch2.8/cu128\ndemo\n1.0\ntorch @ https://example/torch.whl",
+]
+
+METADATA = [
+    "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\nRequires-Dist: torch==2.8.*\n"
+    "Requires-Python: >=3.9\nSummary: A demo\n  continued\n\nDescription body\n",
+    "Metadata-Version: 2.4\r\nName: flash_attn\r\nVersion: 2.8.3+cu128torch2.8\r\n\r\n",
+    "Wheel-Version: 1.0\nGenerator: bdist_wheel (0.43.0)\nRoot-Is-Purelib: false\n"
+    "Tag: cp312-cp312-linux_x86_64\nTag: cp311-cp311-linux_x86_64\n",
+    "Metadata-Version: 2.1\nName: caf\u00e9\nVersion: 1.0\nName: other\n",
+]
+
+NEGOTIATE = [
+    "",
+    "text/html",
+    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
+    "text/html;q=0.01",
+    "*/*",
+    "application/vnd.pypi.simple.latest+json;q=0.9, */*;q=0.1",
+    "text/*;level=1;q=0.5, application/json",
+    "text/html\napplication/vnd.pypi.simple.v1+json",
+    'application/x;param="a,b;c";q=0.5',
+]
+
+BOUNDARY = "----b0undary"
+
+
+def multipart_body(boundary, crlf_preamble=True):
+    parts = [
+        ("name", None, b"demo"),
+        ("version", None, b"1.0"),
+        ("content", "demo-1.0-py3-none-any.whl", b"PK\x03\x04data\r\n--not-it\r\nmore"),
+        ("sha256_digest", None, b"a" * 64),
+    ]
+    out = b"preamble\r\n" if crlf_preamble else b""
+    for name, filename, data in parts:
+        out += b"--" + boundary.encode() + b"\r\n"
+        disposition = 'Content-Disposition: form-data; name="%s"' % name
+        if filename is not None:
+            disposition += '; filename="%s"' % filename
+        out += disposition.encode() + b"\r\n"
+        if filename is not None:
+            out += b"Content-Type: application/octet-stream\r\n"
+        out += b"\r\n" + data + b"\r\n"
+    out += b"--" + boundary.encode() + b"--\r\nepilogue"
+    return out
+
+
+def multipart_seeds():
+    seeds = []
+    for flags, sizes in ((0, b""), (3, b"\x01\x07\x40"), (8 | 2, b"\x00\x05"), (7, bytes(range(1, 8)))):
+        ctype = ('multipart/form-data; boundary="%s"' % BOUNDARY).encode()
+        seeds.append(bytes([flags]) + sizes + ctype + b"\n" + multipart_body(BOUNDARY))
+    seeds.append(b"\x00multipart/form-data; boundary=fuzzb\n" + multipart_body("fuzzb", False))
+    seeds.append(b"\x00Multipart/Form-Data ; charset=utf-8; boundary=a'()+_,-./:=?\n" +
+                 multipart_body("a'()+_,-./:=?"))
+    return seeds
+
+
+class Unseekable(io.RawIOBase):
+    """A write-only stream without tell/seek: zipfile then writes data descriptors."""
+
+    def __init__(self):
+        super().__init__()
+        self.data = bytearray()
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.data += b
+        return len(b)
+
+
+def wheel_bytes(name="demo", version="1.0", compression=zipfile.ZIP_DEFLATED, extra=(),
+                zip64=False, streamed=False):
+    sink = Unseekable() if streamed else io.BytesIO()
+    dist_info = "%s-%s.dist-info" % (name, version)
+    members = [
+        ("%s/__init__.py" % name, b"x = 1\n"),
+        (dist_info + "/METADATA",
+         ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version)).encode()),
+        (dist_info + "/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
+    ] + [(m, d.encode()) for m, d in extra] + [(dist_info + "/RECORD", b"")]
+    with zipfile.ZipFile(sink, "w", compression=compression) as z:
+        for member, data in members:
+            info = zipfile.ZipInfo(member, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = compression
+            with z.open(info, "w", force_zip64=zip64) as f:
+                f.write(data)
+    return bytes(sink.data) if streamed else sink.getvalue()
+
+
+def sdist_bytes(top="demo-1.0", links=False):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as t:
+        def add(name, data):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            t.addfile(info, io.BytesIO(data))
+        d = tarfile.TarInfo(top)
+        d.type = tarfile.DIRTYPE
+        t.addfile(d)
+        add(top + "/PKG-INFO", b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n")
+        add(top + "/setup.py", b"from setuptools import setup\nsetup()\n")
+        if links:
+            link = tarfile.TarInfo(top + "/link")
+            link.type = tarfile.SYMTYPE
+            link.linkname = "setup.py"
+            t.addfile(link)
+            hard = tarfile.TarInfo(top + "/hard")
+            hard.type = tarfile.LNKTYPE
+            hard.linkname = top + "/setup.py"
+            t.addfile(hard)
+    return buf.getvalue()
+
+
+def archive_seeds():
+    return [
+        wheel_bytes(),
+        wheel_bytes(compression=zipfile.ZIP_STORED),
+        wheel_bytes("Demo", "1.0", extra=[("demo/sub/data.txt", "data")]),
+        wheel_bytes(zip64=True),
+        wheel_bytes(streamed=True),
+        sdist_bytes(),
+        sdist_bytes(links=True),
+    ]
+
+
+SHA_A = "a" * 64
+FLASH = "flash_attn-2.8.3%2Bcu126torch2.7-cp312-cp312-linux_x86_64.whl"
+HTTP = [
+    "/simple/\napplication/vnd.pypi.simple.v1+json\n\n\ngzip",
+    "/simple/Flash_Attn?format=application/vnd.pypi.simple.v1+json",
+    "/cu128/torch2.8/simple/flash-attn/\ntext/html\n\n\"x\", W/\"y\"\nbr, gzip;q=0",
+    "/files/%s/%s\n\nbytes=10-19\n\n\n\"%s\"" % (SHA_A, FLASH, SHA_A),
+    "/files/%s/%s.metadata\n\nbytes=-5\n*" % ("b" * 64, FLASH),
+    "/api/resolve?torch=2.8.0%2Bcu128&abi=1&project=Flash_Attn\n\n\n\n\n\nexample.org:8080",
+    "/api/projects/flash-attn/variants\n\n\n\"nope\"",
+    "/cpu/simple/demo/\napplication/vnd.pypi.simple.latest+html",
+    "/rocm6.4/cxx11abi0/simple/\n*/*",
+    "/healthz",
+    "/",
+]
+
+
+def write(out, target, seeds):
+    directory = os.path.join(out, target)
+    os.makedirs(directory, exist_ok=True)
+    for i, seed in enumerate(seeds):
+        data = seed.encode("utf-8", "surrogateescape") if isinstance(seed, str) else seed
+        with open(os.path.join(directory, "seed-%02d" % i), "wb") as f:
+            f.write(data)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: make_seeds.py OUT")
+    out = sys.argv[1]
+    write(out, "filename", FILENAMES)
+    write(out, "version", VERSIONS)
+    write(out, "variant", VARIANTS)
+    write(out, "metadata", METADATA)
+    write(out, "negotiate", NEGOTIATE)
+    write(out, "multipart", multipart_seeds())
+    write(out, "archive", archive_seeds())
+    write(out, "http_read", HTTP)
+
+
+if __name__ == "__main__":
+    main()
