@@ -31,6 +31,12 @@
 namespace wf::app {
 namespace {
 
+/// Prints an error the way every command does and returns the exit status to use.
+int report(const Error& error, int exit_status) {
+  std::cerr << "error: " << error.message << "\n";
+  return exit_status;
+}
+
 struct DataDir {
   std::unique_ptr<catalog::Catalog> catalog;
   std::unique_ptr<store::BlobStore> store;
@@ -125,15 +131,9 @@ void init_logging() {
 
 int serve(const Settings& settings, const std::function<Result<Settings>()>& reload) {
   auto listen = parse_listen(settings.listen);
-  if (!listen) {
-    std::cerr << "error: " << listen.error().message << "\n";
-    return 2;
-  }
+  if (!listen) return report(listen.error(), 2);
   auto dir = open_data_dir(settings);
-  if (!dir) {
-    std::cerr << "error: " << dir.error().message << "\n";
-    return 1;
-  }
+  if (!dir) return report(dir.error(), 1);
   ingest::Limits limits;
   limits.max_file_size = settings.max_upload_size;
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
@@ -141,19 +141,13 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
 
   // The build runner runs when recipes are configured.
   auto build_config = load_build_config(settings.config_file);
-  if (!build_config) {
-    std::cerr << "error: " << build_config.error().message << "\n";
-    return 2;
-  }
+  if (!build_config) return report(build_config.error(), 2);
   std::unique_ptr<catalog::JobStore> job_store;
   std::unique_ptr<build::Runner> runner;
   std::function<void()> on_ingested;  // set once the server exists
   if (!build_config->recipes.empty()) {
     auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
-    if (!jobs) {
-      std::cerr << "error: " << jobs.error().message << "\n";
-      return 1;
-    }
+    if (!jobs) return report(jobs.error(), 1);
     job_store = std::move(*jobs);
     runner =
         std::make_unique<build::Runner>(std::move(*build_config), *job_store, *dir->catalog,
@@ -188,10 +182,7 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
       config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor, runner.get()});
   on_ingested = [&server] { server.reload_catalog([](const Status&) {}); };
   auto bound = server.start();
-  if (!bound) {
-    std::cerr << "error: " << bound.error().message << "\n";
-    return 1;
-  }
+  if (!bound) return report(bound.error(), 1);
   spdlog::info("serving {} from {}{}", *bound, settings.data_dir.string(),
                config.listen_fd >= 0 ? " (socket activation)" : "");
   const char* scheme = settings.tls_cert.empty() ? "http" : "https";
@@ -277,10 +268,7 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
 
 int ingest(const Settings& settings, const std::vector<std::filesystem::path>& paths) {
   auto dir = open_data_dir(settings);
-  if (!dir) {
-    std::cerr << "error: " << dir.error().message << "\n";
-    return 1;
-  }
+  if (!dir) return report(dir.error(), 1);
   ingest::Limits limits;
   limits.max_file_size = settings.max_upload_size;
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
@@ -325,15 +313,9 @@ int ingest(const Settings& settings, const std::vector<std::filesystem::path>& p
 
 int token_list(const Settings& settings) {
   auto dir = open_data_dir(settings);
-  if (!dir) {
-    std::cerr << "error: " << dir.error().message << "\n";
-    return 1;
-  }
+  if (!dir) return report(dir.error(), 1);
   auto contents = dir->catalog->load();
-  if (!contents) {
-    std::cerr << "error: " << contents.error().message << "\n";
-    return 1;
-  }
+  if (!contents) return report(contents.error(), 1);
   std::printf("%-6s %-7s %-24s %-28s %s\n", "ID", "SCOPE", "PROJECT", "CREATED",
               "STATE / DESCRIPTION");
   for (const auto& t : contents->tokens) {
@@ -347,15 +329,9 @@ int token_list(const Settings& settings) {
 
 int token_revoke(const Settings& settings, std::int64_t id) {
   auto dir = open_data_dir(settings);
-  if (!dir) {
-    std::cerr << "error: " << dir.error().message << "\n";
-    return 1;
-  }
+  if (!dir) return report(dir.error(), 1);
   auto revoked = dir->catalog->revoke_token(id);
-  if (!revoked) {
-    std::cerr << "error: " << revoked.error().message << "\n";
-    return 1;
-  }
+  if (!revoked) return report(revoked.error(), 1);
   std::cout << "revoked token #" << id << " (" << catalog::scope_name(revoked->scope) << ")\n";
   return 0;
 }
@@ -368,10 +344,7 @@ int token_create(const Settings& settings, const std::string& scope,
     return 2;
   }
   auto dir = open_data_dir(settings);
-  if (!dir) {
-    std::cerr << "error: " << dir.error().message << "\n";
-    return 1;
-  }
+  if (!dir) return report(dir.error(), 1);
   const std::string token = auth::generate_token();
   catalog::TokenRecord record;
   record.hash = auth::hash_token(token);
@@ -385,10 +358,7 @@ int token_create(const Settings& settings, const std::string& scope,
   record.description = description;
   record.created_at = now_micros();
   auto stored = dir->catalog->insert_token(record);
-  if (!stored) {
-    std::cerr << "error: " << stored.error().message << "\n";
-    return 1;
-  }
+  if (!stored) return report(stored.error(), 1);
   std::cerr << "created " << scope << " token #" << stored->id
             << (project ? " for project " + *project : std::string()) << "\n";
   std::cout << token << std::endl;
@@ -403,15 +373,9 @@ int yank(const Settings& settings, const std::string& project,
     return 2;
   }
   auto dir = open_data_dir(settings);
-  if (!dir) {
-    std::cerr << "error: " << dir.error().message << "\n";
-    return 1;
-  }
+  if (!dir) return report(dir.error(), 1);
   auto changed = dir->catalog->set_yanked(core::normalize_name(project), version, filename, reason);
-  if (!changed) {
-    std::cerr << "error: " << changed.error().message << "\n";
-    return 1;
-  }
+  if (!changed) return report(changed.error(), 1);
   for (const auto& name : *changed) std::cout << (reason ? "yanked " : "unyanked ") << name << "\n";
   return 0;
 }
@@ -419,24 +383,15 @@ int yank(const Settings& settings, const std::string& project,
 int build(const Settings& settings, const core::BuildRequest& request,
           const std::string& server_url) {
   auto config = load_build_config(settings.config_file);
-  if (!config) {
-    std::cerr << "error: " << config.error().message << "\n";
-    return 2;
-  }
+  if (!config) return report(config.error(), 2);
   if (config->recipes.empty()) {
     std::cerr << "error: no [recipes] in the configuration (give --config FILE)\n";
     return 2;
   }
   auto dir = open_data_dir(settings);
-  if (!dir) {
-    std::cerr << "error: " << dir.error().message << "\n";
-    return 1;
-  }
+  if (!dir) return report(dir.error(), 1);
   auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
-  if (!jobs) {
-    std::cerr << "error: " << jobs.error().message << "\n";
-    return 1;
-  }
+  if (!jobs) return report(jobs.error(), 1);
   ingest::Limits limits;
   limits.max_file_size = settings.max_upload_size;
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
@@ -444,10 +399,7 @@ int build(const Settings& settings, const core::BuildRequest& request,
                        settings.data_dir);
   runner.set_server_url(server_url);
   auto created = runner.submit(request);
-  if (!created) {
-    std::cerr << "error: " << created.error().message << "\n";
-    return 2;
-  }
+  if (!created) return report(created.error(), 2);
   const auto& [b, queued] = *created;
   std::cout << "build " << b.id << ": " << b.recipe << " " << b.version << ", " << queued.size()
             << " job(s)"
@@ -488,15 +440,9 @@ int build(const Settings& settings, const core::BuildRequest& request,
 
 int delete_file(const Settings& settings, const std::string& filename) {
   auto dir = open_data_dir(settings);
-  if (!dir) {
-    std::cerr << "error: " << dir.error().message << "\n";
-    return 1;
-  }
+  if (!dir) return report(dir.error(), 1);
   auto deleted = dir->catalog->delete_file(filename);
-  if (!deleted) {
-    std::cerr << "error: " << deleted.error().message << "\n";
-    return 1;
-  }
+  if (!deleted) return report(deleted.error(), 1);
   std::cout << "deleted " << deleted->filename << " (the name stays reserved)\n";
   return 0;
 }

@@ -40,15 +40,7 @@ class LocalExecutor final : public Executor {
 
   std::string read_log(const std::filesystem::path& log, std::uint64_t offset,
                        std::size_t max) override {
-    UniqueFd fd(::open(log.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) return {};
-    std::string out(max, '\0');
-    ssize_t n = 0;
-    do {
-      n = ::pread(fd.get(), out.data(), max, static_cast<off_t>(offset));
-    } while (n < 0 && errno == EINTR);
-    out.resize(n > 0 ? static_cast<std::size_t>(n) : 0U);
-    return out;
+    return read_file_chunk(log, offset, max);
   }
 };
 

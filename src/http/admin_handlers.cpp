@@ -133,7 +133,7 @@ Response builds(const Request& req, std::string_view body, build::Runner& runner
     if (!job) return error_response(job.error());
     if (!job->has_value()) return error_response(make_error(Errc::not_found, "no such job"));
     const std::uint64_t offset = parse_u64(req.query_param("offset")).value_or(0);
-    std::string chunk = read_log_chunk(runner.log_path(*id), offset, 1U << 20U);
+    std::string chunk = read_file_chunk(runner.log_path(*id), offset, 1U << 20U);
     Response r;
     r.set("Content-Type", "text/plain; charset=utf-8");
     r.set("X-Log-Next-Offset", std::to_string(offset + chunk.size()));
@@ -155,19 +155,6 @@ std::optional<std::int64_t> log_follow_request(const Request& req) {
   const std::string follow = req.query_param("follow");
   if (follow != "1" && follow != "true") return std::nullopt;
   return parse_id(seg[2]);
-}
-
-std::string read_log_chunk(const std::filesystem::path& log, std::uint64_t offset,
-                           std::size_t max) {
-  UniqueFd fd(::open(log.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return {};
-  std::string out(max, '\0');
-  ssize_t n = 0;
-  do {
-    n = ::pread(fd.get(), out.data(), max, static_cast<off_t>(offset));
-  } while (n < 0 && errno == EINTR);
-  out.resize(n > 0 ? static_cast<std::size_t>(n) : 0U);
-  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> parse_form(std::string_view s) {

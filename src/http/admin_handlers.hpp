@@ -31,10 +31,6 @@ namespace wf::http {
 /// The job id of `GET /admin/jobs/<id>/log?follow=1`, whose answer streams.
 [[nodiscard]] std::optional<std::int64_t> log_follow_request(const Request& req);
 
-/// Reads up to `max` bytes of a job's log from `offset` (blocking file read).
-[[nodiscard]] std::string read_log_chunk(const std::filesystem::path& log, std::uint64_t offset,
-                                         std::size_t max);
-
 /// Decodes an application/x-www-form-urlencoded string ('+' is a space).
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> parse_form(std::string_view s);
 

@@ -93,4 +93,17 @@ Result<std::string> read_small_file(const std::filesystem::path& path, std::uint
   return out;
 }
 
+std::string read_file_chunk(const std::filesystem::path& path, std::uint64_t offset,
+                            std::size_t max) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return {};
+  std::string out(max, '\0');
+  ssize_t n = 0;
+  do {
+    n = ::pread(fd.get(), out.data(), max, static_cast<off_t>(offset));
+  } while (n < 0 && errno == EINTR);
+  out.resize(n > 0 ? static_cast<std::size_t>(n) : 0U);
+  return out;
+}
+
 }  // namespace wf

@@ -408,8 +408,10 @@ members = [
         "BUILD_ENV = json.loads((pathlib.Path(__file__).parent / 'build_env.json').read_text())\\n"
         "def check():\\n    return True\\n").encode()),
     (package + "/build_env.json", json.dumps(build_env, indent=1, sort_keys=True).encode()),
-    (dist_info + "/METADATA", ("Metadata-Version: 2.1\\nName: %s\\nVersion: %s\\n" % (project, version)).encode()),
-    (dist_info + "/WHEEL", b"Wheel-Version: 1.0\\nGenerator: fake_wheel\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"),
+    (dist_info + "/METADATA",
+     ("Metadata-Version: 2.1\\nName: %s\\nVersion: %s\\n" % (project, version)).encode()),
+    (dist_info + "/WHEEL",
+     b"Wheel-Version: 1.0\\nGenerator: fake_wheel\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"),
 ]
 record = ""
 for name, data in members:
@@ -1269,6 +1271,54 @@ def test_server_killed_mid_build_requeues_the_job(harness):
         assert job["wheel"] in view_files(second, "cu130/torch2.8", "wf-fake-slow")
     finally:
         kill_leftovers(read_pids(pids_file), "slow.sh")
+
+
+def test_restart_ends_the_killed_servers_build_tree(harness):
+    """A server killed mid-build leaves its build's process group behind; the next start
+    requeues the job and must not let the old compilers run on beside the new attempt (they
+    hold memory the scheduler believes free)."""
+    require_tools(nvcc=False)
+    h = harness
+    h.token("upload")
+    admin_token = h.token("admin")
+    pids_file = h.root / "pids-hang.txt"
+    config = write_config(
+        h.root / "wheelforge.toml",
+        {"long": fake_recipe("wf-fake-long", "sh ./hang.sh", timeout="10m",
+                             env={"WF_PIDS_FILE": str(pids_file)})},
+        fake_source=write_fake_source(h.path("src", "fake")),
+    )
+    first = h.serve("--config", str(config))
+    upload_stand_in_torch(h, first, versions=("2.8.0+cu130",))
+    admin = Admin(first, admin_token)
+    job_id = admin.submit("long")["jobs"][0]["id"]
+    try:
+        building = wait_for(
+            lambda: len(read_pids(pids_file)) == 3 and admin.job(job_id)["state"] == "building",
+            FAULT_TIMEOUT, 0.2)
+        assert building, f"the build did not start:\n{admin.describe(admin.job(job_id))}"
+        old_tree = read_pids(pids_file)
+        first.stopped_by_us = True
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(10)
+
+        second = h.serve("--config", str(config))
+        admin = Admin(second, admin_token)
+        rerun = wait_for(lambda: len(read_pids(pids_file)) == 6, FAULT_TIMEOUT, 0.2)
+        assert rerun, f"the requeued job did not run again:\n{admin.describe(admin.job(job_id))}"
+        def old_alive() -> list[int]:
+            return [p for p in old_tree if alive(p, "sleep") or alive(p, "hang.sh")]
+
+        assert wait_for(lambda: not old_alive(), 5.0), (
+            f"the killed server's build processes {old_alive()} still run beside the requeued "
+            f"attempt (pids of both attempts: {read_pids(pids_file)})"
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            admin.request("POST", f"/admin/jobs/{job_id}/cancel")
+            wait_for(lambda: admin.job(job_id)["state"] in TERMINAL, 20)
+        kill_leftovers(read_pids(pids_file), "sleep")
+        kill_leftovers(read_pids(pids_file), "hang.sh")
 
 
 def test_cli_build_runs_one_cell_in_process(harness):

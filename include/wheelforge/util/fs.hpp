@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 #include "wheelforge/util/result.hpp"
@@ -23,6 +24,10 @@ namespace wf {
 /// Reads a whole (small) file. Fails with too_large above max_bytes.
 [[nodiscard]] Result<std::string> read_small_file(const std::filesystem::path& path,
                                                   std::uint64_t max_bytes);
+
+/// Up to `max` bytes of a file from `offset`; empty when the file is missing or shorter.
+[[nodiscard]] std::string read_file_chunk(const std::filesystem::path& path, std::uint64_t offset,
+                                          std::size_t max);
 
 /// An open file descriptor, closed on destruction. Move-only.
 class UniqueFd {
