@@ -406,7 +406,9 @@ int build(const Settings& settings, const core::BuildRequest& request,
             << (queued.empty() ? " (every cell is built already; --force rebuilds)" : "")
             << std::endl;
   if (queued.empty()) return 0;
-  if (auto st = runner.start(); !st) {
+  // A one-off runner beside a possibly serving one: it runs its own jobs and takes over none.
+  runner.restrict_to_build(b.id);
+  if (auto st = runner.start(build::Runner::Recovery::leave); !st) {
     std::cerr << "error: " << st.error().message << "\n";
     return 1;
   }

@@ -1,5 +1,6 @@
 #include "wheelforge/build/runner.hpp"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -106,15 +107,23 @@ fs::path Runner::log_path(std::int64_t job_id) const {
   return builds_dir_ / ("job-" + std::to_string(job_id)) / "log.txt";
 }
 
-Status Runner::start() {
+Status Runner::start(Recovery recovery) {
   std::error_code ec;
   fs::create_directories(builds_dir_ / "envs", ec);
   if (ec) return make_error(Errc::io, "create " + builds_dir_.string() + ": " + ec.message());
-  auto requeued = jobs_.requeue_interrupted();
-  if (!requeued) return requeued.error();
-  for (const auto& j : *requeued) {
-    note(log_path(j.id), "the server stopped while this job ran; requeued");
-    spdlog::info("job={} requeued after an interruption", j.id);
+  if (recovery == Recovery::requeue_interrupted) {
+    auto requeued = jobs_.requeue_interrupted();
+    if (!requeued) return requeued.error();
+    for (const auto& j : *requeued) {
+      // A process that was killed leaves its build's process tree running: end it before the
+      // job runs again.
+      const int killed = kill_job_processes(j.id);
+      note(log_path(j.id), "the server stopped while this job ran; requeued" +
+                               (killed > 0 ? " (ended " + std::to_string(killed) +
+                                                 " process(es) left from the previous attempt)"
+                                           : std::string()));
+      spdlog::info("job={} requeued after an interruption", j.id);
+    }
   }
   const std::uint64_t available = available_memory_bytes();
   budget_bytes_ = available > config_.host.memory_reserve_bytes
@@ -125,6 +134,33 @@ Status Runner::start() {
                config_.recipes.size(), static_cast<double>(budget_bytes_) / kGiB, cores_);
   scheduler_ = std::thread([this] { schedule_loop(); });
   return ok_status();
+}
+
+std::string Runner::job_tag(std::int64_t job_id) const {
+  return builds_dir_.string() + "#" + std::to_string(job_id);
+}
+
+int Runner::kill_job_processes(std::int64_t job_id) const {
+  // Every process of a job carries WHEELFORGE_JOB=<builds dir>#<id> in its environment, which
+  // survives the death of the server that started it and names no other process.
+  const std::string needle = "WHEELFORGE_JOB=" + job_tag(job_id);
+  int killed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    const std::string environ((std::istreambuf_iterator<char>(in)), {});
+    for (std::size_t pos = 0; pos < environ.size();) {
+      const std::size_t end = std::min(environ.find('\0', pos), environ.size());
+      if (std::string_view(environ).substr(pos, end - pos) == needle) {
+        if (::kill(std::stoi(pid), SIGKILL) == 0) ++killed;
+        break;
+      }
+      pos = end + 1;
+    }
+  }
+  return killed;
 }
 
 void Runner::stop() {
@@ -215,6 +251,7 @@ void Runner::schedule_loop() {
     bool started = false;
     if (queued) {
       for (const auto& job : *queued) {
+        if (only_build_ && job.build_id != *only_build_) continue;
         const auto recipe = config_.recipes.find(job.recipe);
         if (recipe == config_.recipes.end()) {
           (void)jobs_.transition(job.id, core::JobState::failed,
@@ -276,8 +313,10 @@ void Runner::run_job(catalog::JobRecord job, core::Parallelism grant) {
     // Left in its running state on purpose: the next start requeues it.
     note(log, "the server is stopping; the job will be requeued at the next start");
   } else if (running->cancel) {
-    (void)jobs_.transition(job.id, core::JobState::cancelled, "cancelled while running");
+    // The last note is written before the terminal state, so that a reader who sees the state
+    // (the log follower) also finds the complete log.
     note(log, "cancelled: the process tree was killed");
+    (void)jobs_.transition(job.id, core::JobState::cancelled, "cancelled while running");
     spdlog::info("job={} cancelled", job.id);
   } else if (!result) {
     if (!config_.host.keep_failed_work_dirs) {
@@ -286,12 +325,12 @@ void Runner::run_job(catalog::JobRecord job, core::Parallelism grant) {
         if (entry.path().filename() != "log.txt") fs::remove_all(entry.path(), rm);
       }
     }
-    (void)jobs_.transition(job.id, core::JobState::failed, result.error().message);
     note(log, "failed: " + result.error().message);
+    (void)jobs_.transition(job.id, core::JobState::failed, result.error().message);
     spdlog::warn("job={} failed: {}", job.id, result.error().message);
   } else {
-    (void)jobs_.transition(job.id, core::JobState::succeeded);
     note(log, "succeeded");
+    (void)jobs_.transition(job.id, core::JobState::succeeded);
     spdlog::info("job={} succeeded", job.id);
   }
   {
@@ -360,6 +399,7 @@ Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parall
   set_env(base, "PIP_NO_CACHE_DIR", "1");
   set_env(base, "PIP_NO_INPUT", "1");
   set_env(base, "HOME", dir.string());
+  set_env(base, "WHEELFORGE_JOB", job_tag(job.id));
   const auto spec = [&](std::vector<std::string> argv, Env env, fs::path cwd,
                         std::chrono::milliseconds timeout) {
     ProcessSpec s;

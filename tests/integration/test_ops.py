@@ -267,25 +267,30 @@ def test_server_takes_limits_from_environment_unless_a_flag_says_otherwise(
 def test_backup_during_uploads_restores_exactly_the_backed_up_files(
     harness, server, upload_token, artifacts
 ):
-    wheels = [
-        make_wheel(artifacts / "w", f"ops-pkg{i % 4}", f"1.{i}", padding=64 * 1024)
-        for i in range(200)
-    ]
+    def wheel(i: int):
+        return make_wheel(artifacts / "w", f"ops-pkg{i % 4}", f"1.{i}", padding=64 * 1024)
+
+    wheels = [wheel(i) for i in range(6)]
     # Some files are in before the backup starts, so the backup cannot be empty.
-    for w in wheels[:6]:
+    for w in wheels:
         assert server.put_file(w, upload_token).status == 201
-    pending = list(wheels[6:])
+    # Uploads go on, with new wheels made as needed, until the test stops them: however slow
+    # the backup is on a loaded machine, some uploads land after it.
+    next_index = [6]
     lock = threading.Lock()
-    stored: list[str] = [w.filename for w in wheels[:6]]
+    stored: list[str] = [w.filename for w in wheels]
+    made = {w.filename: w for w in wheels}
     failures: list[str] = []
     stop = threading.Event()
 
     def uploader() -> None:
         while not stop.is_set():
             with lock:
-                if not pending:
-                    return
-                w = pending.pop(0)
+                i = next_index[0]
+                next_index[0] += 1
+            w = wheel(i)
+            with lock:
+                made[w.filename] = w
             resp = server.put_file(w, upload_token)
             with lock:
                 if resp.status == 201:
@@ -319,7 +324,7 @@ def test_backup_during_uploads_restores_exactly_the_backed_up_files(
 
     backed_up = set(catalog_filenames(dest))
     assert set(stored) >= backed_up, f"backup lists files never stored: {backed_up - set(stored)}"
-    assert backed_up >= {w.filename for w in wheels[:6]}
+    assert backed_up >= {w.filename for w in wheels}
     assert len(backed_up) < len(harness.filenames()), "no upload after the backup: not a snapshot"
     info = tomllib.loads((dest / "BACKUP-INFO").read_text())
     assert info["files"] == len(backed_up)
@@ -330,9 +335,8 @@ def test_backup_during_uploads_restores_exactly_the_backed_up_files(
     restored.start()
     listed = served_files(restored)
     assert set(listed) == backed_up
-    by_name = {w.filename: w for w in wheels}
     for name, entry in listed.items():
-        assert entry["hashes"]["sha256"] == by_name[name].sha256
+        assert entry["hashes"]["sha256"] == made[name].sha256
         assert_serves_verified(restored, entry)
     restored.stop()
 

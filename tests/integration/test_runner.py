@@ -1100,7 +1100,10 @@ def test_build_environment_is_minimal(fault_bed):
         "WF_RECIPE_SETTING": "from-the-recipe",
     }
     # pip's own quiet-and-offline knobs are harmless extras.
-    allowed_extra = {"LANG", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_NO_CACHE_DIR", "PIP_NO_INPUT"}
+    # WHEELFORGE_JOB tags every process of the job, so that a restarted server can end what a
+    # killed one left running.
+    allowed_extra = {"LANG", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_NO_CACHE_DIR", "PIP_NO_INPUT",
+                     "WHEELFORGE_JOB"}
     assert SERVER_CANARY not in env, "the server's environment leaked into the build"
     unexpected = set(env) - set(expected) - allowed_extra
     assert not unexpected, f"unexpected variables in the build: { {k: env[k] for k in unexpected} }"
@@ -1363,9 +1366,13 @@ def test_cli_build_runs_one_cell_in_process(harness):
     wheel = "wf_fake_cli-1.0.0+cu130torch2.8-py3-none-any.whl"
     assert wheel in proc.stdout, proc.stdout
     assert wheel in h.filenames()
-    assert wait_for(lambda: wheel in view_files(server, "cu130/torch2.8", "wf-fake-cli"), 5.0), (
-        "the running server does not list the wheel the command built"
-    )
+    # The server notices another process's catalog change on its next poll (twice a second);
+    # until then the project is unknown to it (404).
+    def listed() -> bool:
+        resp = server.get("/cu130/torch2.8/simple/wf-fake-cli/", {"Accept": JSON_TYPE})
+        return resp.status == 200 and wheel in {f["filename"] for f in resp.json()["files"]}
+
+    assert wait_for(listed, 5.0), "the running server does not list the wheel the command built"
 
 
 def test_cli_build_beside_a_building_server_leaves_its_jobs_alone(harness):

@@ -79,8 +79,16 @@ class Runner {
   /// The URL {server} stands for in torch_index (e.g. "http://127.0.0.1:8080").
   void set_server_url(std::string url);
 
-  /// Requeues jobs a previous process left running, then starts scheduling.
-  [[nodiscard]] Status start();
+  enum class Recovery {
+    requeue_interrupted,  ///< the data directory's server: take over jobs a dead one left
+    leave,                ///< a one-off runner (`wheelforge build`): touch no other job
+  };
+  /// Starts scheduling; with Recovery::requeue_interrupted, first requeues the jobs a previous
+  /// process left running (ending their leftover processes).
+  [[nodiscard]] Status start(Recovery recovery = Recovery::requeue_interrupted);
+
+  /// Runs only the jobs of this build (a one-off runner next to a serving one).
+  void restrict_to_build(std::int64_t build_id) { only_build_ = build_id; }
   /// Stops scheduling; running builds are killed and left interrupted, so that the next
   /// start() requeues them. Blocks until the job threads have ended.
   void stop();
@@ -104,6 +112,8 @@ class Runner {
 
  private:
   struct Running;
+  [[nodiscard]] std::string job_tag(std::int64_t job_id) const;
+  int kill_job_processes(std::int64_t job_id) const;
   void schedule_loop();
   void run_job(catalog::JobRecord job, core::Parallelism grant);
   Status run_steps(const catalog::JobRecord& job, core::Parallelism parallelism, Running& running);
@@ -127,6 +137,7 @@ class Runner {
   std::uint64_t budget_bytes_ = 0;
   unsigned cores_ = 1;
   std::mutex env_mu_;  // one environment set-up at a time per runner
+  std::optional<std::int64_t> only_build_;
 };
 
 }  // namespace wf::build
