@@ -69,11 +69,15 @@ std::vector<Field> parse_header_block(std::string_view bytes) {
   std::vector<Field> fields;
   std::size_t pos = 0;
   while (pos < bytes.size()) {
-    const std::size_t newline = bytes.find('\n', pos);
-    const std::size_t end = newline == std::string_view::npos ? bytes.size() : newline;
-    std::string_view line = bytes.substr(pos, end - pos);
-    pos = end == bytes.size() ? end : end + 1;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    // Python's email parser (what pip reads METADATA with) ends a line at CRLF, a lone CR or
+    // LF; so must we, or a CR inside a line would hide fields that pip sees.
+    const std::size_t eol = bytes.find_first_of("\r\n", pos);
+    const std::size_t end = eol == std::string_view::npos ? bytes.size() : eol;
+    const std::string_view line = bytes.substr(pos, end - pos);
+    pos = end;
+    if (pos < bytes.size()) {
+      pos += bytes.substr(pos, 2) == "\r\n" ? std::size_t{2} : std::size_t{1};
+    }
     if (line.empty()) break;
     if (line.front() == ' ' || line.front() == '\t') {
       if (!fields.empty()) {
