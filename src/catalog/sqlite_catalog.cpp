@@ -296,17 +296,9 @@ class SqliteCatalog final : public Catalog {
   Result<std::pair<InsertOutcome, core::FileRecord>> insert_file(
       const NewFile& nf, const std::function<Status()>& publish) override {
     std::lock_guard lock(mu_);
-    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st.error();
-    auto result = insert_file_locked(nf, publish);
-    if (!result || result->first != InsertOutcome::inserted) {
-      (void)exec("ROLLBACK");
-      return result;
-    }
-    if (auto st = exec("COMMIT"); !st) {
-      (void)exec("ROLLBACK");
-      return st.error();
-    }
-    return result;
+    // Only a new row is committed; identical and conflict answers change nothing.
+    return write_transaction([&] { return insert_file_locked(nf, publish); },
+                             [](const auto& r) { return r.first == InsertOutcome::inserted; });
   }
 
   Result<std::uint64_t> generation() override {
@@ -333,17 +325,8 @@ class SqliteCatalog final : public Catalog {
       wanted = std::move(*v);
     }
     std::lock_guard lock(mu_);
-    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st.error();
-    auto changed = set_yanked_locked(project, wanted, filename, reason);
-    if (!changed) {
-      (void)exec("ROLLBACK");
-      return changed;
-    }
-    if (auto st = exec("COMMIT"); !st) {
-      (void)exec("ROLLBACK");
-      return st.error();
-    }
-    return changed;
+    return write_transaction([&] { return set_yanked_locked(project, wanted, filename, reason); },
+                             [](const auto&) { return true; });
   }
 
   Result<core::FileRecord> delete_file(std::string_view filename) override {
@@ -466,6 +449,23 @@ class SqliteCatalog final : public Catalog {
   }
 
  private:
+  /// Runs `body` (which returns a Result) inside BEGIN IMMEDIATE; commits when it succeeded and
+  /// `keep(value)` says so, rolls back otherwise. Returns the body's result or the COMMIT error.
+  template <class Body, class Keep>
+  auto write_transaction(Body&& body, Keep&& keep) -> decltype(body()) {
+    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st.error();
+    auto result = body();
+    if (!result || !keep(*result)) {
+      (void)exec("ROLLBACK");
+      return result;
+    }
+    if (auto st = exec("COMMIT"); !st) {
+      (void)exec("ROLLBACK");
+      return st.error();
+    }
+    return result;
+  }
+
   Status exec(const char* sql) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
