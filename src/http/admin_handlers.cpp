@@ -18,12 +18,7 @@ std::string json_string_list(const std::vector<std::string>& items) {
   std::string out = "[";
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += ',';
-    out += '"';
-    for (const char c : items[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
-    }
-    out += '"';
+    out += json_quote(items[i]);
   }
   return out + "]";
 }

@@ -54,6 +54,26 @@ Result<std::pair<std::vector<std::string>, std::string>> parse_target(std::strin
   return std::pair{std::move(segments), std::move(query)};
 }
 
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (u < 0x20) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out.push_back(kHex[u >> 4U]);
+      out.push_back(kHex[u & 0xFU]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
 int status_for(Errc code) {
   switch (code) {
     case Errc::invalid:

@@ -62,6 +62,10 @@ struct Response {
 /// the status line (twine) show the cause.
 [[nodiscard]] Response error_response(const Error& error);
 
+/// A JSON string literal (quoted, with ", \ and control characters escaped) for the small
+/// JSON answers the HTTP layer writes itself.
+[[nodiscard]] std::string json_quote(std::string_view s);
+
 /// The HTTP status for an error code. The one place that maps the two.
 [[nodiscard]] int status_for(Errc code);
 

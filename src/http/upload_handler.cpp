@@ -6,29 +6,6 @@
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
-namespace {
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (u < 0x20) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\u00";
-      out.push_back(kHex[u >> 4U]);
-      out.push_back(kHex[u & 0xFU]);
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
-  return out;
-}
-
-}  // namespace
 
 Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> content_length,
                                std::uint64_t max_size, const snapshot::Snapshot& snap) {
@@ -64,10 +41,10 @@ Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> 
 }
 
 std::string upload_json(const core::FileRecord& file) {
-  return "{\"filename\":" + json_string(file.filename) +
-         ",\"project\":" + json_string(file.project) + ",\"version\":" + json_string(file.version) +
-         ",\"sha256\":" + json_string(file.sha256) + ",\"size\":" + std::to_string(file.size) +
-         ",\"url\":" + json_string(render::file_url(file)) + "}\n";
+  return "{\"filename\":" + json_quote(file.filename) + ",\"project\":" + json_quote(file.project) +
+         ",\"version\":" + json_quote(file.version) + ",\"sha256\":" + json_quote(file.sha256) +
+         ",\"size\":" + std::to_string(file.size) +
+         ",\"url\":" + json_quote(render::file_url(file)) + "}\n";
 }
 
 }  // namespace wf::http
