@@ -170,6 +170,7 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   config.port = listen->second;
   config.worker_threads = settings.worker_threads;
   config.read_timeout = settings.read_timeout;
+  config.min_upload_rate = settings.min_upload_rate;
   config.idle_timeout = settings.idle_timeout;
   config.max_connections = settings.max_connections;
   config.shutdown_grace = settings.shutdown_grace;

@@ -123,6 +123,15 @@ const std::array kSpecs{
            return apply_duration(s.read_timeout, text, seconds{1}, kMaxTimeout);
          },
          [](const Settings& s) { return format_duration(s.read_timeout); }},
+    Spec{"min_upload_rate", &Overrides::min_upload_rate, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           const auto rate = parse_size(text);
+           if (!rate)
+             return "expected bytes per second such as 1024, 64K or 0, got " + quoted(text);
+           s.min_upload_rate = *rate;
+           return std::nullopt;
+         },
+         [](const Settings& s) { return format_size(s.min_upload_rate); }},
     Spec{"idle_timeout", &Overrides::idle_timeout, kTomlString | kTomlInteger, false,
          [](Settings& s, std::string_view text) {
            return apply_duration(s.idle_timeout, text, seconds{1}, kMaxTimeout);

@@ -24,6 +24,9 @@ struct Common {
                       "threads for blocking work, 1 to 64 (default 2)");
       cmd->add_option("--read-timeout", overrides.read_timeout,
                       "deadline for request headers and each upload chunk (default 30s)");
+      cmd->add_option("--min-upload-rate", overrides.min_upload_rate,
+                      "slowest accepted upload in bytes/s over each read timeout, e.g. 4K; "
+                      "0 turns it off (default 1K)");
       cmd->add_option("--idle-timeout", overrides.idle_timeout,
                       "how long an idle keep-alive connection is kept (default 1m)");
       cmd->add_option("--max-connections", overrides.max_connections,

@@ -92,6 +92,8 @@ int status_for(Errc code) {
       return 410;
     case Errc::too_large:
       return 413;
+    case Errc::too_slow:
+      return 408;
     case Errc::storage_full:
       return 507;
     case Errc::unavailable:

@@ -557,6 +557,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   /// Invites the body if the client waits for it, then reads it.
   void start_body(bool expect_continue) {
+    rate_window_wait_ = {};
+    rate_window_bytes_ = 0;
     if (!expect_continue) return read_body();
     auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
     lowest().expires_after(srv_.config.write_timeout);
@@ -576,6 +578,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     body.data = upload_->buffer.data();
     body.size = upload_->buffer.size();
     lowest().expires_after(srv_.config.read_timeout);
+    read_started_ = std::chrono::steady_clock::now();
     bhttp::async_read_some(stream_, buffer_, *parser_,
                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                              self->on_body(ec);
@@ -606,6 +609,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return send(std::move(r));
     }
     const std::size_t got = upload_->buffer.size() - parser_->get().body().size;
+    if (auto slow = check_upload_rate(got)) {
+      srv_.metrics.upload("aborted");
+      drop_upload();
+      Response r = upload_failed(*slow);
+      r.close = true;
+      return send(std::move(r));
+    }
     if (got == 0) return read_body();
     srv_.offload(
         [state = upload_, got] {
@@ -621,6 +631,28 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           }
           self->read_body();
         });
+  }
+
+  /// Counts a body read against the minimum upload rate: the bytes a client delivers while
+  /// the server waits for it, averaged over each read_timeout of waiting. Time spent storing
+  /// what arrived is not the client's and is not counted. The error when it is too slow.
+  std::optional<Error> check_upload_rate(std::size_t got) {
+    const auto minimum = srv_.config.min_upload_rate;
+    if (minimum == 0) return std::nullopt;
+    rate_window_wait_ += std::chrono::steady_clock::now() - read_started_;
+    rate_window_bytes_ += got;
+    const auto window =
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(srv_.config.read_timeout);
+    if (rate_window_wait_ < window) return std::nullopt;
+    const double waited = std::chrono::duration<double>(rate_window_wait_).count();
+    const auto rate = static_cast<std::uint64_t>(static_cast<double>(rate_window_bytes_) / waited);
+    rate_window_wait_ = {};
+    rate_window_bytes_ = 0;
+    if (rate >= minimum) return std::nullopt;
+    return make_error(Errc::too_slow,
+                      "upload too slow: " + std::to_string(rate) + " bytes/s over the last " +
+                          std::to_string(static_cast<long long>(waited)) +
+                          " s, below the minimum of " + std::to_string(minimum) + " bytes/s");
   }
 
   void finish_upload() {
@@ -848,6 +880,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::string filename_;
   std::shared_ptr<UploadState> upload_;
   std::string token_;  // the uploader's token, for checks that need the form's content
+  // Minimum upload rate: when the current body read started, and the waiting time and bytes
+  // of the current averaging window.
+  std::chrono::steady_clock::time_point read_started_;
+  std::chrono::steady_clock::duration rate_window_wait_{};
+  std::uint64_t rate_window_bytes_ = 0;
   std::string admin_body_;
   std::vector<char> small_body_buf_;
   std::int64_t log_job_ = 0;

@@ -8,6 +8,7 @@ The disk-full and read-only tests mount filesystems and are skipped where that i
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import http.client
@@ -33,6 +34,7 @@ from wfhelpers import (
     make_wheel,
     path_of,
     sha256_hex,
+    store_state,
     wait_for,
 )
 
@@ -656,3 +658,85 @@ def test_slow_header_clients_do_not_block_others(harness, tokens):
     late = {i: o for i, o in outcome.items() if o[0] > 10 or "never cut off" in o[1]}
     assert not late, f"slow clients were not cut off by the header deadline: {late}"
     assert server.get("/simple/").status == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Slow upload bodies: the minimum upload rate
+
+
+def _dribble_upload(server, token: str, artifact: Artifact, piece: int, pause: float):
+    """PUTs `artifact` in pieces of `piece` bytes with `pause` seconds between them; returns
+    (seconds until the server answered or closed, the answer's first line, bytes sent)."""
+    host, port = server.host.split(":")
+    auth = base64.b64encode(f"__token__:{token}".encode()).decode()
+    data = artifact.data
+    head = (
+        f"PUT /upload/{artifact.filename} HTTP/1.1\r\nHost: {server.host}\r\n"
+        f"Authorization: Basic {auth}\r\nContent-Length: {len(data)}\r\n\r\n"
+    ).encode()
+    started = time.monotonic()
+    with contextlib.closing(socket.create_connection((host, int(port)), timeout=30)) as sock:
+        sock.sendall(head)
+        sent = 0
+        while True:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable or sent >= len(data):
+                if not readable:
+                    select.select([sock], [], [], 30)
+                try:
+                    got = sock.recv(65536)
+                except OSError as exc:
+                    got = f"recv failed: {exc!r}".encode()
+                # Read until the server closes or the whole answer is in.
+                while got and b"\r\n\r\n" not in got:
+                    more = sock.recv(65536)
+                    if not more:
+                        break
+                    got += more
+                return time.monotonic() - started, got.decode(errors="replace"), sent
+            try:
+                sock.sendall(data[sent : sent + piece])
+            except OSError:
+                readable = True
+                continue
+            sent += min(piece, len(data) - sent)
+            time.sleep(pause)
+
+
+def test_uploads_below_the_minimum_rate_are_cut_off_and_leave_nothing(harness, tokens):
+    server = harness.serve("--read-timeout", "2s", "--min-upload-rate", "16K")
+    before = store_state(harness.data_dir)
+    trickle = make_wheel(harness.root / "trickle", "trickle", "1.0", padding=400_000)
+    # About 2 KB/s: each piece arrives well inside the 2 s read deadline, so only the rate
+    # check can stop this client.
+    elapsed, answer, sent = _dribble_upload(server, tokens["upload"], trickle, 200, 0.1)
+    assert answer.startswith("HTTP/1.1 408"), (
+        f"a client sending ~2 KB/s against a 16 KiB/s minimum got {answer[:200]!r} after "
+        f"{elapsed:.1f} s ({sent} of {trickle.size} bytes sent)"
+    )
+    assert "upload too slow" in answer and "16384 bytes/s" in answer, answer
+    assert "connection: close" in answer.lower(), answer
+    # Cut off after one averaging window (the read timeout, 2 s), not after the whole body.
+    assert 1.5 < elapsed < 10, f"cut off after {elapsed:.1f} s"
+    assert sent < trickle.size
+    assert wait_for(lambda: store_state(harness.data_dir) == before, timeout=5), (
+        "the aborted upload left files or rows behind"
+    )
+    assert "upload too slow" in server.log()
+
+    # A client above the minimum but slower than the read deadline per window completes: the
+    # rate is an average, not a per-read deadline.
+    steady = make_wheel(harness.root / "steady", "steady", "1.0", padding=250_000)
+    elapsed, answer, sent = _dribble_upload(server, tokens["upload"], steady, 8192, 0.1)
+    assert answer.startswith("HTTP/1.1 201"), f"{answer[:300]!r} after {elapsed:.1f} s"
+    assert elapsed > 2, "the steady upload should span more than one averaging window"
+    assert server.file_entry("steady", steady.filename)["hashes"]["sha256"] == steady.sha256
+
+
+def test_min_upload_rate_zero_turns_the_check_off(harness, tokens):
+    server = harness.serve("--read-timeout", "2s", "--min-upload-rate", "0")
+    slow = make_wheel(harness.root / "slow", "slowpoke", "1.0", padding=12_000)
+    # About 4 KB/s for 3+ s: no minimum, and every piece within the read deadline.
+    elapsed, answer, _ = _dribble_upload(server, tokens["upload"], slow, 400, 0.1)
+    assert answer.startswith("HTTP/1.1 201"), f"{answer[:300]!r} after {elapsed:.1f} s"
+    assert elapsed > 2

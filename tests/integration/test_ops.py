@@ -188,6 +188,7 @@ def test_config_check_prints_effective_configuration(harness):
     # Defaults for everything else.
     assert printed["data_dir"] == "data"
     assert printed["max_upload_size"] == "8G"
+    assert printed["min_upload_rate"] == "1K"
     assert printed["access_log"] is True
     assert set(printed) >= {"idle_timeout", "max_connections", "shutdown_grace"}
 
@@ -223,7 +224,7 @@ def test_config_problems_are_all_reported_by_name(harness):
     config = harness.root / "wheelforge.toml"
     config.write_text(
         'listen = "x:99999"\nmax_upload_size = "lots"\nworker_threads = 0\n'
-        'idle_timeout = "soon"\naccess_log = "maybe"\nmystery = 1\n'
+        'idle_timeout = "soon"\naccess_log = "maybe"\nmystery = 1\nmin_upload_rate = "fast"\n'
     )
     proc = cli(harness, "config", "check", "--config", str(config),
                env={"WHEELFORGE_SHUTDOWN_GRACE": "forever"})
@@ -232,7 +233,7 @@ def test_config_problems_are_all_reported_by_name(harness):
     problems = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     for name in ("listen: invalid port in 'x:99999'", "max_upload_size: expected a size",
                  "worker_threads: ", "idle_timeout: ", "access_log: ", "unknown setting 'mystery'",
-                 "shutdown_grace: "):
+                 "shutdown_grace: ", "min_upload_rate: expected bytes per second"):
         assert any(p.startswith("error: " + name) for p in problems), (name, proc.stderr)
     assert any("WHEELFORGE_SHUTDOWN_GRACE" in p for p in problems), proc.stderr
 

@@ -23,6 +23,7 @@ struct Overrides {
   std::optional<std::string> max_upload_size;
   std::optional<std::string> worker_threads;
   std::optional<std::string> read_timeout;
+  std::optional<std::string> min_upload_rate;
   std::optional<std::string> idle_timeout;
   std::optional<std::string> max_connections;
   std::optional<std::string> shutdown_grace;
@@ -42,6 +43,9 @@ struct Settings {
   std::size_t worker_threads = 2;
   /// Deadline for a request's headers and for each chunk of an upload body.
   std::chrono::seconds read_timeout{30};
+  /// Slowest accepted upload, in bytes/s, averaged over each read_timeout spent waiting for
+  /// the client; 0 turns the check off.
+  std::uint64_t min_upload_rate = 1024;
   /// How long an idle keep-alive connection is kept.
   std::chrono::seconds idle_timeout{60};
   /// Connections served at once.

@@ -35,6 +35,10 @@ struct ServerConfig {
   std::size_t max_target_bytes = 4 * 1024;
   /// Deadline for receiving a request's headers, and for each chunk of an upload body.
   std::chrono::seconds read_timeout{30};
+  /// An upload body must arrive at this many bytes/s or more, averaged over each read_timeout
+  /// spent waiting for the client (time the server spends writing is not counted); slower
+  /// clients get 408 and are disconnected. 0: no minimum.
+  std::uint64_t min_upload_rate = 1024;
   /// How long an idle keep-alive connection is kept.
   std::chrono::seconds idle_timeout{60};
   /// Deadline for each write to a client.

@@ -20,6 +20,7 @@ enum class Errc {
   conflict,        // same name, other content, or a reserved name (409)
   gone,            // an API that no longer exists (410)
   too_large,       // above a configured size limit (413)
+  too_slow,        // a client sending its request too slowly (408)
   storage_full,    // ENOSPC / EDQUOT while writing (507)
   io,              // any other filesystem failure (500)
   internal,        // a bug or an unexpected third-party failure (500)
