@@ -366,6 +366,36 @@ int token_create(const Settings& settings, const std::string& scope,
   return 0;
 }
 
+int project_list(const Settings& settings) {
+  auto dir = open_data_dir(settings);
+  if (!dir) return report(dir.error(), 1);
+  auto contents = dir->catalog->load();
+  if (!contents) return report(contents.error(), 1);
+  std::map<std::string, std::size_t, std::less<>> files;
+  for (const auto& f : contents->files) ++files[f.project];
+  std::printf("%-40s %7s %-12s %s\n", "PROJECT", "FILES", "CLAIM", "LAST UPLOAD");
+  for (const auto& p : contents->projects) {
+    const auto it = files.find(p.name);
+    std::printf("%-40s %7zu %-12s %s\n", p.name.c_str(), it == files.end() ? 0 : it->second,
+                core::claim_text(p.claim).c_str(), iso8601_micros(p.last_upload).c_str());
+  }
+  return 0;
+}
+
+int project_claim(const Settings& settings, const std::string& project,
+                  const core::ProjectClaim& claim) {
+  if (!core::is_valid_project_name(project)) {
+    std::cerr << "error: '" << project << "' is not a valid project name\n";
+    return 2;
+  }
+  auto dir = open_data_dir(settings);
+  if (!dir) return report(dir.error(), 1);
+  auto updated = dir->catalog->set_claim(core::normalize_name(project), claim);
+  if (!updated) return report(updated.error(), 1);
+  std::cout << updated->name << ": " << core::claim_text(updated->claim) << "\n";
+  return 0;
+}
+
 int yank(const Settings& settings, const std::string& project,
          const std::optional<std::string>& version, const std::optional<std::string>& filename,
          const std::optional<std::string>& reason) {

@@ -82,4 +82,9 @@ Result<const catalog::TokenRecord*> authorize(const TokenIndex& tokens,
   return record;
 }
 
+core::Uploader uploader_of(const catalog::TokenRecord& token) {
+  if (token.scope == catalog::Scope::admin) return core::Uploader{};
+  return core::Uploader{false, token.id, token.project};
+}
+
 }  // namespace wf::auth

@@ -122,6 +122,14 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_build ON jobs(build_id);
 CREATE INDEX jobs_state ON jobs(state);
 )sql",
+    // 5: project claims: who may upload to a project besides admins. Projects that exist
+    // already stay unclaimed (NULL) until the next token uploads to them.
+    R"sql(
+ALTER TABLE projects ADD COLUMN claimed_by TEXT CHECK (claimed_by IN ('admin', 'token'));
+ALTER TABLE projects ADD COLUMN owner_token_id INTEGER REFERENCES tokens(id);
+CREATE TRIGGER projects_ins AFTER INSERT ON projects BEGIN UPDATE meta SET generation = generation + 1; END;
+CREATE TRIGGER projects_upd AFTER UPDATE ON projects BEGIN UPDATE meta SET generation = generation + 1; END;
+)sql",
 };
 
 // Bumped when the label parser learns something new, so that stored hints are recomputed.
@@ -326,6 +334,13 @@ class SqliteCatalog final : public Catalog {
     }
     std::lock_guard lock(mu_);
     return write_transaction([&] { return set_yanked_locked(project, wanted, filename, reason); },
+                             [](const auto&) { return true; });
+  }
+
+  Result<core::ProjectRecord> set_claim(std::string_view project,
+                                        const core::ProjectClaim& claim) override {
+    std::lock_guard lock(mu_);
+    return write_transaction([&] { return set_claim_locked(project, claim); },
                              [](const auto&) { return true; });
   }
 
@@ -570,6 +585,11 @@ class SqliteCatalog final : public Catalog {
   Result<std::pair<InsertOutcome, core::FileRecord>> insert_file_locked(
       const NewFile& nf, const std::function<Status()>& publish) {
     const core::FileRecord& f = nf.file;
+    // Claims first: an uploader learns nothing about a project it may not upload to.
+    auto claim = project_claim_locked(f.project);
+    if (!claim) return claim.error();
+    const auto decision = core::decide_upload(*claim, nf.uploader, f.project);
+    if (decision == core::ClaimDecision::forbidden) return std::pair{InsertOutcome::forbidden, f};
     auto existing = find_file_locked(f.filename);
     if (!existing) return existing.error();
     if (existing->has_value()) {
@@ -583,12 +603,19 @@ class SqliteCatalog final : public Catalog {
     if (publish) {
       if (auto st = publish(); !st) return st.error();
     }
-    Stmt up(db_,
-            "INSERT INTO projects (name, display_name, created_at) VALUES (?, ?, ?) "
-            "ON CONFLICT(name) DO NOTHING");
-    if (!up.valid()) return sqlite_error(db_, "prepare project insert");
-    up.bind(1, f.project).bind(2, nf.display_name).bind(3, f.upload_time);
-    if (up.step() != SQLITE_DONE) return sqlite_error(db_, "insert project");
+    if (!claim->has_value()) {
+      Stmt up(db_,
+              "INSERT INTO projects (name, display_name, created_at, claimed_by, owner_token_id)"
+              " VALUES (?, ?, ?, ?, ?)");
+      if (!up.valid()) return sqlite_error(db_, "prepare project insert");
+      up.bind(1, f.project).bind(2, nf.display_name).bind(3, f.upload_time);
+      bind_claim(up, 4, core::claim_for(nf.uploader));
+      if (up.step() != SQLITE_DONE) return sqlite_error(db_, "insert project");
+    } else if (decision == core::ClaimDecision::claim) {
+      if (auto st = write_claim_locked(f.project, core::claim_for(nf.uploader)); !st) {
+        return st.error();
+      }
+    }
 
     std::string requires_dist;
     for (const auto& r : nf.requires_dist) {
@@ -623,6 +650,75 @@ class SqliteCatalog final : public Catalog {
     core::FileRecord stored = f;
     stored.id = sqlite3_last_insert_rowid(db_);
     return std::pair{InsertOutcome::inserted, std::move(stored)};
+  }
+
+  /// A project's claim; nullopt when the project does not exist.
+  Result<std::optional<core::ProjectClaim>> project_claim_locked(std::string_view project) {
+    Stmt s(db_, "SELECT claimed_by, owner_token_id FROM projects WHERE name = ?");
+    if (!s.valid()) return sqlite_error(db_, "prepare claim lookup");
+    s.bind(1, project);
+    const int rc = s.step();
+    if (rc == SQLITE_DONE) return std::optional<core::ProjectClaim>();
+    if (rc != SQLITE_ROW) return sqlite_error(db_, "claim lookup");
+    return std::optional<core::ProjectClaim>(read_claim(s, 0));
+  }
+
+  static core::ProjectClaim read_claim(Stmt& s, int col) {
+    const auto by = s.opt_text(col);
+    if (!by) return {};
+    if (*by == "admin") return core::ProjectClaim{core::ClaimKind::admin, 0};
+    return core::ProjectClaim{core::ClaimKind::token, s.i64(col + 1)};
+  }
+
+  static void bind_claim(Stmt& s, int col, const core::ProjectClaim& claim) {
+    switch (claim.kind) {
+      case core::ClaimKind::unclaimed:
+        s.bind(col, std::optional<std::string>()).bind(col + 1, std::optional<int>());
+        break;
+      case core::ClaimKind::admin:
+        s.bind(col, "admin").bind(col + 1, std::optional<int>());
+        break;
+      case core::ClaimKind::token:
+        s.bind(col, "token").bind(col + 1, claim.token_id);
+        break;
+    }
+  }
+
+  Status write_claim_locked(std::string_view project, const core::ProjectClaim& claim) {
+    Stmt s(db_, "UPDATE projects SET claimed_by = ?, owner_token_id = ? WHERE name = ?");
+    if (!s.valid()) return sqlite_error(db_, "prepare claim update");
+    bind_claim(s, 1, claim);
+    s.bind(3, project);
+    if (s.step() != SQLITE_DONE) return sqlite_error(db_, "claim update");
+    return ok_status();
+  }
+
+  Result<core::ProjectRecord> set_claim_locked(std::string_view project,
+                                               const core::ProjectClaim& claim) {
+    auto existing = project_claim_locked(project);
+    if (!existing) return existing.error();
+    if (!existing->has_value()) {
+      return make_error(Errc::not_found, "no such project: " + std::string(project));
+    }
+    if (claim.kind == core::ClaimKind::token) {
+      Stmt t(db_, "SELECT 1 FROM tokens WHERE id = ? AND revoked_at IS NULL");
+      if (!t.valid()) return sqlite_error(db_, "prepare token lookup");
+      t.bind(1, claim.token_id);
+      if (t.step() != SQLITE_ROW) {
+        return make_error(Errc::not_found,
+                          "no such token (or revoked): " + std::to_string(claim.token_id));
+      }
+    }
+    if (auto st = write_claim_locked(project, claim); !st) return st.error();
+    Stmt s(db_,
+           "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
+           " p.claimed_by, p.owner_token_id"
+           " FROM projects p LEFT JOIN files f ON f.project_id = p.id WHERE p.name = ?"
+           " GROUP BY p.id");
+    if (!s.valid()) return sqlite_error(db_, "prepare project lookup");
+    s.bind(1, project);
+    if (s.step() != SQLITE_ROW) return sqlite_error(db_, "project lookup");
+    return core::ProjectRecord{s.text(0), s.text(1), s.i64(2), read_claim(s, 3)};
   }
 
   Result<std::vector<std::string>> set_yanked_locked(std::string_view project,
@@ -677,13 +773,14 @@ class SqliteCatalog final : public Catalog {
     c.generation = *gen;
     {
       Stmt s(db_,
-             "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at)"
+             "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
+             " p.claimed_by, p.owner_token_id"
              " FROM projects p LEFT JOIN files f ON f.project_id = p.id"
              " GROUP BY p.id ORDER BY p.name");
       if (!s.valid()) return sqlite_error(db_, "prepare project list");
       int rc = 0;
       while ((rc = s.step()) == SQLITE_ROW) {
-        c.projects.push_back(core::ProjectRecord{s.text(0), s.text(1), s.i64(2)});
+        c.projects.push_back(core::ProjectRecord{s.text(0), s.text(1), s.i64(2), read_claim(s, 3)});
       }
       if (rc != SQLITE_DONE) return sqlite_error(db_, "list projects");
     }

@@ -192,7 +192,45 @@ int main(int argc, char** argv) {
   token_revoke_opts.add_to(token_revoke, false);
   token_revoke->add_option("id", token_revoke_id, "token id (see token list)")->required();
 
+  // Project claims: who may upload to a project besides admins.
+  auto* project_cmd = app.add_subcommand("project", "list projects and manage their claims");
+  project_cmd->require_subcommand(1);
+  Common project_list_opts;
+  auto* project_list = project_cmd->add_subcommand("list", "projects, files and who claimed them");
+  project_list_opts.add_to(project_list, false);
+  Common project_claim_opts;
+  std::string claim_name;
+  std::optional<std::int64_t> claim_token;
+  auto* project_claim = project_cmd->add_subcommand(
+      "claim", "give a project to one upload token (--token ID) or to admins only");
+  project_claim_opts.add_to(project_claim, false);
+  project_claim->add_option("name", claim_name, "project name")->required();
+  project_claim->add_option("--token", claim_token, "token id (see token list)");
+  Common project_release_opts;
+  std::string release_name;
+  auto* project_release = project_cmd->add_subcommand(
+      "release", "unclaim a project: the next token that uploads to it claims it");
+  project_release_opts.add_to(project_release, false);
+  project_release->add_option("name", release_name, "project name")->required();
+
   CLI11_PARSE(app, argc, argv);
+
+  if (project_list->parsed()) {
+    const auto settings = project_list_opts.settings();
+    if (!settings) return 2;
+    return wf::app::project_list(*settings);
+  }
+  if (project_claim->parsed() || project_release->parsed()) {
+    const bool release = project_release->parsed();
+    const auto settings = (release ? project_release_opts : project_claim_opts).settings();
+    if (!settings) return 2;
+    wf::core::ProjectClaim claim;
+    if (!release) {
+      claim = claim_token ? wf::core::ProjectClaim{wf::core::ClaimKind::token, *claim_token}
+                          : wf::core::ProjectClaim{wf::core::ClaimKind::admin, 0};
+    }
+    return wf::app::project_claim(*settings, release ? release_name : claim_name, claim);
+  }
 
   if (token_list->parsed()) {
     const auto settings = token_list_opts.settings();

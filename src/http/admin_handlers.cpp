@@ -73,6 +73,34 @@ std::optional<std::int64_t> parse_id(std::string_view s) {
   return static_cast<std::int64_t>(*n);
 }
 
+/// POST /admin/projects/<name>/claim (token=ID, or nothing for admins only) and
+/// POST /admin/projects/<name>/release.
+Response claim(const Request& req, std::string_view body, catalog::Catalog& catalog) {
+  const std::string& name = req.segments[2];
+  const bool release = req.segments[3] == "release";
+  auto params = parse_form(req.query);
+  for (auto& p : parse_form(body)) params.push_back(std::move(p));
+  Problems problems;
+  core::ProjectClaim wanted{release ? core::ClaimKind::unclaimed : core::ClaimKind::admin, 0};
+  for (auto& [k, v] : params) {
+    if (k == "token" && !release) {
+      if (const auto id = parse_id(v)) {
+        wanted = core::ProjectClaim{core::ClaimKind::token, *id};
+      } else {
+        problems.add("token=ID must be a token id (see wheelforge token list)");
+      }
+    } else {
+      problems.add("unknown parameter '" + sanitize_for_log(k) + "'");
+    }
+  }
+  if (!core::is_valid_project_name(name)) problems.add("invalid project name");
+  if (!problems.empty()) return error_response(problems.to_error());
+  auto updated = catalog.set_claim(core::normalize_name(name), wanted);
+  if (!updated) return error_response(updated.error());
+  return json(200, "{\"project\":" + json_quote(updated->name) +
+                       ",\"claim\":" + json_quote(core::claim_text(updated->claim)) + "}");
+}
+
 Response method_not_allowed(const char* allow) {
   Response r = error_response(make_error(Errc::invalid, "method not allowed"));
   r.status = 405;
@@ -192,6 +220,10 @@ Response handle_admin(const Request& req, std::string_view body, catalog::Catalo
       return r;
     }
     return yank(req, body, catalog, seg[1] == "unyank");
+  }
+  if (seg.size() == 4 && seg[1] == "projects" && (seg[3] == "claim" || seg[3] == "release")) {
+    if (req.method != Method::post) return method_not_allowed("POST");
+    return claim(req, body, catalog);
   }
   if (seg.size() == 3 && seg[1] == "files" && !seg[2].empty()) {
     if (req.method != Method::del) {

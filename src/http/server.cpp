@@ -478,10 +478,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
          body = std::move(admin_body_)]() -> std::pair<Response, SnapshotPtr> {
           Response r = handle_admin(req, body, *srv.services.catalog, srv.services.runner);
           SnapshotPtr snap;
-          // Yank, unyank and delete change what the pages show.
+          // Yank, unyank and delete change what the pages show; claims what uploads may do.
           const bool changes_pages = req.segments.size() >= 2 &&
                                      (req.segments[1] == "yank" || req.segments[1] == "unyank" ||
-                                      req.segments[1] == "files");
+                                      req.segments[1] == "files" || req.segments[1] == "projects");
           if (r.status < 300 && changes_pages) {
             if (auto loaded = srv.load_snapshot()) snap = *loaded;
           }
@@ -509,6 +509,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return send(std::move(r));
     }
     filename_ = plan->filename;
+    uploader_ = plan->uploader;
     parser_->body_limit(srv_.services.ingestor->limits().max_file_size);
     const bool expect_continue = iequals(msg[bhttp::field::expect], "100-continue");
     srv_.offload([&srv = srv_] { return srv.services.store->create_temp(); },
@@ -658,10 +659,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void finish_upload() {
     auto state = std::move(upload_);
     srv_.offload(
-        [&srv = srv_, state, name = filename_, tokens = srv_.snapshot,
-         token = token_]() -> std::pair<Result<ingest::Ingested>, SnapshotPtr> {
-          auto result = state->form ? ingest_form(srv, *state->form, *tokens, token)
-                                    : srv.services.ingestor->ingest(std::move(*state->temp), name);
+        [&srv = srv_, state, name = filename_, tokens = srv_.snapshot, token = token_,
+         uploader = uploader_]() -> std::pair<Result<ingest::Ingested>, SnapshotPtr> {
+          auto result =
+              state->form ? ingest_form(srv, *state->form, *tokens, token)
+                          : srv.services.ingestor->ingest(std::move(*state->temp), name, uploader);
           SnapshotPtr snap;
           // Reload before answering so that the file is on its pages once the client hears
           // it was stored.
@@ -713,12 +715,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return e;
     }
     // Project-limited tokens can only be checked now that the file name is known.
-    if (auto name = core::parse_dist_filename(*filename)) {
-      auto granted = auth::authorize(tokens.tokens(), token, catalog::Scope::upload,
-                                     std::string_view(name->normalized_name));
-      if (!granted) return granted.error();
-    }
-    auto result = srv.services.ingestor->ingest(form.take_file(), *filename);
+    const auto name = core::parse_dist_filename(*filename);
+    auto granted = auth::authorize(
+        tokens.tokens(), token, catalog::Scope::upload,
+        name ? std::optional<std::string_view>(name->normalized_name) : std::nullopt);
+    if (!granted) return granted.error();
+    auto result =
+        srv.services.ingestor->ingest(form.take_file(), *filename, auth::uploader_of(**granted));
     if (result && result->outcome == ingest::Outcome::identical) {
       return make_error(Errc::conflict, "File already exists: " + sanitize_for_log(*filename, 300) +
                                             " was uploaded before (identical content)");
@@ -879,7 +882,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::chrono::steady_clock::time_point started_;
   std::string filename_;
   std::shared_ptr<UploadState> upload_;
-  std::string token_;  // the uploader's token, for checks that need the form's content
+  std::string token_;        // the uploader's token, for checks that need the form's content
+  core::Uploader uploader_;  // who a PUT upload is from (project claims)
   // Minimum upload rate: when the current body read started, and the waiting time and bytes
   // of the current averaging window.
   std::chrono::steady_clock::time_point read_started_;

@@ -25,19 +25,24 @@ Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> 
     return make_error(Errc::invalid, "invalid file name: it must not contain '/'");
   }
   auto name = core::parse_dist_filename(seg[1]);
-  if (auto granted = auth::authorize(
-          snap.tokens(), *token, catalog::Scope::upload,
-          name ? std::optional<std::string_view>(name->normalized_name) : std::nullopt);
-      !granted) {
-    return granted.error();
-  }
+  auto granted =
+      auth::authorize(snap.tokens(), *token, catalog::Scope::upload,
+                      name ? std::optional<std::string_view>(name->normalized_name) : std::nullopt);
+  if (!granted) return granted.error();
   if (!name) return make_error(Errc::invalid, "invalid file name: " + name.error().message);
+  const core::Uploader uploader = auth::uploader_of(**granted);
+  // Refused before the body is read; the catalog decides again when the file is recorded.
+  const auto* project = snap.find_project(name->normalized_name);
+  if (core::decide_upload(project ? std::optional(project->claim) : std::nullopt, uploader,
+                          name->normalized_name) == core::ClaimDecision::forbidden) {
+    return make_error(Errc::forbidden, core::not_owner_message(name->normalized_name));
+  }
   if (content_length && *content_length > max_size) {
     return make_error(Errc::too_large, "upload of " + std::to_string(*content_length) +
                                            " bytes exceeds the limit of " +
                                            std::to_string(max_size) + " bytes");
   }
-  return UploadPlan{seg[1]};
+  return UploadPlan{seg[1], uploader};
 }
 
 std::string upload_json(const core::FileRecord& file) {

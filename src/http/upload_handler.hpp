@@ -12,11 +12,13 @@ namespace wf::http {
 
 struct UploadPlan {
   std::string filename;
+  core::Uploader uploader;  ///< who uploads, for the project claim checked again at ingest
 };
 
 /// Checks a `PUT /upload/<filename>` head. `content_length` is nullopt for chunked bodies.
 /// Errors: invalid (bad or missing file name), unauthorized / forbidden (token), too_large
-/// (declared length above max_size).
+/// (declared length above max_size), forbidden also when the project is claimed by another
+/// uploader.
 [[nodiscard]] Result<UploadPlan> plan_upload(const Request& req,
                                              std::optional<std::uint64_t> content_length,
                                              std::uint64_t max_size,

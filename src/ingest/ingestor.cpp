@@ -96,7 +96,8 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
 
 }  // namespace
 
-Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filename) {
+Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filename,
+                                  const core::Uploader& uploader) {
   const Limits limits = this->limits();
   if (temp.size() > limits.max_file_size) {
     return make_error(Errc::too_large, "file is larger than the limit of " +
@@ -122,6 +123,7 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   if (!v) return v.error();
 
   catalog::NewFile nf;
+  nf.uploader = uploader;
   core::FileRecord& f = nf.file;
   f.filename = std::string(filename);
   f.project = v->name.normalized_name;
@@ -155,6 +157,8 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
       return Ingested{Outcome::identical, inserted->second, nf.display_name};
     case catalog::InsertOutcome::conflict:
       break;
+    case catalog::InsertOutcome::forbidden:
+      return make_error(Errc::forbidden, core::not_owner_message(nf.file.project));
   }
   return make_error(Errc::conflict, already_exists_message(filename));
 }

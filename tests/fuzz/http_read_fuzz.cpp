@@ -58,8 +58,8 @@ wf::core::FileRecord wheel(std::string project, std::string version, std::string
 wf::catalog::Contents contents() {
   wf::catalog::Contents c;
   c.generation = 3;
-  c.projects.push_back(wf::core::ProjectRecord{"demo", "Demo", 1});
-  c.projects.push_back(wf::core::ProjectRecord{"flash-attn", "flash_attn", 2});
+  c.projects.push_back(wf::core::ProjectRecord{"demo", "Demo", 1, {}});
+  c.projects.push_back(wf::core::ProjectRecord{"flash-attn", "flash_attn", 2, {}});
   auto sdist = wheel("demo", "1.0", "demo-1.0.tar.gz", '0', 300);
   sdist.kind = wf::core::DistKind::sdist;
   sdist.tags = {};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "wheelforge/core/build.hpp"
+#include "wheelforge/core/records.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::app {
@@ -131,6 +132,12 @@ int token_revoke(const Settings& settings, std::int64_t id);
 /// `wheelforge token create`: prints the new token alone on the last line.
 int token_create(const Settings& settings, const std::string& scope,
                  const std::optional<std::string>& project, const std::string& description);
+
+/// `wheelforge project list`: every project with its file count and claim.
+int project_list(const Settings& settings);
+/// `wheelforge project claim|release NAME`: sets who may upload to a project besides admins.
+int project_claim(const Settings& settings, const std::string& project,
+                  const core::ProjectClaim& claim);
 
 /// `wheelforge yank` / `unyank`: PEP 592 yank of one file or every file of a version.
 /// `reason` nullopt means unyank.

@@ -49,4 +49,7 @@ class TokenIndex {
     const TokenIndex& tokens, const std::optional<std::string>& token, catalog::Scope needed,
     std::optional<std::string_view> project = std::nullopt);
 
+/// The uploader a token acts as for project claims: admins as admins, others by token id.
+[[nodiscard]] core::Uploader uploader_of(const catalog::TokenRecord& token);
+
 }  // namespace wf::auth

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "wheelforge/core/claims.hpp"
 #include "wheelforge/core/records.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -35,12 +36,15 @@ struct NewFile {
   core::FileRecord file;
   std::string display_name;  ///< project name as written in METADATA
   std::vector<std::string> requires_dist;
+  /// Who uploads it: decides whether the project may receive it (core::decide_upload).
+  core::Uploader uploader;
 };
 
 enum class InsertOutcome {
   inserted,   ///< a new row
   identical,  ///< a row with the same file name and sha256 existed already
   conflict,   ///< a row with the same file name and another sha256 exists
+  forbidden,  ///< the project is claimed by another uploader; nothing was written
 };
 
 /// Everything the server needs to answer reads, loaded in one consistent transaction.
@@ -85,6 +89,12 @@ class Catalog {
 
   /// Loads projects, files and tokens.
   [[nodiscard]] virtual Result<Contents> load() = 0;
+
+  /// Sets who may upload to an existing project (ClaimKind::unclaimed releases it: the next
+  /// token that uploads claims it). A token claim must name a token that exists and is not
+  /// revoked. Errc::not_found for an unknown project or token. Returns the updated project.
+  [[nodiscard]] virtual Result<core::ProjectRecord> set_claim(std::string_view project,
+                                                              const core::ProjectClaim& claim) = 0;
 
   [[nodiscard]] virtual Result<TokenRecord> insert_token(const TokenRecord& token) = 0;
 

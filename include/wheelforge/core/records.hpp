@@ -32,10 +32,25 @@ struct FileRecord {
   VariantHints hints;
 };
 
+/// Who may upload new files to a project besides admins. A project is claimed by the token
+/// that uploads its first file, or by an admin (see claims.hpp).
+enum class ClaimKind {
+  unclaimed,  ///< created before claims existed: the next token that uploads claims it
+  admin,      ///< only admin tokens (and tokens limited to the project) upload
+  token,      ///< one upload token (and admins, and tokens limited to the project)
+};
+
+struct ProjectClaim {
+  ClaimKind kind = ClaimKind::unclaimed;
+  std::int64_t token_id = 0;  ///< for ClaimKind::token
+  friend bool operator==(const ProjectClaim&, const ProjectClaim&) = default;
+};
+
 struct ProjectRecord {
   std::string name;          ///< PEP 503 normalized
   std::string display_name;  ///< as first uploaded (METADATA Name)
   Micros last_upload = 0;
+  ProjectClaim claim;
 };
 
 }  // namespace wf::core

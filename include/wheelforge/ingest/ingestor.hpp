@@ -52,9 +52,11 @@ class Ingestor {
   /// Validates a finished temp file uploaded under `filename` and publishes it.
   /// Errors: invalid (bad name, archive or metadata: every problem listed), conflict (the
   /// name exists with other bytes; message starts "File already exists"), too_large,
-  /// storage_full, io. On any error nothing is left behind: the temp file is removed, no
-  /// row is written.
-  [[nodiscard]] Result<Ingested> ingest(store::TempFile temp, std::string_view filename);
+  /// storage_full, io, forbidden (the project is claimed by another uploader; see
+  /// core/claims.hpp). On any error nothing is left behind: the temp file is removed, no
+  /// row is written. `uploader` defaults to an admin (local commands, the build runner).
+  [[nodiscard]] Result<Ingested> ingest(store::TempFile temp, std::string_view filename,
+                                        const core::Uploader& uploader = {});
 
   /// Runs the file name, archive and metadata checks of ingest() without storing anything:
   /// the problems a file would be rejected for, all together (Errc::invalid), or ok.

@@ -212,6 +212,123 @@ TEST_F(CatalogTest, DeleteReservesTheName) {
   EXPECT_EQ(again->first, InsertOutcome::conflict);
 }
 
+TEST_F(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  TokenRecord t;
+  t.hash = std::string(64, '1');
+  t.scope = Scope::upload;
+  auto a = (*cat)->insert_token(t);
+  t.hash = std::string(64, '2');
+  auto b = (*cat)->insert_token(t);
+  ASSERT_TRUE(a && b);
+  const core::Uploader by_a{false, a->id, std::nullopt};
+  const core::Uploader by_b{false, b->id, std::nullopt};
+
+  NewFile first = wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'));
+  first.uploader = by_a;
+  auto inserted = (*cat)->insert_file(first);
+  ASSERT_TRUE(inserted);
+  EXPECT_EQ(inserted->first, InsertOutcome::inserted);
+
+  auto generation = (*cat)->generation();
+  ASSERT_TRUE(generation);
+  NewFile other = wheel("demo_pkg-2.0-py3-none-any.whl", std::string(64, 'b'));
+  other.uploader = by_b;
+  bool published = false;
+  auto refused = (*cat)->insert_file(other, [&] {
+    published = true;
+    return ok_status();
+  });
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->first, InsertOutcome::forbidden);
+  EXPECT_FALSE(published) << "nothing may be published for a refused upload";
+  EXPECT_EQ(*(*cat)->generation(), *generation) << "a refused upload changes nothing";
+  // Even an identical file is refused to another uploader.
+  NewFile again = first;
+  again.uploader = by_b;
+  EXPECT_EQ((*cat)->insert_file(again)->first, InsertOutcome::forbidden);
+
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  ASSERT_EQ(contents->projects.size(), 1U);
+  EXPECT_EQ(contents->projects[0].claim, (core::ProjectClaim{core::ClaimKind::token, a->id}));
+
+  // An admin hands the project to b.
+  auto handed = (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id});
+  ASSERT_TRUE(handed) << handed.error().message;
+  EXPECT_EQ(handed->claim.token_id, b->id);
+  EXPECT_EQ((*cat)->insert_file(other)->first, InsertOutcome::inserted);
+  first.file.filename = "demo_pkg-3.0-py3-none-any.whl";
+  EXPECT_EQ((*cat)->insert_file(first)->first, InsertOutcome::forbidden);
+
+  // Released: the next token to upload claims it again.
+  ASSERT_TRUE((*cat)->set_claim("demo-pkg", core::ProjectClaim{}));
+  EXPECT_EQ((*cat)->insert_file(first)->first, InsertOutcome::inserted);
+  EXPECT_EQ((*cat)->load()->projects[0].claim, (core::ProjectClaim{core::ClaimKind::token, a->id}));
+
+  // Unknown projects and tokens, revoked tokens.
+  EXPECT_EQ((*cat)->set_claim("nope", core::ProjectClaim{}).error().code, Errc::not_found);
+  EXPECT_EQ(
+      (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, 999}).error().code,
+      Errc::not_found);
+  ASSERT_TRUE((*cat)->revoke_token(b->id));
+  EXPECT_EQ(
+      (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id}).error().code,
+      Errc::not_found);
+}
+
+TEST_F(CatalogTest, LocalCommandsClaimNewProjectsForAdmins) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
+  EXPECT_EQ((*cat)->load()->projects.at(0).claim.kind, core::ClaimKind::admin);
+  NewFile by_token = wheel("demo_pkg-2.0-py3-none-any.whl", std::string(64, 'b'));
+  by_token.uploader = core::Uploader{false, 7, std::nullopt};
+  EXPECT_EQ((*cat)->insert_file(by_token)->first, InsertOutcome::forbidden);
+  by_token.uploader.token_project = "demo-pkg";  // limited to the project by an admin
+  EXPECT_EQ((*cat)->insert_file(by_token)->first, InsertOutcome::inserted);
+}
+
+TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
+  {
+    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    ASSERT_TRUE(cat);
+    ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
+  }
+  // Make the database look as if an older wheelforge, without claims, had written it.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TRIGGER projects_ins; DROP TRIGGER projects_upd;"
+                         " ALTER TABLE projects DROP COLUMN owner_token_id;"
+                         " ALTER TABLE projects DROP COLUMN claimed_by;"
+                         " PRAGMA user_version = 4;",
+                         nullptr, nullptr, &err),
+            SQLITE_OK)
+      << (err ? err : "");
+  sqlite3_close(db);
+
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat) << cat.error().message;
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  EXPECT_EQ(contents->projects.at(0).claim.kind, core::ClaimKind::unclaimed);
+  NewFile next = wheel("demo_pkg-2.0-py3-none-any.whl", std::string(64, 'b'));
+  TokenRecord t;
+  t.hash = std::string(64, '5');
+  t.scope = Scope::upload;
+  auto token = (*cat)->insert_token(t);
+  ASSERT_TRUE(token);
+  next.uploader = core::Uploader{false, token->id, std::nullopt};
+  auto inserted = (*cat)->insert_file(next);
+  ASSERT_TRUE(inserted) << inserted.error().message;
+  EXPECT_EQ(inserted->first, InsertOutcome::inserted);
+  EXPECT_EQ((*cat)->load()->projects.at(0).claim,
+            (core::ProjectClaim{core::ClaimKind::token, token->id}));
+}
+
 TEST(Scope, RoundTrip) {
   for (Scope s : {Scope::read, Scope::upload, Scope::admin})
     EXPECT_EQ(parse_scope(scope_name(s)), s);

@@ -31,7 +31,7 @@ class ReadHandlers : public ::testing::Test {
   void SetUp() override {
     catalog::Contents c;
     c.generation = 7;
-    c.projects.push_back(core::ProjectRecord{"flash-attn", "flash_attn", 1});
+    c.projects.push_back(core::ProjectRecord{"flash-attn", "flash_attn", 1, {}});
     core::FileRecord f;
     f.filename = "flash_attn-2.8.3+cu128torch2.8-cp312-cp312-linux_x86_64.whl";
     f.project = "flash-attn";
