@@ -346,11 +346,14 @@ class SqliteCatalog final : public Catalog {
 
   Result<core::FileRecord> delete_file(std::string_view filename) override {
     std::lock_guard lock(mu_);
-    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st.error();
+    return write_transaction([&] { return delete_file_locked(filename); },
+                             [](const auto&) { return true; });
+  }
+
+  Result<core::FileRecord> delete_file_locked(std::string_view filename) {
     auto found = find_file_locked(filename);
-    if (!found || !found->has_value()) {
-      (void)exec("ROLLBACK");
-      if (!found) return found.error();
+    if (!found) return found.error();
+    if (!found->has_value()) {
       return make_error(Errc::not_found, "no such file: " + std::string(filename));
     }
     const core::FileRecord f = **found;
@@ -361,13 +364,7 @@ class SqliteCatalog final : public Catalog {
     Stmt del(db_, "DELETE FROM files WHERE id = ?");
     del.bind(1, f.id);
     if (reserve.step() != SQLITE_DONE || del.step() != SQLITE_DONE) {
-      Error e = sqlite_error(db_, "delete file");
-      (void)exec("ROLLBACK");
-      return e;
-    }
-    if (auto st = exec("COMMIT"); !st) {
-      (void)exec("ROLLBACK");
-      return st.error();
+      return sqlite_error(db_, "delete file");
     }
     return f;
   }
