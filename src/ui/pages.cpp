@@ -53,6 +53,12 @@ std::string layout(const Site& site, const Layout& page) {
   return render_template("layout", d);
 }
 
+/// Sets a string only when it is not empty: mustache treats an empty string as true, and the
+/// templates use {{#name}}...{{/name}} to show optional values.
+void set_text(mus::data& d, const std::string& name, const std::string& value) {
+  if (!value.empty()) d.set(name, value);
+}
+
 mus::data list_of(const std::vector<std::string>& items) {
   mus::data l{mus::data::type::list};
   for (const auto& i : items) l.push_back(mus::data(i));
@@ -130,12 +136,12 @@ mus::data job_data(const catalog::JobRecord& job, Micros now) {
   d.set("cell", job.cell.key());
   d.set("state", std::string(core::state_name(job.state)));
   d.set("terminal", core::is_terminal(job.state));
-  d.set("reason", job.reason);
+  set_text(d, "reason", job.reason);
   d.set("attempts", std::to_string(job.attempts));
   d.set("max_jobs", job.max_jobs == 0 ? std::string("—") : std::to_string(job.max_jobs));
   d.set("nvcc_threads",
         job.nvcc_threads == 0 ? std::string("—") : std::to_string(job.nvcc_threads));
-  d.set("wheel", job.wheel);
+  set_text(d, "wheel", job.wheel);
   d.set("created", upload_date(job.created_at));
   d.set("started", time_or_dash(job.started_at));
   d.set("finished", time_or_dash(job.finished_at));
@@ -321,7 +327,7 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
     const bool all_yanked =
         std::all_of(fs.begin(), fs.end(), [](const auto* f) { return f->yanked.has_value(); });
     dv.set("yanked", all_yanked);
-    dv.set("yank_reason", all_yanked ? fs.front()->yanked.value_or("") : std::string());
+    set_text(dv, "yank_reason", all_yanked ? fs.front()->yanked.value_or("") : std::string());
     mus::data file_list{mus::data::type::list};
     for (const auto* f : fs) {
       mus::data df;
@@ -338,7 +344,7 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
       df.set("python",
              f->kind == core::DistKind::wheel ? join(python_versions_of(*f), ", ") : "source");
       df.set("yanked", f->yanked.has_value());
-      df.set("yank_reason", f->yanked.value_or(""));
+      set_text(df, "yank_reason", f->yanked.value_or(""));
       file_list.push_back(df);
     }
     dv.set("files", file_list);
@@ -481,7 +487,7 @@ std::string render_message(const Site& site, int status, std::string_view title,
 std::string render_login(const Site& site, std::string_view next, std::string_view error) {
   mus::data d;
   d.set("next", std::string(next));
-  d.set("error", std::string(error));
+  set_text(d, "error", std::string(error));
   d.set("has_error", !error.empty());
   return layout(site, Layout{"Log in — wheelforge", render_template("login", d), {}, false});
 }
@@ -490,8 +496,8 @@ std::string render_builds(const Site& site, const BuildsPage& page) {
   mus::data d;
   d.set("csrf", site.csrf);
   d.set("runner_enabled", page.runner_enabled);
-  d.set("notice", page.notice);
-  d.set("error", page.error);
+  set_text(d, "notice", page.notice);
+  set_text(d, "error", page.error);
   mus::data recipes{mus::data::type::list};
   for (const auto& r : page.recipes) {
     mus::data dr;
@@ -529,9 +535,9 @@ std::string render_job(const Site& site, const JobPage& page) {
   d.set("log", page.log);
   d.set("log_offset", std::to_string(page.log_offset));
   d.set("log_truncated", page.log_truncated);
-  d.set("error", page.error);
-  d.set(
-      "project_url", page.job.wheel.empty() ? std::string() : [&] {
+  set_text(d, "error", page.error);
+  set_text(
+      d, "project_url", page.job.wheel.empty() ? std::string() : [&] {
         // The wheel's project page: its name is the file name's first part.
         const auto dash = page.job.wheel.find('-');
         return "/project/" + core::normalize_name(page.job.wheel.substr(0, dash)) + "/";
