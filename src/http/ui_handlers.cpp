@@ -548,6 +548,10 @@ struct Handler {
   UiResult jobs() {
     const bool post = req.method == Method::post;
     if (auto denied = require(catalog::Scope::admin, !post)) return done(std::move(*denied));
+    // The origin and the form token are checked before anything else is looked at.
+    if (post) {
+      if (auto refused = check_post(parse_form(body), true)) return done(std::move(*refused));
+    }
     const auto& seg = req.segments;
     const auto n = seg.size() >= 2 ? parse_u64(seg[1]) : std::nullopt;
     if (!n || *n > static_cast<std::uint64_t>(INT64_MAX) || seg.size() > 3) {
@@ -581,8 +585,6 @@ struct Handler {
     if (seg[2] != "cancel" && seg[2] != "retry")
       return done(not_found_page(site, "There is no such page."));
     if (!post) return done(method_not_allowed(site, "POST"));
-    const auto form = parse_form(body);
-    if (auto refused = check_post(form, true)) return done(std::move(*refused));
     auto changed = seg[2] == "cancel" ? ctx.runner->cancel(id) : ctx.runner->retry(id);
     if (!changed) {
       note = "job " + std::to_string(id) + " " + seg[2] + " refused";
