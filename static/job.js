@@ -8,6 +8,32 @@
   const job = log.dataset.job;
   let offset = Number(log.dataset.offset || 0);
   const decoder = new TextDecoder();
+  const badge = document.getElementById("job-state");
+  let ended = false;
+
+  function setState(state) {
+    if (!state || badge.dataset.state === state) return;
+    badge.textContent = state;
+    badge.dataset.state = state;
+    badge.className = "state state-" + state;
+  }
+
+  // The stream carries the log only: ask for the state beside it (HEAD answers carry it in
+  // X-Job-State; an offset past the end reads nothing).
+  async function pollState() {
+    while (!ended) {
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      try {
+        const response = await fetch(`/jobs/${job}/log?offset=${Number.MAX_SAFE_INTEGER}`,
+          { method: "HEAD", credentials: "same-origin" });
+        const state = response.headers.get("X-Job-State");
+        // A final state comes with the end of the stream, which reloads the page.
+        if (!ended && !["succeeded", "failed", "cancelled"].includes(state)) setState(state);
+      } catch {
+        // The follow request reports failures.
+      }
+    }
+  }
 
   function append(text) {
     const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
@@ -33,19 +59,21 @@
     return response.headers.get("X-Job-State") || "unknown";
   }
 
+  pollState();
   (async () => {
     try {
       await follow();
       const state = await finalState();
-      const badge = document.getElementById("job-state");
+      ended = true;
       if (state === "succeeded" || state === "failed" || state === "cancelled") {
         // The server renders the final page (durations, wheel, buttons).
         window.location.reload();
         return;
       }
-      badge.textContent = state;
+      setState(state);
       status.textContent = "The log stopped; reload the page to follow it again.";
     } catch (e) {
+      ended = true;
       status.textContent = "Following the log failed (" + e.message + "); reload the page to try again.";
     }
   })();
