@@ -460,14 +460,16 @@ struct Handler {
     if (r.recipe.empty()) problems.add("choose a recipe");
     if (r.version.empty()) problems.add("give a version");
     core::Matrix subset;
-    for (auto v : split(form_value(form, "python"), ',')) {
+    const std::string python_values = form_value(form, "python");  // split() returns views into it
+    for (auto v : split(python_values, ',')) {
       v = trim(v);
       if (v.empty()) continue;
       if (!core::is_valid_python_version(v))
         problems.add("Python version '" + std::string(v) + "' is not X.Y");
       subset.python.emplace_back(v);
     }
-    for (auto v : split(form_value(form, "torch"), ',')) {
+    const std::string torch_values = form_value(form, "torch");  // split() returns views into it
+    for (auto v : split(torch_values, ',')) {
       v = trim(v);
       if (v.empty()) continue;
       if (auto t = core::parse_torch_series(v)) {
@@ -476,7 +478,8 @@ struct Handler {
         problems.add("PyTorch series '" + std::string(v) + "' is not X.Y");
       }
     }
-    for (auto v : split(form_value(form, "cuda"), ',')) {
+    const std::string cuda_values = form_value(form, "cuda");  // split() returns views into it
+    for (auto v : split(cuda_values, ',')) {
       v = trim(v);
       if (v.empty()) continue;
       if (auto c = core::parse_cuda_version(v)) {
