@@ -195,3 +195,24 @@ def test_private_mode_needs_read_credentials_for_pages(harness, tokens, artifact
     # The login page and the (public) stylesheet stay reachable so that one can sign in.
     assert server.get("/login").status == 200
     assert server.get("/static/style.css").status == 200
+
+
+def test_under_tls_urls_say_https_and_the_cookie_is_secure(harness, tmp_path):
+    from test_security import _make_cert, _start_tls
+    from wfhelpers import run
+
+    cert, key = _make_cert(tmp_path)
+    admin = harness.token("admin")
+    proc, url = _start_tls(harness, cert, key)
+    try:
+        home = run(["curl", "-sS", "--cacert", str(cert), f"{url}/"])
+        assert f"pip install --extra-index-url {url}/simple/ PROJECT" in home.stdout, home.stdout[-2000:]
+        resolve = run(["curl", "-sS", "--cacert", str(cert), f"{url}/api/resolve?torch=2.8.0%2Bcu128"])
+        assert f'"index_url":"{url}/cu128/torch2.8/simple/"' in resolve.stdout.replace(" ", ""), resolve.stdout
+        login = run(["curl", "-sS", "--cacert", str(cert), "-o", "/dev/null", "-D", "-",
+                     "-H", f"Origin: {url}", "--data-urlencode", f"token={admin}", f"{url}/login"])
+        cookie = next(line for line in login.stdout.splitlines() if line.lower().startswith("set-cookie:"))
+        assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie, cookie
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0
