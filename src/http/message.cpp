@@ -1,5 +1,8 @@
 #include "message.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
@@ -21,6 +24,16 @@ std::string Request::query_param(std::string_view name) const {
     return percent_decode(raw).value_or("");
   }
   return {};
+}
+
+std::string base_url(const Request& req) {
+  std::string_view host = req.header("host");
+  const bool plain =
+      !host.empty() && host.size() <= 255 && std::all_of(host.begin(), host.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' ||
+               c == ':' || c == '[' || c == ']';
+      });
+  return std::string(req.tls ? "https://" : "http://") + std::string(plain ? host : "localhost");
 }
 
 std::string_view Response::header(std::string_view name) const {

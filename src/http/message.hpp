@@ -24,12 +24,18 @@ struct Request {
   std::vector<std::string> segments;  ///< percent-decoded path segments ("" for a trailing '/')
   std::string query;                  ///< raw query string (after '?')
   std::vector<std::pair<std::string, std::string>> headers;  ///< names lower-case
+  bool tls = false;                                          ///< arrived over HTTPS
 
   /// First header with this (lower-case) name, or "".
   [[nodiscard]] std::string_view header(std::string_view name) const;
   /// Percent-decoded value of the first query parameter with this name, or "".
   [[nodiscard]] std::string query_param(std::string_view name) const;
 };
+
+/// The scheme and authority clients used to reach us ("https://host:port"), for absolute URLs
+/// in answers. The Host header is client-controlled: anything but a plain host[:port] is
+/// replaced by "localhost".
+[[nodiscard]] std::string base_url(const Request& req);
 
 /// Splits a request target into decoded segments and query. Errc::invalid for malformed
 /// percent-escapes, NUL bytes or a target that is not an absolute path.

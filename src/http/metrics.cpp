@@ -19,6 +19,10 @@ std::string_view route_label(const Request& req) {
   if (first == "api") return "api";
   if (first == "healthz" || first == "readyz") return "health";
   if (first == "metrics") return "metrics";
+  if (first == "project" || first == "static" || first == "login" || first == "logout" ||
+      first == "builds" || first == "jobs") {
+    return "ui";
+  }
   const auto simple = std::find(seg.begin(), seg.end(), "simple");
   if (simple == seg.end()) return "other";
   const bool view = simple != seg.begin();

@@ -16,18 +16,6 @@ Response not_found(std::string message) {
   return error_response(make_error(Errc::not_found, std::move(message)));
 }
 
-// The scheme and authority clients used to reach us, for absolute URLs in API answers.
-// The Host header is client-controlled: anything but a plain host[:port] is replaced.
-std::string base_url(const Request& req) {
-  std::string_view host = req.header("host");
-  const bool plain =
-      !host.empty() && host.size() <= 255 && std::all_of(host.begin(), host.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' ||
-               c == ':' || c == '[' || c == ']';
-      });
-  return "http://" + std::string(plain ? host : "localhost");
-}
-
 Response redirect(std::string location) {
   Response r;
   r.status = 301;
@@ -35,23 +23,6 @@ Response redirect(std::string location) {
   r.set("Content-Type", "text/plain; charset=utf-8");
   r.body = std::string("moved permanently\n");
   return r;
-}
-
-bool accepts_gzip(const Request& req) {
-  for (auto part : split(req.header("accept-encoding"), ',')) {
-    part = trim(part);
-    const auto semi = part.find(';');
-    const auto coding = trim(part.substr(0, semi));
-    if (!iequals(coding, "gzip") && coding != "*") continue;
-    if (semi != std::string_view::npos) {
-      const auto params = trim(part.substr(semi + 1));
-      if (params == "q=0" || params == "q=0.0" || params == "q=0.00" || params == "q=0.000") {
-        return false;
-      }
-    }
-    return true;
-  }
-  return false;
 }
 
 Response page_response(const Request& req, const std::shared_ptr<const snapshot::Page>& page) {
@@ -254,6 +225,23 @@ Response text(int status, std::string body,
 
 }  // namespace
 
+bool accepts_gzip(const Request& req) {
+  for (auto part : split(req.header("accept-encoding"), ',')) {
+    part = trim(part);
+    const auto semi = part.find(';');
+    const auto coding = trim(part.substr(0, semi));
+    if (!iequals(coding, "gzip") && coding != "*") continue;
+    if (semi != std::string_view::npos) {
+      const auto params = trim(part.substr(semi + 1));
+      if (params == "q=0" || params == "q=0.0" || params == "q=0.00" || params == "q=0.000") {
+        return false;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
 bool etag_matches(std::string_view if_none_match, std::string_view etag) {
   if (if_none_match.empty()) return false;
   for (auto candidate : split(if_none_match, ',')) {
@@ -296,19 +284,7 @@ std::optional<ByteRange> parse_range(std::string_view header, std::uint64_t size
 Response handle_read(const Request& req, const snapshot::Snapshot& snap,
                      const store::BlobStore& store) {
   const auto& seg = req.segments;
-  if (seg.empty() || (seg.size() == 1 && seg[0].empty())) {
-    return text(200,
-                "<!DOCTYPE html><html><head><title>wheelforge</title></head><body>"
-                "<h1>wheelforge</h1><p>A private Python package index. "
-                "<a href=\"/simple/\">Simple index</a> (" +
-                    std::to_string(snap.project_count()) + " projects, " +
-                    std::to_string(snap.file_count()) +
-                    " files).</p>"
-                    "<pre>pip install --extra-index-url http://" +
-                    std::string(req.header("host")).substr(0, 0) +
-                    "HOST/simple/ PROJECT</pre></body></html>\n",
-                "text/html; charset=utf-8");
-  }
+  if (seg.empty()) return not_found("not found");
   if (seg[0] == "files") return files(req, snap, store);
   if (seg[0] == "api") return api(req, snap);
   if (seg.size() == 1 && seg[0] == "healthz") return text(200, "ok\n");

@@ -1,5 +1,6 @@
 #pragma once
-// Handlers for every read (GET/HEAD): simple pages, files, metadata files, health.
+// Handlers for every read (GET/HEAD): simple pages, files, metadata files, APIs, health.
+// The web UI (/, /project/...) is answered by ui_handlers.
 // Plain functions from request to response over an immutable snapshot; no I/O.
 
 #include "message.hpp"
@@ -20,6 +21,9 @@ struct ByteRange {
   bool satisfiable = true;
 };
 [[nodiscard]] std::optional<ByteRange> parse_range(std::string_view header, std::uint64_t size);
+
+/// True when the request's Accept-Encoding admits gzip (not refused with q=0).
+[[nodiscard]] bool accepts_gzip(const Request& req);
 
 /// True when an If-None-Match header value matches the (quoted) ETag.
 [[nodiscard]] bool etag_matches(std::string_view if_none_match, std::string_view etag);

@@ -25,6 +25,7 @@
 #include "message.hpp"
 #include "metrics.hpp"
 #include "read_handlers.hpp"
+#include "ui_handlers.hpp"
 #include "upload_handler.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/core/filename.hpp"
@@ -70,6 +71,8 @@ struct Server::Impl {
   std::shared_ptr<asio::ssl::context> tls;
   bool stopping = false;
   Metrics metrics;
+  // Web UI login sessions (thread-safe: used by the UI handlers on workers).
+  UiSessions ui_sessions;
   // Written on the network thread, read by workers to skip needless reloads.
   std::atomic<std::uint64_t> generation{0};
 
@@ -264,6 +267,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     req_ = Request{};
     req_.method = method_of(msg.method());
     req_.target = std::string(msg.target());
+    req_.tls = kTls;
+    ui_body_ = false;
     keep_alive_ = msg.keep_alive();
     for (const auto& field : msg) {
       req_.headers.emplace_back(to_lower(field.name_string()), std::string(field.value()));
@@ -297,6 +302,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return begin_upload();
     }
     if (is_admin_route(req_)) return begin_admin();
+    if (is_ui_route(req_)) return begin_ui();
     if (!parser_->is_done()) {
       // Reads carry no body; refuse one rather than read it.
       Response r = error_response(make_error(Errc::invalid, "this request takes no body"));
@@ -449,8 +455,47 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         });
   }
 
+  // ---- web UI: pages and small form POSTs, answered on a worker --------------------------
+
+  void begin_ui() {
+    if (req_.method == Method::post) {
+      if (const auto length = parser_->content_length(); length && *length > kMaxAdminBody) {
+        Response r = error_response(make_error(Errc::too_large, "form too large"));
+        r.close = true;
+        return send(std::move(r));
+      }
+      parser_->body_limit(kMaxAdminBody);
+      admin_body_.clear();
+      small_body_buf_.resize(16 * 1024);
+      ui_body_ = true;
+      return read_admin_body();
+    }
+    if (!parser_->is_done()) {
+      Response r = error_response(make_error(Errc::invalid, "this request takes no body"));
+      r.close = true;
+      return send(std::move(r));
+    }
+    run_ui();
+  }
+
+  void run_ui() {
+    srv_.offload(
+        [&srv = srv_, req = req_, body = std::move(admin_body_), snap = srv_.snapshot]() {
+          return handle_ui(
+              req, body,
+              UiContext{snap, srv.services.runner, &srv.ui_sessions, srv.config.private_reads});
+        },
+        [self = this->shared_from_this()](UiResult result) {
+          if (!result.note.empty()) spdlog::info("req={} ui: {}", self->id_, result.note);
+          if (result.follow_job && self->srv_.services.runner != nullptr) {
+            return self->start_log_stream(*result.follow_job, result.follow_offset);
+          }
+          self->send(std::move(result.response));
+        });
+  }
+
   void read_admin_body() {
-    if (parser_->is_done()) return run_admin();
+    if (parser_->is_done()) return ui_body_ ? run_ui() : run_admin();
     auto& body = parser_->get().body();
     body.data = small_body_buf_.data();
     body.size = small_body_buf_.size();
@@ -890,6 +935,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::chrono::steady_clock::duration rate_window_wait_{};
   std::uint64_t rate_window_bytes_ = 0;
   std::string admin_body_;
+  bool ui_body_ = false;  // the small body being read is a UI form, not an admin request
   std::vector<char> small_body_buf_;
   std::int64_t log_job_ = 0;
   std::uint64_t log_offset_ = 0;

@@ -14,6 +14,7 @@ namespace {
 // Pages are cached per (key, format); keys are bounded by the projects and views that exist,
 // but a cap keeps a flood of distinct view URLs from growing memory without bound.
 constexpr std::size_t kMaxCachedPages = 20'000;
+constexpr std::size_t kMaxDerivedPages = 2'000;
 
 std::string format_key(core::PageFormat f) {
   switch (f) {
@@ -244,6 +245,51 @@ std::shared_ptr<const Page> Snapshot::variants_page(std::string_view normalized)
     }
     return render::render_variants(projects_[p].name, versions);
   });
+}
+
+std::vector<const core::FileRecord*> Snapshot::files_of(std::string_view normalized) const {
+  std::vector<const core::FileRecord*> out;
+  const auto it = project_by_name_.find(normalized);
+  if (it == project_by_name_.end()) return out;
+  for (const std::size_t i : project_files_[it->second]) out.push_back(&files_[i]);
+  return out;
+}
+
+std::vector<const core::FileRecord*> Snapshot::view_files_of(const core::ViewSelector& view,
+                                                             std::string_view normalized) const {
+  std::vector<const core::FileRecord*> out;
+  const auto it = project_by_name_.find(normalized);
+  if (it == project_by_name_.end()) return out;
+  for (const std::size_t i : select(view, it->second)) out.push_back(&files_[i]);
+  return out;
+}
+
+std::shared_ptr<const Page> Snapshot::derived_page(
+    const std::string& key, const std::function<std::string()>& render) const {
+  // The "u" prefix keeps these keys apart from the simple pages'. Derived pages have their own,
+  // smaller bound: their keys come partly from request headers, and a flood of them must not
+  // crowd the simple pages out of the cache.
+  const std::string full_key = "u" + key;
+  {
+    std::lock_guard lock(cache_mu_);
+    const auto it = cache_.find(full_key);
+    if (it != cache_.end()) {
+      g_cache_hits.fetch_add(1, std::memory_order_relaxed);
+      return it->second;
+    }
+  }
+  g_cache_misses.fetch_add(1, std::memory_order_relaxed);
+  auto page = std::make_shared<Page>();
+  page->body = render();
+  page->gzip = render::gzip(page->body);
+  page->etag = "\"" + crypto::sha256_hex(page->body).substr(0, 32) + "\"";
+  page->format = core::PageFormat::html_v1;
+  std::lock_guard lock(cache_mu_);
+  if (derived_pages_ < kMaxDerivedPages && cache_.size() < kMaxCachedPages &&
+      cache_.emplace(full_key, page).second) {
+    ++derived_pages_;
+  }
+  return page;
 }
 
 }  // namespace wf::snapshot

@@ -72,6 +72,20 @@ class Snapshot {
   /// The coverage document of /api/projects/<name>/variants (JSON), nullptr when unknown.
   [[nodiscard]] std::shared_ptr<const Page> variants_page(std::string_view normalized) const;
 
+  /// Every project, sorted by normalized name.
+  [[nodiscard]] const std::vector<core::ProjectRecord>& projects() const { return projects_; }
+  /// A project's files in listing order (PEP 440 version, then file name); empty when unknown.
+  [[nodiscard]] std::vector<const core::FileRecord*> files_of(std::string_view normalized) const;
+  /// The files a variant view lists for a project (as view_project_page does), listing order.
+  [[nodiscard]] std::vector<const core::FileRecord*> view_files_of(
+      const core::ViewSelector& view, std::string_view normalized) const;
+
+  /// Any other page derived from this snapshot (the web UI's), rendered on first use under
+  /// `key` and cached like the simple pages for the snapshot's lifetime (up to a bound on
+  /// distinct keys; past it, pages are rendered for each call). `render` runs unlocked.
+  [[nodiscard]] std::shared_ptr<const Page> derived_page(
+      const std::string& key, const std::function<std::string()>& render) const;
+
  private:
   Snapshot() = default;
   std::shared_ptr<const Page> cached(const std::string& key, core::PageFormat format,
@@ -93,6 +107,7 @@ class Snapshot {
 
   mutable std::mutex cache_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Page>> cache_;
+  mutable std::size_t derived_pages_ = 0;
 };
 
 }  // namespace wf::snapshot

@@ -1,0 +1,121 @@
+#pragma once
+// The web UI's pages, rendered from the mustache templates in templates/ (compiled into the
+// binary). Pure functions of their arguments: no I/O, safe on any thread. Every value taken
+// from the catalog, a request or a build log is HTML-escaped by the templates.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wheelforge/catalog/jobs.hpp"
+#include "wheelforge/snapshot/snapshot.hpp"
+
+namespace wf::ui {
+
+/// What every page needs to know about how it was reached.
+struct Site {
+  std::string base_url;  ///< "https://host:port": scheme from the transport, host validated
+  std::string csrf;      ///< the signed-in user's form token; empty when not signed in
+  bool signed_in = false;
+};
+
+/// `/` and `/?q=`: counts, the search form and its results (or the recently updated projects
+/// when `query` is empty), and how to use this index from pip, uv, poetry and twine.
+[[nodiscard]] std::string render_home(const snapshot::Snapshot& snap, const Site& site,
+                                      std::string_view query);
+
+/// What the picker of a project page asks for; values not on the project's axes are ignored.
+struct Selection {
+  std::string version;  ///< public version; empty: the latest
+  std::string torch;    ///< torch series "2.8"
+  std::string backend;  ///< "cu128", "cpu", "rocm6.4"
+  std::string python;   ///< "3.12"
+  /// A stable spelling of the selection, for cache keys.
+  [[nodiscard]] std::string key() const;
+};
+
+/// The selection with every value that is not on the project's axes dropped (and the version
+/// dropped when it does not exist): what render_project would show, in one spelling.
+[[nodiscard]] Selection canonical_selection(const snapshot::Snapshot& snap,
+                                            std::string_view normalized, const Selection& asked);
+
+/// `/project/<normalized>/`: versions and files, the coverage matrix of the selected version
+/// and the picker with its install command. nullopt when the project does not exist.
+[[nodiscard]] std::optional<std::string> render_project(const snapshot::Snapshot& snap,
+                                                        const Site& site,
+                                                        std::string_view normalized,
+                                                        const Selection& selection);
+
+/// One cell of a coverage matrix: the Python versions built for (torch series, backend).
+struct CoverageCell {
+  std::vector<std::string> pythons;  ///< "3.11", "3.12", "3.9+" (abi3); empty: missing
+};
+/// The coverage of one public version: rows are torch series (ascending), columns backends
+/// (CPU, then CUDA and ROCm ascending); "" stands for "no such label" on either axis.
+struct Coverage {
+  std::vector<std::string> torch;
+  std::vector<std::string> backends;
+  std::vector<std::vector<CoverageCell>> cells;  ///< [row][column]
+  std::vector<std::string> generic;              ///< file names of wheels with no variant label
+};
+[[nodiscard]] Coverage coverage_of(std::span<const core::FileRecord* const> files,
+                                   std::string_view public_version);
+
+/// The Python versions a wheel's tags name: "cp312" → "3.12", "py3" → "3", a cpXY with abi3
+/// → "X.Y+".
+[[nodiscard]] std::vector<std::string> python_versions_of(const core::FileRecord& file);
+
+/// A message page (404, 401, 403, ...) with a heading and a sentence saying what to do.
+[[nodiscard]] std::string render_message(const Site& site, int status, std::string_view title,
+                                         std::string_view message, bool login_link = false);
+
+/// `/login`: a form that takes a token. `error` is shown above the form.
+[[nodiscard]] std::string render_login(const Site& site, std::string_view next,
+                                       std::string_view error);
+
+/// A build and its jobs, as the builds page lists them.
+struct BuildRow {
+  catalog::BuildRecord build;
+  std::vector<catalog::JobRecord> jobs;
+};
+/// A recipe that can be triggered from the builds page, with its matrix axes.
+struct RecipeInfo {
+  std::string name;
+  std::string project;
+  std::vector<std::string> python;
+  std::vector<std::string> torch;
+  std::vector<std::string> cuda;
+};
+struct BuildsPage {
+  std::vector<BuildRow> builds;  ///< newest first
+  std::vector<RecipeInfo> recipes;
+  bool runner_enabled = true;
+  std::string notice;  ///< e.g. "Build 3 created with 2 jobs."
+  std::string error;   ///< a rejected request's reasons
+  Micros now = 0;
+};
+/// `/builds/`: the builds and their jobs (state, duration, MAX_JOBS), the trigger form and the
+/// cancel/retry buttons.
+[[nodiscard]] std::string render_builds(const Site& site, const BuildsPage& page);
+
+struct JobPage {
+  catalog::JobRecord job;
+  std::string log;               ///< the end of the log (at most the last few hundred KiB)
+  std::uint64_t log_offset = 0;  ///< where the shown log ends in the file
+  bool log_truncated = false;    ///< the log's beginning is not shown
+  std::string error;
+  Micros now = 0;
+};
+/// `/jobs/<id>`: the job, its log (followed live by static/job.js, refreshed without it) and
+/// its buttons.
+[[nodiscard]] std::string render_job(const Site& site, const JobPage& page);
+
+/// "1.2 MiB".
+[[nodiscard]] std::string human_size(std::uint64_t bytes);
+/// "1 min 05 s", "3.2 s".
+[[nodiscard]] std::string human_duration(Micros micros);
+
+}  // namespace wf::ui

@@ -1,0 +1,552 @@
+#include "wheelforge/ui/pages.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <kainjow/mustache.hpp>
+#include <map>
+#include <set>
+
+#include "ui/internal.hpp"
+#include "wheelforge/core/name.hpp"
+#include "wheelforge/core/variant.hpp"
+#include "wheelforge/render/simple.hpp"
+#include "wheelforge/ui/assets.hpp"
+#include "wheelforge/util/strings.hpp"
+#include "wheelforge/util/time.hpp"
+
+namespace wf::ui {
+namespace {
+
+namespace mus = kainjow::mustache;
+
+constexpr std::size_t kMaxSearchResults = 100;
+constexpr std::size_t kRecentProjects = 20;
+
+/// Renders templates/<name>.mustache. Templates are part of the binary and checked by the unit
+/// tests, so a parse error is a programming error: it is shown in the page, not thrown.
+std::string render_template(std::string_view name, const mus::data& data) {
+  mus::mustache tmpl{std::string(template_text(name))};
+  if (!tmpl.is_valid()) return "<p>template " + html_escape(name) + ": " + tmpl.error_message();
+  return tmpl.render(data);
+}
+
+struct Layout {
+  std::string title;
+  std::string content;  // already rendered HTML
+  std::vector<std::string> scripts;
+  bool refresh = false;  // without JavaScript, reload every few seconds (a running job)
+};
+
+std::string layout(const Site& site, const Layout& page) {
+  mus::data d;
+  d.set("title", page.title);
+  d.set("content", page.content);
+  d.set("style_url", static_url("style.css"));
+  d.set("icon_url", static_url("icon.svg"));
+  mus::data scripts{mus::data::type::list};
+  for (const auto& s : page.scripts) scripts.push_back(mus::data("url", static_url(s)));
+  d.set("scripts", scripts);
+  d.set("refresh", page.refresh);
+  d.set("signed_in", site.signed_in);
+  d.set("csrf", site.csrf);
+  return render_template("layout", d);
+}
+
+/// Sets a string only when it is not empty: mustache treats an empty string as true, and the
+/// templates use {{#name}}...{{/name}} to show optional values.
+void set_text(mus::data& d, const std::string& name, const std::string& value) {
+  if (!value.empty()) d.set(name, value);
+}
+
+mus::data list_of(const std::vector<std::string>& items) {
+  mus::data l{mus::data::type::list};
+  for (const auto& i : items) l.push_back(mus::data(i));
+  return l;
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const auto& i : items) {
+    if (!out.empty()) out += sep;
+    out += i;
+  }
+  return out;
+}
+
+std::string normalized_query(std::string_view q) {
+  std::string out;
+  for (const char c : q) {
+    const bool sep = c == '-' || c == '_' || c == '.';
+    if (sep) {
+      if (out.empty() || out.back() != '-') out += '-';
+    } else {
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  return out;
+}
+
+std::string upload_date(Micros t) {
+  // "2025-01-31T12:00:00.000000Z" -> "2025-01-31 12:00 UTC"
+  const std::string iso = iso8601_micros(t);
+  return iso.substr(0, 10) + " " + iso.substr(11, 5) + " UTC";
+}
+
+/// A project's summary for lists: latest public version and number of files.
+mus::data project_item(const snapshot::Snapshot& snap, const core::ProjectRecord& p) {
+  mus::data d;
+  d.set("name", p.name);
+  d.set("display_name", p.display_name.empty() ? p.name : p.display_name);
+  d.set("url", "/project/" + p.name + "/");
+  const auto files = snap.files_of(p.name);
+  d.set("latest", files.empty() ? std::string() : public_version_of(*files.back()));
+  d.set("files", std::to_string(files.size()));
+  d.set("updated", upload_date(p.last_upload));
+  return d;
+}
+
+std::string time_or_dash(const std::optional<Micros>& t) {
+  return t ? upload_date(*t) : std::string("—");
+}
+
+std::string duration_of(const catalog::JobRecord& job, Micros now) {
+  if (!job.started_at) return "—";
+  const Micros end = job.finished_at.value_or(now);
+  return human_duration(end - *job.started_at);
+}
+
+bool can_cancel(core::JobState s) {
+  return !core::is_terminal(s) && s != core::JobState::interrupted;
+}
+bool can_retry(core::JobState s) {
+  return s == core::JobState::failed || s == core::JobState::cancelled ||
+         s == core::JobState::interrupted;
+}
+
+mus::data job_data(const catalog::JobRecord& job, Micros now) {
+  mus::data d;
+  d.set("id", std::to_string(job.id));
+  d.set("build_id", std::to_string(job.build_id));
+  d.set("recipe", job.recipe);
+  d.set("version", job.version);
+  d.set("python", job.cell.python);
+  d.set("torch", job.cell.torch.str());
+  d.set("cuda", job.cell.cuda.str());
+  d.set("cell", job.cell.key());
+  d.set("state", std::string(core::state_name(job.state)));
+  d.set("terminal", core::is_terminal(job.state));
+  set_text(d, "reason", job.reason);
+  d.set("attempts", std::to_string(job.attempts));
+  d.set("max_jobs", job.max_jobs == 0 ? std::string("—") : std::to_string(job.max_jobs));
+  d.set("nvcc_threads",
+        job.nvcc_threads == 0 ? std::string("—") : std::to_string(job.nvcc_threads));
+  set_text(d, "wheel", job.wheel);
+  d.set("created", upload_date(job.created_at));
+  d.set("started", time_or_dash(job.started_at));
+  d.set("finished", time_or_dash(job.finished_at));
+  d.set("duration", duration_of(job, now));
+  d.set("can_cancel", can_cancel(job.state));
+  d.set("can_retry", can_retry(job.state));
+  return d;
+}
+
+/// The version a project page shows: the one asked for when it exists, else the newest with a
+/// file that is not yanked, else the newest.
+std::string chosen_version(const std::vector<const core::FileRecord*>& files,
+                           std::string_view asked) {
+  std::string newest;
+  std::string newest_usable;
+  for (const auto* f : files) {  // ascending version order
+    const std::string v = public_version_of(*f);
+    if (v == asked) return v;
+    newest = v;
+    if (!f->yanked) newest_usable = v;
+  }
+  return newest_usable.empty() ? newest : newest_usable;
+}
+
+/// Every Python version of a coverage matrix ("3.9+" counts as "3.9"), sorted.
+std::vector<std::string> pythons_of(const Coverage& cov) {
+  std::vector<std::string> out;
+  for (const auto& row : cov.cells) {
+    for (const auto& cell : row) {
+      for (auto p : cell.pythons) {
+        if (!p.empty() && p.back() == '+') p.pop_back();
+        out.push_back(std::move(p));
+      }
+    }
+  }
+  sort_pythons(out);
+  return out;
+}
+
+bool on_axis(const std::vector<std::string>& values, const std::string& v) {
+  return !v.empty() && std::find(values.begin(), values.end(), v) != values.end();
+}
+
+}  // namespace
+
+Selection canonical_selection(const snapshot::Snapshot& snap, std::string_view normalized,
+                              const Selection& asked) {
+  const auto files = snap.files_of(normalized);
+  Selection out;
+  const std::string version = chosen_version(files, asked.version);
+  if (version == asked.version) out.version = version;
+  const Coverage cov = coverage_of(files, version);
+  out.torch = on_axis(cov.torch, asked.torch) ? asked.torch : "";
+  out.backend = on_axis(cov.backends, asked.backend) ? asked.backend : "";
+  out.python = on_axis(pythons_of(cov), asked.python) ? asked.python : "";
+  return out;
+}
+
+std::string human_size(std::uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes) / 1024.0;
+  std::size_t u = 0;
+  while (v >= 1024.0 && u + 1 < std::size(units)) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string human_duration(Micros micros) {
+  if (micros < 0) micros = 0;
+  const double seconds = static_cast<double>(micros) / 1e6;
+  char buf[48];
+  if (seconds < 60.0) {
+    std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  } else if (seconds < 3600.0) {
+    const auto s = static_cast<long long>(seconds);
+    std::snprintf(buf, sizeof buf, "%lld min %02lld s", s / 60, s % 60);
+  } else {
+    const auto s = static_cast<long long>(seconds);
+    std::snprintf(buf, sizeof buf, "%lld h %02lld min", s / 3600, (s % 3600) / 60);
+  }
+  return buf;
+}
+
+std::string Selection::key() const {
+  return "v=" + version + "&t=" + torch + "&b=" + backend + "&p=" + python;
+}
+
+std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::string_view query) {
+  query = trim(query);
+  if (query.size() > 100) query = query.substr(0, 100);
+  mus::data d;
+  d.set("base", site.base_url);
+  d.set("projects", std::to_string(snap.project_count()));
+  d.set("files", std::to_string(snap.file_count()));
+  std::size_t variants = 0;
+  for (const auto& p : snap.projects()) {
+    for (const auto* f : snap.files_of(p.name)) variants += f->hints.selects() ? 1U : 0U;
+  }
+  d.set("variant_files", std::to_string(variants));
+  d.set("query", std::string(query));
+  mus::data items{mus::data::type::list};
+  if (!query.empty()) {
+    const std::string needle = normalized_query(query);
+    const std::string lower = to_lower(query);
+    // Exact name first, then names that start with the query, then the rest; each by name.
+    std::vector<std::pair<int, const core::ProjectRecord*>> hits;
+    for (const auto& p : snap.projects()) {
+      int rank = 3;
+      if (p.name == needle) {
+        rank = 0;
+      } else if (p.name.starts_with(needle)) {
+        rank = 1;
+      } else if (p.name.find(needle) != std::string::npos ||
+                 to_lower(p.display_name).find(lower) != std::string::npos) {
+        rank = 2;
+      }
+      if (rank < 3) hits.emplace_back(rank, &p);
+    }
+    std::stable_sort(hits.begin(), hits.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    d.set("searched", true);
+    d.set("result_count", std::to_string(hits.size()));
+    d.set("one_result", hits.size() == 1);
+    d.set("more", hits.size() > kMaxSearchResults);
+    for (std::size_t i = 0; i < hits.size() && i < kMaxSearchResults; ++i) {
+      items.push_back(project_item(snap, *hits[i].second));
+    }
+  } else {
+    std::vector<const core::ProjectRecord*> recent;
+    for (const auto& p : snap.projects()) recent.push_back(&p);
+    std::stable_sort(recent.begin(), recent.end(),
+                     [](const auto* a, const auto* b) { return a->last_upload > b->last_upload; });
+    if (recent.size() > kRecentProjects) recent.resize(kRecentProjects);
+    for (const auto* p : recent) items.push_back(project_item(snap, *p));
+    d.set("searched", false);
+    d.set("has_recent", !recent.empty());
+  }
+  d.set("results", items);
+  const std::string title =
+      query.empty() ? "wheelforge" : "Search: " + std::string(query) + " — wheelforge";
+  return layout(site, Layout{title, render_template("home", d), {"copy.js"}, false});
+}
+
+std::optional<std::string> render_project(const snapshot::Snapshot& snap, const Site& site,
+                                          std::string_view normalized, const Selection& selection) {
+  const core::ProjectRecord* project = snap.find_project(normalized);
+  if (project == nullptr) return std::nullopt;
+  const auto files = snap.files_of(normalized);
+  const std::string display = project->display_name.empty() ? project->name : project->display_name;
+
+  // Versions, newest first, each with its files.
+  std::vector<std::pair<std::string, std::vector<const core::FileRecord*>>> versions;
+  for (const auto* f : files) {
+    const std::string v = public_version_of(*f);
+    if (versions.empty() || versions.back().first != v)
+      versions.emplace_back(v, std::vector<const core::FileRecord*>{});
+    versions.back().second.push_back(f);
+  }
+  std::reverse(versions.begin(), versions.end());
+
+  mus::data d;
+  d.set("name", project->name);
+  d.set("display_name", display);
+  d.set("base", site.base_url);
+  d.set("file_count", std::to_string(files.size()));
+  d.set("updated", upload_date(project->last_upload));
+
+  const std::string version = chosen_version(files, selection.version);
+  d.set("latest", versions.empty() ? std::string() : versions.front().first);
+  d.set("version", version);
+
+  mus::data version_list{mus::data::type::list};
+  for (const auto& [v, fs] : versions) {
+    mus::data dv;
+    dv.set("version", v);
+    dv.set("anchor", "v-" + v);
+    dv.set("selected", v == version);
+    const bool all_yanked =
+        std::all_of(fs.begin(), fs.end(), [](const auto* f) { return f->yanked.has_value(); });
+    dv.set("yanked", all_yanked);
+    set_text(dv, "yank_reason", all_yanked ? fs.front()->yanked.value_or("") : std::string());
+    mus::data file_list{mus::data::type::list};
+    for (const auto* f : fs) {
+      mus::data df;
+      df.set("filename", f->filename);
+      df.set("url", render::file_url(*f));
+      df.set("size", human_size(f->size));
+      df.set("bytes", std::to_string(f->size));
+      df.set("sha256", f->sha256);
+      df.set("uploaded", upload_date(f->upload_time));
+      df.set("uploaded_iso", iso8601_micros(f->upload_time));
+      df.set("requires_python", f->requires_python.value_or(""));
+      df.set("variant", f->hints.describe());
+      df.set("kind", f->kind == core::DistKind::wheel ? "wheel" : "sdist");
+      df.set("python",
+             f->kind == core::DistKind::wheel ? join(python_versions_of(*f), ", ") : "source");
+      df.set("yanked", f->yanked.has_value());
+      set_text(df, "yank_reason", f->yanked.value_or(""));
+      file_list.push_back(df);
+    }
+    dv.set("files", file_list);
+    version_list.push_back(dv);
+  }
+  d.set("versions", version_list);
+  d.set("version_options", [&] {
+    mus::data l{mus::data::type::list};
+    for (const auto& [v, fs] : versions) {
+      mus::data o;
+      o.set("value", v);
+      o.set("selected", v == version);
+      l.push_back(o);
+    }
+    return l;
+  }());
+
+  // The coverage matrix of the selected version.
+  const Coverage cov = coverage_of(files, version);
+  const bool has_matrix = !cov.torch.empty();
+  d.set("has_matrix", has_matrix);
+  mus::data columns{mus::data::type::list};
+  for (const auto& b : cov.backends)
+    columns.push_back(mus::data("label", b.empty() ? "any backend" : b));
+  d.set("columns", columns);
+  const std::vector<std::string> all_pythons = pythons_of(cov);
+  mus::data rows{mus::data::type::list};
+  for (std::size_t r = 0; r < cov.torch.size(); ++r) {
+    mus::data row;
+    row.set("torch", cov.torch[r].empty() ? "any torch" : "torch " + cov.torch[r]);
+    mus::data cells{mus::data::type::list};
+    for (std::size_t c = 0; c < cov.backends.size(); ++c) {
+      mus::data cell;
+      const auto& pythons = cov.cells[r][c].pythons;
+      cell.set("missing", pythons.empty());
+      mus::data links{mus::data::type::list};
+      for (const auto& py : pythons) {
+        std::string exact = py;
+        if (!exact.empty() && exact.back() == '+') exact.pop_back();
+        mus::data link;
+        link.set("python", py);
+        if (!cov.torch[r].empty() && !cov.backends[c].empty()) {
+          link.set("href", "?version=" + version + "&torch=" + cov.torch[r] +
+                               "&backend=" + cov.backends[c] + "&python=" + exact + "#picker");
+        }
+        links.push_back(link);
+      }
+      cell.set("pythons", links);
+      cell.set("label", (cov.torch[r].empty() ? "any torch" : "torch " + cov.torch[r]) + ", " +
+                            (cov.backends[c].empty() ? "any backend" : cov.backends[c]));
+      cells.push_back(cell);
+    }
+    row.set("cells", cells);
+    rows.push_back(row);
+  }
+  d.set("rows", rows);
+  d.set("generic", list_of(cov.generic));
+  d.set("has_generic", !cov.generic.empty());
+
+  // The picker: choices are the axes of the selected version's matrix.
+  auto options = [](const std::vector<std::string>& values, const std::string& chosen,
+                    const auto& label) {
+    mus::data l{mus::data::type::list};
+    for (const auto& v : values) {
+      if (v.empty()) continue;
+      mus::data o;
+      o.set("value", v);
+      o.set("label", label(v));
+      o.set("selected", v == chosen);
+      l.push_back(o);
+    }
+    return l;
+  };
+  const std::string torch = on_axis(cov.torch, selection.torch) ? selection.torch : "";
+  const std::string backend = on_axis(cov.backends, selection.backend) ? selection.backend : "";
+  const std::string python = on_axis(all_pythons, selection.python) ? selection.python : "";
+  d.set("torch_options",
+        options(cov.torch, torch, [](const std::string& v) { return "torch " + v; }));
+  d.set("backend_options", options(cov.backends, backend, [](const std::string& v) {
+          return v == "cpu" ? std::string("CPU") : v;
+        }));
+  d.set("python_options",
+        options(all_pythons, python, [](const std::string& v) { return "Python " + v; }));
+
+  const std::string requirement = project->name + "==" + version;
+  d.set("generic_command",
+        "pip install --extra-index-url " + site.base_url + "/simple/ " + requirement);
+  const bool chosen = !torch.empty() && !backend.empty() && !python.empty();
+  d.set("chosen", chosen);
+  if (chosen) {
+    const std::string torch_segment = "torch" + torch;
+    const std::vector<std::string_view> segments{backend, torch_segment};
+    auto view = core::parse_view_selector(segments);
+    std::vector<const core::FileRecord*> matches;
+    if (view) {
+      for (const auto* f : snap.view_files_of(*view, project->name)) {
+        if (f->kind != core::DistKind::wheel || public_version_of(*f) != version) continue;
+        const auto key = python_sort_key(python);
+        const auto pythons = python_versions_of(*f);
+        const bool fits = std::any_of(pythons.begin(), pythons.end(), [&](const std::string& p) {
+          const auto k = python_sort_key(p);
+          if (!p.empty() && p.back() == '+') return k.first == key.first && k.second <= key.second;
+          return k == key || (k.second == -1 && k.first == key.first);
+        });
+        if (fits) matches.push_back(f);
+      }
+    }
+    d.set("found", !matches.empty());
+    d.set("selection_label", "torch " + torch + ", " +
+                                 (backend == "cpu" ? std::string("CPU") : backend) + ", Python " +
+                                 python);
+    if (view && !matches.empty()) {
+      const std::string index_url = site.base_url + "/" + view->path() + "/simple/";
+      d.set("index_url", index_url);
+      d.set("pip_command", "python" + python + " -m pip install --extra-index-url " + index_url +
+                               " " + requirement);
+      d.set("uv_command", "uv pip install --python " + python + " --extra-index-url " + index_url +
+                              " " + requirement);
+      std::vector<std::string> names;
+      for (const auto* f : matches) names.push_back(f->filename);
+      d.set("matches", list_of(names));
+    }
+  }
+  const std::string title = display + " " + version + " — wheelforge";
+  return layout(site,
+                Layout{title, render_template("project", d), {"copy.js", "picker.js"}, false});
+}
+
+std::string render_message(const Site& site, int status, std::string_view title,
+                           std::string_view message, bool login_link) {
+  mus::data d;
+  d.set("status", std::to_string(status));
+  d.set("title", std::string(title));
+  d.set("message", std::string(message));
+  d.set("login_link", login_link);
+  return layout(
+      site, Layout{std::string(title) + " — wheelforge", render_template("message", d), {}, false});
+}
+
+std::string render_login(const Site& site, std::string_view next, std::string_view error) {
+  mus::data d;
+  d.set("next", std::string(next));
+  set_text(d, "error", std::string(error));
+  d.set("has_error", !error.empty());
+  return layout(site, Layout{"Log in — wheelforge", render_template("login", d), {}, false});
+}
+
+std::string render_builds(const Site& site, const BuildsPage& page) {
+  mus::data d;
+  d.set("csrf", site.csrf);
+  d.set("runner_enabled", page.runner_enabled);
+  set_text(d, "notice", page.notice);
+  set_text(d, "error", page.error);
+  mus::data recipes{mus::data::type::list};
+  for (const auto& r : page.recipes) {
+    mus::data dr;
+    dr.set("name", r.name);
+    dr.set("project", r.project);
+    dr.set("python", join(r.python, ", "));
+    dr.set("torch", join(r.torch, ", "));
+    dr.set("cuda", join(r.cuda, ", "));
+    recipes.push_back(dr);
+  }
+  d.set("recipes", recipes);
+  d.set("has_recipes", !page.recipes.empty());
+  mus::data builds{mus::data::type::list};
+  for (const auto& b : page.builds) {
+    mus::data db;
+    db.set("id", std::to_string(b.build.id));
+    db.set("recipe", b.build.recipe);
+    db.set("version", b.build.version);
+    db.set("force", b.build.force);
+    db.set("created", upload_date(b.build.created_at));
+    mus::data jobs{mus::data::type::list};
+    for (const auto& j : b.jobs) jobs.push_back(job_data(j, page.now));
+    db.set("jobs", jobs);
+    db.set("has_jobs", !b.jobs.empty());
+    builds.push_back(db);
+  }
+  d.set("builds", builds);
+  d.set("has_builds", !page.builds.empty());
+  return layout(site, Layout{"Builds — wheelforge", render_template("builds", d), {}, false});
+}
+
+std::string render_job(const Site& site, const JobPage& page) {
+  mus::data d = job_data(page.job, page.now);
+  d.set("csrf", site.csrf);
+  d.set("log", page.log);
+  d.set("log_offset", std::to_string(page.log_offset));
+  d.set("log_truncated", page.log_truncated);
+  set_text(d, "error", page.error);
+  set_text(
+      d, "project_url", page.job.wheel.empty() ? std::string() : [&] {
+        // The wheel's project page: its name is the file name's first part.
+        const auto dash = page.job.wheel.find('-');
+        return "/project/" + core::normalize_name(page.job.wheel.substr(0, dash)) + "/";
+      }());
+  const bool terminal = core::is_terminal(page.job.state);
+  return layout(site, Layout{"Job " + std::to_string(page.job.id) + " — wheelforge",
+                             render_template("job", d),
+                             {"job.js"},
+                             !terminal});
+}
+
+}  // namespace wf::ui

@@ -1,0 +1,71 @@
+"""Writes the corpus and configuration the web UI tests serve: wheels of a small CUDA-variant
+project (a coverage matrix with holes), a pure-Python project, a torch stand-in for the build
+runner, the fake build sources and a wheelforge.toml with two quick recipes.
+
+Usage: python3 seed.py DIR   (prints a JSON description of what it wrote)
+The wheels are generated here; nothing is downloaded."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "integration"))
+
+from test_runner import fake_recipe, stand_in_torch, write_config, write_fake_source  # noqa: E402
+from wfhelpers import make_wheel  # noqa: E402
+
+# (version, local label, python tags): the coverage the tests expect to see.
+FLASH = [
+    ("2.8.3", "cu128torch2.8", ["cp311", "cp312"]),
+    ("2.8.3", "cu126torch2.8", ["cp312"]),
+    ("2.8.3", "cu128torch2.7", ["cp311"]),
+    ("2.8.3", "cu130torch2.9", ["cp312", "cp313"]),
+    ("2.8.2", "cu128torch2.8", ["cp312"]),
+]
+
+
+def main() -> None:
+    root = Path(sys.argv[1])
+    wheels_dir = root / "wheels"
+    wheels = []
+    for version, label, pythons in FLASH:
+        for py in pythons:
+            wheel = make_wheel(
+                wheels_dir,
+                "flash-attn",
+                f"{version}+{label}",
+                tag=f"{py}-{py}-linux_x86_64",
+                requires_python=">=3.9",
+            )
+            wheels.append(str(wheel.path))
+    wheels.append(str(make_wheel(wheels_dir, "einops-lite", "0.8.0").path))
+    wheels.append(str(make_wheel(wheels_dir, "einops-lite", "0.7.0").path))
+    torch = stand_in_torch(root / "torch", "2.8.0+cu130")
+    source = write_fake_source(root / "fake-src")
+    config = write_config(
+        root / "wheelforge.toml",
+        {
+            "demo": fake_recipe(
+                "wf-ui-demo", "{python} fake_wheel.py {out}",
+                local_version_variable="WF_FAKE_LOCAL_VERSION",
+            ),
+            "slow": fake_recipe(
+                "wf-ui-slow", "sh ./hang.sh", timeout="10m",
+                env={"WF_PIDS_FILE": str(root / "pids-slow.txt")},
+            ),
+        },
+        fake_source=source,
+    )
+    print(json.dumps({
+        "wheels": wheels,
+        "torch": str(torch.path),
+        "config": str(config),
+        "pids": str(root / "pids-slow.txt"),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+#include "wheelforge/ui/pages.hpp"
+
+#include <gtest/gtest.h>
+
+#include "wheelforge/core/variant.hpp"
+#include "wheelforge/ui/assets.hpp"
+
+namespace wf::ui {
+namespace {
+
+core::FileRecord wheel(const std::string& version, const std::string& python,
+                       const std::string& abi = "") {
+  core::FileRecord f;
+  f.project = "flash-attn";
+  f.version = version;
+  const auto plus = version.find('+');
+  f.filename = "flash_attn-" + version + "-" + python + "-" + (abi.empty() ? python : abi) +
+               "-linux_x86_64.whl";
+  f.sha256 = std::string(64, 'a');
+  f.size = 2048;
+  f.tags = core::WheelTags{std::nullopt, python, abi.empty() ? python : abi, "linux_x86_64"};
+  if (plus != std::string::npos) f.hints = core::parse_local_label(version.substr(plus + 1));
+  return f;
+}
+
+std::shared_ptr<const snapshot::Snapshot> corpus(std::optional<std::string> yank_reason) {
+  catalog::Contents c;
+  c.generation = 3;
+  c.projects.push_back(core::ProjectRecord{"flash-attn", "flash_attn", 1});
+  c.files.push_back(wheel("2.8.3+cu128torch2.8", "cp311"));
+  c.files.push_back(wheel("2.8.3+cu128torch2.8", "cp312"));
+  c.files.push_back(wheel("2.8.3+cu126torch2.7", "cp39", "abi3"));
+  c.files.push_back(wheel("2.8.2+cu128torch2.8", "cp312"));
+  c.files.back().yanked = yank_reason;
+  c.files.back().requires_python = ">=3.9<script>";
+  for (std::size_t i = 0; i < c.files.size(); ++i) {
+    c.files[i].id = static_cast<std::int64_t>(i + 1);
+    c.files[i].sha256 = std::string(63, 'a') + static_cast<char>('0' + i);
+  }
+  return snapshot::Snapshot::build(std::move(c));
+}
+
+TEST(UiCoverage, RowsAreTorchColumnsBackendsCellsPythons) {
+  auto snap = corpus(std::nullopt);
+  const auto files = snap->files_of("flash-attn");
+  const Coverage c = coverage_of(files, "2.8.3");
+  EXPECT_EQ(c.torch, (std::vector<std::string>{"2.7", "2.8"}));
+  EXPECT_EQ(c.backends, (std::vector<std::string>{"cu126", "cu128"}));
+  ASSERT_EQ(c.cells.size(), 2U);
+  EXPECT_EQ(c.cells[0][0].pythons, (std::vector<std::string>{"3.9+"}));
+  EXPECT_TRUE(c.cells[0][1].pythons.empty());
+  EXPECT_TRUE(c.cells[1][0].pythons.empty());
+  EXPECT_EQ(c.cells[1][1].pythons, (std::vector<std::string>{"3.11", "3.12"}));
+  EXPECT_TRUE(c.generic.empty());
+}
+
+TEST(UiCoverage, PythonVersionsOfTags) {
+  EXPECT_EQ(python_versions_of(wheel("1.0", "cp310")), (std::vector<std::string>{"3.10"}));
+  EXPECT_EQ(python_versions_of(wheel("1.0", "py3", "none")), (std::vector<std::string>{"3"}));
+  EXPECT_EQ(python_versions_of(wheel("1.0", "cp38", "abi3")), (std::vector<std::string>{"3.8+"}));
+  EXPECT_EQ(python_versions_of(wheel("1.0", "pp39", "pypy39_pp73")),
+            (std::vector<std::string>{"pp39"}));
+}
+
+TEST(UiPages, HostileValuesAreEscaped) {
+  auto snap = corpus(std::string("<script>alert(1)</script>\"'"));
+  const Site site{"http://h", "", false};
+  const auto html = render_project(*snap, site, "flash-attn", Selection{"2.8.2", "", "", ""});
+  ASSERT_TRUE(html);
+  EXPECT_EQ(html->find("<script>alert"), std::string::npos);
+  EXPECT_NE(html->find("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&apos;"), std::string::npos);
+  EXPECT_EQ(html->find(">=3.9<script>"), std::string::npos);
+  const auto home = render_home(*snap, site, "<img src=x onerror=alert(1)>");
+  EXPECT_EQ(home.find("<img src=x"), std::string::npos);
+  const auto message = render_message(site, 404, "<b>", "<i>");
+  EXPECT_EQ(message.find("<b>"), std::string::npos);
+  EXPECT_EQ(message.find("<i>"), std::string::npos);
+}
+
+TEST(UiPages, PickerGivesTheViewCommandOrSaysNothingFits) {
+  auto snap = corpus(std::nullopt);
+  const Site site{"https://idx.example", "", false};
+  const auto ok = render_project(*snap, site, "flash-attn", Selection{"", "2.8", "cu128", "3.12"});
+  ASSERT_TRUE(ok);
+  EXPECT_NE(ok->find("python3.12 -m pip install --extra-index-url "
+                     "https://idx.example/cu128/torch2.8/simple/ flash-attn==2.8.3"),
+            std::string::npos);
+  // abi3 wheels fit every later Python.
+  const auto abi3 =
+      render_project(*snap, site, "flash-attn", Selection{"", "2.7", "cu126", "3.12"});
+  ASSERT_TRUE(abi3);
+  EXPECT_NE(abi3->find("/cu126/torch2.7/simple/ flash-attn==2.8.3"), std::string::npos);
+  // The cu128 view falls back to a lower CUDA minor of the same major, as pip would see it.
+  const auto fallback =
+      render_project(*snap, site, "flash-attn", Selection{"", "2.7", "cu128", "3.11"});
+  ASSERT_TRUE(fallback);
+  EXPECT_NE(fallback->find("flash_attn-2.8.3+cu126torch2.7-cp39-abi3"), std::string::npos);
+  // Never a higher minor: nothing fits.
+  const auto none =
+      render_project(*snap, site, "flash-attn", Selection{"", "2.8", "cu126", "3.12"});
+  ASSERT_TRUE(none);
+  EXPECT_NE(none->find("No build of flash-attn 2.8.3 for torch 2.8, cu126, Python 3.12"),
+            std::string::npos);
+  EXPECT_FALSE(render_project(*snap, site, "nope", Selection{}));
+}
+
+TEST(UiPages, CanonicalSelectionDropsValuesOffTheAxes) {
+  auto snap = corpus(std::nullopt);
+  const auto s = canonical_selection(*snap, "flash-attn", Selection{"9.9", "2.8", "cu999", "3.12"});
+  EXPECT_EQ(s.version, "");
+  EXPECT_EQ(s.torch, "2.8");
+  EXPECT_EQ(s.backend, "");
+  EXPECT_EQ(s.python, "3.12");
+}
+
+TEST(UiAssets, TemplatesAndStaticFilesAreEmbedded) {
+  for (const char* name : {"layout", "home", "project", "login", "message", "builds", "job"}) {
+    EXPECT_FALSE(template_text(name).empty()) << name;
+  }
+  const StaticFile* css = find_static("style.css");
+  ASSERT_NE(css, nullptr);
+  EXPECT_EQ(css->content_type, "text/css; charset=utf-8");
+  EXPECT_EQ(static_url("style.css"), "/static/" + css->hash + "/style.css");
+  EXPECT_NE(find_static("job.js"), nullptr);
+  EXPECT_EQ(find_static("../CMakeLists.txt"), nullptr);
+}
+
+TEST(UiFormat, SizesAndDurations) {
+  EXPECT_EQ(human_size(512), "512 B");
+  EXPECT_EQ(human_size(1536), "1.5 KiB");
+  EXPECT_EQ(human_size(5ULL << 30U), "5.0 GiB");
+  EXPECT_EQ(human_duration(3'200'000), "3.2 s");
+  EXPECT_EQ(human_duration(65'000'000), "1 min 05 s");
+}
+
+}  // namespace
+}  // namespace wf::ui
