@@ -26,7 +26,7 @@ core::FileRecord wheel(const std::string& version, const std::string& python,
 std::shared_ptr<const snapshot::Snapshot> corpus(std::optional<std::string> yank_reason) {
   catalog::Contents c;
   c.generation = 3;
-  c.projects.push_back(core::ProjectRecord{"flash-attn", "flash_attn", 1});
+  c.projects.push_back(core::ProjectRecord{"flash-attn", "flash_attn", 1, {}});
   c.files.push_back(wheel("2.8.3+cu128torch2.8", "cp311"));
   c.files.push_back(wheel("2.8.3+cu128torch2.8", "cp312"));
   c.files.push_back(wheel("2.8.3+cu126torch2.7", "cp39", "abi3"));
