@@ -859,8 +859,16 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                       std::strerror(errno));
         return send(error_response(make_error(Errc::io, "blob missing")));
       }
+      if constexpr (!kTls) {
+        Outgoing out;
+        if (!head) {
+          out.fd = std::move(fd);
+          out.offset = static_cast<off_t>(range->offset);
+          out.remain = range->length;
+        }
+        return send_raw(r, range->length, std::move(out));
+      }
       if (head) return send_head(r, range->length);
-      if constexpr (!kTls) return send_file(r, std::move(fd), *range);
       auto res = std::make_shared<bhttp::response<RangeFileBody>>();
       fill(*res, r);
       res->body() = RangeFileBody::value_type{fd, range->offset, range->length};
@@ -877,6 +885,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       bytes = **shared;
       keep = *shared;
     }
+    if constexpr (!kTls) {
+      Outgoing out;
+      if (!head && status != 304) {
+        out.body = bytes;
+        out.keep = std::move(keep);
+      }
+      return send_raw(r, bytes.size(), std::move(out));
+    }
     if (head || status == 304) return send_head(r, status == 304 ? 0 : bytes.size());
     auto res = std::make_shared<bhttp::response<bhttp::span_body<const char>>>();
     fill(*res, r);
@@ -885,12 +901,18 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     write(res, status, bytes.size(), std::move(keep));
   }
 
-  // ---- plain-TCP file bodies: sendfile(2) from the page cache ------------------------------
+  // ---- plain HTTP: responses written straight to the socket ------------------------------
+  // The head is formatted here in one string; it goes out with the body in one writev, and a
+  // file body follows with sendfile(2) from the page cache (no copy through user space, no
+  // buffer per response). Only when the socket is full does the connection wait.
 
-  struct FileSend {
-    std::shared_ptr<UniqueFd> fd;
+  struct Outgoing {
     std::string head;  // status line and header fields
     std::size_t head_sent = 0;
+    std::string_view body;             // in-memory body ...
+    std::shared_ptr<const void> keep;  // ... and what keeps it alive
+    std::size_t body_sent = 0;
+    std::shared_ptr<UniqueFd> fd;  // file body
     off_t offset = 0;
     std::uint64_t remain = 0;
     int status = 200;
@@ -898,81 +920,93 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     bool keep_alive = false;
   };
 
-  /// The serialized head of a response (status line and fields, with the final CRLF).
-  static std::string head_text(bhttp::response<bhttp::empty_body>& res) {
-    bhttp::response_serializer<bhttp::empty_body> sr(res);
-    sr.split(true);
-    std::string out;
-    beast::error_code ec;
-    while (!sr.is_header_done() && !ec) {
-      std::size_t n = 0;
-      sr.next(ec, [&](beast::error_code&, const auto& buffers) {
-        for (const auto b : beast::buffers_range_ref(buffers)) {
-          out.append(static_cast<const char*>(b.data()), b.size());
-          n += b.size();
-        }
-      });
-      sr.consume(n);
+  /// Formats the head of `r` (the same fields fill() sets) and starts writing. `length` is the
+  /// Content-Length (also for HEAD); 304 answers carry none.
+  void send_raw(const Response& r, std::uint64_t length, Outgoing out) {
+    out.status = r.status;
+    out.keep_alive = keep_alive_ && !r.close && !srv_.stopping;
+    out.length = out.fd ? out.remain : out.body.size();
+    std::string& h = out.head;
+    h.reserve(256);
+    h += "HTTP/1.1 ";
+    h += std::to_string(r.status);
+    h += ' ';
+    if (!r.reason.empty()) {
+      h += r.reason;
+    } else {
+      h += bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(r.status)));
     }
-    return out;
-  }
-
-  /// Sends the head (held back with MSG_MORE so that it leaves with the first file bytes),
-  /// then the file range with sendfile(2): no copy through user space, no buffer per response.
-  void send_file(const Response& r, std::shared_ptr<UniqueFd> fd, const FileRange& range) {
-    bhttp::response<bhttp::empty_body> res;
-    fill(res, r);
-    res.content_length(range.length);
-    FileSend f;
-    f.fd = std::move(fd);
-    f.head = head_text(res);
-    f.offset = static_cast<off_t>(range.offset);
-    f.remain = range.length;
-    f.status = r.status;
-    f.length = range.length;
-    f.keep_alive = res.keep_alive();
-    file_send_ = std::move(f);
+    h += "\r\nServer: wheelforge\r\n";
+    for (const auto& [k, v] : r.headers) {
+      h += k;
+      h += ": ";
+      h += v;
+      h += "\r\n";
+    }
+    if (r.status != 304) {
+      h += "Content-Length: ";
+      h += std::to_string(length);
+      h += "\r\n";
+    }
+    if (!out.keep_alive) h += "Connection: close\r\n";
+    h += "\r\n";
+    out_ = std::move(out);
     if (!non_blocking_) {
       beast::error_code ec;
       lowest().socket().native_non_blocking(true, ec);
-      if (ec) return finish_file(ec);
+      if (ec) return finish_raw(ec);
       non_blocking_ = true;
     }
-    pump_file();
+    pump();
   }
 
-  void pump_file() {
-    FileSend& f = *file_send_;
+  void pump() {
+    Outgoing& o = *out_;
     const int sock = lowest().socket().native_handle();
-    while (f.head_sent < f.head.size() || f.remain > 0) {
+    while (o.head_sent < o.head.size() || o.body_sent < o.body.size() || o.remain > 0) {
       ssize_t n = 0;
-      if (f.head_sent < f.head.size()) {
-        const int more = f.remain > 0 ? MSG_MORE : 0;
-        n = ::send(sock, f.head.data() + f.head_sent, f.head.size() - f.head_sent,
-                   MSG_NOSIGNAL | more);
+      if (o.head_sent < o.head.size() || o.body_sent < o.body.size()) {
+        iovec iov[2];
+        int count = 0;
+        if (o.head_sent < o.head.size()) {
+          iov[count++] = {o.head.data() + o.head_sent, o.head.size() - o.head_sent};
+        }
+        if (o.body_sent < o.body.size()) {
+          iov[count++] = {const_cast<char*>(o.body.data()) + o.body_sent,
+                          o.body.size() - o.body_sent};
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = static_cast<std::size_t>(count);
+        // A file body follows: keep the head back so that both leave in one segment.
+        const int more = o.remain > 0 ? MSG_MORE : 0;
+        n = ::sendmsg(sock, &msg, MSG_NOSIGNAL | more);
         if (n >= 0) {
-          f.head_sent += static_cast<std::size_t>(n);
+          auto done = static_cast<std::size_t>(n);
+          const std::size_t from_head = std::min(done, o.head.size() - o.head_sent);
+          o.head_sent += from_head;
+          o.body_sent += done - from_head;
           continue;
         }
       } else {
         constexpr std::uint64_t kMaxPerCall = 1U << 30U;
-        n = ::sendfile(sock, f.fd->get(), &f.offset,
-                       static_cast<std::size_t>(std::min(f.remain, kMaxPerCall)));
+        n = ::sendfile(sock, o.fd->get(), &o.offset,
+                       static_cast<std::size_t>(std::min(o.remain, kMaxPerCall)));
         if (n > 0) {
-          f.remain -= static_cast<std::uint64_t>(n);
+          o.remain -= static_cast<std::uint64_t>(n);
           continue;
         }
         if (n == 0) {
           // A blob shorter than its catalog size means the store was damaged: end the
           // response rather than pretend (the client sees a short body).
-          return finish_file(beast::errc::make_error_code(beast::errc::io_error));
+          return finish_raw(beast::errc::make_error_code(beast::errc::io_error));
         }
       }
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return wait_writable();
-      return finish_file(beast::error_code(errno, beast::system_category()));
+      return finish_raw(beast::error_code(errno, beast::system_category()));
     }
-    finish_file({});
+    finish_raw({});
   }
 
   /// Waits until the socket takes more bytes, at most the write timeout.
@@ -991,16 +1025,18 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                                    self->waiting_ = false;
                                    self->wait_timer_->cancel();
                                    if (self->timed_out_) ec = beast::error::timeout;
-                                   if (ec) return self->finish_file(ec);
-                                   self->pump_file();
+                                   if (ec) return self->finish_raw(ec);
+                                   self->pump();
                                  });
   }
 
-  void finish_file(beast::error_code ec) {
-    const FileSend f = std::move(*file_send_);
-    file_send_.reset();
-    log(f.status, f.length, ec);
-    if (ec || !f.keep_alive) return close();
+  void finish_raw(beast::error_code ec) {
+    const int status = out_->status;
+    const std::uint64_t length = out_->length;
+    const bool keep_alive = out_->keep_alive;
+    out_.reset();
+    log(status, length, ec);
+    if (ec || !keep_alive) return close();
     read_header();
   }
 
@@ -1095,7 +1131,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::int64_t log_job_ = 0;
   std::uint64_t log_offset_ = 0;
   std::optional<asio::steady_timer> log_timer_;
-  std::optional<FileSend> file_send_;
+  std::optional<Outgoing> out_;
   std::optional<asio::steady_timer> wait_timer_;
   bool waiting_ = false;
   bool timed_out_ = false;
