@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -57,25 +58,40 @@ struct NetThread {
   // Keeps run() going while the thread has no connection; released when the server stops.
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
 
-  /// An open descriptor of a blob (immutable, content-addressed), from a small cache that is
-  /// emptied whenever a new snapshot is installed (so deleted blobs are let go).
-  std::shared_ptr<UniqueFd> open_blob(const std::filesystem::path& path, std::uint64_t installed) {
-    if (fds_installed != installed) {
-      fds.clear();
-      fds_installed = installed;
+  /// A blob (immutable, content-addressed) ready to send: an open descriptor, and for small
+  /// blobs (METADATA files, small wheels) their bytes, so that they go out with the head in a
+  /// single write. From a small cache that is emptied whenever a new snapshot is installed
+  /// (so deleted blobs are let go).
+  struct Blob {
+    std::shared_ptr<UniqueFd> fd;
+    std::shared_ptr<const std::string> bytes;  // null for large blobs
+  };
+  Blob open_blob(const std::filesystem::path& path, std::uint64_t installed) {
+    if (blobs_installed != installed) {
+      blobs.clear();
+      blobs_installed = installed;
     }
-    if (const auto it = fds.find(path.native()); it != fds.end()) return it->second;
-    auto fd = std::make_shared<UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd->valid()) return fd;
-    if (fds.size() >= kMaxCachedFds) fds.clear();
-    fds.emplace(path.native(), fd);
-    return fd;
+    if (const auto it = blobs.find(path.native()); it != blobs.end()) return it->second;
+    Blob blob{std::make_shared<UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), nullptr};
+    if (!blob.fd->valid()) return blob;
+    struct stat st {};
+    if (::fstat(blob.fd->get(), &st) == 0 && st.st_size <= static_cast<off_t>(kSmallBlob)) {
+      auto bytes = std::make_shared<std::string>(static_cast<std::size_t>(st.st_size), '\0');
+      if (::pread(blob.fd->get(), bytes->data(), bytes->size(), 0) ==
+          static_cast<ssize_t>(bytes->size())) {
+        blob.bytes = std::move(bytes);
+      }
+    }
+    if (blobs.size() >= kMaxCachedBlobs) blobs.clear();
+    blobs.emplace(path.native(), blob);
+    return blob;
   }
 
  private:
-  static constexpr std::size_t kMaxCachedFds = 64;
-  std::unordered_map<std::string, std::shared_ptr<UniqueFd>> fds;
-  std::uint64_t fds_installed = 0;
+  static constexpr std::size_t kMaxCachedBlobs = 64;
+  static constexpr std::size_t kSmallBlob = 16 * 1024;
+  std::unordered_map<std::string, Blob> blobs;
+  std::uint64_t blobs_installed = 0;
 };
 
 namespace {
@@ -853,7 +869,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     const bool head = req_.method == Method::head;
     const int status = r.status;
     if (auto* range = std::get_if<FileRange>(&r.body)) {
-      auto fd = home_.open_blob(range->path, srv_.installed.load(std::memory_order_relaxed));
+      auto [fd, small] = home_.open_blob(range->path, srv_.installed.load(std::memory_order_relaxed));
       if (!fd->valid()) {
         spdlog::error("req={} cannot open blob {}: {}", id_, range->path.string(),
                       std::strerror(errno));
@@ -861,7 +877,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       }
       if constexpr (!kTls) {
         Outgoing out;
-        if (!head) {
+        if (!head && small && range->offset + range->length <= small->size()) {
+          out.body = std::string_view(*small).substr(static_cast<std::size_t>(range->offset),
+                                                     static_cast<std::size_t>(range->length));
+          out.keep = std::move(small);
+        } else if (!head) {
           out.fd = std::move(fd);
           out.offset = static_cast<off_t>(range->offset);
           out.remain = range->length;
