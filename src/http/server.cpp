@@ -226,6 +226,23 @@ struct Server::Impl {
     return snapshot::Snapshot::build(std::move(*contents));
   }
 
+  /// The snapshot after this process changed one project (worker thread): only that project
+  /// is read again and the others are shared with the current snapshot, when nothing else
+  /// changed since (the catalog's generation moved by exactly `changes`); a full load otherwise.
+  Result<SnapshotPtr> load_snapshot_after(const std::string& project, std::uint64_t changes) const {
+    SnapshotPtr current;
+    {
+      std::lock_guard lock(snapshot_mu);
+      current = snapshot_;
+    }
+    auto contents = services.catalog->load_project(project);
+    if (!contents) return contents.error();
+    if (current && contents->generation == current->generation() + changes) {
+      return snapshot::Snapshot::update(*current, project, std::move(*contents));
+    }
+    return load_snapshot();
+  }
+
   /// Runs `work` on the worker pool, then `then(result)` back on the calling network thread.
   /// The work guard keeps that thread's run() alive while the worker is busy.
   template <class Work, class Then>
@@ -771,7 +788,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           // Reload before answering so that the file is on its pages once the client hears
           // it was stored.
           if (result && result->outcome == ingest::Outcome::stored) {
-            if (auto loaded = srv.load_snapshot()) snap = *loaded;
+            // One stored file moves the generation by one (the files insert trigger).
+            if (auto loaded = srv.load_snapshot_after(result->file.project, 1)) snap = *loaded;
           }
           return {std::move(result), std::move(snap)};
         },
@@ -869,7 +887,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     const bool head = req_.method == Method::head;
     const int status = r.status;
     if (auto* range = std::get_if<FileRange>(&r.body)) {
-      auto [fd, small] = home_.open_blob(range->path, srv_.installed.load(std::memory_order_relaxed));
+      auto [fd, small] =
+          home_.open_blob(range->path, srv_.installed.load(std::memory_order_relaxed));
       if (!fd->valid()) {
         spdlog::error("req={} cannot open blob {}: {}", id_, range->path.string(),
                       std::strerror(errno));
@@ -1297,6 +1316,8 @@ Result<std::string> Server::start() {
   auto loaded = s.load_snapshot();
   if (!loaded) return loaded.error();
   s.install(*loaded);
+  // Loading the catalog leaves freed memory behind (the rows before indexing): give it back.
+  ::malloc_trim(0);
 
   beast::error_code ec;
   if (s.config.listen_fd >= 0) {

@@ -86,6 +86,10 @@ class Catalog {
   /// Loads projects, files and tokens.
   [[nodiscard]] virtual Result<Contents> load() = 0;
 
+  /// Like load(), read in one transaction, but only one project (none when it does not exist)
+  /// and its files; tokens and the generation in full.
+  [[nodiscard]] virtual Result<Contents> load_project(std::string_view project) = 0;
+
   [[nodiscard]] virtual Result<TokenRecord> insert_token(const TokenRecord& token) = 0;
 
   /// Revokes a token (kept, marked revoked, so listings show it). Errc::not_found if absent.
