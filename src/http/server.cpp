@@ -319,21 +319,24 @@ class SessionBase {
   virtual void close_if_idle() = 0;
 };
 
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+// Streams bound to their thread's io_context by type (no type-erased executor per operation).
+using Executor = asio::io_context::executor_type;
+using Socket = tcp::socket::rebind_executor<Executor>::other;
+using TcpStream = beast::basic_stream<tcp, Executor>;
+using TlsStream = beast::ssl_stream<TcpStream>;
 
-/// One connection. Stream is beast::tcp_stream (HTTP) or TlsStream (HTTPS); everything but
+/// One connection. Stream is TcpStream (HTTP) or TlsStream (HTTPS); everything but
 /// the handshake and the closing is the same for both.
 template <class Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
  public:
-  Session(Server::Impl& srv, tcp::socket socket) requires(!kTls)
+  Session(Server::Impl& srv, Socket socket) requires(!kTls)
       : srv_(srv), home_(srv.here()), stream_(std::move(socket)) {
     home_.sessions.insert(this);
   }
-  Session(Server::Impl& srv, tcp::socket socket,
-          std::shared_ptr<asio::ssl::context> tls) requires kTls
+  Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio::ssl::context> tls) requires kTls
       : srv_(srv),
         home_(srv.here()),
         tls_(std::move(tls)),
@@ -372,7 +375,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
  private:
-  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  TcpStream& lowest() { return beast::get_lowest_layer(stream_); }
 
   void read_header() {
     idle_ = true;
@@ -414,13 +417,22 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     id_ = srv_.next_request_id.fetch_add(1, std::memory_order_relaxed);
     started_ = std::chrono::steady_clock::now();
     const auto& msg = parser_->get();
+    auto header_strings = std::move(req_.headers);  // reused below
     req_ = Request{};
+    req_.headers = std::move(header_strings);
     req_.method = method_of(msg.method());
     req_.target = std::string(msg.target());
     keep_alive_ = msg.keep_alive();
+    // The previous request's strings are reused (assign keeps their capacity).
+    std::size_t fields = 0;
     for (const auto& field : msg) {
-      req_.headers.emplace_back(to_lower(field.name_string()), std::string(field.value()));
+      if (fields == req_.headers.size()) req_.headers.emplace_back();
+      auto& [name, value] = req_.headers[fields++];
+      name.assign(field.name_string());
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      value.assign(field.value());
     }
+    req_.headers.resize(fields);
     if (req_.target.size() > srv_.config.max_target_bytes) {
       Response r = error_response(make_error(Errc::invalid, "request target too long"));
       r.status = 414;
@@ -1181,7 +1193,7 @@ void Server::Impl::accept() {
   // Connections go round-robin to the network threads; each lives on its thread's
   // io_context from then on.
   NetThread& target = *threads[next_thread++ % threads.size()];
-  acceptor.async_accept(target.ioc, [this, &target](beast::error_code ec, tcp::socket socket) {
+  acceptor.async_accept(target.ioc, [this, &target](beast::error_code ec, Socket socket) {
     if (ec) {
       if (stopping || ec == asio::error::operation_aborted) return;
       spdlog::warn("accept failed: {}", ec.message());
@@ -1199,7 +1211,7 @@ void Server::Impl::accept() {
         if (tls) {
           std::make_shared<Session<TlsStream>>(*this, std::move(socket), std::move(tls))->start();
         } else {
-          std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket))->start();
+          std::make_shared<Session<TcpStream>>(*this, std::move(socket))->start();
         }
       });
     }
