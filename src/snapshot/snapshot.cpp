@@ -87,28 +87,35 @@ std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
   std::shared_ptr<Snapshot> s(new Snapshot());
   s->generation_ = contents.generation;
   s->tokens_ = auth::TokenIndex(std::move(contents.tokens));
-  // Files come grouped by project; hand each project its own.
-  std::unordered_map<std::string_view, std::vector<core::FileRecord>> by_project;
-  by_project.reserve(contents.projects.size());
-  for (auto& f : contents.files) {
-    // The key must outlive the move of the record: it points into the project list.
-    const auto it = std::lower_bound(
-        contents.projects.begin(), contents.projects.end(), f.project,
-        [](const core::ProjectRecord& p, const std::string& name) { return p.name < name; });
-    if (it == contents.projects.end() || it->name != f.project) continue;
-    by_project[it->name].push_back(std::move(f));
+  // Hand each project its files: both lists come sorted by project name (the catalog's
+  // order), so one merge pass does it; other input is sorted first.
+  auto& projects = contents.projects;
+  auto& files = contents.files;
+  const auto by_name = [](const core::ProjectRecord& a, const core::ProjectRecord& b) {
+    return a.name < b.name;
+  };
+  const auto by_project = [](const core::FileRecord& a, const core::FileRecord& b) {
+    return a.project < b.project;
+  };
+  if (!std::is_sorted(projects.begin(), projects.end(), by_name)) {
+    std::sort(projects.begin(), projects.end(), by_name);
   }
-  contents.files.clear();
-  contents.files.shrink_to_fit();
-  s->projects_.reserve(contents.projects.size());
-  for (auto& p : contents.projects) {
-    std::vector<core::FileRecord> files;
-    if (const auto it = by_project.find(p.name); it != by_project.end()) {
-      files = std::move(it->second);
+  if (!std::is_sorted(files.begin(), files.end(), by_project)) {
+    std::stable_sort(files.begin(), files.end(), by_project);
+  }
+  s->projects_.reserve(projects.size());
+  std::size_t next = 0;
+  for (auto& p : projects) {
+    // Files of projects without a project row are left out, as no page could list them.
+    while (next < files.size() && files[next].project < p.name) ++next;
+    std::vector<core::FileRecord> mine;
+    while (next < files.size() && files[next].project == p.name) {
+      mine.push_back(std::move(files[next++]));
     }
-    auto data = std::make_shared<const ProjectData>(p, std::move(files));
-    s->projects_.push_back(std::move(data));
+    s->projects_.push_back(std::make_shared<const ProjectData>(std::move(p), std::move(mine)));
   }
+  files.clear();
+  files.shrink_to_fit();
   s->index();
   return s;
 }
