@@ -1,7 +1,6 @@
 #include <signal.h>
-#include <spdlog/async.h>
 #include <spdlog/pattern_formatter.h>
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +25,7 @@
 #include "wheelforge/http/server.hpp"
 #include "wheelforge/ingest/ingestor.hpp"
 #include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::app {
@@ -102,21 +102,114 @@ bool stderr_is_journal() {
   return std::string(stream) == std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
+/// Formats lines into memory and leaves writing them to stderr to a thread of its own, which
+/// writes whatever has gathered every 100 ms (at once for warnings and errors, or when much has
+/// piled up). Logging a line therefore costs no system call and wakes no thread; a stalled
+/// stderr never stalls the caller: above kMaxPending bytes, new lines are dropped (and counted).
+class BatchingStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  BatchingStderrSink() {
+    // The writer thread must never be the one a process signal is delivered to: it starts
+    // with every signal blocked (serve() takes SIGTERM/SIGINT/SIGHUP with sigwait).
+    sigset_t all;
+    sigset_t previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &previous);
+    writer_ = std::thread([this] { write_loop(); });
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  }
+  BatchingStderrSink(const BatchingStderrSink&) = delete;
+  BatchingStderrSink& operator=(const BatchingStderrSink&) = delete;
+  ~BatchingStderrSink() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    writer_.join();
+  }
+
+  /// Returns once every line logged so far has been written to stderr.
+  void wait_written() {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t target = logged_;
+    urgent_ = true;
+    wake_.notify_one();
+    done_.wait(lock, [&] { return written_ >= target || stop_; });
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (pending_.size() >= kMaxPending) {
+      ++dropped_;
+      return;
+    }
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    pending_.append(formatted.data(), formatted.size());
+    ++logged_;
+    if (pending_.size() >= kWriteAt) urgent_ = true;
+    if (urgent_) wake_.notify_one();
+  }
+  // Called with mutex_ held, for lines at or above the flush level.
+  void flush_() override {
+    urgent_ = true;
+    wake_.notify_one();
+  }
+
+ private:
+  static constexpr std::size_t kWriteAt = 64 * 1024;
+  static constexpr std::size_t kMaxPending = 8 * 1024 * 1024;
+
+  void write_loop() {
+    std::string out;
+    std::unique_lock lock(mutex_);
+    while (true) {
+      wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return urgent_ || stop_; });
+      const bool stop = stop_;
+      const std::uint64_t batch = logged_;
+      out.swap(pending_);
+      pending_.clear();
+      if (dropped_ > 0) {
+        out += "log: " + std::to_string(dropped_) + " line(s) dropped, stderr too slow\n";
+        dropped_ = 0;
+      }
+      urgent_ = false;
+      lock.unlock();
+      if (!out.empty()) (void)write_all(STDERR_FILENO, out.data(), out.size());
+      out.clear();
+      lock.lock();
+      written_ = batch;
+      done_.notify_all();
+      if (stop && pending_.empty()) return;
+    }
+  }
+
+  std::string pending_;
+  std::uint64_t dropped_ = 0;
+  std::uint64_t logged_ = 0;   // lines taken in so far
+  std::uint64_t written_ = 0;  // of those, written to stderr
+  bool urgent_ = false;
+  bool stop_ = false;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  std::thread writer_;
+};
+
+std::weak_ptr<BatchingStderrSink> g_log_sink;
+
+/// Makes sure lines logged so far are on stderr before the process tells the outside world
+/// something (the "listening on" line, its end).
+void flush_logs() {
+  if (auto sink = g_log_sink.lock()) sink->wait_written();
+}
+
 }  // namespace
 
 void init_logging() {
-  // The logging thread must never be the one a process signal is delivered to: it starts
-  // with every signal blocked (serve() takes SIGTERM/SIGINT/SIGHUP with sigwait).
-  sigset_t all;
-  sigset_t previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &previous);
-  spdlog::init_thread_pool(8192, 1);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  // Overrun instead of block: a stalled stderr must never stall the network thread.
-  auto logger = std::make_shared<spdlog::async_logger>(
-      "wheelforge", sink, spdlog::thread_pool(), spdlog::async_overflow_policy::overrun_oldest);
+  auto sink = std::make_shared<BatchingStderrSink>();
+  g_log_sink = sink;
+  auto logger = std::make_shared<spdlog::logger>("wheelforge", sink);
   if (stderr_is_journal()) {
     // journald stamps each line itself and reads the priority from a "<N>" prefix.
     auto formatter = std::make_unique<spdlog::pattern_formatter>();
@@ -125,7 +218,7 @@ void init_logging() {
   } else {
     logger->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v", spdlog::pattern_time_type::utc);
   }
-  logger->flush_on(spdlog::level::trace);
+  logger->flush_on(spdlog::level::warn);
   spdlog::set_default_logger(logger);
 }
 
@@ -169,6 +262,7 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   config.host = listen->first;
   config.port = listen->second;
   config.worker_threads = settings.worker_threads;
+  config.network_threads = settings.network_threads;
   config.read_timeout = settings.read_timeout;
   config.min_upload_rate = settings.min_upload_rate;
   config.idle_timeout = settings.idle_timeout;
@@ -187,6 +281,7 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   spdlog::info("serving {} from {}{}", *bound, settings.data_dir.string(),
                config.listen_fd >= 0 ? " (socket activation)" : "");
   const char* scheme = settings.tls_cert.empty() ? "http" : "https";
+  flush_logs();
   std::printf("listening on %s://%s\n", scheme, bound->c_str());
   std::fflush(stdout);
   if (runner) {

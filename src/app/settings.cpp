@@ -118,6 +118,11 @@ const std::array kSpecs{
            return apply_count(s.worker_threads, text, 1, 64);
          },
          [](const Settings& s) { return std::to_string(s.worker_threads); }},
+    Spec{"network_threads", &Overrides::network_threads, kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_count(s.network_threads, text, 0, 64);
+         },
+         [](const Settings& s) { return std::to_string(s.network_threads); }},
     Spec{"read_timeout", &Overrides::read_timeout, kTomlString | kTomlInteger, false,
          [](Settings& s, std::string_view text) {
            return apply_duration(s.read_timeout, text, seconds{1}, kMaxTimeout);

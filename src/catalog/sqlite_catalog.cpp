@@ -123,11 +123,12 @@ CREATE INDEX jobs_build ON jobs(build_id);
 CREATE INDEX jobs_state ON jobs(state);
 )sql",
     // 5: project claims: who may upload to a project besides admins. Projects that exist
-    // already stay unclaimed (NULL) until the next token uploads to them.
+    // already stay unclaimed (NULL) until the next token uploads to them. New project rows
+    // come with their first file (whose trigger bumps the generation); claim changes bump it
+    // here.
     R"sql(
 ALTER TABLE projects ADD COLUMN claimed_by TEXT CHECK (claimed_by IN ('admin', 'token'));
 ALTER TABLE projects ADD COLUMN owner_token_id INTEGER REFERENCES tokens(id);
-CREATE TRIGGER projects_ins AFTER INSERT ON projects BEGIN UPDATE meta SET generation = generation + 1; END;
 CREATE TRIGGER projects_upd AFTER UPDATE ON projects BEGIN UPDATE meta SET generation = generation + 1; END;
 )sql",
 };
@@ -318,6 +319,14 @@ class SqliteCatalog final : public Catalog {
     std::lock_guard lock(mu_);
     if (auto st = exec("BEGIN"); !st) return st.error();
     auto contents = load_locked();
+    (void)exec("COMMIT");
+    return contents;
+  }
+
+  Result<Contents> load_project(std::string_view project) override {
+    std::lock_guard lock(mu_);
+    if (auto st = exec("BEGIN"); !st) return st.error();
+    auto contents = load_locked(project);
     (void)exec("COMMIT");
     return contents;
   }
@@ -763,18 +772,24 @@ class SqliteCatalog final : public Catalog {
     return static_cast<std::uint64_t>(s.i64(0));
   }
 
-  Result<Contents> load_locked() {
+  /// Everything, or with `only` one project and its files.
+  Result<Contents> load_locked(std::optional<std::string_view> only = std::nullopt) {
     Contents c;
     auto gen = generation_locked();
     if (!gen) return gen.error();
     c.generation = *gen;
     {
-      Stmt s(db_,
-             "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
-             " p.claimed_by, p.owner_token_id"
-             " FROM projects p LEFT JOIN files f ON f.project_id = p.id"
-             " GROUP BY p.id ORDER BY p.name");
+      Stmt s(db_, only
+                      ? "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
+                        " p.claimed_by, p.owner_token_id"
+                        " FROM projects p LEFT JOIN files f ON f.project_id = p.id"
+                        " WHERE p.name = ? GROUP BY p.id"
+                      : "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
+                        " p.claimed_by, p.owner_token_id"
+                        " FROM projects p LEFT JOIN files f ON f.project_id = p.id"
+                        " GROUP BY p.id ORDER BY p.name");
       if (!s.valid()) return sqlite_error(db_, "prepare project list");
+      if (only) s.bind(1, *only);
       int rc = 0;
       while ((rc = s.step()) == SQLITE_ROW) {
         c.projects.push_back(core::ProjectRecord{s.text(0), s.text(1), s.i64(2), read_claim(s, 3)});
@@ -783,10 +798,11 @@ class SqliteCatalog final : public Catalog {
     }
     {
       const std::string sql = std::string("SELECT ") + kFileColumns +
-                              " FROM files f JOIN projects p ON p.id = f.project_id"
-                              " ORDER BY p.name, f.filename";
+                              " FROM files f JOIN projects p ON p.id = f.project_id" +
+                              (only ? " WHERE p.name = ?" : "") + " ORDER BY p.name, f.filename";
       Stmt s(db_, sql.c_str());
       if (!s.valid()) return sqlite_error(db_, "prepare file list");
+      if (only) s.bind(1, *only);
       int rc = 0;
       while ((rc = s.step()) == SQLITE_ROW) c.files.push_back(read_file_row(s));
       if (rc != SQLITE_DONE) return sqlite_error(db_, "list files");

@@ -22,6 +22,8 @@ struct Common {
                       "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks one)");
       cmd->add_option("--worker-threads", overrides.worker_threads,
                       "threads for blocking work, 1 to 64 (default 2)");
+      cmd->add_option("--network-threads", overrides.network_threads,
+                      "threads that serve connections, 0 to 64 (default 0: one per CPU core)");
       cmd->add_option("--read-timeout", overrides.read_timeout,
                       "deadline for request headers and each upload chunk (default 30s)");
       cmd->add_option("--min-upload-rate", overrides.min_upload_rate,

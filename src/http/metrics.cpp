@@ -32,29 +32,48 @@ std::string_view route_label(const Request& req) {
 }
 
 void Metrics::request(std::string_view route, int status, double seconds, std::uint64_t bytes) {
-  const std::string r(route);
-  ++requests_[{r, status}];
-  Histogram& h = latency_[r];
+  std::lock_guard lock(mu_);
+  auto it = routes_.find(route);
+  if (it == routes_.end()) it = routes_.emplace(std::string(route), Route{}).first;
+  Route& r = it->second;
+  ++r.requests[status];
+  Histogram& h = r.latency;
   for (std::size_t i = 0; i < kBuckets.size(); ++i) {
     if (seconds <= kBuckets[i]) ++h.buckets[i];
   }
   ++h.count;
   h.sum += seconds;
-  bytes_[r] += bytes;
+  r.bytes += bytes;
+}
+
+void Metrics::upload(std::string_view outcome) {
+  std::lock_guard lock(mu_);
+  auto it = uploads_.find(outcome);
+  if (it == uploads_.end()) it = uploads_.emplace(std::string(outcome), 0).first;
+  ++it->second;
+}
+
+void Metrics::connection_opened() {
+  std::lock_guard lock(mu_);
+  ++connections_total_;
 }
 
 std::string Metrics::render(const std::map<std::string, double>& gauges) const {
+  std::lock_guard lock(mu_);
   std::string out;
   out += "# HELP wheelforge_http_requests_total HTTP requests by route and status.\n";
   out += "# TYPE wheelforge_http_requests_total counter\n";
-  for (const auto& [key, n] : requests_) {
-    out += fmt::format("wheelforge_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n",
-                       key.first, key.second, n);
+  for (const auto& [route, r] : routes_) {
+    for (const auto& [status, n] : r.requests) {
+      out += fmt::format("wheelforge_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", route,
+                         status, n);
+    }
   }
   out +=
       "# HELP wheelforge_http_request_duration_seconds Time from request head to response sent.\n";
   out += "# TYPE wheelforge_http_request_duration_seconds histogram\n";
-  for (const auto& [route, h] : latency_) {
+  for (const auto& [route, r] : routes_) {
+    const Histogram& h = r.latency;
     for (std::size_t i = 0; i < kBuckets.size(); ++i) {
       out += fmt::format(
           "wheelforge_http_request_duration_seconds_bucket{{route=\"{}\",le=\"{}\"}} {}\n", route,
@@ -70,8 +89,8 @@ std::string Metrics::render(const std::map<std::string, double>& gauges) const {
   }
   out += "# HELP wheelforge_http_response_bytes_total Body bytes sent, by route.\n";
   out += "# TYPE wheelforge_http_response_bytes_total counter\n";
-  for (const auto& [route, n] : bytes_) {
-    out += fmt::format("wheelforge_http_response_bytes_total{{route=\"{}\"}} {}\n", route, n);
+  for (const auto& [route, r] : routes_) {
+    out += fmt::format("wheelforge_http_response_bytes_total{{route=\"{}\"}} {}\n", route, r.bytes);
   }
   out += "# HELP wheelforge_uploads_total Uploads by outcome.\n";
   out += "# TYPE wheelforge_uploads_total counter\n";

@@ -1,10 +1,11 @@
 #pragma once
-// Request metrics in the Prometheus text format. Updated and rendered on the network thread
-// only, so nothing here locks.
+// Request metrics in the Prometheus text format. Updated by every network thread (one short
+// lock per request) and rendered on demand.
 
 #include <array>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,8 +23,8 @@ class Metrics {
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
   void request(std::string_view route, int status, double seconds, std::uint64_t bytes);
-  void upload(std::string_view outcome) { ++uploads_[std::string(outcome)]; }
-  void connection_opened() { ++connections_total_; }
+  void upload(std::string_view outcome);
+  void connection_opened();
 
   /// The exposition text; `gauges` are extra "name value" lines (current connections, ...).
   [[nodiscard]] std::string render(const std::map<std::string, double>& gauges) const;
@@ -34,10 +35,15 @@ class Metrics {
     std::uint64_t count = 0;
     double sum = 0;
   };
-  std::map<std::pair<std::string, int>, std::uint64_t> requests_;
-  std::map<std::string, Histogram> latency_;
-  std::map<std::string, std::uint64_t> bytes_;
-  std::map<std::string, std::uint64_t> uploads_;
+  // Per route: counts by status, latency, bytes (looked up without building a string).
+  struct Route {
+    std::map<int, std::uint64_t> requests;
+    Histogram latency;
+    std::uint64_t bytes = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Route, std::less<>> routes_;
+  std::map<std::string, std::uint64_t, std::less<>> uploads_;
   std::uint64_t connections_total_ = 0;
 };
 

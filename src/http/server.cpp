@@ -1,6 +1,11 @@
 #include "wheelforge/http/server.hpp"
 
+#include <fcntl.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -17,6 +22,10 @@
 #include <future>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "admin_handlers.hpp"
@@ -42,38 +51,120 @@ using SnapshotPtr = std::shared_ptr<const snapshot::Snapshot>;
 
 class SessionBase;
 
+/// One network thread: its own io_context (no locking inside Asio), the connections it serves,
+/// and descriptors of recently sent blobs.
+struct NetThread {
+  asio::io_context ioc{1};
+  std::unordered_set<SessionBase*> sessions;  // touched only on this thread
+  // Keeps run() going while the thread has no connection; released when the server stops.
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+
+  /// A blob (immutable, content-addressed) ready to send: an open descriptor, and for small
+  /// blobs (METADATA files, small wheels) their bytes, so that they go out with the head in a
+  /// single write. From a small cache that is emptied whenever a new snapshot is installed
+  /// (so deleted blobs are let go).
+  struct Blob {
+    std::shared_ptr<UniqueFd> fd;
+    std::shared_ptr<const std::string> bytes;  // null for large blobs
+  };
+  Blob open_blob(const std::filesystem::path& path, std::uint64_t installed) {
+    if (blobs_installed != installed) {
+      blobs.clear();
+      blobs_installed = installed;
+    }
+    if (const auto it = blobs.find(path.native()); it != blobs.end()) return it->second;
+    Blob blob{std::make_shared<UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), nullptr};
+    if (!blob.fd->valid()) return blob;
+    struct stat st {};
+    if (::fstat(blob.fd->get(), &st) == 0 && st.st_size <= static_cast<off_t>(kSmallBlob)) {
+      auto bytes = std::make_shared<std::string>(static_cast<std::size_t>(st.st_size), '\0');
+      if (::pread(blob.fd->get(), bytes->data(), bytes->size(), 0) ==
+          static_cast<ssize_t>(bytes->size())) {
+        blob.bytes = std::move(bytes);
+      }
+    }
+    if (blobs.size() >= kMaxCachedBlobs) blobs.clear();
+    blobs.emplace(path.native(), blob);
+    return blob;
+  }
+
+ private:
+  static constexpr std::size_t kMaxCachedBlobs = 64;
+  static constexpr std::size_t kSmallBlob = 16 * 1024;
+  std::unordered_map<std::string, Blob> blobs;
+  std::uint64_t blobs_installed = 0;
+};
+
+namespace {
+
+// The network thread the calling code runs on (null elsewhere).
+thread_local NetThread* t_net_thread = nullptr;
+
+// Every snapshot installation in the process gets a distinct number, so that a thread's
+// cached copy can tell whether it is still the current one with a single atomic load.
+std::atomic<std::uint64_t> g_installs{0};
+
+struct LocalSnapshot {
+  const void* owner = nullptr;
+  std::uint64_t installed = 0;
+  SnapshotPtr snapshot;
+};
+thread_local LocalSnapshot t_snapshot;
+
+std::size_t network_threads_for(std::size_t configured) {
+  if (configured > 0) return configured;
+  return std::max<std::size_t>(1, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
 struct Server::Impl {
   Impl(ServerConfig c, Services s)
       : config(std::move(c)),
         services(s),
         workers(std::max<std::size_t>(1, config.worker_threads)),
+        threads(make_threads(network_threads_for(config.network_threads))),
+        ioc(threads.front()->ioc),
         acceptor(ioc),
         poll_timer(ioc),
         grace_timer(ioc) {}
 
+  static std::vector<std::unique_ptr<NetThread>> make_threads(std::size_t n) {
+    std::vector<std::unique_ptr<NetThread>> v;
+    for (std::size_t i = 0; i < n; ++i) v.push_back(std::make_unique<NetThread>());
+    return v;
+  }
+
   ServerConfig config;
   Services services;
-  // Set when the server is destroyed: handlers still queued in the io_context are destroyed
-  // with it, and the sessions they own must then not touch the server's other members.
-  // Declared before ioc so that it outlives it.
+  // Set when the server is destroyed: handlers still queued in the io_contexts are destroyed
+  // with them, and the sessions they own must then not touch the server's other members.
+  // Declared before the threads so that it outlives them.
   bool tearing_down = false;
-  asio::io_context ioc{1};
   asio::thread_pool workers;
+  // The network threads; the first one runs on the thread that calls run() and also owns the
+  // acceptor and the timers below.
+  std::vector<std::unique_ptr<NetThread>> threads;
+  asio::io_context& ioc;
   tcp::acceptor acceptor;
   asio::steady_timer poll_timer;
   asio::steady_timer grace_timer;
+  std::size_t next_thread = 0;  // round-robin for accepted connections (first thread only)
 
-  // Network-thread state.
-  SnapshotPtr snapshot;
-  std::uint64_t next_request_id = 1;
-  std::unordered_set<SessionBase*> sessions;
-  // TLS: the context new connections use (replaced on reload); null for plain HTTP.
+  std::atomic<std::uint64_t> next_request_id{1};
+  std::atomic<std::size_t> open_sessions{0};
+  // First thread only: the TLS context new connections use (replaced on reload); null for
+  // plain HTTP.
   std::shared_ptr<asio::ssl::context> tls;
-  bool stopping = false;
+  std::atomic<bool> stopping{false};
   Metrics metrics;
   // Web UI login sessions (thread-safe: used by the UI handlers on workers).
   UiSessions ui_sessions;
-  // Written on the network thread, read by workers to skip needless reloads.
+  // The current snapshot; network threads read it through their own copy (snapshot()).
+  mutable std::mutex snapshot_mu;
+  SnapshotPtr snapshot_;
+  std::atomic<std::uint64_t> installed{0};  // g_installs value of snapshot_
+  // Read by workers to skip needless reloads.
   std::atomic<std::uint64_t> generation{0};
 
   void accept();
@@ -81,12 +172,54 @@ struct Server::Impl {
   void begin_stop();
   void maybe_finish_stop();
 
-  /// Installs a snapshot if it is newer than the current one (network thread).
-  void install(SnapshotPtr s) {
-    if (s && (!snapshot || s->generation() > snapshot->generation())) {
-      snapshot = std::move(s);
-      generation.store(snapshot->generation());
+  /// The network thread the caller runs on (the first one when called from elsewhere).
+  NetThread& here() const { return t_net_thread != nullptr ? *t_net_thread : *threads.front(); }
+
+  /// The current snapshot, as this thread's cached copy: one atomic load per call unless a
+  /// new snapshot was installed since the thread last looked.
+  const SnapshotPtr& snapshot() const {
+    if (t_snapshot.owner != this ||
+        t_snapshot.installed != installed.load(std::memory_order_acquire)) {
+      std::lock_guard lock(snapshot_mu);
+      t_snapshot.owner = this;
+      t_snapshot.installed = installed.load(std::memory_order_relaxed);
+      t_snapshot.snapshot = snapshot_;
     }
+    return t_snapshot.snapshot;
+  }
+
+  /// Installs a snapshot if it is newer than the current one (any thread).
+  void install(SnapshotPtr s) {
+    SnapshotPtr old;
+    {
+      std::lock_guard lock(snapshot_mu);
+      if (!s || (snapshot_ && s->generation() <= snapshot_->generation())) return;
+      old = std::exchange(snapshot_, std::move(s));
+      generation.store(snapshot_->generation());
+      installed.store(g_installs.fetch_add(1) + 1, std::memory_order_release);
+    }
+    // Every network thread lets go of the old snapshot now rather than at its next request;
+    // whichever reference is the last, the old snapshot is freed on a worker and the memory
+    // handed back to the system there.
+    release_on_worker(std::move(old));
+    for (auto& t : threads) {
+      asio::post(t->ioc, [this] {
+        if (t_snapshot.owner != this) return;
+        SnapshotPtr mine = std::move(t_snapshot.snapshot);
+        t_snapshot.owner = nullptr;
+        (void)snapshot();
+        release_on_worker(std::move(mine));
+      });
+    }
+  }
+
+  void release_on_worker(SnapshotPtr old) {
+    if (!old) return;
+    asio::post(workers, [old = std::move(old)]() mutable {
+      if (old.use_count() > 1) return;  // still in use elsewhere: that holder frees it
+      old.reset();
+      ::malloc_trim(0);
+    });
   }
 
   /// Loads a fresh snapshot (worker thread; blocks on SQLite).
@@ -96,14 +229,32 @@ struct Server::Impl {
     return snapshot::Snapshot::build(std::move(*contents));
   }
 
-  /// Runs `work` on the worker pool, then `then(result)` on the network thread. The work
-  /// guard keeps run() alive while the worker is busy.
+  /// The snapshot after this process changed one project (worker thread): only that project
+  /// is read again and the others are shared with the current snapshot, when nothing else
+  /// changed since (the catalog's generation moved by exactly `changes`); a full load otherwise.
+  Result<SnapshotPtr> load_snapshot_after(const std::string& project, std::uint64_t changes) const {
+    SnapshotPtr current;
+    {
+      std::lock_guard lock(snapshot_mu);
+      current = snapshot_;
+    }
+    auto contents = services.catalog->load_project(project);
+    if (!contents) return contents.error();
+    if (current && contents->generation == current->generation() + changes) {
+      return snapshot::Snapshot::update(*current, project, std::move(*contents));
+    }
+    return load_snapshot();
+  }
+
+  /// Runs `work` on the worker pool, then `then(result)` back on the calling network thread.
+  /// The work guard keeps that thread's run() alive while the worker is busy.
   template <class Work, class Then>
   void offload(Work work, Then then) {
-    asio::post(workers, [this, work = std::move(work), then = std::move(then),
-                         guard = asio::make_work_guard(ioc)]() mutable {
+    asio::io_context& home = here().ioc;
+    asio::post(workers, [&home, work = std::move(work), then = std::move(then),
+                         guard = asio::make_work_guard(home)]() mutable {
       auto result = work();
-      asio::post(ioc, [then = std::move(then), result = std::move(result)]() mutable {
+      asio::post(home, [then = std::move(then), result = std::move(result)]() mutable {
         then(std::move(result));
       });
     });
@@ -171,29 +322,34 @@ class SessionBase {
   virtual void close_if_idle() = 0;
 };
 
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+// Streams bound to their thread's io_context by type (no type-erased executor per operation).
+using Executor = asio::io_context::executor_type;
+using Socket = tcp::socket::rebind_executor<Executor>::other;
+using TcpStream = beast::basic_stream<tcp, Executor>;
+using TlsStream = beast::ssl_stream<TcpStream>;
 
-/// One connection. Stream is beast::tcp_stream (HTTP) or TlsStream (HTTPS); everything but
+/// One connection. Stream is TcpStream (HTTP) or TlsStream (HTTPS); everything but
 /// the handshake and the closing is the same for both.
 template <class Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
  public:
-  Session(Server::Impl& srv, tcp::socket socket) requires(!kTls)
-      : srv_(srv), stream_(std::move(socket)) {
-    srv_.sessions.insert(this);
+  Session(Server::Impl& srv, Socket socket) requires(!kTls)
+      : srv_(srv), home_(srv.here()), stream_(std::move(socket)) {
+    home_.sessions.insert(this);
   }
-  Session(Server::Impl& srv, tcp::socket socket,
-          std::shared_ptr<asio::ssl::context> tls) requires kTls
+  Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio::ssl::context> tls) requires kTls
       : srv_(srv),
+        home_(srv.here()),
         tls_(std::move(tls)),
         stream_(std::move(socket), *tls_) {
-    srv_.sessions.insert(this);
+    home_.sessions.insert(this);
   }
   ~Session() override {
     if (srv_.tearing_down) return;
-    srv_.sessions.erase(this);
+    home_.sessions.erase(this);
+    srv_.open_sessions.fetch_sub(1);
     srv_.maybe_finish_stop();
   }
 
@@ -222,7 +378,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
  private:
-  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  TcpStream& lowest() { return beast::get_lowest_layer(stream_); }
 
   void read_header() {
     idle_ = true;
@@ -257,22 +413,31 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       }
       r.close = true;
       started_ = std::chrono::steady_clock::now();
-      id_ = srv_.next_request_id++;
+      id_ = srv_.next_request_id.fetch_add(1, std::memory_order_relaxed);
       return send(std::move(r));
     }
     ++requests_;
-    id_ = srv_.next_request_id++;
+    id_ = srv_.next_request_id.fetch_add(1, std::memory_order_relaxed);
     started_ = std::chrono::steady_clock::now();
     const auto& msg = parser_->get();
+    auto header_strings = std::move(req_.headers);  // reused below
     req_ = Request{};
+    req_.headers = std::move(header_strings);
     req_.method = method_of(msg.method());
     req_.target = std::string(msg.target());
     req_.tls = kTls;
     ui_body_ = false;
     keep_alive_ = msg.keep_alive();
+    // The previous request's strings are reused (assign keeps their capacity).
+    std::size_t fields = 0;
     for (const auto& field : msg) {
-      req_.headers.emplace_back(to_lower(field.name_string()), std::string(field.value()));
+      if (fields == req_.headers.size()) req_.headers.emplace_back();
+      auto& [name, value] = req_.headers[fields++];
+      name.assign(field.name_string());
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      value.assign(field.value());
     }
+    req_.headers.resize(fields);
     if (req_.target.size() > srv_.config.max_target_bytes) {
       Response r = error_response(make_error(Errc::invalid, "request target too long"));
       r.status = 414;
@@ -327,7 +492,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       }
     }
     if (seg.size() == 1 && seg[0] == "metrics") return send(metrics_response());
-    send(handle_read(req_, *srv_.snapshot, *srv_.services.store));
+    send(handle_read(req_, *srv_.snapshot(), *srv_.services.store));
   }
 
   static Response method_not_allowed(const char* allow) {
@@ -340,11 +505,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   Response metrics_response() const {
     const auto cache = snapshot::cache_stats();
+    const auto& snap = srv_.snapshot();
     std::map<std::string, double> gauges{
-        {"wheelforge_connections_open", static_cast<double>(srv_.sessions.size())},
-        {"wheelforge_catalog_generation", static_cast<double>(srv_.snapshot->generation())},
-        {"wheelforge_projects", static_cast<double>(srv_.snapshot->project_count())},
-        {"wheelforge_files", static_cast<double>(srv_.snapshot->file_count())},
+        {"wheelforge_connections_open", static_cast<double>(srv_.open_sessions.load())},
+        {"wheelforge_catalog_generation", static_cast<double>(snap->generation())},
+        {"wheelforge_projects", static_cast<double>(snap->project_count())},
+        {"wheelforge_files", static_cast<double>(snap->file_count())},
         {"wheelforge_page_cache_hits", static_cast<double>(cache.hits)},
         {"wheelforge_page_cache_misses", static_cast<double>(cache.misses)},
     };
@@ -362,7 +528,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   Status authorize_token(catalog::Scope scope) {
     auto token = auth::token_from_authorization(req_.header("authorization"));
     if (!token) return token.error();
-    auto granted = auth::authorize(srv_.snapshot->tokens(), *token, scope);
+    auto granted = auth::authorize(srv_.snapshot()->tokens(), *token, scope);
     if (!granted) return granted.error();
     token_ = token->value_or("");
     return ok_status();
@@ -480,7 +646,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void run_ui() {
     srv_.offload(
-        [&srv = srv_, req = req_, body = std::move(admin_body_), snap = srv_.snapshot]() {
+        [&srv = srv_, req = req_, body = std::move(admin_body_), snap = srv_.snapshot()]() {
           return handle_ui(
               req, body,
               UiContext{snap, srv.services.runner, &srv.ui_sessions, srv.config.private_reads});
@@ -547,7 +713,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     std::optional<std::uint64_t> length;
     if (const auto cl = parser_->content_length()) length = *cl;
     auto plan =
-        plan_upload(req_, length, srv_.services.ingestor->limits().max_file_size, *srv_.snapshot);
+        plan_upload(req_, length, srv_.services.ingestor->limits().max_file_size, *srv_.snapshot());
     if (!plan) {
       Response r = error_response(plan.error());
       r.close = !parser_->is_done();  // the body was not read: the connection is unusable
@@ -704,7 +870,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void finish_upload() {
     auto state = std::move(upload_);
     srv_.offload(
-        [&srv = srv_, state, name = filename_, tokens = srv_.snapshot, token = token_,
+        [&srv = srv_, state, name = filename_, tokens = srv_.snapshot(), token = token_,
          uploader = uploader_]() -> std::pair<Result<ingest::Ingested>, SnapshotPtr> {
           auto result =
               state->form ? ingest_form(srv, *state->form, *tokens, token)
@@ -713,7 +879,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           // Reload before answering so that the file is on its pages once the client hears
           // it was stored.
           if (result && result->outcome == ingest::Outcome::stored) {
-            if (auto loaded = srv.load_snapshot()) snap = *loaded;
+            // One stored file moves the generation by one (the files insert trigger); a file
+            // that also claims its project moves it by two, and takes the full reload.
+            if (auto loaded = srv.load_snapshot_after(result->file.project, 1)) snap = *loaded;
           }
           return {std::move(result), std::move(snap)};
         },
@@ -812,11 +980,25 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     const bool head = req_.method == Method::head;
     const int status = r.status;
     if (auto* range = std::get_if<FileRange>(&r.body)) {
-      auto fd = std::make_shared<UniqueFd>(::open(range->path.c_str(), O_RDONLY | O_CLOEXEC));
+      auto [fd, small] =
+          home_.open_blob(range->path, srv_.installed.load(std::memory_order_relaxed));
       if (!fd->valid()) {
         spdlog::error("req={} cannot open blob {}: {}", id_, range->path.string(),
                       std::strerror(errno));
         return send(error_response(make_error(Errc::io, "blob missing")));
+      }
+      if constexpr (!kTls) {
+        Outgoing out;
+        if (!head && small && range->offset + range->length <= small->size()) {
+          out.body = std::string_view(*small).substr(static_cast<std::size_t>(range->offset),
+                                                     static_cast<std::size_t>(range->length));
+          out.keep = std::move(small);
+        } else if (!head) {
+          out.fd = std::move(fd);
+          out.offset = static_cast<off_t>(range->offset);
+          out.remain = range->length;
+        }
+        return send_raw(r, range->length, std::move(out));
       }
       if (head) return send_head(r, range->length);
       auto res = std::make_shared<bhttp::response<RangeFileBody>>();
@@ -835,12 +1017,159 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       bytes = **shared;
       keep = *shared;
     }
+    if constexpr (!kTls) {
+      Outgoing out;
+      if (!head && status != 304) {
+        out.body = bytes;
+        out.keep = std::move(keep);
+      }
+      return send_raw(r, bytes.size(), std::move(out));
+    }
     if (head || status == 304) return send_head(r, status == 304 ? 0 : bytes.size());
     auto res = std::make_shared<bhttp::response<bhttp::span_body<const char>>>();
     fill(*res, r);
     res->body() = bhttp::span_body<const char>::value_type(bytes.data(), bytes.size());
     res->content_length(bytes.size());
     write(res, status, bytes.size(), std::move(keep));
+  }
+
+  // ---- plain HTTP: responses written straight to the socket ------------------------------
+  // The head is formatted here in one string; it goes out with the body in one writev, and a
+  // file body follows with sendfile(2) from the page cache (no copy through user space, no
+  // buffer per response). Only when the socket is full does the connection wait.
+
+  struct Outgoing {
+    std::string head;  // status line and header fields
+    std::size_t head_sent = 0;
+    std::string_view body;             // in-memory body ...
+    std::shared_ptr<const void> keep;  // ... and what keeps it alive
+    std::size_t body_sent = 0;
+    std::shared_ptr<UniqueFd> fd;  // file body
+    off_t offset = 0;
+    std::uint64_t remain = 0;
+    int status = 200;
+    std::uint64_t length = 0;
+    bool keep_alive = false;
+  };
+
+  /// Formats the head of `r` (the same fields fill() sets) and starts writing. `length` is the
+  /// Content-Length (also for HEAD); 304 answers carry none.
+  void send_raw(const Response& r, std::uint64_t length, Outgoing out) {
+    out.status = r.status;
+    out.keep_alive = keep_alive_ && !r.close && !srv_.stopping;
+    out.length = out.fd ? out.remain : out.body.size();
+    std::string& h = out.head;
+    h.reserve(256);
+    h += "HTTP/1.1 ";
+    h += std::to_string(r.status);
+    h += ' ';
+    if (!r.reason.empty()) {
+      h += r.reason;
+    } else {
+      h += bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(r.status)));
+    }
+    h += "\r\nServer: wheelforge\r\n";
+    for (const auto& [k, v] : r.headers) {
+      h += k;
+      h += ": ";
+      h += v;
+      h += "\r\n";
+    }
+    if (r.status != 304) {
+      h += "Content-Length: ";
+      h += std::to_string(length);
+      h += "\r\n";
+    }
+    if (!out.keep_alive) h += "Connection: close\r\n";
+    h += "\r\n";
+    out_ = std::move(out);
+    if (!non_blocking_) {
+      beast::error_code ec;
+      lowest().socket().native_non_blocking(true, ec);
+      if (ec) return finish_raw(ec);
+      non_blocking_ = true;
+    }
+    pump();
+  }
+
+  void pump() {
+    Outgoing& o = *out_;
+    const int sock = lowest().socket().native_handle();
+    while (o.head_sent < o.head.size() || o.body_sent < o.body.size() || o.remain > 0) {
+      ssize_t n = 0;
+      if (o.head_sent < o.head.size() || o.body_sent < o.body.size()) {
+        iovec iov[2];
+        int count = 0;
+        if (o.head_sent < o.head.size()) {
+          iov[count++] = {o.head.data() + o.head_sent, o.head.size() - o.head_sent};
+        }
+        if (o.body_sent < o.body.size()) {
+          iov[count++] = {const_cast<char*>(o.body.data()) + o.body_sent,
+                          o.body.size() - o.body_sent};
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = static_cast<std::size_t>(count);
+        // A file body follows: keep the head back so that both leave in one segment.
+        const int more = o.remain > 0 ? MSG_MORE : 0;
+        n = ::sendmsg(sock, &msg, MSG_NOSIGNAL | more);
+        if (n >= 0) {
+          auto done = static_cast<std::size_t>(n);
+          const std::size_t from_head = std::min(done, o.head.size() - o.head_sent);
+          o.head_sent += from_head;
+          o.body_sent += done - from_head;
+          continue;
+        }
+      } else {
+        constexpr std::uint64_t kMaxPerCall = 1U << 30U;
+        n = ::sendfile(sock, o.fd->get(), &o.offset,
+                       static_cast<std::size_t>(std::min(o.remain, kMaxPerCall)));
+        if (n > 0) {
+          o.remain -= static_cast<std::uint64_t>(n);
+          continue;
+        }
+        if (n == 0) {
+          // A blob shorter than its catalog size means the store was damaged: end the
+          // response rather than pretend (the client sees a short body).
+          return finish_raw(beast::errc::make_error_code(beast::errc::io_error));
+        }
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return wait_writable();
+      return finish_raw(beast::error_code(errno, beast::system_category()));
+    }
+    finish_raw({});
+  }
+
+  /// Waits until the socket takes more bytes, at most the write timeout.
+  void wait_writable() {
+    if (!wait_timer_) wait_timer_.emplace(stream_.get_executor());
+    waiting_ = true;
+    wait_timer_->expires_after(srv_.config.write_timeout);
+    wait_timer_->async_wait([self = this->shared_from_this()](beast::error_code ec) {
+      if (ec || !self->waiting_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->lowest().socket().cancel(ignored);
+    });
+    lowest().socket().async_wait(tcp::socket::wait_write,
+                                 [self = this->shared_from_this()](beast::error_code ec) {
+                                   self->waiting_ = false;
+                                   self->wait_timer_->cancel();
+                                   if (self->timed_out_) ec = beast::error::timeout;
+                                   if (ec) return self->finish_raw(ec);
+                                   self->pump();
+                                 });
+  }
+
+  void finish_raw(beast::error_code ec) {
+    const int status = out_->status;
+    const std::uint64_t length = out_->length;
+    const bool keep_alive = out_->keep_alive;
+    out_.reset();
+    log(status, length, ec);
+    if (ec || !keep_alive) return close();
+    read_header();
   }
 
   void send_head(const Response& r, std::uint64_t length) {
@@ -911,6 +1240,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   Server::Impl& srv_;
+  NetThread& home_;                          // the thread this connection lives on
   std::shared_ptr<asio::ssl::context> tls_;  // kept alive while this connection uses it
   Stream stream_;
   bool tls_closing_ = false;
@@ -940,27 +1270,38 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::int64_t log_job_ = 0;
   std::uint64_t log_offset_ = 0;
   std::optional<asio::steady_timer> log_timer_;
+  std::optional<Outgoing> out_;
+  std::optional<asio::steady_timer> wait_timer_;
+  bool waiting_ = false;
+  bool timed_out_ = false;
+  bool non_blocking_ = false;
 };
 
 void Server::Impl::accept() {
-  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+  // Connections go round-robin to the network threads; each lives on its thread's
+  // io_context from then on.
+  NetThread& target = *threads[next_thread++ % threads.size()];
+  acceptor.async_accept(target.ioc, [this, &target](beast::error_code ec, Socket socket) {
     if (ec) {
       if (stopping || ec == asio::error::operation_aborted) return;
       spdlog::warn("accept failed: {}", ec.message());
       return accept();
     }
-    if (sessions.size() >= config.max_connections) {
+    if (open_sessions.load() >= config.max_connections) {
       spdlog::warn("connection limit of {} reached; refusing a connection", config.max_connections);
       beast::error_code ignored;
       socket.close(ignored);
     } else {
       socket.set_option(tcp::no_delay(true), ec);
       metrics.connection_opened();
-      if (tls) {
-        std::make_shared<Session<TlsStream>>(*this, std::move(socket), tls)->start();
-      } else {
-        std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket))->start();
-      }
+      open_sessions.fetch_add(1);
+      asio::post(target.ioc, [this, tls = tls, socket = std::move(socket)]() mutable {
+        if (tls) {
+          std::make_shared<Session<TlsStream>>(*this, std::move(socket), std::move(tls))->start();
+        } else {
+          std::make_shared<Session<TcpStream>>(*this, std::move(socket))->start();
+        }
+      });
     }
     accept();
   });
@@ -994,22 +1335,32 @@ void Server::Impl::schedule_poll() {
 void Server::Impl::begin_stop() {
   if (stopping) return;
   stopping = true;
-  spdlog::info("stopping: {} connection(s) open", sessions.size());
+  spdlog::info("stopping: {} connection(s) open", open_sessions.load());
   beast::error_code ec;
   acceptor.close(ec);
   poll_timer.cancel();
-  for (SessionBase* s : sessions) s->close_if_idle();
+  for (auto& t : threads) {
+    asio::post(t->ioc, [t = t.get()] {
+      for (SessionBase* s : t->sessions) s->close_if_idle();
+    });
+  }
   grace_timer.expires_after(config.shutdown_grace);
   grace_timer.async_wait([this](beast::error_code e) {
     if (e) return;
-    spdlog::warn("grace period over: closing {} connection(s)", sessions.size());
-    ioc.stop();
+    spdlog::warn("grace period over: closing {} connection(s)", open_sessions.load());
+    for (auto& t : threads) t->ioc.stop();
   });
   maybe_finish_stop();
 }
 
 void Server::Impl::maybe_finish_stop() {
-  if (stopping && sessions.empty()) grace_timer.cancel();
+  if (!stopping || open_sessions.load() != 0) return;
+  // On the first thread, which owns the grace timer; the other threads' loops end once they
+  // run out of work.
+  asio::post(ioc, [this] {
+    grace_timer.cancel();
+    for (auto& t : threads) t->guard.reset();
+  });
 }
 
 Server::Server(ServerConfig config, Services services)
@@ -1065,6 +1416,8 @@ Result<std::string> Server::start() {
   auto loaded = s.load_snapshot();
   if (!loaded) return loaded.error();
   s.install(*loaded);
+  // Loading the catalog leaves freed memory behind (the rows before indexing): give it back.
+  ::malloc_trim(0);
 
   beast::error_code ec;
   if (s.config.listen_fd >= 0) {
@@ -1097,11 +1450,36 @@ Result<std::string> Server::start() {
 }
 
 void Server::run() {
-  impl_->ioc.run();
+  auto& threads = impl_->threads;
+  for (auto& t : threads) t->guard.emplace(t->ioc.get_executor());
+  std::vector<std::thread> others;
+  for (std::size_t i = 1; i < threads.size(); ++i) {
+    others.emplace_back([t = threads[i].get()] {
+      t_net_thread = t;
+      t->ioc.run();
+      t_net_thread = nullptr;
+    });
+  }
+  t_net_thread = threads.front().get();
+  threads.front()->ioc.run();
+  t_net_thread = nullptr;
+  for (auto& t : others) t.join();
 }
 
+namespace {
+
+// Runs `fn` once every network thread from `i` on has answered, one after the other.
+void visit_threads(Server::Impl& impl, std::size_t i, std::function<void()> fn) {
+  asio::post(impl.threads[i]->ioc, [&impl, i, fn = std::move(fn)]() mutable {
+    if (i + 1 < impl.threads.size()) return visit_threads(impl, i + 1, std::move(fn));
+    fn();
+  });
+}
+
+}  // namespace
+
 void Server::post(std::function<void()> fn) {
-  asio::post(impl_->ioc, std::move(fn));
+  visit_threads(*impl_, 0, std::move(fn));
 }
 
 void Server::reload_catalog(std::function<void(Status)> done) {

@@ -37,61 +37,128 @@ CacheStats cache_stats() {
   return CacheStats{g_cache_hits.load(), g_cache_misses.load()};
 }
 
+struct Snapshot::ProjectData {
+  core::ProjectRecord record;
+  std::vector<core::FileRecord> files;       // in PEP 440 version order, then by file name
+  std::vector<std::string> versions;         // the distinct versions, in that order
+  std::vector<std::string> public_versions;  // per file: public version (no local label)
+
+  ProjectData(core::ProjectRecord r, std::vector<core::FileRecord> list)
+      : record(std::move(r)), files(std::move(list)) {
+    // Parse each version once, then order the files by (version, file name).
+    std::vector<std::optional<core::Version>> parsed(files.size());
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      if (auto v = core::Version::parse(files[i].version)) parsed[i] = std::move(*v);
+    }
+    std::vector<std::size_t> order(files.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      if (parsed[a] && parsed[b] && !(*parsed[a] == *parsed[b])) return *parsed[a] < *parsed[b];
+      return files[a].filename < files[b].filename;
+    });
+    std::vector<core::FileRecord> sorted;
+    sorted.reserve(files.size());
+    public_versions.reserve(files.size());
+    for (const std::size_t i : order) {
+      public_versions.push_back(parsed[i] ? parsed[i]->public_str() : files[i].version);
+      sorted.push_back(std::move(files[i]));
+    }
+    files = std::move(sorted);
+    std::vector<const core::FileRecord*> pointers;
+    pointers.reserve(files.size());
+    for (const auto& f : files) pointers.push_back(&f);
+    versions = versions_of(pointers);
+  }
+};
+
+void Snapshot::index() {
+  file_count_ = 0;
+  for (const auto& p : projects_) file_count_ += p->files.size();
+  file_by_name_.clear();
+  file_by_name_.reserve(file_count_);
+  project_by_name_.clear();
+  project_by_name_.reserve(projects_.size());
+  for (std::size_t i = 0; i < projects_.size(); ++i) {
+    project_by_name_.emplace(projects_[i]->record.name, i);
+    for (const auto& f : projects_[i]->files) file_by_name_.emplace(f.filename, &f);
+  }
+}
+
 std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
   std::shared_ptr<Snapshot> s(new Snapshot());
   s->generation_ = contents.generation;
-  s->projects_ = std::move(contents.projects);
-  s->files_ = std::move(contents.files);
   s->tokens_ = auth::TokenIndex(std::move(contents.tokens));
-
-  s->file_by_name_.reserve(s->files_.size());
-  for (std::size_t i = 0; i < s->files_.size(); ++i) {
-    s->file_by_name_.emplace(s->files_[i].filename, i);
+  // Hand each project its files: both lists come sorted by project name (the catalog's
+  // order), so one merge pass does it; other input is sorted first.
+  auto& projects = contents.projects;
+  auto& files = contents.files;
+  const auto by_name = [](const core::ProjectRecord& a, const core::ProjectRecord& b) {
+    return a.name < b.name;
+  };
+  const auto by_project = [](const core::FileRecord& a, const core::FileRecord& b) {
+    return a.project < b.project;
+  };
+  if (!std::is_sorted(projects.begin(), projects.end(), by_name)) {
+    std::sort(projects.begin(), projects.end(), by_name);
   }
-  s->project_by_name_.reserve(s->projects_.size());
-  for (std::size_t i = 0; i < s->projects_.size(); ++i) {
-    s->project_by_name_.emplace(s->projects_[i].name, i);
+  if (!std::is_sorted(files.begin(), files.end(), by_project)) {
+    std::stable_sort(files.begin(), files.end(), by_project);
   }
+  s->projects_.reserve(projects.size());
+  std::size_t next = 0;
+  for (auto& p : projects) {
+    // Files of projects without a project row are left out, as no page could list them.
+    while (next < files.size() && files[next].project < p.name) ++next;
+    std::vector<core::FileRecord> mine;
+    while (next < files.size() && files[next].project == p.name) {
+      mine.push_back(std::move(files[next++]));
+    }
+    s->projects_.push_back(std::make_shared<const ProjectData>(std::move(p), std::move(mine)));
+  }
+  files.clear();
+  files.shrink_to_fit();
+  s->index();
+  return s;
+}
 
-  // Parse each version once, then order every project's files by (version, file name).
-  std::vector<std::optional<core::Version>> parsed(s->files_.size());
-  s->public_versions_.resize(s->files_.size());
-  for (std::size_t i = 0; i < s->files_.size(); ++i) {
-    if (auto v = core::Version::parse(s->files_[i].version)) {
-      s->public_versions_[i] = v->public_str();
-      parsed[i] = std::move(*v);
+std::shared_ptr<const Snapshot> Snapshot::update(const Snapshot& prev, std::string_view project,
+                                                 catalog::Contents contents) {
+  std::shared_ptr<Snapshot> s(new Snapshot());
+  s->generation_ = contents.generation;
+  s->tokens_ = auth::TokenIndex(std::move(contents.tokens));
+  s->projects_ = prev.projects_;
+  const auto at = std::lower_bound(s->projects_.begin(), s->projects_.end(), project,
+                                   [](const std::shared_ptr<const ProjectData>& p,
+                                      std::string_view name) { return p->record.name < name; });
+  const bool present = at != s->projects_.end() && (*at)->record.name == project;
+  const auto fresh = std::find_if(contents.projects.begin(), contents.projects.end(),
+                                  [&](const core::ProjectRecord& p) { return p.name == project; });
+  if (fresh == contents.projects.end()) {
+    if (present) s->projects_.erase(at);
+  } else {
+    std::vector<core::FileRecord> files;
+    for (auto& f : contents.files) {
+      if (f.project == project) files.push_back(std::move(f));
+    }
+    auto data = std::make_shared<const ProjectData>(std::move(*fresh), std::move(files));
+    if (present) {
+      *at = std::move(data);
     } else {
-      s->public_versions_[i] = s->files_[i].version;
+      s->projects_.insert(at, std::move(data));
     }
   }
-  s->project_files_.resize(s->projects_.size());
-  s->project_versions_.resize(s->projects_.size());
-  for (std::size_t i = 0; i < s->files_.size(); ++i) {
-    const auto it = s->project_by_name_.find(s->files_[i].project);
-    if (it != s->project_by_name_.end()) s->project_files_[it->second].push_back(i);
-  }
-  for (std::size_t p = 0; p < s->projects_.size(); ++p) {
-    auto& idx = s->project_files_[p];
-    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-      if (parsed[a] && parsed[b] && !(*parsed[a] == *parsed[b])) return *parsed[a] < *parsed[b];
-      return s->files_[a].filename < s->files_[b].filename;
-    });
-    std::vector<const core::FileRecord*> files;
-    files.reserve(idx.size());
-    for (const std::size_t i : idx) files.push_back(&s->files_[i]);
-    s->project_versions_[p] = versions_of(files);
-  }
+  s->index();
   return s;
 }
 
 const core::FileRecord* Snapshot::find_file(std::string_view filename) const {
   const auto it = file_by_name_.find(filename);
-  return it == file_by_name_.end() ? nullptr : &files_[it->second];
+  return it == file_by_name_.end() ? nullptr : it->second;
 }
 
 const core::ProjectRecord* Snapshot::find_project(std::string_view normalized) const {
   const auto it = project_by_name_.find(normalized);
-  return it == project_by_name_.end() ? nullptr : &projects_[it->second];
+  return it == project_by_name_.end() ? nullptr : &projects_[it->second]->record;
 }
 
 std::shared_ptr<const Page> Snapshot::cached(const std::string& key, core::PageFormat format,
@@ -120,7 +187,7 @@ std::shared_ptr<const Page> Snapshot::root_page(core::PageFormat format) const {
   return cached("/simple/", format, [&] {
     std::vector<std::string> names;
     names.reserve(projects_.size());
-    for (const auto& p : projects_) names.push_back(p.name);
+    for (const auto& p : projects_) names.push_back(p->record.name);
     return render::render_root(format, names, "/simple/");
   });
 }
@@ -129,13 +196,13 @@ std::shared_ptr<const Page> Snapshot::project_page(std::string_view normalized,
                                                    core::PageFormat format) const {
   const auto it = project_by_name_.find(normalized);
   if (it == project_by_name_.end()) return nullptr;
-  const std::size_t p = it->second;
-  return cached("/simple/" + projects_[p].name + "/", format, [&] {
+  const ProjectData& p = *projects_[it->second];
+  return cached("/simple/" + p.record.name + "/", format, [&] {
     render::ProjectPage page;
-    page.name = projects_[p].name;
-    page.versions = project_versions_[p];
-    page.files.reserve(project_files_[p].size());
-    for (const std::size_t i : project_files_[p]) page.files.push_back(&files_[i]);
+    page.name = p.record.name;
+    page.versions = p.versions;
+    page.files.reserve(p.files.size());
+    for (const auto& f : p.files) page.files.push_back(&f);
     return render::render_project(format, page);
   });
 }
@@ -150,34 +217,36 @@ std::vector<std::string> Snapshot::versions_of(const std::vector<const core::Fil
 
 std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
                                           std::size_t project) const {
-  const auto& idx = project_files_[project];
-  const bool has_variants =
-      std::any_of(idx.begin(), idx.end(), [&](std::size_t i) { return files_[i].hints.selects(); });
+  const ProjectData& p = *projects_[project];
+  const auto& files = p.files;
+  const std::size_t n = files.size();
+  const bool has_variants = std::any_of(
+      files.begin(), files.end(), [](const core::FileRecord& f) { return f.hints.selects(); });
   // Wheels compete per (public version, python, abi, platform). A group made only of generic
   // wheels is listed whole, exactly as /simple/ lists it; a group with any variant build goes
   // through selection, so pip sees at most one build per tag set.
   std::unordered_map<std::string, bool> group_has_variant;
-  std::vector<std::string> keys(idx.size());
-  for (std::size_t k = 0; k < idx.size(); ++k) {
-    const auto& f = files_[idx[k]];
+  std::vector<std::string> keys(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& f = files[k];
     if (f.kind != core::DistKind::wheel) continue;
-    keys[k] = public_versions_[idx[k]] + '|' + f.tags.python_tag + '|' + f.tags.abi_tag + '|' +
+    keys[k] = p.public_versions[k] + '|' + f.tags.python_tag + '|' + f.tags.abi_tag + '|' +
               f.tags.platform_tag;
     group_has_variant[keys[k]] |= f.hints.selects();
   }
   std::vector<core::Candidate> candidates;
   std::vector<std::size_t> candidate_file;
   std::vector<std::size_t> chosen;
-  for (std::size_t k = 0; k < idx.size(); ++k) {
-    const auto& f = files_[idx[k]];
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto& f = files[k];
     if (f.kind != core::DistKind::wheel) {
       // A source distribution of a project that ships variant builds would let pip compile it
       // for whatever torch happens to be installed: in a view it is left out.
-      if (!has_variants) chosen.push_back(idx[k]);
+      if (!has_variants) chosen.push_back(k);
       continue;
     }
     if (!group_has_variant[keys[k]]) {
-      chosen.push_back(idx[k]);
+      chosen.push_back(k);
       continue;
     }
     core::Candidate c;
@@ -188,7 +257,7 @@ std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
     c.filename = f.filename;
     c.yanked = f.yanked.has_value();
     candidates.push_back(std::move(c));
-    candidate_file.push_back(idx[k]);
+    candidate_file.push_back(k);
   }
   for (const std::size_t c : core::select_for_view(view, candidates)) {
     chosen.push_back(candidate_file[c]);
@@ -198,7 +267,7 @@ std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
   ordered.reserve(chosen.size());
   std::unordered_map<std::size_t, bool> in(chosen.size());
   for (const std::size_t i : chosen) in[i] = true;
-  for (const std::size_t i : idx) {
+  for (std::size_t i = 0; i < n; ++i) {
     if (in.count(i) != 0U) ordered.push_back(i);
   }
   return ordered;
@@ -210,7 +279,7 @@ std::shared_ptr<const Page> Snapshot::view_root_page(const core::ViewSelector& v
   return cached(prefix, format, [&] {
     std::vector<std::string> names;
     for (std::size_t p = 0; p < projects_.size(); ++p) {
-      if (!select(view, p).empty()) names.push_back(projects_[p].name);
+      if (!select(view, p).empty()) names.push_back(projects_[p]->record.name);
     }
     return render::render_root(format, names, prefix);
   });
@@ -222,10 +291,11 @@ std::shared_ptr<const Page> Snapshot::view_project_page(const core::ViewSelector
   const auto it = project_by_name_.find(normalized);
   if (it == project_by_name_.end()) return nullptr;
   const std::size_t p = it->second;
-  return cached("/" + view.path() + "/simple/" + projects_[p].name + "/", format, [&] {
+  const ProjectData& data = *projects_[p];
+  return cached("/" + view.path() + "/simple/" + data.record.name + "/", format, [&] {
     render::ProjectPage page;
-    page.name = projects_[p].name;
-    for (const std::size_t i : select(view, p)) page.files.push_back(&files_[i]);
+    page.name = data.record.name;
+    for (const std::size_t i : select(view, p)) page.files.push_back(&data.files[i]);
     page.versions = versions_of(page.files);
     return render::render_project(format, page);
   });
@@ -234,24 +304,31 @@ std::shared_ptr<const Page> Snapshot::view_project_page(const core::ViewSelector
 std::shared_ptr<const Page> Snapshot::variants_page(std::string_view normalized) const {
   const auto it = project_by_name_.find(normalized);
   if (it == project_by_name_.end()) return nullptr;
-  const std::size_t p = it->second;
-  return cached("/api/projects/" + projects_[p].name + "/variants", core::PageFormat::json_v1, [&] {
+  const ProjectData& p = *projects_[it->second];
+  return cached("/api/projects/" + p.record.name + "/variants", core::PageFormat::json_v1, [&] {
     std::vector<render::VersionFiles> versions;
-    for (const std::size_t i : project_files_[p]) {
-      if (versions.empty() || versions.back().version != public_versions_[i]) {
-        versions.push_back(render::VersionFiles{public_versions_[i], {}});
+    for (std::size_t i = 0; i < p.files.size(); ++i) {
+      if (versions.empty() || versions.back().version != p.public_versions[i]) {
+        versions.push_back(render::VersionFiles{p.public_versions[i], {}});
       }
-      versions.back().files.push_back(&files_[i]);
+      versions.back().files.push_back(&p.files[i]);
     }
-    return render::render_variants(projects_[p].name, versions);
+    return render::render_variants(p.record.name, versions);
   });
+}
+
+std::vector<const core::ProjectRecord*> Snapshot::projects() const {
+  std::vector<const core::ProjectRecord*> out;
+  out.reserve(projects_.size());
+  for (const auto& p : projects_) out.push_back(&p->record);
+  return out;
 }
 
 std::vector<const core::FileRecord*> Snapshot::files_of(std::string_view normalized) const {
   std::vector<const core::FileRecord*> out;
   const auto it = project_by_name_.find(normalized);
   if (it == project_by_name_.end()) return out;
-  for (const std::size_t i : project_files_[it->second]) out.push_back(&files_[i]);
+  for (const auto& f : projects_[it->second]->files) out.push_back(&f);
   return out;
 }
 
@@ -260,7 +337,8 @@ std::vector<const core::FileRecord*> Snapshot::view_files_of(const core::ViewSel
   std::vector<const core::FileRecord*> out;
   const auto it = project_by_name_.find(normalized);
   if (it == project_by_name_.end()) return out;
-  for (const std::size_t i : select(view, it->second)) out.push_back(&files_[i]);
+  const auto& files = projects_[it->second]->files;
+  for (const std::size_t i : select(view, it->second)) out.push_back(&files[i]);
   return out;
 }
 

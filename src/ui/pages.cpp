@@ -242,8 +242,8 @@ std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::s
   d.set("projects", std::to_string(snap.project_count()));
   d.set("files", std::to_string(snap.file_count()));
   std::size_t variants = 0;
-  for (const auto& p : snap.projects()) {
-    for (const auto* f : snap.files_of(p.name)) variants += f->hints.selects() ? 1U : 0U;
+  for (const auto* p : snap.projects()) {
+    for (const auto* f : snap.files_of(p->name)) variants += f->hints.selects() ? 1U : 0U;
   }
   d.set("variant_files", std::to_string(variants));
   d.set("query", std::string(query));
@@ -253,17 +253,17 @@ std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::s
     const std::string lower = to_lower(query);
     // Exact name first, then names that start with the query, then the rest; each by name.
     std::vector<std::pair<int, const core::ProjectRecord*>> hits;
-    for (const auto& p : snap.projects()) {
+    for (const auto* p : snap.projects()) {
       int rank = 3;
-      if (p.name == needle) {
+      if (p->name == needle) {
         rank = 0;
-      } else if (p.name.starts_with(needle)) {
+      } else if (p->name.starts_with(needle)) {
         rank = 1;
-      } else if (p.name.find(needle) != std::string::npos ||
-                 to_lower(p.display_name).find(lower) != std::string::npos) {
+      } else if (p->name.find(needle) != std::string::npos ||
+                 to_lower(p->display_name).find(lower) != std::string::npos) {
         rank = 2;
       }
-      if (rank < 3) hits.emplace_back(rank, &p);
+      if (rank < 3) hits.emplace_back(rank, p);
     }
     std::stable_sort(hits.begin(), hits.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -275,8 +275,7 @@ std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::s
       items.push_back(project_item(snap, *hits[i].second));
     }
   } else {
-    std::vector<const core::ProjectRecord*> recent;
-    for (const auto& p : snap.projects()) recent.push_back(&p);
+    std::vector<const core::ProjectRecord*> recent = snap.projects();
     std::stable_sort(recent.begin(), recent.end(),
                      [](const auto* a, const auto* b) { return a->last_upload > b->last_upload; });
     if (recent.size() > kRecentProjects) recent.resize(kRecentProjects);

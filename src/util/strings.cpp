@@ -102,6 +102,7 @@ bool is_sha256_hex(std::string_view s) {
 }
 
 std::optional<std::string> percent_decode(std::string_view s) {
+  if (s.find('%') == std::string_view::npos) return std::string(s);  // the common case
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -165,6 +166,11 @@ std::string html_escape(std::string_view s) {
 }
 
 std::string sanitize_for_log(std::string_view s, std::size_t max_len) {
+  const auto printable = [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x7F;
+  };
+  if (s.size() <= max_len && std::all_of(s.begin(), s.end(), printable)) return std::string(s);
   std::string out;
   out.reserve(std::min(s.size(), max_len));
   for (const char c : s) {

@@ -23,6 +23,7 @@ struct Overrides {
   std::optional<std::string> listen;
   std::optional<std::string> max_upload_size;
   std::optional<std::string> worker_threads;
+  std::optional<std::string> network_threads;
   std::optional<std::string> read_timeout;
   std::optional<std::string> min_upload_rate;
   std::optional<std::string> idle_timeout;
@@ -42,6 +43,8 @@ struct Settings {
   std::uint64_t max_upload_size = 8ULL * 1024 * 1024 * 1024;
   /// Threads for blocking work (SQLite, hashing, archive reads, fsync); 1..64.
   std::size_t worker_threads = 2;
+  /// Threads that serve connections; 0 (the default): one per CPU core. 0..64.
+  std::size_t network_threads = 0;
   /// Deadline for a request's headers and for each chunk of an upload body.
   std::chrono::seconds read_timeout{30};
   /// Slowest accepted upload, in bytes/s, averaged over each read_timeout spent waiting for

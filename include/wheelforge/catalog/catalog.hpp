@@ -96,6 +96,10 @@ class Catalog {
   [[nodiscard]] virtual Result<core::ProjectRecord> set_claim(std::string_view project,
                                                               const core::ProjectClaim& claim) = 0;
 
+  /// Like load(), read in one transaction, but only one project (none when it does not exist)
+  /// and its files; tokens and the generation in full.
+  [[nodiscard]] virtual Result<Contents> load_project(std::string_view project) = 0;
+
   [[nodiscard]] virtual Result<TokenRecord> insert_token(const TokenRecord& token) = 0;
 
   /// Revokes a token (kept, marked revoked, so listings show it). Errc::not_found if absent.

@@ -1,7 +1,8 @@
 #pragma once
-// The HTTP front end: one network thread (Boost.Beast/Asio, hidden behind this interface)
-// that only does I/O, and a small worker pool for everything that blocks (SQLite, hashing,
-// archive reads, fsync). Reads are answered from an in-memory snapshot of the catalog.
+// The HTTP front end: network threads (Boost.Beast/Asio, hidden behind this interface; one
+// io_context each, a connection stays on one thread) that only do I/O, and a small worker
+// pool for everything that blocks (SQLite, hashing, archive reads, fsync). Reads are answered
+// from an in-memory snapshot of the catalog.
 
 #include <chrono>
 #include <cstdint>
@@ -30,6 +31,8 @@ struct ServerConfig {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::size_t worker_threads = 2;
+  /// Threads that serve connections; 0: one per CPU core.
+  std::size_t network_threads = 0;
   std::size_t max_connections = 1024;
   std::size_t max_header_bytes = 16 * 1024;
   std::size_t max_target_bytes = 4 * 1024;
@@ -68,7 +71,7 @@ class Server {
   /// Fails with io when the address cannot be bound.
   [[nodiscard]] Result<std::string> start();
 
-  /// Runs the network loop on the calling thread until stop() has drained it.
+  /// Runs the network loops (the first on the calling thread) until stop() has drained them.
   void run();
 
   /// Stops accepting, lets in-flight requests finish within the grace period, then makes
@@ -79,7 +82,7 @@ class Server {
   /// Fails with invalid when they cannot be loaded; the previous ones then stay in use.
   [[nodiscard]] Status reload_tls();
 
-  /// Runs `fn` on the network thread (used as a liveness probe by the watchdog).
+  /// Runs `fn` once every network thread has answered (a liveness probe for the watchdog).
   void post(std::function<void()> fn);
 
   /// Reloads the catalog snapshot now, then calls `done` (on a worker thread) with the result.

@@ -41,9 +41,17 @@ class Snapshot {
   /// Indexes the catalog contents. O(files log files).
   [[nodiscard]] static std::shared_ptr<const Snapshot> build(catalog::Contents contents);
 
+  /// The snapshot after a change to one project: `prev` with that project replaced by (or
+  /// added from, or removed when absent from) `project`, the result of Catalog::load_project,
+  /// whose tokens and generation it takes. Every other project's data is shared with `prev`,
+  /// so an upload into a large index costs memory for the indexes, not a second copy of it.
+  [[nodiscard]] static std::shared_ptr<const Snapshot> update(const Snapshot& prev,
+                                                              std::string_view project,
+                                                              catalog::Contents contents);
+
   [[nodiscard]] std::uint64_t generation() const { return generation_; }
   [[nodiscard]] const auth::TokenIndex& tokens() const { return tokens_; }
-  [[nodiscard]] std::size_t file_count() const { return files_.size(); }
+  [[nodiscard]] std::size_t file_count() const { return file_count_; }
   [[nodiscard]] std::size_t project_count() const { return projects_.size(); }
 
   /// The file with this exact name, or nullptr.
@@ -73,7 +81,7 @@ class Snapshot {
   [[nodiscard]] std::shared_ptr<const Page> variants_page(std::string_view normalized) const;
 
   /// Every project, sorted by normalized name.
-  [[nodiscard]] const std::vector<core::ProjectRecord>& projects() const { return projects_; }
+  [[nodiscard]] std::vector<const core::ProjectRecord*> projects() const;
   /// A project's files in listing order (PEP 440 version, then file name); empty when unknown.
   [[nodiscard]] std::vector<const core::FileRecord*> files_of(std::string_view normalized) const;
   /// The files a variant view lists for a project (as view_project_page does), listing order.
@@ -91,16 +99,16 @@ class Snapshot {
   std::shared_ptr<const Page> cached(const std::string& key, core::PageFormat format,
                                      const std::function<std::string()>& render) const;
 
+  /// One project and its files; immutable, shared by the snapshots it did not change in.
+  struct ProjectData;
+  void index();
+
   std::uint64_t generation_ = 0;
-  std::vector<core::ProjectRecord> projects_;  // sorted by name
-  std::vector<core::FileRecord> files_;        // grouped by project
-  std::unordered_map<std::string_view, std::size_t> file_by_name_;
+  std::vector<std::shared_ptr<const ProjectData>> projects_;  // sorted by name
+  std::size_t file_count_ = 0;
+  std::unordered_map<std::string_view, const core::FileRecord*> file_by_name_;
   std::unordered_map<std::string_view, std::size_t> project_by_name_;
-  // Per project (same order as projects_): indices into files_, in PEP 440 version order,
-  // and the distinct versions in that order.
-  std::vector<std::vector<std::size_t>> project_files_;
-  std::vector<std::vector<std::string>> project_versions_;
-  std::vector<std::string> public_versions_;  // per file: public version (no local label)
+  /// Indices into the project's files chosen for a view.
   std::vector<std::size_t> select(const core::ViewSelector& view, std::size_t project) const;
   static std::vector<std::string> versions_of(const std::vector<const core::FileRecord*>& files);
   auth::TokenIndex tokens_;

@@ -301,7 +301,7 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db,
-                         "DROP TRIGGER projects_ins; DROP TRIGGER projects_upd;"
+                         "DROP TRIGGER projects_upd;"
                          " ALTER TABLE projects DROP COLUMN owner_token_id;"
                          " ALTER TABLE projects DROP COLUMN claimed_by;"
                          " PRAGMA user_version = 4;",
