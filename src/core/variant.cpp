@@ -604,6 +604,22 @@ bool VariantHints::selects() const {
   return backend != Backend::none || torch.has_value() || cxx11_abi.has_value();
 }
 
+std::string VariantHints::backend_label() const {
+  switch (backend) {
+    case Backend::cuda:
+      return "cu" + std::to_string(cuda_major.value_or(0)) +
+             (cuda_minor ? std::to_string(*cuda_minor) : std::string());
+    case Backend::rocm:
+      return "rocm" + std::to_string(rocm_major.value_or(0)) +
+             (rocm_minor ? "." + std::to_string(*rocm_minor) : std::string());
+    case Backend::cpu:
+      return "cpu";
+    case Backend::none:
+      break;
+  }
+  return "";
+}
+
 std::string VariantHints::describe() const {
   std::vector<std::string> parts;
   switch (backend) {

@@ -30,6 +30,13 @@ Response page_response(const Request& req, const std::shared_ptr<const snapshot:
   r.set("Content-Type", std::string(core::content_type(page->format)));
   r.set("Vary", "Accept, Accept-Encoding");
   r.set("Cache-Control", "max-age=0, must-revalidate");
+  return with_page_body(req, page, std::move(r));
+}
+
+}  // namespace
+
+Response with_page_body(const Request& req, const std::shared_ptr<const snapshot::Page>& page,
+                        Response r) {
   const bool gz = accepts_gzip(req);
   // The compressed representation is a different entity: it gets its own validator.
   const std::string etag =
@@ -48,6 +55,8 @@ Response page_response(const Request& req, const std::shared_ptr<const snapshot:
   }
   return r;
 }
+
+namespace {
 
 // /simple/... and /<selector...>/simple/...; `at` is the index of the "simple" segment.
 Response simple_api(const Request& req, const snapshot::Snapshot& snap, std::size_t at) {

@@ -25,6 +25,13 @@ struct ByteRange {
 /// True when the request's Accept-Encoding admits gzip (not refused with q=0).
 [[nodiscard]] bool accepts_gzip(const Request& req);
 
+/// Answers with a cached page: its ETag (a separate one for the gzip form), 304 when the
+/// request's If-None-Match matches, else the body, gzip-encoded when the client accepts it.
+/// `r` carries the other headers.
+[[nodiscard]] Response with_page_body(const Request& req,
+                                      const std::shared_ptr<const snapshot::Page>& page,
+                                      Response r);
+
 /// True when an If-None-Match header value matches the (quoted) ETag.
 [[nodiscard]] bool etag_matches(std::string_view if_none_match, std::string_view etag);
 

@@ -94,22 +94,7 @@ Response cacheable(const Request& req, const std::shared_ptr<const snapshot::Pag
   page_headers(r);
   r.set("Vary", "Accept-Encoding");
   r.set("Cache-Control", private_reads ? "private, no-cache" : "no-cache");
-  const bool gz = accepts_gzip(req);
-  const std::string etag =
-      gz ? page->etag.substr(0, page->etag.size() - 1) + "-gzip\"" : page->etag;
-  r.set("ETag", etag);
-  if (etag_matches(req.header("if-none-match"), etag)) {
-    r.status = 304;
-    r.body = std::string();
-    return r;
-  }
-  if (gz) {
-    r.set("Content-Encoding", "gzip");
-    r.body = std::shared_ptr<const std::string>(page, &page->gzip);
-  } else {
-    r.body = std::shared_ptr<const std::string>(page, &page->body);
-  }
-  return r;
+  return with_page_body(req, page, std::move(r));
 }
 
 /// A page rendered for this request only, with the same validators as a cached one.

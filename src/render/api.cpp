@@ -13,22 +13,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string backend_label(const core::VariantHints& h) {
-  switch (h.backend) {
-    case core::Backend::cuda:
-      return "cu" + std::to_string(*h.cuda_major) +
-             (h.cuda_minor ? std::to_string(*h.cuda_minor) : std::string());
-    case core::Backend::rocm:
-      return "rocm" + std::to_string(*h.rocm_major) +
-             (h.rocm_minor ? "." + std::to_string(*h.rocm_minor) : std::string());
-    case core::Backend::cpu:
-      return "cpu";
-    case core::Backend::none:
-      break;
-  }
-  return "";
-}
-
 Json optional_version(const std::optional<int>& major, const std::optional<int>& minor) {
   if (!major) return nullptr;
   return std::to_string(*major) + (minor ? "." + std::to_string(*minor) : std::string());
@@ -84,7 +68,7 @@ std::string render_variants(std::string_view project, std::span<const VersionFil
       jv["files"].push_back(file_json(*f));
       const auto& h = f->hints;
       if (h.torch) torch_axis.insert(*h.torch);
-      const std::string b = backend_label(h);
+      const std::string b = h.backend_label();
       if (!b.empty()) {
         const auto key = std::make_tuple(static_cast<int>(h.backend),
                                          h.cuda_major.value_or(h.rocm_major.value_or(0)),

@@ -162,8 +162,10 @@ const core::ProjectRecord* Snapshot::find_project(std::string_view normalized) c
 }
 
 std::shared_ptr<const Page> Snapshot::cached(const std::string& key, core::PageFormat format,
-                                             const std::function<std::string()>& render) const {
-  const std::string full_key = format_key(format) + key;
+                                             const std::function<std::string()>& render,
+                                             bool derived) const {
+  // The "u" prefix keeps derived pages' keys apart from the simple pages'.
+  const std::string full_key = derived ? "u" + key : format_key(format) + key;
   {
     std::lock_guard lock(cache_mu_);
     const auto it = cache_.find(full_key);
@@ -179,7 +181,12 @@ std::shared_ptr<const Page> Snapshot::cached(const std::string& key, core::PageF
   page->etag = "\"" + crypto::sha256_hex(page->body).substr(0, 32) + "\"";
   page->format = format;
   std::lock_guard lock(cache_mu_);
-  if (cache_.size() < kMaxCachedPages) cache_.emplace(full_key, page);
+  // Derived pages have their own, smaller bound: their keys come partly from request headers,
+  // and a flood of them must not crowd the simple pages out of the cache.
+  if (cache_.size() < kMaxCachedPages && (!derived || derived_pages_ < kMaxDerivedPages) &&
+      cache_.emplace(full_key, page).second && derived) {
+    ++derived_pages_;
+  }
   return page;
 }
 
@@ -344,30 +351,7 @@ std::vector<const core::FileRecord*> Snapshot::view_files_of(const core::ViewSel
 
 std::shared_ptr<const Page> Snapshot::derived_page(
     const std::string& key, const std::function<std::string()>& render) const {
-  // The "u" prefix keeps these keys apart from the simple pages'. Derived pages have their own,
-  // smaller bound: their keys come partly from request headers, and a flood of them must not
-  // crowd the simple pages out of the cache.
-  const std::string full_key = "u" + key;
-  {
-    std::lock_guard lock(cache_mu_);
-    const auto it = cache_.find(full_key);
-    if (it != cache_.end()) {
-      g_cache_hits.fetch_add(1, std::memory_order_relaxed);
-      return it->second;
-    }
-  }
-  g_cache_misses.fetch_add(1, std::memory_order_relaxed);
-  auto page = std::make_shared<Page>();
-  page->body = render();
-  page->gzip = render::gzip(page->body);
-  page->etag = "\"" + crypto::sha256_hex(page->body).substr(0, 32) + "\"";
-  page->format = core::PageFormat::html_v1;
-  std::lock_guard lock(cache_mu_);
-  if (derived_pages_ < kMaxDerivedPages && cache_.size() < kMaxCachedPages &&
-      cache_.emplace(full_key, page).second) {
-    ++derived_pages_;
-  }
-  return page;
+  return cached(key, core::PageFormat::html_v1, render, /*derived=*/true);
 }
 
 }  // namespace wf::snapshot

@@ -30,22 +30,6 @@ BackendKey backend_key(const core::VariantHints& h) {
 
 }  // namespace
 
-std::string backend_label(const core::VariantHints& h) {
-  switch (h.backend) {
-    case core::Backend::cuda:
-      return "cu" + std::to_string(h.cuda_major.value_or(0)) +
-             (h.cuda_minor ? std::to_string(*h.cuda_minor) : std::string());
-    case core::Backend::rocm:
-      return "rocm" + std::to_string(h.rocm_major.value_or(0)) +
-             (h.rocm_minor ? "." + std::to_string(*h.rocm_minor) : std::string());
-    case core::Backend::cpu:
-      return "cpu";
-    case core::Backend::none:
-      break;
-  }
-  return "";
-}
-
 std::string public_version_of(const core::FileRecord& file) {
   auto v = core::Version::parse(file.version);
   return v ? v->public_str() : file.version;
@@ -108,7 +92,7 @@ Coverage coverage_of(std::span<const core::FileRecord* const> files,
       continue;
     }
     torch.insert(f->hints.torch);
-    const std::string backend = backend_label(f->hints);
+    const std::string backend = f->hints.backend_label();
     backends.emplace(backend_key(f->hints), backend);
     auto& cell = cells[{f->hints.torch ? f->hints.torch->str() : std::string(), backend}];
     for (auto& py : python_versions_of(*f)) cell.push_back(std::move(py));

@@ -10,8 +10,6 @@
 
 namespace wf::ui {
 
-/// The backend as a view segment spells it: "cu128", "cu12", "cpu", "rocm6.4"; "" for none.
-[[nodiscard]] std::string backend_label(const core::VariantHints& h);
 /// The file's version without its local label.
 [[nodiscard]] std::string public_version_of(const core::FileRecord& file);
 /// (major, minor) of "3.12", "3.9+", "3" (minor -1).

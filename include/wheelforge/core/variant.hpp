@@ -87,6 +87,8 @@ struct VariantHints {
   /// Selecting hints in canonical view spelling, space-separated, e.g. "cu128 torch2.8
   /// cxx11abi1"; empty when there are none.
   [[nodiscard]] std::string describe() const;
+  /// The backend as a view segment spells it: "cu128", "cu12", "cpu", "rocm6.4"; "" for none.
+  [[nodiscard]] std::string backend_label() const;
 
   friend bool operator==(const VariantHints&, const VariantHints&) = default;
 };

@@ -96,8 +96,11 @@ class Snapshot {
 
  private:
   Snapshot() = default;
+  /// The page under `key`, rendered and cached on first use. `derived`: a derived_page (its
+  /// own key space and bound).
   std::shared_ptr<const Page> cached(const std::string& key, core::PageFormat format,
-                                     const std::function<std::string()>& render) const;
+                                     const std::function<std::string()>& render,
+                                     bool derived = false) const;
 
   /// One project and its files; immutable, shared by the snapshots it did not change in.
   struct ProjectData;
