@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -1050,6 +1052,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     int status = 200;
     std::uint64_t length = 0;
     bool keep_alive = false;
+    bool corked = false;  // TCP_CORK set for the file body
   };
 
   /// Formats the head of `r` (the same fields fill() sets) and starts writing. `length` is the
@@ -1121,6 +1124,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           continue;
         }
       } else {
+        // Large bodies leave in full segments (as nginx's tcp_nopush): cork the socket while
+        // the file streams; the head and small bodies are not held back.
+        if (!o.corked && o.remain > kCorkThreshold) {
+          const int on = 1;
+          (void)::setsockopt(sock, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+          o.corked = true;
+        }
         constexpr std::uint64_t kMaxPerCall = 1U << 30U;
         n = ::sendfile(sock, o.fd->get(), &o.offset,
                        static_cast<std::size_t>(std::min(o.remain, kMaxPerCall)));
@@ -1162,7 +1172,14 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                                  });
   }
 
+  static constexpr std::uint64_t kCorkThreshold = 1U << 20U;
+
   void finish_raw(beast::error_code ec) {
+    if (out_->corked) {
+      const int off = 0;
+      (void)::setsockopt(lowest().socket().native_handle(), IPPROTO_TCP, TCP_CORK, &off,
+                         sizeof off);
+    }
     const int status = out_->status;
     const std::uint64_t length = out_->length;
     const bool keep_alive = out_->keep_alive;

@@ -118,3 +118,35 @@ def test_unknown_file_is_404(server, wheel, url, target_of):
     for method in ("GET", "HEAD"):
         resp = server.request(method, target_of(url))
         assert resp.status == 404, f"{method} {target_of(url)}: {resp.status}"
+
+
+def test_large_files_back_to_back_on_one_connection(server, upload_token, artifacts):
+    """Large bodies stream corked (full segments); each response must still end cleanly so that
+    the next request on the same keep-alive connection, small or large, is answered in full."""
+    import http.client
+    import time
+
+    big = make_wheel(artifacts, "big-files-pkg", "1.0", padding=6_000_000)
+    assert server.put_file(big, upload_token).status == 201
+    big_url = path_of(server.file_entry("big-files-pkg", big.filename)["url"])
+    host, port = server.host.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        for target, expected in [
+            (big_url, big.data),
+            (big_url + ".metadata", big.metadata),
+            (big_url, big.data),
+            ("/simple/", None),
+            (big_url, big.data),
+        ]:
+            t0 = time.monotonic()
+            conn.request("GET", target)
+            resp = conn.getresponse()
+            body = resp.read()
+            assert resp.status == 200, (target, resp.status)
+            if expected is not None:
+                assert sha256_hex(body) == sha256_hex(expected), target
+            # A response that ended without its last segment would stall until a timeout.
+            assert time.monotonic() - t0 < 10, f"{target} took {time.monotonic() - t0:.1f} s"
+    finally:
+        conn.close()
