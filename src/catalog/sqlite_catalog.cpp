@@ -396,10 +396,16 @@ class SqliteCatalog final : public Catalog {
     if (u.step() != SQLITE_DONE) return sqlite_error(db_, "revoke token");
     if (sqlite3_changes(db_) == 0)
       return make_error(Errc::not_found, "no token #" + std::to_string(id));
-    Stmt s(db_,
-           "SELECT id, hash, scope, project, description, created_at FROM tokens WHERE id = ?");
+    Stmt s(db_, (std::string("SELECT ") + kTokenColumns + " FROM tokens WHERE id = ?").c_str());
     s.bind(1, id);
     if (s.step() != SQLITE_ROW) return sqlite_error(db_, "read token");
+    return read_token_row(s);
+  }
+
+  static constexpr const char* kTokenColumns =
+      "id, hash, scope, project, description, created_at, revoked_at";
+
+  static TokenRecord read_token_row(const Stmt& s) {
     TokenRecord t;
     t.id = s.i64(0);
     t.hash = s.text(1);
@@ -407,7 +413,7 @@ class SqliteCatalog final : public Catalog {
     t.project = s.opt_text(3);
     t.description = s.text(4);
     t.created_at = s.i64(5);
-    t.revoked = true;
+    t.revoked = s.opt_text(6).has_value();
     return t;
   }
 
@@ -716,15 +722,10 @@ class SqliteCatalog final : public Catalog {
       }
     }
     if (auto st = write_claim_locked(project, claim); !st) return st.error();
-    Stmt s(db_,
-           "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
-           " p.claimed_by, p.owner_token_id"
-           " FROM projects p LEFT JOIN files f ON f.project_id = p.id WHERE p.name = ?"
-           " GROUP BY p.id");
-    if (!s.valid()) return sqlite_error(db_, "prepare project lookup");
-    s.bind(1, project);
-    if (s.step() != SQLITE_ROW) return sqlite_error(db_, "project lookup");
-    return core::ProjectRecord{s.text(0), s.text(1), s.i64(2), read_claim(s, 3)};
+    auto updated = projects_locked(project);
+    if (!updated) return updated.error();
+    if (updated->empty()) return make_error(Errc::internal, "claimed project vanished");
+    return std::move(updated->front());
   }
 
   Result<std::vector<std::string>> set_yanked_locked(std::string_view project,
@@ -773,29 +774,34 @@ class SqliteCatalog final : public Catalog {
   }
 
   /// Everything, or with `only` one project and its files.
+  /// Every project (sorted by name), or only the one named `only` (none when absent).
+  Result<std::vector<core::ProjectRecord>> projects_locked(std::optional<std::string_view> only) {
+    const std::string sql =
+        std::string(
+            "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
+            " p.claimed_by, p.owner_token_id"
+            " FROM projects p LEFT JOIN files f ON f.project_id = p.id") +
+        (only ? " WHERE p.name = ?" : "") + " GROUP BY p.id ORDER BY p.name";
+    Stmt s(db_, sql.c_str());
+    if (!s.valid()) return sqlite_error(db_, "prepare project list");
+    if (only) s.bind(1, *only);
+    std::vector<core::ProjectRecord> out;
+    int rc = 0;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      out.push_back(core::ProjectRecord{s.text(0), s.text(1), s.i64(2), read_claim(s, 3)});
+    }
+    if (rc != SQLITE_DONE) return sqlite_error(db_, "list projects");
+    return out;
+  }
+
   Result<Contents> load_locked(std::optional<std::string_view> only = std::nullopt) {
     Contents c;
     auto gen = generation_locked();
     if (!gen) return gen.error();
     c.generation = *gen;
-    {
-      Stmt s(db_, only
-                      ? "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
-                        " p.claimed_by, p.owner_token_id"
-                        " FROM projects p LEFT JOIN files f ON f.project_id = p.id"
-                        " WHERE p.name = ? GROUP BY p.id"
-                      : "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
-                        " p.claimed_by, p.owner_token_id"
-                        " FROM projects p LEFT JOIN files f ON f.project_id = p.id"
-                        " GROUP BY p.id ORDER BY p.name");
-      if (!s.valid()) return sqlite_error(db_, "prepare project list");
-      if (only) s.bind(1, *only);
-      int rc = 0;
-      while ((rc = s.step()) == SQLITE_ROW) {
-        c.projects.push_back(core::ProjectRecord{s.text(0), s.text(1), s.i64(2), read_claim(s, 3)});
-      }
-      if (rc != SQLITE_DONE) return sqlite_error(db_, "list projects");
-    }
+    auto projects = projects_locked(only);
+    if (!projects) return projects.error();
+    c.projects = std::move(*projects);
     {
       const std::string sql = std::string("SELECT ") + kFileColumns +
                               " FROM files f JOIN projects p ON p.id = f.project_id" +
@@ -808,22 +814,10 @@ class SqliteCatalog final : public Catalog {
       if (rc != SQLITE_DONE) return sqlite_error(db_, "list files");
     }
     {
-      Stmt s(db_,
-             "SELECT id, hash, scope, project, description, created_at, revoked_at FROM tokens"
-             " ORDER BY id");
+      Stmt s(db_, (std::string("SELECT ") + kTokenColumns + " FROM tokens ORDER BY id").c_str());
       if (!s.valid()) return sqlite_error(db_, "prepare token list");
       int rc = 0;
-      while ((rc = s.step()) == SQLITE_ROW) {
-        TokenRecord t;
-        t.id = s.i64(0);
-        t.hash = s.text(1);
-        t.scope = parse_scope(s.text(2)).value_or(Scope::read);
-        t.project = s.opt_text(3);
-        t.description = s.text(4);
-        t.created_at = s.i64(5);
-        t.revoked = s.opt_text(6).has_value();
-        c.tokens.push_back(std::move(t));
-      }
+      while ((rc = s.step()) == SQLITE_ROW) c.tokens.push_back(read_token_row(s));
       if (rc != SQLITE_DONE) return sqlite_error(db_, "list tokens");
     }
     return c;
