@@ -15,9 +15,7 @@ the server's own index without network access.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import http.client
 import io
 import json
@@ -45,9 +43,11 @@ from wfhelpers import (
     clean_env,
     path_of,
     pip_args,
+    record_line,
     run,
     sha256_hex,
     wait_for,
+    write_zip,
 )
 
 PYTHONS = {"3.11": PYENV / "3.11.7" / "bin" / "python", "3.12": PYENV / "3.12.1" / "bin" / "python"}
@@ -70,11 +70,6 @@ SERVER_CANARY = "WF_IT_SERVER_ONLY_CANARY"
 # Wheels written here: the torch stand-ins
 
 
-def _record_line(path: str, data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{path},sha256={digest},{len(data)}"
-
-
 def write_wheel(
     directory: Path, dist: str, version: str, tag: str, metadata: str, files: dict[str, bytes]
 ) -> Artifact:
@@ -89,15 +84,10 @@ def write_wheel(
         (f"{distinfo}/METADATA", metadata.encode()),
         (f"{distinfo}/WHEEL", wheel_meta.encode()),
     ]
-    record = "".join(_record_line(p, d) + "\n" for p, d in members) + f"{distinfo}/RECORD,,\n"
+    record = "".join(record_line(p, d) + "\n" for p, d in members) + f"{distinfo}/RECORD,,\n"
     members.append((f"{distinfo}/RECORD", record.encode()))
     path = directory / f"{dist}-{version}-{tag}.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for member, data in members:
-            info = zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, data)
+    write_zip(path, members)
     return Artifact(path, dist, version, metadata.encode())
 
 
@@ -143,7 +133,7 @@ def verify_wheel(data: bytes) -> dict[str, bytes]:
         if path == records[0]:
             assert (digest, size) == ("", ""), f"RECORD's own line: {digest},{size}"
             continue
-        expected = _record_line(path, members[path]).split(",", 1)[1]
+        expected = record_line(path, members[path]).split(",", 1)[1]
         assert f"{digest},{size}" == expected, f"RECORD line of {path}: {digest},{size} != {expected}"
     return members
 

@@ -108,9 +108,20 @@ def metadata_text(
     return "\n".join(lines) + "\n"
 
 
-def _record_line(path: str, data: bytes) -> str:
+def record_line(path: str, data: bytes) -> str:
+    """A wheel RECORD line (without its newline) for a member."""
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{path},sha256={digest},{len(data)}"
+
+
+def write_zip(path: Path, members: list[tuple[str, bytes]]) -> None:
+    """Writes members deflated, in order, with fixed timestamps and 0644 permissions."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, data in members:
+            info = zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
 
 
 def make_wheel(
@@ -159,17 +170,12 @@ def make_wheel(
         members.append((f"{distinfo}/METADATA", metadata))
     if "WHEEL" not in omit:
         members.append((f"{distinfo}/WHEEL", wheel_meta))
-    record = "".join(_record_line(p, d) + "\n" for p, d in members) + f"{distinfo}/RECORD,,\n"
+    record = "".join(record_line(p, d) + "\n" for p, d in members) + f"{distinfo}/RECORD,,\n"
     if "RECORD" not in omit:
         members.append((f"{distinfo}/RECORD", record.encode()))
     filename = filename or f"{dist_name(name)}-{version}-{tag}.whl"
     path = directory / filename
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for member, data in members:
-            info = zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, data)
+    write_zip(path, members)
     return Artifact(path, name, version, metadata)
 
 
