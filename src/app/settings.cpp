@@ -71,6 +71,23 @@ std::optional<std::string> apply_count(std::size_t& field, std::string_view text
   return std::nullopt;
 }
 
+/// A byte count ("1048576", "64K", "8G") of at least `min`; `expected` names the form in the
+/// error message.
+std::optional<std::string> apply_size(std::uint64_t& field, std::string_view text,
+                                      std::uint64_t min, std::string_view expected) {
+  const auto n = parse_size(text);
+  if (!n || *n < min) return "expected " + std::string(expected) + ", got " + quoted(text);
+  field = *n;
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_bool(bool& field, std::string_view text) {
+  const auto b = parse_bool(text);
+  if (!b) return "expected true or false, got " + quoted(text);
+  field = *b;
+  return std::nullopt;
+}
+
 std::optional<std::string> apply_duration(seconds& field, std::string_view text, seconds min,
                                           seconds max) {
   const auto d = parse_duration(text);
@@ -104,13 +121,8 @@ const std::array kSpecs{
          },
          [](const Settings& s) { return toml_quote(s.listen); }},
     Spec{"max_upload_size", &Overrides::max_upload_size, kTomlString | kTomlInteger, false,
-         [](Settings& s, std::string_view text) -> std::optional<std::string> {
-           const auto size = parse_size(text);
-           if (!size || *size == 0) {
-             return "expected a size such as 1048576, 512M or 8G, got " + quoted(text);
-           }
-           s.max_upload_size = *size;
-           return std::nullopt;
+         [](Settings& s, std::string_view text) {
+           return apply_size(s.max_upload_size, text, 1, "a size such as 1048576, 512M or 8G");
          },
          [](const Settings& s) { return format_size(s.max_upload_size); }},
     Spec{"worker_threads", &Overrides::worker_threads, kTomlInteger, false,
@@ -129,12 +141,8 @@ const std::array kSpecs{
          },
          [](const Settings& s) { return format_duration(s.read_timeout); }},
     Spec{"min_upload_rate", &Overrides::min_upload_rate, kTomlString | kTomlInteger, false,
-         [](Settings& s, std::string_view text) -> std::optional<std::string> {
-           const auto rate = parse_size(text);
-           if (!rate)
-             return "expected bytes per second such as 1024, 64K or 0, got " + quoted(text);
-           s.min_upload_rate = *rate;
-           return std::nullopt;
+         [](Settings& s, std::string_view text) {
+           return apply_size(s.min_upload_rate, text, 0, "bytes per second such as 1024, 64K or 0");
          },
          [](const Settings& s) { return format_size(s.min_upload_rate); }},
     Spec{"idle_timeout", &Overrides::idle_timeout, kTomlString | kTomlInteger, false,
@@ -153,20 +161,10 @@ const std::array kSpecs{
          },
          [](const Settings& s) { return format_duration(s.shutdown_grace); }},
     Spec{"access_log", &Overrides::access_log, kTomlBool, false,
-         [](Settings& s, std::string_view text) -> std::optional<std::string> {
-           const auto b = parse_bool(text);
-           if (!b) return "expected true or false, got " + quoted(text);
-           s.access_log = *b;
-           return std::nullopt;
-         },
+         [](Settings& s, std::string_view text) { return apply_bool(s.access_log, text); },
          [](const Settings& s) { return std::string(s.access_log ? "true" : "false"); }},
     Spec{"private", &Overrides::private_reads, kTomlBool, false,
-         [](Settings& s, std::string_view text) -> std::optional<std::string> {
-           const auto b = parse_bool(text);
-           if (!b) return "expected true or false, got " + quoted(text);
-           s.private_reads = *b;
-           return std::nullopt;
-         },
+         [](Settings& s, std::string_view text) { return apply_bool(s.private_reads, text); },
          [](const Settings& s) { return std::string(s.private_reads ? "true" : "false"); }},
     Spec{"tls_cert", &Overrides::tls_cert, kTomlString, false,
          [](Settings& s, std::string_view text) -> std::optional<std::string> {
