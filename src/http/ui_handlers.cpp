@@ -445,32 +445,32 @@ struct Handler {
     if (r.recipe.empty()) problems.add("choose a recipe");
     if (r.version.empty()) problems.add("give a version");
     core::Matrix subset;
-    const std::string python_values = form_value(form, "python");  // split() returns views into it
-    for (auto v : split(python_values, ',')) {
-      v = trim(v);
-      if (v.empty()) continue;
-      if (!core::is_valid_python_version(v))
-        problems.add("Python version '" + std::string(v) + "' is not X.Y");
-      subset.python.emplace_back(v);
+    // The non-empty items of a comma-separated field, trimmed.
+    const auto items = [&](const char* name) {
+      const std::string value = form_value(form, name);  // split() returns views into it
+      std::vector<std::string> out;
+      for (auto v : split(value, ',')) {
+        v = trim(v);
+        if (!v.empty()) out.emplace_back(v);
+      }
+      return out;
+    };
+    for (auto& v : items("python")) {
+      if (!core::is_valid_python_version(v)) problems.add("Python version '" + v + "' is not X.Y");
+      subset.python.push_back(std::move(v));
     }
-    const std::string torch_values = form_value(form, "torch");  // split() returns views into it
-    for (auto v : split(torch_values, ',')) {
-      v = trim(v);
-      if (v.empty()) continue;
+    for (const auto& v : items("torch")) {
       if (auto t = core::parse_torch_series(v)) {
         subset.torch.push_back(*t);
       } else {
-        problems.add("PyTorch series '" + std::string(v) + "' is not X.Y");
+        problems.add("PyTorch series '" + v + "' is not X.Y");
       }
     }
-    const std::string cuda_values = form_value(form, "cuda");  // split() returns views into it
-    for (auto v : split(cuda_values, ',')) {
-      v = trim(v);
-      if (v.empty()) continue;
+    for (const auto& v : items("cuda")) {
       if (auto c = core::parse_cuda_version(v)) {
         subset.cuda.push_back(*c);
       } else {
-        problems.add("CUDA version '" + std::string(v) + "' is not X.Y");
+        problems.add("CUDA version '" + v + "' is not X.Y");
       }
     }
     if (!problems.empty()) return problems.to_error();
