@@ -1,6 +1,5 @@
 #include <signal.h>
-#include <spdlog/pattern_formatter.h>
-#include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/app/build_config.hpp"
+#include "wheelforge/app/log_output.hpp"
 #include "wheelforge/app/systemd.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/catalog/catalog.hpp"
@@ -62,37 +62,6 @@ bool is_distribution(const std::filesystem::path& p) {
 
 namespace {
 
-/// "<N>": the syslog priority of a log level, as journald reads it at the start of a line.
-class SyslogPriority final : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& msg, const std::tm& /*tm*/,
-              spdlog::memory_buf_t& dest) override {
-    int priority = 6;  // info
-    switch (msg.level) {
-      case spdlog::level::critical:
-        priority = 2;
-        break;
-      case spdlog::level::err:
-        priority = 3;
-        break;
-      case spdlog::level::warn:
-        priority = 4;
-        break;
-      case spdlog::level::debug:
-      case spdlog::level::trace:
-        priority = 7;
-        break;
-      default:
-        break;
-    }
-    const char text[] = {'<', static_cast<char>('0' + priority), '>'};
-    dest.append(text, text + sizeof text);
-  }
-  [[nodiscard]] std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<SyslogPriority>();
-  }
-};
-
 /// True when stderr is connected to the journal ($JOURNAL_STREAM names its device:inode).
 bool stderr_is_journal() {
   const char* stream = std::getenv("JOURNAL_STREAM");
@@ -102,101 +71,43 @@ bool stderr_is_journal() {
   return std::string(stream) == std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
-/// Formats lines into memory and leaves writing them to stderr to a thread of its own, which
-/// writes whatever has gathered every 100 ms (at once for warnings and errors, or when much has
-/// piled up). Logging a line therefore costs no system call and wakes no thread; a stalled
-/// stderr never stalls the caller: above kMaxPending bytes, new lines are dropped (and counted).
-class BatchingStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+LogLevel log_level_of(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace:
+      return LogLevel::trace;
+    case spdlog::level::debug:
+      return LogLevel::debug;
+    case spdlog::level::warn:
+      return LogLevel::warn;
+    case spdlog::level::err:
+      return LogLevel::error;
+    case spdlog::level::critical:
+      return LogLevel::critical;
+    default:
+      return LogLevel::info;
+  }
+}
+
+/// spdlog's lines, formatted and written by a LogOutput on stderr (its own format: the
+/// pattern spdlog would apply is fixed here).
+class StderrSink final : public spdlog::sinks::sink {
  public:
-  BatchingStderrSink() {
-    // The writer thread must never be the one a process signal is delivered to: it starts
-    // with every signal blocked (serve() takes SIGTERM/SIGINT/SIGHUP with sigwait).
-    sigset_t all;
-    sigset_t previous;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &previous);
-    writer_ = std::thread([this] { write_loop(); });
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  explicit StderrSink(LogOutput::Style style) : output_(STDERR_FILENO, style) {}
+  void log(const spdlog::details::log_msg& msg) override {
+    output_.line(log_level_of(msg.level), msg.time,
+                 std::string_view(msg.payload.data(), msg.payload.size()));
   }
-  BatchingStderrSink(const BatchingStderrSink&) = delete;
-  BatchingStderrSink& operator=(const BatchingStderrSink&) = delete;
-  ~BatchingStderrSink() override {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_one();
-    writer_.join();
-  }
-
-  /// Returns once every line logged so far has been written to stderr.
-  void wait_written() {
-    std::unique_lock lock(mutex_);
-    const std::uint64_t target = logged_;
-    urgent_ = true;
-    wake_.notify_one();
-    done_.wait(lock, [&] { return written_ >= target || stop_; });
-  }
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    if (pending_.size() >= kMaxPending) {
-      ++dropped_;
-      return;
-    }
-    spdlog::memory_buf_t formatted;
-    formatter_->format(msg, formatted);
-    pending_.append(formatted.data(), formatted.size());
-    ++logged_;
-    if (pending_.size() >= kWriteAt) urgent_ = true;
-    if (urgent_) wake_.notify_one();
-  }
-  // Called with mutex_ held, for lines at or above the flush level.
-  void flush_() override {
-    urgent_ = true;
-    wake_.notify_one();
-  }
+  // Warnings and errors already wake the writer; flush_logs() waits for it.
+  void flush() override {}
+  void set_pattern(const std::string& /*pattern*/) override {}
+  void set_formatter(std::unique_ptr<spdlog::formatter> /*formatter*/) override {}
+  void wait_written() { output_.flush(); }
 
  private:
-  static constexpr std::size_t kWriteAt = 64 * 1024;
-  static constexpr std::size_t kMaxPending = 8 * 1024 * 1024;
-
-  void write_loop() {
-    std::string out;
-    std::unique_lock lock(mutex_);
-    while (true) {
-      wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return urgent_ || stop_; });
-      const bool stop = stop_;
-      const std::uint64_t batch = logged_;
-      out.swap(pending_);
-      pending_.clear();
-      if (dropped_ > 0) {
-        out += "log: " + std::to_string(dropped_) + " line(s) dropped, stderr too slow\n";
-        dropped_ = 0;
-      }
-      urgent_ = false;
-      lock.unlock();
-      if (!out.empty()) (void)write_all(STDERR_FILENO, out.data(), out.size());
-      out.clear();
-      lock.lock();
-      written_ = batch;
-      done_.notify_all();
-      if (stop && pending_.empty()) return;
-    }
-  }
-
-  std::string pending_;
-  std::uint64_t dropped_ = 0;
-  std::uint64_t logged_ = 0;   // lines taken in so far
-  std::uint64_t written_ = 0;  // of those, written to stderr
-  bool urgent_ = false;
-  bool stop_ = false;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  std::thread writer_;
+  LogOutput output_;
 };
 
-std::weak_ptr<BatchingStderrSink> g_log_sink;
+std::weak_ptr<StderrSink> g_log_sink;
 
 /// Makes sure lines logged so far are on stderr before the process tells the outside world
 /// something (the "listening on" line, its end).
@@ -207,19 +118,10 @@ void flush_logs() {
 }  // namespace
 
 void init_logging() {
-  auto sink = std::make_shared<BatchingStderrSink>();
+  auto sink = std::make_shared<StderrSink>(stderr_is_journal() ? LogOutput::Style::journal
+                                                               : LogOutput::Style::text);
   g_log_sink = sink;
-  auto logger = std::make_shared<spdlog::logger>("wheelforge", sink);
-  if (stderr_is_journal()) {
-    // journald stamps each line itself and reads the priority from a "<N>" prefix.
-    auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<SyslogPriority>('*').set_pattern("%*%v");
-    logger->set_formatter(std::move(formatter));
-  } else {
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v", spdlog::pattern_time_type::utc);
-  }
-  logger->flush_on(spdlog::level::warn);
-  spdlog::set_default_logger(logger);
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("wheelforge", sink));
 }
 
 int serve(const Settings& settings, const std::function<Result<Settings>()>& reload) {

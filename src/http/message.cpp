@@ -1,7 +1,9 @@
 #include "message.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <charconv>
 
 #include "wheelforge/util/strings.hpp"
 
@@ -129,6 +131,54 @@ Response error_response(const Error& error) {
   if (error.code == Errc::unauthorized) r.set("WWW-Authenticate", "Basic realm=\"wheelforge\"");
   r.body = message + "\n";
   return r;
+}
+
+namespace {
+
+void append_decimal(std::string& out, std::uint64_t value) {
+  std::array<char, 20> digits{};
+  const auto [end, ec] = std::to_chars(digits.data(), digits.data() + digits.size(), value);
+  (void)ec;
+  out.append(digits.data(), end);
+}
+
+}  // namespace
+
+void append_access_line(std::string& out, std::uint64_t id, std::string_view method,
+                        std::string_view target, int status, std::uint64_t length,
+                        std::uint64_t micros, std::string_view failure) {
+  constexpr std::size_t kMaxTarget = 300;
+  out += "req=";
+  append_decimal(out, id);
+  out.push_back(' ');
+  out += method;
+  out.push_back(' ');
+  const std::string_view shown = target.substr(0, kMaxTarget);
+  const std::size_t at = out.size();
+  out += shown;
+  for (auto it = out.begin() + static_cast<std::ptrdiff_t>(at); it != out.end(); ++it) {
+    const auto u = static_cast<unsigned char>(*it);
+    if (u < 0x20 || u >= 0x7F) *it = '?';
+  }
+  if (target.size() > kMaxTarget) out += "...";
+  out += " -> ";
+  append_decimal(out, static_cast<std::uint64_t>(status));
+  out.push_back(' ');
+  append_decimal(out, length);
+  out += "B ";
+  // Milliseconds with two decimals, rounded half up.
+  const std::uint64_t hundredths = (micros + 5) / 10;
+  append_decimal(out, hundredths / 100);
+  out.push_back('.');
+  const auto fraction = static_cast<char>(hundredths % 100);
+  out.push_back(static_cast<char>('0' + fraction / 10));
+  out.push_back(static_cast<char>('0' + fraction % 10));
+  out += "ms";
+  if (!failure.empty()) {
+    out += " (write failed: ";
+    out += failure;
+    out.push_back(')');
+  }
 }
 
 }  // namespace wf::http

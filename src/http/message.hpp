@@ -44,7 +44,7 @@ struct Request {
 
 /// A byte range of a file on disk, sent without loading it into memory.
 struct FileRange {
-  std::filesystem::path path;
+  std::string path;
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
 };
@@ -58,6 +58,7 @@ struct Response {
   bool close = false;  ///< close the connection after this response
 
   void set(std::string name, std::string value) {
+    if (headers.capacity() == 0) headers.reserve(8);
     headers.emplace_back(std::move(name), std::move(value));
   }
   [[nodiscard]] std::string_view header(std::string_view name) const;
@@ -74,5 +75,13 @@ struct Response {
 
 /// The HTTP status for an error code. The one place that maps the two.
 [[nodiscard]] int status_for(Errc code);
+
+/// Appends the access-log line of one request to `out`:
+/// "req=ID METHOD TARGET -> STATUS LENGTHB MILLISms[ (write failed: WHY)]". The target is cut
+/// at 300 bytes and its unprintable bytes become '?'. Formatted by hand: it runs once per
+/// request on the network threads.
+void append_access_line(std::string& out, std::uint64_t id, std::string_view method,
+                        std::string_view target, int status, std::uint64_t length,
+                        std::uint64_t micros, std::string_view failure = {});
 
 }  // namespace wf::http

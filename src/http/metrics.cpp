@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace wf::http {
 
@@ -31,10 +32,34 @@ std::string_view route_label(const Request& req) {
   return root ? "simple_root" : "simple_project";
 }
 
-void Metrics::request(std::string_view route, int status, double seconds, std::uint64_t bytes) {
+namespace {
+
+std::atomic<std::uint64_t> g_next_metrics_id{1};
+
+/// The shards the calling thread counts in, by the id of their Metrics.
+thread_local std::vector<std::pair<std::uint64_t, void*>> t_shards;
+
+}  // namespace
+
+Metrics::Metrics() : id_(g_next_metrics_id.fetch_add(1)) {}
+
+Metrics::Shard& Metrics::shard() {
+  for (const auto& [owner, shard] : t_shards) {
+    if (owner == id_) return *static_cast<Shard*>(shard);
+  }
+  // Entries of Metrics that are gone are never matched again; keep the list short.
+  if (t_shards.size() >= 8) t_shards.clear();
   std::lock_guard lock(mu_);
-  auto it = routes_.find(route);
-  if (it == routes_.end()) it = routes_.emplace(std::string(route), Route{}).first;
+  Shard& shard = *shards_.emplace_back(std::make_unique<Shard>());
+  t_shards.emplace_back(id_, &shard);
+  return shard;
+}
+
+void Metrics::request(std::string_view route, int status, double seconds, std::uint64_t bytes) {
+  Shard& shard = this->shard();
+  std::lock_guard lock(shard.mu);
+  auto it = shard.routes.find(route);
+  if (it == shard.routes.end()) it = shard.routes.emplace(std::string(route), Route{}).first;
   Route& r = it->second;
   ++r.requests[status];
   Histogram& h = r.latency;
@@ -60,10 +85,24 @@ void Metrics::connection_opened() {
 
 std::string Metrics::render(const std::map<std::string, double>& gauges) const {
   std::lock_guard lock(mu_);
+  Routes routes;
+  for (const auto& shard : shards_) {
+    std::lock_guard shard_lock(shard->mu);
+    for (const auto& [name, from] : shard->routes) {
+      Route& to = routes[name];
+      for (const auto& [status, n] : from.requests) to.requests[status] += n;
+      for (std::size_t i = 0; i < kBuckets.size(); ++i) {
+        to.latency.buckets[i] += from.latency.buckets[i];
+      }
+      to.latency.count += from.latency.count;
+      to.latency.sum += from.latency.sum;
+      to.bytes += from.bytes;
+    }
+  }
   std::string out;
   out += "# HELP wheelforge_http_requests_total HTTP requests by route and status.\n";
   out += "# TYPE wheelforge_http_requests_total counter\n";
-  for (const auto& [route, r] : routes_) {
+  for (const auto& [route, r] : routes) {
     for (const auto& [status, n] : r.requests) {
       out += fmt::format("wheelforge_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", route,
                          status, n);
@@ -72,7 +111,7 @@ std::string Metrics::render(const std::map<std::string, double>& gauges) const {
   out +=
       "# HELP wheelforge_http_request_duration_seconds Time from request head to response sent.\n";
   out += "# TYPE wheelforge_http_request_duration_seconds histogram\n";
-  for (const auto& [route, r] : routes_) {
+  for (const auto& [route, r] : routes) {
     const Histogram& h = r.latency;
     for (std::size_t i = 0; i < kBuckets.size(); ++i) {
       out += fmt::format(
@@ -89,7 +128,7 @@ std::string Metrics::render(const std::map<std::string, double>& gauges) const {
   }
   out += "# HELP wheelforge_http_response_bytes_total Body bytes sent, by route.\n";
   out += "# TYPE wheelforge_http_response_bytes_total counter\n";
-  for (const auto& [route, r] : routes_) {
+  for (const auto& [route, r] : routes) {
     out += fmt::format("wheelforge_http_response_bytes_total{{route=\"{}\"}} {}\n", route, r.bytes);
   }
   out += "# HELP wheelforge_uploads_total Uploads by outcome.\n";

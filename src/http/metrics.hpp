@@ -1,14 +1,16 @@
 #pragma once
-// Request metrics in the Prometheus text format. Updated by every network thread (one short
-// lock per request) and rendered on demand.
+// Request metrics in the Prometheus text format. Each thread counts its requests in a shard of
+// its own (a lock no other counting thread takes); rendering adds the shards up.
 
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "message.hpp"
 
@@ -19,6 +21,7 @@ namespace wf::http {
 
 class Metrics {
  public:
+  Metrics();
   static constexpr std::array<double, 14> kBuckets = {
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
@@ -41,8 +44,17 @@ class Metrics {
     Histogram latency;
     std::uint64_t bytes = 0;
   };
+  using Routes = std::map<std::string, Route, std::less<>>;
+  struct Shard {
+    std::mutex mu;
+    Routes routes;
+  };
+  /// The calling thread's shard, made on its first request.
+  Shard& shard();
+
+  std::uint64_t id_;  // tells this instance's shards from those of earlier ones
   mutable std::mutex mu_;
-  std::map<std::string, Route, std::less<>> routes_;
+  std::vector<std::unique_ptr<Shard>> shards_;  // guarded by mu_; kept when threads end
   std::map<std::string, std::uint64_t, std::less<>> uploads_;
   std::uint64_t connections_total_ = 0;
 };

@@ -170,7 +170,7 @@ Response api(const Request& req, const snapshot::Snapshot& snap) {
   return not_found("not found");
 }
 
-Response file_response(const Request& req, const std::filesystem::path& path, std::uint64_t size,
+Response file_response(const Request& req, std::string path, std::uint64_t size,
                        const std::string& etag, std::string content_type) {
   Response r;
   r.set("Content-Type", std::move(content_type));
@@ -197,9 +197,9 @@ Response file_response(const Request& req, const std::filesystem::path& path, st
     r.set("Content-Range", "bytes " + std::to_string(range->offset) + "-" +
                                std::to_string(range->offset + range->length - 1) + "/" +
                                std::to_string(size));
-    r.body = FileRange{path, range->offset, range->length};
+    r.body = FileRange{std::move(path), range->offset, range->length};
   } else {
-    r.body = FileRange{path, 0, size};
+    r.body = FileRange{std::move(path), 0, size};
   }
   return r;
 }
@@ -216,10 +216,10 @@ Response files(const Request& req, const snapshot::Snapshot& snap, const store::
   if (file == nullptr || file->sha256 != seg[1]) return not_found("no such file");
   if (metadata) {
     if (file->metadata_sha256.empty()) return not_found("no metadata for this file");
-    return file_response(req, store.blob_path(file->metadata_sha256), file->metadata_size,
+    return file_response(req, store.blob_file(file->metadata_sha256), file->metadata_size,
                          "\"" + file->metadata_sha256 + "\"", "text/plain; charset=utf-8");
   }
-  return file_response(req, store.blob_path(file->sha256), file->size, "\"" + file->sha256 + "\"",
+  return file_response(req, store.blob_file(file->sha256), file->size, "\"" + file->sha256 + "\"",
                        "application/octet-stream");
 }
 

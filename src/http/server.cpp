@@ -69,12 +69,12 @@ struct NetThread {
     std::shared_ptr<UniqueFd> fd;
     std::shared_ptr<const std::string> bytes;  // null for large blobs
   };
-  Blob open_blob(const std::filesystem::path& path, std::uint64_t installed) {
+  Blob open_blob(const std::string& path, std::uint64_t installed) {
     if (blobs_installed != installed) {
       blobs.clear();
       blobs_installed = installed;
     }
-    if (const auto it = blobs.find(path.native()); it != blobs.end()) return it->second;
+    if (const auto it = blobs.find(path); it != blobs.end()) return it->second;
     Blob blob{std::make_shared<UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), nullptr};
     if (!blob.fd->valid()) return blob;
     struct stat st {};
@@ -86,7 +86,7 @@ struct NetThread {
       }
     }
     if (blobs.size() >= kMaxCachedBlobs) blobs.clear();
-    blobs.emplace(path.native(), blob);
+    blobs.emplace(path, blob);
     return blob;
   }
 
@@ -985,8 +985,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       auto [fd, small] =
           home_.open_blob(range->path, srv_.installed.load(std::memory_order_relaxed));
       if (!fd->valid()) {
-        spdlog::error("req={} cannot open blob {}: {}", id_, range->path.string(),
-                      std::strerror(errno));
+        spdlog::error("req={} cannot open blob {}: {}", id_, range->path, std::strerror(errno));
         return send(error_response(make_error(Errc::io, "blob missing")));
       }
       if constexpr (!kTls) {
@@ -1062,7 +1061,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     out.keep_alive = keep_alive_ && !r.close && !srv_.stopping;
     out.length = out.fd ? out.remain : out.body.size();
     std::string& h = out.head;
-    h.reserve(256);
+    h = std::move(head_buf_);  // the previous response's buffer, capacity kept
+    h.clear();
     h += "HTTP/1.1 ";
     h += std::to_string(r.status);
     h += ' ';
@@ -1183,6 +1183,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     const int status = out_->status;
     const std::uint64_t length = out_->length;
     const bool keep_alive = out_->keep_alive;
+    head_buf_ = std::move(out_->head);
     out_.reset();
     log(status, length, ec);
     if (ec || !keep_alive) return close();
@@ -1216,10 +1217,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                         .count();
     srv_.metrics.request(route_label(req_), status, static_cast<double>(us) / 1e6, length);
     if (!srv_.config.access_log && !ec) return;
-    spdlog::info("req={} {} {} -> {} {}B {:.2f}ms{}", id_, method_name(req_.method),
-                 sanitize_for_log(req_.target, 300), status, length,
-                 static_cast<double>(us) / 1000.0,
-                 ec ? " (write failed: " + ec.message() + ")" : "");
+    thread_local std::string line;
+    line.clear();
+    append_access_line(line, id_, method_name(req_.method), req_.target, status, length,
+                       static_cast<std::uint64_t>(us), ec ? ec.message() : std::string());
+    // Logged as it is: the line needs no formatting by spdlog.
+    spdlog::default_logger_raw()->log(spdlog::level::info, spdlog::string_view_t(line));
   }
 
   void close() {
@@ -1288,6 +1291,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::uint64_t log_offset_ = 0;
   std::optional<asio::steady_timer> log_timer_;
   std::optional<Outgoing> out_;
+  std::string head_buf_;  // kept between responses for its capacity
   std::optional<asio::steady_timer> wait_timer_;
   bool waiting_ = false;
   bool timed_out_ = false;

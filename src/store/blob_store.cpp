@@ -116,8 +116,21 @@ Result<TempFile> BlobStore::create_temp() const {
 }
 
 fs::path BlobStore::blob_path(std::string_view sha256) const {
-  return blobs_dir_ / std::string(sha256.substr(0, 2)) / std::string(sha256.substr(2, 2)) /
-         std::string(sha256);
+  return blob_file(sha256);
+}
+
+std::string BlobStore::blob_file(std::string_view sha256) const {
+  const std::string& dir = blobs_dir_.native();
+  std::string out;
+  out.reserve(dir.size() + sha256.size() + 8);
+  out += dir;
+  if (!out.empty() && out.back() != '/') out.push_back('/');
+  out.append(sha256.substr(0, 2));
+  out.push_back('/');
+  out.append(sha256.substr(2, 2));
+  out.push_back('/');
+  out.append(sha256);
+  return out;
 }
 
 bool BlobStore::contains(std::string_view sha256) const {

@@ -75,6 +75,8 @@ class BlobStore {
 
   /// Where the blob with this hash lives (whether or not it exists).
   [[nodiscard]] std::filesystem::path blob_path(std::string_view sha256) const;
+  /// The same path as a plain string, built without std::filesystem (for the serving path).
+  [[nodiscard]] std::string blob_file(std::string_view sha256) const;
   [[nodiscard]] bool contains(std::string_view sha256) const;
 
   /// This process's temp session directory (inside DATA_DIR/tmp/).
