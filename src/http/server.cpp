@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -41,6 +42,7 @@
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/snapshot/snapshot.hpp"
+#include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
@@ -54,7 +56,7 @@ using SnapshotPtr = std::shared_ptr<const snapshot::Snapshot>;
 class SessionBase;
 
 /// One network thread: its own io_context (no locking inside Asio), the connections it serves,
-/// and descriptors of recently sent blobs.
+/// and descriptors of recently sent blobs and large pages.
 struct NetThread {
   asio::io_context ioc{1};
   std::unordered_set<SessionBase*> sessions;  // touched only on this thread
@@ -90,11 +92,38 @@ struct NetThread {
     return blob;
   }
 
+  /// A large cached page (at least kFilePage bytes) copied once into an in-memory file, so
+  /// that it is sent with sendfile(2) like a blob: no copy of the page per response. Null for
+  /// smaller pages, or when the file cannot be made (the page is then sent from memory).
+  std::shared_ptr<UniqueFd> page_file(const std::shared_ptr<const std::string>& page,
+                                      std::uint64_t installed) {
+    if (page->size() < kFilePage) return nullptr;
+    if (pages_installed != installed) {
+      pages.clear();
+      pages_installed = installed;
+    }
+    if (const auto it = pages.find(page.get()); it != pages.end()) return it->second.fd;
+    auto fd = std::make_shared<UniqueFd>(::memfd_create("wheelforge-page", MFD_CLOEXEC));
+    if (!fd->valid() || !write_all(fd->get(), page->data(), page->size())) return nullptr;
+    if (pages.size() >= kMaxCachedPages) pages.clear();
+    // The entry holds the page, so that its address is not reused while it is a key.
+    pages.emplace(page.get(), PageFile{page, fd});
+    return fd;
+  }
+
  private:
   static constexpr std::size_t kMaxCachedBlobs = 64;
   static constexpr std::size_t kSmallBlob = 16 * 1024;
+  static constexpr std::size_t kFilePage = 16 * 1024;
+  static constexpr std::size_t kMaxCachedPages = 256;
   std::unordered_map<std::string, Blob> blobs;
   std::uint64_t blobs_installed = 0;
+  struct PageFile {
+    std::shared_ptr<const std::string> page;
+    std::shared_ptr<UniqueFd> fd;
+  };
+  std::unordered_map<const std::string*, PageFile> pages;
+  std::uint64_t pages_installed = 0;
 };
 
 namespace {
@@ -1017,6 +1046,16 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     } else if (auto* shared = std::get_if<std::shared_ptr<const std::string>>(&r.body)) {
       bytes = **shared;
       keep = *shared;
+      if constexpr (!kTls) {
+        if (!head && status == 200) {
+          if (auto fd = home_.page_file(*shared, srv_.installed.load(std::memory_order_relaxed))) {
+            Outgoing out;
+            out.fd = std::move(fd);
+            out.remain = bytes.size();
+            return send_raw(r, bytes.size(), std::move(out));
+          }
+        }
+      }
     }
     if constexpr (!kTls) {
       Outgoing out;

@@ -3,6 +3,8 @@ metadata), content negotiation, ETag/304, redirects to the normalized name, 404,
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
 import urllib.parse
 
@@ -223,3 +225,45 @@ def test_sdist_listed_with_pkg_info_metadata(harness, server, upload_token, arti
     meta = server.get(path_of(entry["url"]) + ".metadata")
     assert meta.status == 200
     assert meta.body == sdist.metadata
+
+
+def test_large_page_on_a_kept_alive_connection(server, upload_token, artifacts):
+    # Pages of 16 KiB and more leave through an in-memory file and sendfile(2); they must be
+    # byte-identical to what was rendered, for GET and HEAD, on one connection, and follow
+    # uploads.
+    for i in range(70):
+        wheel = make_wheel(artifacts, "big-page", f"1.{i}", requires_python=">=3.8")
+        assert server.put_file(wheel, upload_token).status == 201
+    parts = urllib.parse.urlsplit(server.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=15)
+    try:
+
+        def fetch(method, headers):
+            conn.request(method, "/simple/big-page/", headers=headers)
+            resp = conn.getresponse()
+            return resp, resp.read()
+
+        identity = {"Accept-Encoding": "identity"}
+        first, body = fetch("GET", identity)
+        assert first.status == 200
+        assert len(body) > 16 * 1024, "the page is too small to take the file path"
+        assert int(first.getheader("Content-Length")) == len(body)
+        anchors = parse_html(body.decode()).anchors
+        assert len(anchors) == 70
+        head, head_body = fetch("HEAD", identity)
+        assert head.status == 200 and head_body == b""
+        assert int(head.getheader("Content-Length")) == len(body)
+        again, again_body = fetch("GET", identity)
+        assert again_body == body
+        json_resp, json_body = fetch("GET", {**identity, "Accept": PIP_ACCEPT})
+        assert len(json_body) > 16 * 1024
+        assert len(json.loads(json_body)["files"]) == 70
+
+        wheel = make_wheel(artifacts, "big-page", "2.0", requires_python=">=3.8")
+        assert server.put_file(wheel, upload_token).status == 201
+        after, after_body = fetch("GET", identity)
+        assert len(parse_html(after_body.decode()).anchors) == 71
+        assert wheel.filename in after_body.decode()
+        assert int(after.getheader("Content-Length")) == len(after_body)
+    finally:
+        conn.close()
