@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <future>
 #include <iostream>
@@ -159,6 +160,10 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A client that goes away while a file body streams makes sendfile(2) fail with EPIPE, and
+  // sendfile has no MSG_NOSIGNAL: without this, that SIGPIPE would end the process. (Build
+  // steps get every signal back to its default when they start.)
+  std::signal(SIGPIPE, SIG_IGN);
 
   http::ServerConfig config;
   config.host = listen->first;

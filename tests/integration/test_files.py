@@ -150,3 +150,28 @@ def test_large_files_back_to_back_on_one_connection(server, upload_token, artifa
             assert time.monotonic() - t0 < 10, f"{target} took {time.monotonic() - t0:.1f} s"
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["close", "reset"])
+def test_clients_that_leave_mid_download_do_not_stop_the_server(server, upload_token, artifacts, reset):
+    """A client that goes away while a file streams (pip cancelled, a lost network) makes the
+    next write fail with EPIPE or ECONNRESET: that ends its connection and nothing else."""
+    import socket
+    import struct
+    import time
+
+    big = make_wheel(artifacts, "leaver-pkg", "1.0", padding=8_000_000)
+    assert server.put_file(big, upload_token).status == 201
+    big_url = path_of(server.file_entry("leaver-pkg", big.filename)["url"])
+    host, port = server.host.split(":")
+    for _ in range(5):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(f"GET {big_url} HTTP/1.1\r\nHost: {server.host}\r\n\r\n".encode())
+            assert sock.recv(16384).startswith(b"HTTP/1.1 200 ")
+            if reset:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        time.sleep(0.1)  # the server meets the closed socket on its next write
+    assert not server.crashed(), server.log_tail()
+    assert server.get("/healthz").status == 200
+    resp = server.get(big_url)
+    assert resp.status == 200 and sha256_hex(resp.body) == big.sha256
