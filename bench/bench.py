@@ -599,7 +599,12 @@ def main():
         servers.append(ngx1)
         ngx2 = Nginx(os.path.join(static, "large"), os.path.join(run_dir, "nginx-2w"), 2).start()
         servers.append(ngx2)
-        targets = {"wheelforge": wf, "nginx-1w": ngx1, "nginx-2w": ngx2}
+        # The same data served by a second wheelforge with one network thread: like for like
+        # with nginx's single worker (the first one runs one network thread per core).
+        wf1 = Wheelforge(binary, data_large, os.path.join(run_dir, "wf-large-1t.log"),
+                         ["--network-threads", "1"]).start()
+        servers.append(wf1)
+        targets = {"wheelforge": wf, "wheelforge-1t": wf1, "nginx-1w": ngx1, "nginx-2w": ngx2}
 
         with open(os.path.join(static, "large", "manifest.json")) as f:
             manifest = json.load(f)
@@ -622,7 +627,7 @@ def main():
         results["cases"] = []
         log(f"wrk: {len(cases)} cases x {conns} connections, {args.duration}s each")
         for name, path, headers, on_nginx in cases:
-            names = ["wheelforge"] + (["nginx-1w", "nginx-2w"] if on_nginx else [])
+            names = ["wheelforge", "wheelforge-1t"] + (["nginx-1w", "nginx-2w"] if on_nginx else [])
             sizes = {}
             for n in names:
                 st, hdrs, b = http_get(targets[n].url + path, dict(h.split(": ", 1) for h in headers))
@@ -642,6 +647,8 @@ def main():
         log(f"download of the {big_size / MIB:.0f} MiB wheel (median of {args.download_runs}, curl to /dev/null)")
         results["download"] = {}
         for n, srv in targets.items():
+            if n == "wheelforge-1t":
+                continue
             speeds = []
             # One untimed download first, so that every server reads its copy from the page cache.
             subprocess.run(["curl", "-s", "-o", "/dev/null", srv.url + big_entry["url"]], check=True)
@@ -802,6 +809,22 @@ def render_markdown(r):
             sizes.append(f"{case['case']}: " + ", ".join(f"{n} {v['bytes']:,} B{' gzip' if v['encoding'] == 'gzip' else ''}" for n, v in resp.items()))
         lines += ["", "Response sizes: " + "; ".join(sizes) + "."]
         lines.append("")
+        if any(f"wheelforge-1t@{c}" in case["runs"] for case in r["cases"] for c in r["settings"]["conns"]):
+            lines += ["### Like for like: one network thread against one nginx worker", "",
+                      "The same data served by a second wheelforge started with `--network-threads 1`.", "",
+                      "| case | conns | wheelforge 1 thread req/s | p50 | p99 | nginx 1w req/s | p50 | p99 | req/s ratio | p99 ratio |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            for case in r["cases"]:
+                for c in r["settings"]["conns"]:
+                    w = case["runs"].get(f"wheelforge-1t@{c}", {})
+                    n1 = case["runs"].get(f"nginx-1w@{c}", {})
+                    if not w:
+                        continue
+                    ratio = f"{w['rps'] / n1['rps']:.2f}×" if n1 else "–"
+                    p99r = f"{w['p99_ms'] / n1['p99_ms']:.2f}" if n1 else "–"
+                    lines.append(f"| {case['case']} | {c} | {fmt_rps(w.get('rps'))} | {fmt_ms(w.get('p50_ms'))} | {fmt_ms(w.get('p99_ms'))} | "
+                                 f"{fmt_rps(n1.get('rps'))} | {fmt_ms(n1.get('p50_ms'))} | {fmt_ms(n1.get('p99_ms'))} | {ratio} | {p99r} |")
+            lines.append("")
     other = ["### Downloads, upload, memory, startup, pip", "", "| measurement | wheelforge | nginx 1w | nginx 2w |", "|---|---:|---:|---:|"]
     if "download" in r:
         d = r["download"]
@@ -867,19 +890,22 @@ def render_markdown(r):
 def goals(r):
     out = ["### Goals", "", "| goal | result | |", "|---|---|---|"]
     if "cases" in r:
-        for ref in ("nginx-1w", "nginx-2w"):
+        for who, ref in (("wheelforge", "nginx-1w"), ("wheelforge", "nginx-2w"), ("wheelforge-1t", "nginx-1w")):
             worst_rps, worst_p99, fails = None, None, []
             for case in r["cases"]:
                 for c in r["settings"]["conns"]:
-                    w, n = case["runs"].get(f"wheelforge@{c}"), case["runs"].get(f"{ref}@{c}")
-                    if not n:
+                    w, n = case["runs"].get(f"{who}@{c}"), case["runs"].get(f"{ref}@{c}")
+                    if not n or not w:
                         continue
                     rr, pr = w["rps"] / n["rps"], w["p99_ms"] / n["p99_ms"]
                     worst_rps = rr if worst_rps is None else min(worst_rps, rr)
                     worst_p99 = pr if worst_p99 is None else max(worst_p99, pr)
                     if rr < 1.0 or pr > 1.0:
                         fails.append(f"{case['case'].split(' (')[0]} @{c}")
-            out.append(f"| every case ≥ 1.0× {ref} req/s and p99 ≤ {ref}'s (32 and 256 conns) | lowest req/s ratio {worst_rps:.2f}×, "
+            if worst_rps is None:
+                continue
+            subject = "" if who == "wheelforge" else " (wheelforge with 1 network thread)"
+            out.append(f"| every case ≥ 1.0× {ref} req/s and p99 ≤ {ref}'s (32 and 256 conns){subject} | lowest req/s ratio {worst_rps:.2f}×, "
                        f"highest p99 ratio {worst_p99:.2f}; {len(fails)} of the case/conns pairs miss{': ' + ', '.join(fails) if fails else ''} | {verdict(not fails)} |")
     if "download" in r:
         d = r["download"]
@@ -904,8 +930,8 @@ def goals(r):
     if "pip" in r and "install" in r["pip"]:
         p = r["pip"]["install"]
         ok = p["wheelforge"]["median_s"] < p["nginx-1w"]["median_s"]
-        out.append(f"| pip install --dry-run faster against wheelforge than against the static tree | {p['wheelforge']['median_s']:.2f} s vs "
-                   f"{p['nginx-1w']['median_s']:.2f} s | {verdict(ok)} |")
+        out.append(f"| pip install --dry-run faster against wheelforge than against the static tree | {p['wheelforge']['median_s']:.3f} s vs "
+                   f"{p['nginx-1w']['median_s']:.3f} s | {verdict(ok)} |")
     out.append("")
     return out
 
