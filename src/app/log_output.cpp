@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <condition_variable>
 #include <ctime>
 #include <limits>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/strings.hpp"
 
 namespace wf::app {
 
@@ -94,15 +94,6 @@ ThreadSlots::~ThreadSlots() {
   }
 }
 
-void append_number(std::string& out, std::uint64_t value, int width) {
-  std::array<char, 20> digits{};
-  auto [end, ec] = std::to_chars(digits.data(), digits.data() + digits.size(), value);
-  (void)ec;
-  const auto n = static_cast<int>(end - digits.data());
-  for (int i = n; i < width; ++i) out.push_back('0');
-  out.append(digits.data(), end);
-}
-
 }  // namespace
 
 struct LogOutput::Impl {
@@ -173,7 +164,7 @@ struct LogOutput::Impl {
         slot.stamp_second = second;
       }
       out.append(slot.stamp.data(), slot.stamp_size);
-      append_number(out, static_cast<std::uint64_t>(micros - second * 1'000'000), 6);
+      append_decimal(out, static_cast<std::uint64_t>(micros - second * 1'000'000), 6);
       out += "Z ";
       out += level_name(level);
       out.push_back(' ');

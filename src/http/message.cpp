@@ -1,9 +1,7 @@
 #include "message.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <charconv>
 
 #include "wheelforge/util/strings.hpp"
 
@@ -132,17 +130,6 @@ Response error_response(const Error& error) {
   r.body = message + "\n";
   return r;
 }
-
-namespace {
-
-void append_decimal(std::string& out, std::uint64_t value) {
-  std::array<char, 20> digits{};
-  const auto [end, ec] = std::to_chars(digits.data(), digits.data() + digits.size(), value);
-  (void)ec;
-  out.append(digits.data(), end);
-}
-
-}  // namespace
 
 void append_access_line(std::string& out, std::uint64_t id, std::string_view method,
                         std::string_view target, int status, std::uint64_t length,

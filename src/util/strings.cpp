@@ -184,6 +184,15 @@ std::string sanitize_for_log(std::string_view s, std::size_t max_len) {
   return out;
 }
 
+void append_decimal(std::string& out, std::uint64_t value, std::size_t min_width) {
+  std::array<char, 20> digits{};
+  const auto [end, ec] = std::to_chars(digits.data(), digits.data() + digits.size(), value);
+  (void)ec;  // 20 digits hold every uint64
+  const auto n = static_cast<std::size_t>(end - digits.data());
+  if (n < min_width) out.append(min_width - n, '0');
+  out.append(digits.data(), end);
+}
+
 std::optional<std::uint64_t> parse_u64(std::string_view s) {
   if (s.empty() || s.size() > 20) return std::nullopt;
   std::uint64_t value = 0;

@@ -34,6 +34,9 @@ namespace wf {
 /// client-supplied strings are safe in log lines and headers.
 [[nodiscard]] std::string sanitize_for_log(std::string_view s, std::size_t max_len = 200);
 
+/// Appends `value` in decimal, left-padded with zeros to at least `min_width` digits.
+void append_decimal(std::string& out, std::uint64_t value, std::size_t min_width = 0);
+
 /// Parses a non-negative decimal integer that fits in uint64 (no sign, no spaces).
 [[nodiscard]] std::optional<std::uint64_t> parse_u64(std::string_view s);
 

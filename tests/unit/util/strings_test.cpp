@@ -19,6 +19,21 @@ TEST(Strings, PercentEncodeKeepsSlashAndUnreserved) {
   EXPECT_EQ(percent_encode_path("/files/a+b c.whl"), "/files/a%2Bb%20c.whl");
 }
 
+TEST(Strings, AppendDecimal) {
+  std::string out = "x=";
+  append_decimal(out, 0);
+  EXPECT_EQ(out, "x=0");
+  out.clear();
+  append_decimal(out, 345, 6);
+  EXPECT_EQ(out, "000345");
+  out.clear();
+  append_decimal(out, 1234567, 3);
+  EXPECT_EQ(out, "1234567");
+  out.clear();
+  append_decimal(out, 18446744073709551615ULL);
+  EXPECT_EQ(out, "18446744073709551615");
+}
+
 TEST(Strings, HexRoundTrip) {
   EXPECT_EQ(hex_encode(std::string("\x00\xff\x10", 3)), "00ff10");
   EXPECT_EQ(hex_decode("00FF10"), std::string("\x00\xff\x10", 3));
