@@ -140,14 +140,7 @@ void append_access_line(std::string& out, std::uint64_t id, std::string_view met
   out.push_back(' ');
   out += method;
   out.push_back(' ');
-  const std::string_view shown = target.substr(0, kMaxTarget);
-  const std::size_t at = out.size();
-  out += shown;
-  for (auto it = out.begin() + static_cast<std::ptrdiff_t>(at); it != out.end(); ++it) {
-    const auto u = static_cast<unsigned char>(*it);
-    if (u < 0x20 || u >= 0x7F) *it = '?';
-  }
-  if (target.size() > kMaxTarget) out += "...";
+  append_for_log(out, target, kMaxTarget);
   out += " -> ";
   append_decimal(out, static_cast<std::uint64_t>(status));
   out.push_back(' ');

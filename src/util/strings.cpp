@@ -165,22 +165,19 @@ std::string html_escape(std::string_view s) {
   return out;
 }
 
-std::string sanitize_for_log(std::string_view s, std::size_t max_len) {
-  const auto printable = [](char c) {
-    const auto u = static_cast<unsigned char>(c);
-    return u >= 0x20 && u < 0x7F;
-  };
-  if (s.size() <= max_len && std::all_of(s.begin(), s.end(), printable)) return std::string(s);
-  std::string out;
-  out.reserve(std::min(s.size(), max_len));
-  for (const char c : s) {
-    if (out.size() >= max_len) {
-      out += "...";
-      break;
-    }
-    const auto u = static_cast<unsigned char>(c);
-    out.push_back((u < 0x20 || u >= 0x7F) ? '?' : c);
+void append_for_log(std::string& out, std::string_view s, std::size_t max_len) {
+  const std::size_t at = out.size();
+  out.append(s.substr(0, max_len));
+  for (auto it = out.begin() + static_cast<std::ptrdiff_t>(at); it != out.end(); ++it) {
+    const auto u = static_cast<unsigned char>(*it);
+    if (u < 0x20 || u >= 0x7F) *it = '?';
   }
+  if (s.size() > max_len) out += "...";
+}
+
+std::string sanitize_for_log(std::string_view s, std::size_t max_len) {
+  std::string out;
+  append_for_log(out, s, max_len);
   return out;
 }
 

@@ -33,6 +33,8 @@ namespace wf {
 /// Replaces control characters and non-ASCII bytes by '?' and caps the length, so that
 /// client-supplied strings are safe in log lines and headers.
 [[nodiscard]] std::string sanitize_for_log(std::string_view s, std::size_t max_len = 200);
+/// The same, appended to `out` (no string of its own).
+void append_for_log(std::string& out, std::string_view s, std::size_t max_len);
 
 /// Appends `value` in decimal, left-padded with zeros to at least `min_width` digits.
 void append_decimal(std::string& out, std::uint64_t value, std::size_t min_width = 0);
