@@ -20,6 +20,9 @@
 
 namespace wf::app {
 
+namespace {
+
+/// "info", "warning", ...: the level's name in text-style lines.
 std::string_view level_name(LogLevel level) {
   switch (level) {
     case LogLevel::trace:
@@ -38,6 +41,7 @@ std::string_view level_name(LogLevel level) {
   return "info";
 }
 
+/// The syslog priority journald reads from a line's "<N>" prefix.
 int syslog_priority(LogLevel level) {
   switch (level) {
     case LogLevel::critical:
@@ -55,7 +59,12 @@ int syslog_priority(LogLevel level) {
   return 6;
 }
 
-namespace {
+/// A cache of the calendar part of a time stamp, "YYYY-MM-DDTHH:MM:SS.", for one second.
+struct Stamp {
+  std::int64_t second = std::numeric_limits<std::int64_t>::min();
+  std::array<char, 24> text{};
+  std::size_t size = 0;
+};
 
 /// One logging thread's lines. Only that thread appends; the writer thread takes them.
 struct Slot {
@@ -65,10 +74,7 @@ struct Slot {
   bool orphaned = false;      // its thread has ended (guarded by mutex)
   bool closed = false;        // its output is gone (guarded by mutex)
   std::string spare;          // the writer's side of the double buffer
-  // The owning thread's cache of the current second, "YYYY-MM-DDTHH:MM:SS.".
-  std::int64_t stamp_second = std::numeric_limits<std::int64_t>::min();
-  std::array<char, 24> stamp{};
-  std::size_t stamp_size = 0;
+  Stamp stamp;                // the owning thread's
 };
 
 std::atomic<std::uint64_t> g_next_output_id{1};
@@ -145,7 +151,7 @@ struct LogOutput::Impl {
     return *slot;
   }
 
-  void format(std::string& out, Slot& slot, LogLevel level,
+  void format(std::string& out, Stamp& stamp, LogLevel level,
               std::chrono::system_clock::time_point time, std::string_view message) const {
     if (style == Style::journal) {
       out.push_back('<');
@@ -155,15 +161,14 @@ struct LogOutput::Impl {
       const auto micros =
           std::chrono::duration_cast<std::chrono::microseconds>(time.time_since_epoch()).count();
       const std::int64_t second = micros >= 0 ? micros / 1'000'000 : (micros + 1) / 1'000'000 - 1;
-      if (second != slot.stamp_second) {
+      if (second != stamp.second) {
         const auto t = static_cast<std::time_t>(second);
         std::tm tm{};
         ::gmtime_r(&t, &tm);
-        slot.stamp_size =
-            std::strftime(slot.stamp.data(), slot.stamp.size(), "%Y-%m-%dT%H:%M:%S.", &tm);
-        slot.stamp_second = second;
+        stamp.size = std::strftime(stamp.text.data(), stamp.text.size(), "%Y-%m-%dT%H:%M:%S.", &tm);
+        stamp.second = second;
       }
-      out.append(slot.stamp.data(), slot.stamp_size);
+      out.append(stamp.text.data(), stamp.size);
       append_decimal(out, static_cast<std::uint64_t>(micros - second * 1'000'000), 6);
       out += "Z ";
       out += level_name(level);
@@ -174,24 +179,23 @@ struct LogOutput::Impl {
   }
 
   void line(LogLevel level, std::chrono::system_clock::time_point time, std::string_view message) {
-    const bool now = level >= LogLevel::warn;
     if (t_slots_gone) {
       // The thread is ending (static destructors log here): write the line directly.
-      Slot scratch;
+      Stamp stamp;
       std::string text;
-      format(text, scratch, level, time, message);
+      format(text, stamp, level, time, message);
       (void)write_all(fd, text.data(), text.size());
       return;
     }
     Slot& slot = slot_of_this_thread();
-    bool wake_writer = now;
+    bool wake_writer = level >= LogLevel::warn;
     {
       const std::lock_guard lock(slot.mutex);
       if (slot.closed || slot.pending.size() >= max_pending) {
         ++slot.dropped;
         return;
       }
-      format(slot.pending, slot, level, time, message);
+      format(slot.pending, slot.stamp, level, time, message);
       wake_writer = wake_writer || slot.pending.size() >= kWriteAt;
     }
     if (wake_writer) {
@@ -230,8 +234,8 @@ struct LogOutput::Impl {
         forget = forget || (slot->orphaned && slot->spare.empty());
       }
       if (dropped > 0) {
-        Slot scratch;
-        format(slot->spare, scratch, LogLevel::warn, std::chrono::system_clock::now(),
+        Stamp stamp;
+        format(slot->spare, stamp, LogLevel::warn, std::chrono::system_clock::now(),
                "log: " + std::to_string(dropped) + " line(s) dropped, the log output is too slow");
       }
       if (!slot->spare.empty()) (void)write_all(fd, slot->spare.data(), slot->spare.size());

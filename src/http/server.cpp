@@ -72,10 +72,7 @@ struct NetThread {
     std::shared_ptr<const std::string> bytes;  // null for large blobs
   };
   Blob open_blob(const std::string& path, std::uint64_t installed) {
-    if (blobs_installed != installed) {
-      blobs.clear();
-      blobs_installed = installed;
-    }
+    forget_if_reinstalled(installed);
     if (const auto it = blobs.find(path); it != blobs.end()) return it->second;
     Blob blob{std::make_shared<UniqueFd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), nullptr};
     if (!blob.fd->valid()) return blob;
@@ -98,10 +95,7 @@ struct NetThread {
   std::shared_ptr<UniqueFd> page_file(const std::shared_ptr<const std::string>& page,
                                       std::uint64_t installed) {
     if (page->size() < kFilePage) return nullptr;
-    if (pages_installed != installed) {
-      pages.clear();
-      pages_installed = installed;
-    }
+    forget_if_reinstalled(installed);
     if (const auto it = pages.find(page.get()); it != pages.end()) return it->second.fd;
     auto fd = std::make_shared<UniqueFd>(::memfd_create("wheelforge-page", MFD_CLOEXEC));
     if (!fd->valid() || !write_all(fd->get(), page->data(), page->size())) return nullptr;
@@ -112,18 +106,25 @@ struct NetThread {
   }
 
  private:
+  /// Both caches are emptied whenever a new snapshot is installed.
+  void forget_if_reinstalled(std::uint64_t installed) {
+    if (cached_installed == installed) return;
+    blobs.clear();
+    pages.clear();
+    cached_installed = installed;
+  }
+
   static constexpr std::size_t kMaxCachedBlobs = 64;
   static constexpr std::size_t kSmallBlob = 16 * 1024;
   static constexpr std::size_t kFilePage = 16 * 1024;
   static constexpr std::size_t kMaxCachedPages = 256;
+  std::uint64_t cached_installed = 0;  // the install the caches below belong to
   std::unordered_map<std::string, Blob> blobs;
-  std::uint64_t blobs_installed = 0;
   struct PageFile {
     std::shared_ptr<const std::string> page;
     std::shared_ptr<UniqueFd> fd;
   };
   std::unordered_map<const std::string*, PageFile> pages;
-  std::uint64_t pages_installed = 0;
 };
 
 namespace {

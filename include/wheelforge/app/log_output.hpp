@@ -45,10 +45,4 @@ class LogOutput {
   std::unique_ptr<Impl> impl_;
 };
 
-/// "info", "warning", ...: the level's name in text-style lines.
-[[nodiscard]] std::string_view level_name(LogLevel level);
-
-/// The syslog priority journald reads from a line's "<N>" prefix.
-[[nodiscard]] int syslog_priority(LogLevel level);
-
 }  // namespace wf::app
