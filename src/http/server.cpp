@@ -330,15 +330,19 @@ const char* method_name(Method m) {
   return "OTHER";
 }
 
-// One upload in flight. Touched only by one worker task at a time (the session waits for each
-// step before it reads the next chunk).
+// One upload in flight. The network thread receives into `buffer` while workers store the
+// previous chunk from `stored`; the two swap when both are done. A PUT's chunk is written and
+// hashed by two workers at once; a form's chunk is fed to its parser by one. Chunks are
+// stored in the order received.
 struct UploadState {
+  static constexpr std::size_t kChunk = 256 * 1024;
   explicit UploadState(store::TempFile t) : temp(std::move(t)) {}
   UploadState(std::string boundary, store::TempFile t)
       : form(std::make_unique<LegacyUpload>(std::move(boundary), std::move(t))) {}
   std::optional<store::TempFile> temp;  // PUT /upload/: the body is the file
   std::unique_ptr<LegacyUpload> form;   // POST /legacy/: the body is a multipart form
-  std::vector<char> buffer = std::vector<char>(256 * 1024);
+  std::vector<char> buffer = std::vector<char>(kChunk);  // network thread: being received
+  std::vector<char> stored;                              // worker: being stored
 };
 
 }  // namespace
@@ -803,18 +807,20 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void start_body(bool expect_continue) {
     rate_window_wait_ = {};
     rate_window_bytes_ = 0;
-    if (!expect_continue) return read_body();
+    if (!expect_continue) return upload_pump();
     auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
     lowest().expires_after(srv_.config.write_timeout);
     bhttp::async_write(stream_, *cont,
                        [self = this->shared_from_this(), cont](beast::error_code ec, std::size_t) {
                          if (ec) return self->abort_upload("client went away");
-                         self->read_body();
+                         self->upload_pump();
                        });
   }
 
+  // The body is received and stored at the same time: while a worker stores one chunk, the
+  // network thread receives the next (upload_pump decides what happens next after each step).
+
   void read_body() {
-    if (parser_->is_done()) return finish_upload();
     // Beast sizes each socket read by the free capacity of the session's buffer (512 bytes when
     // empty): give uploads room for a whole chunk per read.
     if (buffer_.capacity() < kUploadReadSize) buffer_.reserve(kUploadReadSize);
@@ -823,6 +829,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     body.size = upload_->buffer.size();
     lowest().expires_after(srv_.config.read_timeout);
     read_started_ = std::chrono::steady_clock::now();
+    receiving_ = true;
     bhttp::async_read_some(stream_, buffer_, *parser_,
                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                              self->on_body(ec);
@@ -830,6 +837,15 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void on_body(beast::error_code ec) {
+    receiving_ = false;
+    if (store_error_ && storing_ == 0) {
+      // Storing the previous chunk failed while this read was under way (it was cancelled).
+      const Error e = *std::exchange(store_error_, std::nullopt);
+      drop_upload();
+      Response r = upload_failed(e);
+      r.close = true;
+      return send(std::move(r));
+    }
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec == bhttp::error::body_limit) {
       drop_upload();
@@ -860,21 +876,63 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       r.close = true;
       return send(std::move(r));
     }
-    if (got == 0) return read_body();
-    srv_.offload(
-        [state = upload_, got] {
-          return state->form ? state->form->feed(std::string_view(state->buffer.data(), got))
-                             : state->temp->write(state->buffer.data(), got);
-        },
-        [self = this->shared_from_this()](Status st) {
-          if (!st) {
-            self->drop_upload();
-            Response r = self->upload_failed(st.error());
-            r.close = true;
-            return self->send(std::move(r));
-          }
-          self->read_body();
+    received_ = got;
+    upload_pump();
+  }
+
+  /// The next step of an upload: store what was received once the worker is free, receive
+  /// more once the receive buffer is free, and finish once everything is received and stored.
+  void upload_pump() {
+    if (storing_ == 0 && received_ > 0) {
+      std::swap(upload_->buffer, upload_->stored);
+      if (upload_->buffer.size() < UploadState::kChunk) upload_->buffer.resize(UploadState::kChunk);
+      const std::size_t size = std::exchange(received_, 0);
+      if (upload_->form) {
+        store_on_worker([size](UploadState& u) {
+          return u.form->feed(std::string_view(u.stored.data(), size));
         });
+      } else {
+        store_on_worker(
+            [size](UploadState& u) { return u.temp->write_unhashed(u.stored.data(), size); });
+        store_on_worker([size](UploadState& u) {
+          u.temp->hash(u.stored.data(), size);
+          return ok_status();
+        });
+      }
+    }
+    if (receiving_ || received_ > 0) return;
+    if (!parser_->is_done()) return read_body();
+    if (storing_ == 0) finish_upload();
+  }
+
+  template <class Step>
+  void store_on_worker(Step step) {
+    ++storing_;
+    srv_.offload([state = upload_, step = std::move(step)] { return step(*state); },
+                 [self = this->shared_from_this(), seq = upload_seq_](Status st) {
+                   self->on_stored(seq, std::move(st));
+                 });
+  }
+
+  void on_stored(std::uint64_t seq, Status st) {
+    if (seq != upload_seq_) return;  // the upload was given up meanwhile
+    --storing_;
+    if (!st && !store_error_) store_error_ = st.error();
+    if (storing_ > 0) return;
+    if (store_error_) {
+      if (receiving_) {
+        // Answer once the read under way returns (at once, as it is cancelled).
+        beast::error_code ignored;
+        lowest().socket().cancel(ignored);
+        return;
+      }
+      const Error e = *std::exchange(store_error_, std::nullopt);
+      drop_upload();
+      Response r = upload_failed(e);
+      r.close = true;
+      return send(std::move(r));
+    }
+    upload_pump();
   }
 
   /// Counts a body read against the minimum upload rate: the bytes a client delivers while
@@ -900,6 +958,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void finish_upload() {
+    ++upload_seq_;
     auto state = std::move(upload_);
     srv_.offload(
         [&srv = srv_, state, name = filename_, tokens = srv_.snapshot(), token = token_,
@@ -986,6 +1045,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   /// Removes the temp file of an abandoned upload (on a worker: unlink blocks).
   void drop_upload() {
+    ++upload_seq_;
+    storing_ = 0;
+    received_ = 0;
+    store_error_.reset();
     if (!upload_) return;
     asio::post(srv_.workers, [state = std::move(upload_)]() mutable { state.reset(); });
   }
@@ -1317,6 +1380,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::chrono::steady_clock::time_point started_;
   std::string filename_;
   std::shared_ptr<UploadState> upload_;
+  std::uint64_t upload_seq_ = 0;  // moves whenever an upload ends, so late steps are ignored
+  bool receiving_ = false;        // a body read is under way
+  int storing_ = 0;               // worker tasks storing a chunk
+  std::size_t received_ = 0;      // bytes in upload_->buffer waiting to be stored
+  std::optional<Error> store_error_;
   std::string token_;        // the uploader's token, for checks that need the form's content
   core::Uploader uploader_;  // who a PUT upload is from (project claims)
   // Minimum upload rate: when the current body read started, and the waiting time and bytes

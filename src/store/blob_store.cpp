@@ -56,11 +56,20 @@ void TempFile::discard() {
 }
 
 Status TempFile::write(const void* data, std::size_t size) {
+  if (auto st = write_unhashed(data, size); !st) return st;
+  hash(data, size);
+  return ok_status();
+}
+
+Status TempFile::write_unhashed(const void* data, std::size_t size) {
   if (finished_ || !fd_.valid()) return make_error(Errc::internal, "write after finish");
   if (auto st = write_all(fd_.get(), data, size); !st) return st;
-  hasher_->update(data, size);
   size_ += size;
   return ok_status();
+}
+
+void TempFile::hash(const void* data, std::size_t size) {
+  hasher_->update(data, size);
 }
 
 Status TempFile::finish() {

@@ -34,6 +34,11 @@ class TempFile {
 
   /// Appends bytes. Fails with storage_full on ENOSPC/EDQUOT, io otherwise.
   [[nodiscard]] Status write(const void* data, std::size_t size);
+  /// write() in two halves for callers that store and hash a chunk on two threads at once
+  /// (they touch disjoint state): every chunk goes through both, in the same order, and
+  /// neither runs concurrently with itself or with write() or finish().
+  [[nodiscard]] Status write_unhashed(const void* data, std::size_t size);
+  void hash(const void* data, std::size_t size);
   /// fsyncs the data and fixes the digest. Must be called once before commit().
   [[nodiscard]] Status finish();
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "wheelforge/crypto/digest.hpp"
 
@@ -48,6 +49,29 @@ TEST_F(BlobStoreTest, CommitPublishesUnderSha256) {
   std::ifstream in(*path);
   std::string content((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(content, "hello world");
+}
+
+TEST_F(BlobStoreTest, WriteAndHashOnTwoThreadsMatchesWrite) {
+  auto store = BlobStore::open(dir_);
+  ASSERT_TRUE(store);
+  auto temp = (*store)->create_temp();
+  ASSERT_TRUE(temp);
+  std::string expected;
+  for (std::size_t chunk = 0; chunk < 8; ++chunk) {
+    const std::string bytes(100000 + chunk, static_cast<char>('a' + static_cast<int>(chunk)));
+    expected += bytes;
+    Status written = ok_status();
+    std::thread writer([&] { written = temp->write_unhashed(bytes.data(), bytes.size()); });
+    temp->hash(bytes.data(), bytes.size());
+    writer.join();
+    ASSERT_TRUE(written);
+  }
+  ASSERT_TRUE(temp->finish());
+  EXPECT_EQ(temp->size(), expected.size());
+  EXPECT_EQ(temp->sha256(), crypto::sha256_hex(expected));
+  std::ifstream in(temp->path(), std::ios::binary);
+  const std::string content((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(content, expected);
 }
 
 TEST_F(BlobStoreTest, DroppedTempFileLeavesNothing) {
