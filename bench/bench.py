@@ -233,22 +233,35 @@ def run_wrk(url, conns, duration, headers, threads):
     return res
 
 
+def summarize_rounds(rounds):
+    """The median of each figure over the rounds (each figure on its own), the p99 range, the
+    errors summed, and the rounds themselves."""
+    out = {"rounds": rounds}
+    for key in ("rps", "p50_ms", "p75_ms", "p90_ms", "p99_ms", "bytes_per_s"):
+        values = [r[key] for r in rounds if r.get(key) is not None]
+        out[key] = statistics.median(values) if values else None
+    p99s = [r["p99_ms"] for r in rounds if r.get("p99_ms") is not None]
+    out["p99_min_ms"], out["p99_max_ms"] = (min(p99s), max(p99s)) if p99s else (None, None)
+    for key in ("requests", "non2xx", "socket_errors"):
+        out[key] = sum(r.get(key) or 0 for r in rounds)
+    return out
+
+
 # ---- upload ------------------------------------------------------------------------------------
 
 
-def raw_put(url, path, token):
-    """PUT of a file with sendfile(2); returns (status, body, t_start, t_body_sent, t_response)."""
+def raw_put(url, filename, data, token):
+    """PUT of `data` as `filename`; returns (status, body, t_start, t_body_sent, t_response)."""
     host, port = url.split("//", 1)[1].split(":")
-    filename = os.path.basename(path)
-    size = os.path.getsize(path)
+    size = len(data)
     auth = base64.b64encode(f"__token__:{token}".encode()).decode()
     head = (f"PUT /upload/{filename} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Basic {auth}\r\n"
             f"Content-Type: application/octet-stream\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n")
     t0 = time.monotonic()
-    with socket.create_connection((host, int(port))) as s, open(path, "rb") as f:
+    with socket.create_connection((host, int(port))) as s:
         s.sendall(head.encode())
         try:
-            s.sendfile(f)
+            s.sendall(memoryview(data))
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server answered early (an error); read its answer
         t_sent = time.monotonic()
@@ -484,8 +497,13 @@ def measure_upload(binary, wf, big, keep, servers):
     rss_before = proc_status(wf.pid)
     log(f"upload of {size / MIB:.0f} MiB by PUT into {os.path.basename(wf.data_dir)} "
         f"(server RSS before: {rss_before.get('VmRSS', 0) / MIB:.1f} MiB)")
+    # The client sends from memory, so that it never waits for the disk while the server is
+    # measured: this machine's page cache does not reliably keep a 1 GiB file, and parts of it
+    # were read from disk again during uploads, at 5 to 60 MB/s.
+    with open(big, "rb") as f:
+        data = f.read()
     with RssSampler(wf.pid) as sampler:
-        status, body, t0, t_sent, t_resp = raw_put(wf.url, big, token)
+        status, body, t0, t_sent, t_resp = raw_put(wf.url, os.path.basename(big), data, token)
     hwm_after = proc_status(wf.pid).get("VmHWM", 0)
     # Visible: the first GET of the project page after the answer that lists the file.
     polls = 0
@@ -497,6 +515,7 @@ def measure_upload(binary, wf, big, keep, servers):
             t_visible = time.monotonic()
             break
         time.sleep(0.001)
+    del data
     u = {
         "status": status, "body": body[:500], "bytes": size,
         "seconds": t_resp - t0, "mb_per_s": size / (t_resp - t0) / MB,
@@ -522,7 +541,9 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "wheelforge"))
     ap.add_argument("--work", default=os.path.join(HERE, ".work"))
     ap.add_argument("--micro", help="wf_micro_bench executable (skipped when absent)")
-    ap.add_argument("--duration", type=int, default=8, help="seconds per wrk run")
+    ap.add_argument("--duration", type=int, default=4, help="seconds per wrk run")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="wrk runs per server, case and connection count (the report shows medians)")
     ap.add_argument("--conns", default="32,256")
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--pip-python", default="/root/.pyenv/versions/3.12.1/bin/python")
@@ -544,7 +565,8 @@ def main():
     results = {"machine": machine_info(), "binary": binary, "build_type": build_type(binary),
                "binary_built": datetime.datetime.fromtimestamp(os.path.getmtime(binary), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                "note": args.note,
-               "settings": {"duration_s": args.duration, "conns": conns, "wrk_threads": args.wrk_threads}}
+               "settings": {"duration_s": args.duration, "rounds": args.rounds, "conns": conns,
+                            "wrk_threads": args.wrk_threads}}
     t_suite = time.monotonic()
     servers = []
     if results["build_type"] != "Release":
@@ -635,11 +657,17 @@ def main():
                 run_wrk(targets[n].url + path, 16, 1, headers, args.wrk_threads)  # warm-up
             entry = {"case": name, "path": path, "responses": sizes, "runs": {}}
             for c in conns:
+                rounds = {n: [] for n in names}
+                for i in range(args.rounds):
+                    # Each round starts with a different server, so that no server always runs
+                    # right after the same neighbour.
+                    for n in names[i % len(names):] + names[:i % len(names)]:
+                        r = run_wrk(targets[n].url + path, c, args.duration, headers, args.wrk_threads)
+                        rounds[n].append({k: v for k, v in r.items() if k != "raw"})
+                        log(f"  {name[:40]:40} {n:13} c={c:<4} {r['rps']:>10.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms"
+                            + (f"  non-2xx {r['non2xx']}" if r["non2xx"] else "") + (f"  socket errors {r['socket_errors']}" if r["socket_errors"] else ""))
                 for n in names:
-                    r = run_wrk(targets[n].url + path, c, args.duration, headers, args.wrk_threads)
-                    entry["runs"][f"{n}@{c}"] = {k: v for k, v in r.items() if k != "raw"}
-                    log(f"  {name[:40]:40} {n:10} c={c:<4} {r['rps']:>10.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms"
-                        + (f"  non-2xx {r['non2xx']}" if r["non2xx"] else "") + (f"  socket errors {r['socket_errors']}" if r["socket_errors"] else ""))
+                    entry["runs"][f"{n}@{c}"] = summarize_rounds(rounds[n])
             results["cases"].append(entry)
             save()
 
@@ -762,6 +790,14 @@ def fmt_ms(v):
     return "–" if v is None else (f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}")
 
 
+def fmt_p99(run):
+    """The median p99 and, over several rounds, its range."""
+    text = fmt_ms(run.get("p99_ms"))
+    if len(run.get("rounds", [])) > 1 and run.get("p99_min_ms") is not None:
+        text += f" ({run['p99_min_ms']:.2f}–{run['p99_max_ms']:.2f})"
+    return text
+
+
 def fmt_rps(v):
     return "–" if v is None else f"{v:,.0f}"
 
@@ -775,8 +811,10 @@ def render_markdown(r):
     lines = [
         f"Run: {m['date']}, commit `{m['commit'][:12]}`, {m['nproc']} cores ({m['cpu']}), {m['mem_gib']} GiB RAM, "
         f"{m['os']}, kernel {m['kernel']}; load average at start {m['loadavg_at_start']}; {m['nginx']}; {m['wrk']}.",
-        f"wrk: {r['settings']['wrk_threads']} threads, {r['settings']['duration_s']} s per run, `Accept-Encoding: gzip` on every request, "
-        "client on the same cores as the server.",
+        f"wrk: {r['settings']['wrk_threads']} threads, {r['settings'].get('rounds', 1)} runs of {r['settings']['duration_s']} s per server, "
+        "case and connection count (the servers take turns, each round starting with another one); the tables show the "
+        "median of each figure over the runs, and the lowest and highest p99 in parentheses. "
+        "`Accept-Encoding: gzip` on every request; the client runs on the same cores as the server.",
         f"Server: `{os.path.relpath(r['binary'], ROOT)}` ({r.get('build_type', 'unknown')} build, linked {r.get('binary_built', '?')})"
         + ("" if r.get("build_type") == "Release" else " — **not a Release build: not representative**") + ".",
     ]
@@ -795,9 +833,9 @@ def render_markdown(r):
                 ratio1 = f"{w['rps'] / n1['rps']:.2f}×" if n1 else "–"
                 ratio2 = f"{w['rps'] / n2['rps']:.2f}×" if n2 else "–"
                 p99r = f"{w['p99_ms'] / n1['p99_ms']:.2f}" if n1 else "–"
-                lines.append(f"| {case['case']} | {c} | {fmt_rps(w.get('rps'))} | {fmt_ms(w.get('p50_ms'))} | {fmt_ms(w.get('p99_ms'))} | "
-                             f"{fmt_rps(n1.get('rps'))} | {fmt_ms(n1.get('p50_ms'))} | {fmt_ms(n1.get('p99_ms'))} | "
-                             f"{fmt_rps(n2.get('rps'))} | {fmt_ms(n2.get('p50_ms'))} | {fmt_ms(n2.get('p99_ms'))} | {ratio1} | {ratio2} | {p99r} |")
+                lines.append(f"| {case['case']} | {c} | {fmt_rps(w.get('rps'))} | {fmt_ms(w.get('p50_ms'))} | {fmt_p99(w)} | "
+                             f"{fmt_rps(n1.get('rps'))} | {fmt_ms(n1.get('p50_ms'))} | {fmt_p99(n1)} | "
+                             f"{fmt_rps(n2.get('rps'))} | {fmt_ms(n2.get('p50_ms'))} | {fmt_p99(n2)} | {ratio1} | {ratio2} | {p99r} |")
         errs = [(case["case"], k, v["non2xx"], v["socket_errors"]) for case in r["cases"] for k, v in case["runs"].items()
                 if v["non2xx"] or v["socket_errors"]]
         if errs:
@@ -822,8 +860,8 @@ def render_markdown(r):
                         continue
                     ratio = f"{w['rps'] / n1['rps']:.2f}×" if n1 else "–"
                     p99r = f"{w['p99_ms'] / n1['p99_ms']:.2f}" if n1 else "–"
-                    lines.append(f"| {case['case']} | {c} | {fmt_rps(w.get('rps'))} | {fmt_ms(w.get('p50_ms'))} | {fmt_ms(w.get('p99_ms'))} | "
-                                 f"{fmt_rps(n1.get('rps'))} | {fmt_ms(n1.get('p50_ms'))} | {fmt_ms(n1.get('p99_ms'))} | {ratio} | {p99r} |")
+                    lines.append(f"| {case['case']} | {c} | {fmt_rps(w.get('rps'))} | {fmt_ms(w.get('p50_ms'))} | {fmt_p99(w)} | "
+                                 f"{fmt_rps(n1.get('rps'))} | {fmt_ms(n1.get('p50_ms'))} | {fmt_p99(n1)} | {ratio} | {p99r} |")
             lines.append("")
     other = ["### Downloads, upload, memory, startup, pip", "", "| measurement | wheelforge | nginx 1w | nginx 2w |", "|---|---:|---:|---:|"]
     if "download" in r:
