@@ -297,19 +297,43 @@ int ingest(const Settings& settings, const std::vector<std::filesystem::path>& p
   }
   int stored = 0;
   int identical = 0;
-  for (const auto& f : files) {
-    auto result = ingestor.ingest_path(f);
-    if (!result) {
-      std::cerr << "rejected " << f.string() << ": " << result.error().message << "\n";
-      ++rejected;
-    } else if (result->outcome == ingest::Outcome::stored) {
-      std::cout << "added " << f.string() << "\n";
-      ++stored;
-    } else {
-      std::cout << "skipped " << f.string() << " (identical file already stored)\n";
-      ++identical;
+  // Batches share their syncs and their catalog transaction (see Ingestor::ingest_paths);
+  // bounded in files (open temp files) and bytes (data written but not yet flushed).
+  constexpr std::size_t kBatchFiles = 128;
+  constexpr std::uintmax_t kBatchBytes = 512ULL << 20U;
+  std::vector<std::filesystem::path> batch;
+  std::uintmax_t batch_bytes = 0;
+  const auto run_batch = [&] {
+    const auto results = ingestor.ingest_paths(batch);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const auto& f = batch[i];
+      const auto& result = results[i];
+      if (!result) {
+        std::cerr << "rejected " << f.string() << ": " << result.error().message << "\n";
+        ++rejected;
+      } else if (result->outcome == ingest::Outcome::stored) {
+        std::cout << "added " << f.string() << "\n";
+        ++stored;
+      } else {
+        std::cout << "skipped " << f.string() << " (identical file already stored)\n";
+        ++identical;
+      }
     }
+    std::cout.flush();
+    batch.clear();
+    batch_bytes = 0;
+  };
+  for (const auto& f : files) {
+    std::error_code ec;
+    std::uintmax_t size = std::filesystem::file_size(f, ec);
+    if (ec) size = 0;  // the ingest reports why the file cannot be read
+    if (!batch.empty() && (batch.size() == kBatchFiles || batch_bytes + size > kBatchBytes)) {
+      run_batch();
+    }
+    batch.push_back(f);
+    batch_bytes += size;
   }
+  if (!batch.empty()) run_batch();
   std::cout << stored << " added, " << identical << " skipped, " << rejected << " rejected\n";
   return rejected == 0 ? 0 : 1;
 }

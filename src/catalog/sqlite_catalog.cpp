@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/version.hpp"
@@ -289,8 +290,10 @@ class SqliteCatalog final : public Catalog {
   ~SqliteCatalog() override { sqlite3_close_v2(db_); }
 
   Status init() {
-    for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
-                               "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=10000"}) {
+    // The busy timeout first: switching to WAL waits for locks too, e.g. while another
+    // process recovers the WAL of a writer that was killed.
+    for (const char* pragma : {"PRAGMA busy_timeout=10000", "PRAGMA journal_mode=WAL",
+                               "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
       if (auto st = exec(pragma); !st) return st;
     }
     if (auto st = migrate(); !st) return st;
@@ -308,6 +311,37 @@ class SqliteCatalog final : public Catalog {
     // Only a new row is committed; identical and conflict answers change nothing.
     return write_transaction([&] { return insert_file_locked(nf, publish); },
                              [](const auto& r) { return r.first == InsertOutcome::inserted; });
+  }
+
+  Result<std::vector<Result<Inserted>>> insert_files(
+      const std::vector<NewFile>& files, const std::function<Status(std::size_t)>& publish,
+      const std::function<Status()>& before_commit) override {
+    std::lock_guard lock(mu_);
+    using Results = std::vector<Result<Inserted>>;
+    bool wrote = false;
+    return write_transaction(
+        [&]() -> Result<Results> {
+          Results results;
+          results.reserve(files.size());
+          for (std::size_t i = 0; i < files.size(); ++i) {
+            bool publish_failed = false;
+            auto r = insert_file_locked(files[i], [&]() -> Status {
+              auto st = publish(i);
+              publish_failed = !st;
+              return st;
+            });
+            // A failed publish comes before the file's first write: the transaction holds
+            // the other files' rows unchanged, so only this file is rejected.
+            if (!r && !publish_failed) return r.error();
+            if (r && r->first == InsertOutcome::inserted) wrote = true;
+            results.push_back(std::move(r));
+          }
+          if (wrote && before_commit) {
+            if (auto st = before_commit(); !st) return st.error();
+          }
+          return results;
+        },
+        [&](const Results&) { return wrote; });
   }
 
   Result<std::uint64_t> generation() override {

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <variant>
+#include <vector>
 
 #include "wheelforge/archive/reader.hpp"
 #include "wheelforge/core/filename.hpp"
@@ -94,28 +96,35 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
   return v;
 }
 
-}  // namespace
+// A checked file, ready to be published and recorded.
+struct Prepared {
+  catalog::NewFile nf;
+  store::TempFile temp;
+  std::string metadata;  ///< METADATA / PKG-INFO bytes, stored as their own blob
+};
 
-Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filename,
-                                  const core::Uploader& uploader) {
-  const Limits limits = this->limits();
+// Everything before the catalog write: size limit, digest, name checks and validation. An
+// identical file that is already stored is answered here (an Ingested), before the archive is
+// read: cheap, and the answer does not depend on the content being valid.
+using Prepare = std::variant<Ingested, Prepared>;
+
+Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::string_view filename,
+                        const core::Uploader& uploader, const Limits& limits, store::Sync sync) {
   if (temp.size() > limits.max_file_size) {
     return make_error(Errc::too_large, "file is larger than the limit of " +
                                            std::to_string(limits.max_file_size) + " bytes");
   }
-  if (auto st = temp.finish(); !st) return st.error();
+  if (auto st = temp.finish(sync); !st) return st.error();
 
-  // A name that is already taken is answered before the archive is read: cheap, and the
-  // answer (identical or conflict) does not depend on the content being valid.
-  auto existing = catalog_.find_file(filename);
+  auto existing = catalog.find_file(filename);
   if (!existing) return existing.error();
   if (existing->has_value()) {
     if ((*existing)->sha256 != temp.sha256()) {
       return make_error(Errc::conflict, already_exists_message(filename));
     }
-    return Ingested{Outcome::identical, **existing, {}};
+    return Prepare(Ingested{Outcome::identical, **existing, {}});
   }
-  auto reserved = catalog_.is_reserved(filename);
+  auto reserved = catalog.is_reserved(filename);
   if (!reserved) return reserved.error();
   if (*reserved) return make_error(Errc::conflict, reserved_message(filename));
 
@@ -139,28 +148,99 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   f.hints = v->hints;
   nf.display_name = v->metadata.name;
   nf.requires_dist = v->metadata.requires_dist;
+  return Prepare(Prepared{std::move(nf), std::move(temp), std::move(v->metadata_bytes)});
+}
 
-  // The blobs are published inside the catalog's write transaction, once the name is known to
-  // be free and before the row is written: a crash in between leaves an orphan blob (harmless,
-  // collected by gc), never a row without its file; a lost race publishes nothing.
-  const std::string_view metadata = v->metadata_bytes;
-  auto inserted = catalog_.insert_file(nf, [&]() -> Status {
-    if (auto m = store_.put(metadata); !m) return m.error();
-    if (auto blob = store_.commit(std::move(temp)); !blob) return blob.error();
-    return ok_status();
-  });
-  if (!inserted) return inserted.error();
-  switch (inserted->first) {
+// Runs inside the catalog's write transaction, once the name is known to be free and before
+// the row is written: a crash in between leaves an orphan blob (harmless, collected by gc),
+// never a row without its file; a lost race publishes nothing.
+Status publish(const store::BlobStore& store, Prepared& p, store::Sync sync) {
+  if (auto m = store.put(p.metadata, sync); !m) return m.error();
+  if (auto blob = store.commit(std::move(p.temp), sync); !blob) return blob.error();
+  return ok_status();
+}
+
+Result<Ingested> to_ingested(const catalog::Catalog::Inserted& inserted,
+                             const catalog::NewFile& nf) {
+  switch (inserted.first) {
     case catalog::InsertOutcome::inserted:
-      return Ingested{Outcome::stored, inserted->second, nf.display_name};
+      return Ingested{Outcome::stored, inserted.second, nf.display_name};
     case catalog::InsertOutcome::identical:
-      return Ingested{Outcome::identical, inserted->second, nf.display_name};
+      return Ingested{Outcome::identical, inserted.second, nf.display_name};
     case catalog::InsertOutcome::conflict:
       break;
     case catalog::InsertOutcome::forbidden:
       return make_error(Errc::forbidden, core::not_owner_message(nf.file.project));
   }
-  return make_error(Errc::conflict, already_exists_message(filename));
+  return make_error(Errc::conflict, already_exists_message(nf.file.filename));
+}
+
+}  // namespace
+
+Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filename,
+                                  const core::Uploader& uploader) {
+  auto prepared =
+      prepare(catalog_, std::move(temp), filename, uploader, limits(), store::Sync::now);
+  if (!prepared) return prepared.error();
+  if (auto* done = std::get_if<Ingested>(&*prepared)) return std::move(*done);
+  auto& p = std::get<Prepared>(*prepared);
+  auto inserted =
+      catalog_.insert_file(p.nf, [&]() -> Status { return publish(store_, p, store::Sync::now); });
+  if (!inserted) return inserted.error();
+  return to_ingested(*inserted, p.nf);
+}
+
+std::vector<Result<Ingested>> Ingestor::ingest_paths(
+    const std::vector<std::filesystem::path>& paths) {
+  const Limits limits = this->limits();
+  std::vector<Result<Ingested>> results;
+  results.reserve(paths.size());
+  std::vector<std::size_t> pending_index;  // into results
+  std::vector<Prepared> pending;
+  for (const auto& path : paths) {
+    auto temp = copy_to_temp(path);
+    if (!temp) {
+      results.emplace_back(temp.error());
+      continue;
+    }
+    auto prepared = prepare(catalog_, std::move(*temp), path.filename().string(), {}, limits,
+                            store::Sync::deferred);
+    if (!prepared) {
+      results.emplace_back(prepared.error());
+    } else if (auto* done = std::get_if<Ingested>(&*prepared)) {
+      results.emplace_back(std::move(*done));
+    } else {
+      pending_index.push_back(results.size());
+      results.emplace_back(make_error(Errc::internal, "not recorded"));  // set below
+      pending.push_back(std::move(std::get<Prepared>(*prepared)));
+    }
+  }
+  if (pending.empty()) return results;
+  const auto fail_pending = [&](const Error& e) {
+    for (const std::size_t i : pending_index) results[i] = e;
+  };
+  // The bulk of the data reaches the disk before the catalog's write lock is taken, so that
+  // other writers (the server's uploads) do not wait for it; the flush before COMMIT then
+  // covers the renames and the small METADATA blobs.
+  if (auto st = store_.flush(); !st) {
+    fail_pending(st.error());
+    return results;
+  }
+  std::vector<catalog::NewFile> files;
+  files.reserve(pending.size());
+  for (auto& p : pending) files.push_back(std::move(p.nf));
+  auto inserted = catalog_.insert_files(
+      files, [&](std::size_t k) { return publish(store_, pending[k], store::Sync::deferred); },
+      [&] { return store_.flush(); });
+  if (!inserted) {
+    fail_pending(inserted.error());
+    return results;
+  }
+  for (std::size_t k = 0; k < pending.size(); ++k) {
+    auto& r = (*inserted)[k];
+    results[pending_index[k]] = r ? to_ingested(*r, files[k]) : Result<Ingested>(r.error());
+  }
+  return results;
 }
 
 Status Ingestor::check(const std::filesystem::path& file, std::string_view filename) const {
@@ -169,7 +249,7 @@ Status Ingestor::check(const std::filesystem::path& file, std::string_view filen
   return ok_status();
 }
 
-Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path) {
+Result<store::TempFile> Ingestor::copy_to_temp(const std::filesystem::path& path) const {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return errno_error(errno, "open " + path.string());
   struct stat st {};
@@ -191,6 +271,12 @@ Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path) {
     if (n == 0) break;
     if (auto w = temp->write(buffer.data(), static_cast<std::size_t>(n)); !w) return w.error();
   }
+  return temp;
+}
+
+Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path) {
+  auto temp = copy_to_temp(path);
+  if (!temp) return temp.error();
   return ingest(std::move(*temp), path.filename().string());
 }
 

@@ -72,9 +72,9 @@ void TempFile::hash(const void* data, std::size_t size) {
   hasher_->update(data, size);
 }
 
-Status TempFile::finish() {
+Status TempFile::finish(Sync sync) {
   if (finished_) return ok_status();
-  if (::fsync(fd_.get()) != 0) return errno_error(errno, "fsync temp file");
+  if (sync == Sync::now && ::fsync(fd_.get()) != 0) return errno_error(errno, "fsync temp file");
   sha256_ = hasher_->finish_hex();
   finished_ = true;
   return ok_status();
@@ -147,7 +147,7 @@ bool BlobStore::contains(std::string_view sha256) const {
   return is_sha256_hex(sha256) && fs::is_regular_file(blob_path(sha256), ec);
 }
 
-Result<fs::path> BlobStore::commit(TempFile temp) const {
+Result<fs::path> BlobStore::commit(TempFile temp, Sync sync) const {
   if (!temp.finished_) return make_error(Errc::internal, "commit of an unfinished temp file");
   const fs::path dest = blob_path(temp.sha256());
   std::error_code ec;
@@ -160,18 +160,27 @@ Result<fs::path> BlobStore::commit(TempFile temp) const {
     return errno_error(errno, "publish blob " + temp.sha256());
   }
   temp.path_.clear();
-  if (auto st = fsync_dir(dest.parent_path()); !st) return st.error();
+  if (sync == Sync::now) {
+    if (auto st = fsync_dir(dest.parent_path()); !st) return st.error();
+  }
   return dest;
 }
 
-Result<std::string> BlobStore::put(std::string_view bytes) const {
+Result<std::string> BlobStore::put(std::string_view bytes, Sync sync) const {
   auto temp = create_temp();
   if (!temp) return temp.error();
   if (auto st = temp->write(bytes.data(), bytes.size()); !st) return st.error();
-  if (auto st = temp->finish(); !st) return st.error();
+  if (auto st = temp->finish(sync); !st) return st.error();
   std::string sha = temp->sha256();
-  if (auto committed = commit(std::move(*temp)); !committed) return committed.error();
+  if (auto committed = commit(std::move(*temp), sync); !committed) return committed.error();
   return sha;
+}
+
+Status BlobStore::flush() const {
+  UniqueFd dir(::open(blobs_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return errno_error(errno, "open " + blobs_dir_.string());
+  if (::syncfs(dir.get()) != 0) return errno_error(errno, "syncfs " + blobs_dir_.string());
+  return ok_status();
 }
 
 }  // namespace wf::store

@@ -1,4 +1,5 @@
-"""Fault injection: the server killed with SIGKILL during concurrent uploads, a full disk, a
+"""Fault injection: the server killed with SIGKILL during concurrent uploads, `wheelforge
+ingest` killed with SIGKILL while it stores a wheelhouse, a full disk, a
 read-only blob store, many concurrent uploads of one file name, and a client that sends its
 headers one byte per second. Whatever happens, the store never lists a partial file, never
 has a row without its blob, and keeps no half-written file.
@@ -362,6 +363,76 @@ def test_kill9_during_concurrent_uploads_then_restart(harness, tokens, artifacts
     )
 
 
+def count_rows(data_dir: Path) -> int:
+    try:
+        conn = sqlite3.connect(f"file:{data_dir / 'wheelforge.db'}?mode=ro", uri=True, timeout=10)
+    except sqlite3.Error:
+        return 0
+    try:
+        return conn.execute("SELECT count(*) FROM files").fetchone()[0]
+    except sqlite3.Error:  # not created yet
+        return 0
+    finally:
+        conn.close()
+
+
+def test_kill9_during_wheelhouse_ingest_then_rerun(harness, artifacts):
+    """`wheelforge ingest` stores a wheelhouse in batches that share their syncs and their
+    catalog transaction. Killed with SIGKILL right after a batch was recorded (while the next
+    one is being stored), in several rounds: every row has its complete blob, no half file is
+    visible, and a final run stores the rest and exits 0."""
+    seed = int(os.environ.get("WF_FAULT_SEED", time.time_ns() % 1_000_000))
+    rng = random.Random(seed)
+    house = artifacts / "house"
+    wheels = {
+        w.filename: w
+        for w in (
+            make_wheel(house, f"ingest-crash-{i % 4}", f"1.{i}", padding=rng.randrange(0, 40_000))
+            for i in range(700)
+        )
+    }
+    data = harness.data_dir
+    cmd = [str(harness.binary), "ingest", "--data-dir", str(data), str(house)]
+    killed_mid_run = 0
+    for round_no in range(4):
+        before = count_rows(data)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            # Kill once this run recorded a batch, somewhere in the next one.
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and count_rows(data) <= before and time.monotonic() < deadline:
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0, 0.15))
+            proc.kill()
+        finally:
+            _out, err = proc.communicate(timeout=30)
+        rows = catalog_files(data)
+        print(f"round {round_no}: exit {proc.returncode}, {len(rows)} of {len(wheels)} rows")
+        if proc.returncode == -9 and len(rows) < len(wheels):
+            killed_mid_run += 1
+        else:
+            assert proc.returncode == 0, f"ingest failed (seed {seed}): {err.decode()[-2000:]}"
+        for name, (sha, size, meta) in rows.items():
+            wheel = wheels.get(name)
+            assert wheel is not None, f"row {name} is not a file of the wheelhouse"
+            assert (sha, size, meta) == (wheel.sha256, wheel.size, wheel.metadata_sha256), name
+        problems = store_problems(data, orphans_allowed=True)
+        assert not problems, f"store after kill -9 of ingest (seed {seed}): {problems[:10]}"
+    assert killed_mid_run > 0, f"no round was killed while it ran (seed {seed})"
+
+    stored = len(catalog_files(data))
+    final = harness.ingest(house)
+    assert final.returncode == 0, final.stderr[-2000:]
+    assert final.stdout.splitlines()[-1] == (
+        f"{len(wheels) - stored} added, {stored} skipped, 0 rejected"
+    ), final.stdout[-500:]
+    rows = catalog_files(data)
+    assert set(rows) == set(wheels)
+    problems = store_problems(data, orphans_allowed=True)
+    assert not problems, f"store after the final ingest (seed {seed}): {problems[:10]}"
+    assert not tmp_leftovers(data, live_sessions=0), tmp_leftovers(data, 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # Mounts (root only)
 
@@ -442,6 +513,41 @@ def test_disk_full_507_leaves_nothing_then_recovers(harness, artifacts):
         stop_servers(harness)
     finally:
         stop_servers(harness)
+        unmount(data)
+
+
+def test_disk_full_ingest_rejects_the_file_that_does_not_fit_and_keeps_the_others(
+    harness, artifacts
+):
+    data = harness.data_dir
+    mounted = mount("-t", "tmpfs", "-o", "size=3m", "tmpfs", str(data))
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {mounted.stderr.strip()}")
+    try:
+        house = artifacts / "house"
+        small = [make_wheel(house, "full-ingest", f"1.{i}") for i in range(3)]
+        big = make_wheel(house, "full-ingest", "2.0", padding=700_000)
+        assert harness.ingest(small[0].path).returncode == 0  # creates the catalog
+        st = os.statvfs(data)
+        keep = 256 * 1024
+        with open(data / "dummy", "wb") as f:
+            f.write(b"\0" * (st.f_bavail * st.f_frsize - keep))
+
+        proc = harness.ingest(house)
+        assert proc.returncode == 1, f"exit {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+        reported = [line for line in proc.stderr.splitlines() if big.filename in line]
+        assert len(reported) == 1 and re.search(r"space|full", reported[0], re.I), proc.stderr
+        assert proc.stdout.splitlines()[-1] == "2 added, 1 skipped, 1 rejected", proc.stdout
+        assert set(catalog_files(data)) == {w.filename for w in small}
+        problems = store_problems(data, orphans_allowed=False)
+        assert not problems, f"store after an ingest that ran out of space: {problems}"
+        assert not tmp_leftovers(data, live_sessions=0), tmp_leftovers(data, 0)
+
+        (data / "dummy").unlink()
+        again = harness.ingest(house)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.splitlines()[-1] == "1 added, 3 skipped, 0 rejected", again.stdout
+    finally:
         unmount(data)
 
 

@@ -4,9 +4,11 @@ are skipped on a second run."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 
-from wfhelpers import JSON_TYPE, make_wheel, wait_for
+from wfhelpers import JSON_TYPE, catalog_rows, make_wheel, wait_for
 
 LABEL = "cu128torch2.8"
 
@@ -88,3 +90,45 @@ def test_ingest_files_before_serving(harness, tokens, artifacts):
         entry = server.file_entry("offline-pkg", wheel.filename)
         assert entry["hashes"] == {"sha256": wheel.sha256}
         assert entry["core-metadata"] == {"sha256": wheel.metadata_sha256}
+
+
+def blob_names(data_dir):
+    return {f for _dir, _sub, files in os.walk(data_dir / "blobs") for f in files}
+
+
+def test_ingest_batches_answer_every_file_as_if_one_at_a_time(harness, artifacts):
+    """A wheelhouse larger than one batch (files are stored and recorded in batches of 128),
+    plus copies of stored names at the end: one with the same bytes (skipped), two with other
+    bytes (rejected, whether the first copy is in the same batch or an earlier one). The
+    rejected bytes are not kept anywhere."""
+    house = artifacts / "house"
+    wheels = [make_wheel(house, "many-pkg", f"1.{i}") for i in range(140)]
+    order = sorted(wheels, key=lambda w: str(w.path))
+    first, last = order[0], order[-1]  # in the first and in the last batch
+    same = artifacts / "same" / last.filename
+    same.parent.mkdir()
+    shutil.copy(last.path, same)
+    clash_late = make_wheel(artifacts / "clash1", "many-pkg", last.version, value="other bytes")
+    clash_early = make_wheel(artifacts / "clash2", "many-pkg", first.version, value="other too")
+    assert clash_late.filename == last.filename and clash_late.sha256 != last.sha256
+
+    proc = harness.ingest(house, same, clash_late.path, clash_early.path)
+    assert proc.returncode == 1, f"ingest with two conflicting files exited {proc.returncode}"
+    added = [line for line in proc.stdout.splitlines() if line.startswith("added ")]
+    assert len(added) == len(wheels), proc.stdout[-2000:]
+    assert lines_naming(proc.stdout, str(same)) == [
+        f"skipped {same} (identical file already stored)"
+    ], proc.stdout[-2000:]
+    for clash in (clash_late, clash_early):
+        reported = lines_naming(proc.stderr, str(clash.path))
+        assert len(reported) == 1 and "File already exists" in reported[0], proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"{len(wheels)} added, 1 skipped, 2 rejected"
+
+    rows = catalog_rows(harness.data_dir)
+    assert len(rows) == len(wheels), rows[:5]
+    assert harness.filenames() == sorted(w.filename for w in wheels)
+    kept = blob_names(harness.data_dir)
+    assert kept == {w.sha256 for w in wheels} | {w.metadata_sha256 for w in wheels}, (
+        f"unexpected blobs: {sorted(kept - {w.sha256 for w in wheels} - {w.metadata_sha256 for w in wheels})[:3]}"
+    )
+    assert not any((harness.data_dir / "tmp").iterdir()), list((harness.data_dir / "tmp").iterdir())

@@ -3,6 +3,7 @@
 // at open) is the embedded implementation; the interface exists so that others can follow.
 // Every method blocks: call from worker threads. Implementations are thread-safe.
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -82,6 +83,18 @@ class Catalog {
   /// `publish` aborts the insert with its error.
   [[nodiscard]] virtual Result<std::pair<InsertOutcome, core::FileRecord>> insert_file(
       const NewFile& file, const std::function<Status()>& publish = {}) = 0;
+
+  using Inserted = std::pair<InsertOutcome, core::FileRecord>;
+
+  /// insert_file() for many files in one write transaction. One result per file, in order,
+  /// as insert_file() calls one after another would give them (a file sees the ones before
+  /// it). `publish(i)` plays insert_file()'s `publish` for files[i]; when it fails, that file
+  /// alone is rejected with its error. `before_commit` runs once, after the last file and
+  /// before COMMIT, when a row was written: the caller makes the published blobs durable
+  /// there. Its failure, or any database error, rolls every row back and is returned.
+  [[nodiscard]] virtual Result<std::vector<Result<Inserted>>> insert_files(
+      const std::vector<NewFile>& files, const std::function<Status(std::size_t)>& publish,
+      const std::function<Status()>& before_commit) = 0;
 
   /// A counter that changes whenever any process commits a change to files, projects or
   /// tokens. Cheap; used to notice changes made by other processes.

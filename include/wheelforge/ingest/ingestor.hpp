@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/records.hpp"
@@ -66,7 +67,17 @@ class Ingestor {
   /// own base name.
   [[nodiscard]] Result<Ingested> ingest_path(const std::filesystem::path& path);
 
+  /// ingest_path() for many files, as one batch: each file is checked and answered on its
+  /// own (one result per path, in order, as ingest_path() calls one after another would give
+  /// them), while the accepted ones are made durable with two filesystem flushes and recorded
+  /// in one catalog transaction, instead of four syncs each. For wheelhouse imports; keep a
+  /// batch to some hundred files, whose temp files stay open until it is recorded.
+  [[nodiscard]] std::vector<Result<Ingested>> ingest_paths(
+      const std::vector<std::filesystem::path>& paths);
+
  private:
+  [[nodiscard]] Result<store::TempFile> copy_to_temp(const std::filesystem::path& path) const;
+
   store::BlobStore& store_;
   catalog::Catalog& catalog_;
   std::atomic<std::uint64_t> max_file_size_;

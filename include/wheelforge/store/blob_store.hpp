@@ -5,6 +5,8 @@
 //                              sessions of dead processes are removed when a store opens
 // Publishing is crash-safe: data goes to a temp file in tmp/ (same filesystem), is fsynced,
 // renamed into blobs/, and the directory is fsynced. A blob only becomes visible complete.
+// Batch writers defer those syncs (Sync::deferred) and make a whole batch durable with one
+// flush() before they record it anywhere.
 // Every function blocks on the filesystem: call from worker threads.
 
 #include <cstdint>
@@ -20,6 +22,12 @@
 namespace wf::store {
 
 class BlobStore;
+
+/// When a write is made durable.
+enum class Sync {
+  now,       ///< before the call returns (fsync of the file or of its directory)
+  deferred,  ///< by the caller's next BlobStore::flush()
+};
 
 /// A file being written into tmp/. Bytes are hashed (sha256) as they are written.
 /// The destructor removes the file unless commit() published it: a dropped upload leaves
@@ -39,8 +47,9 @@ class TempFile {
   /// neither runs concurrently with itself or with write() or finish().
   [[nodiscard]] Status write_unhashed(const void* data, std::size_t size);
   void hash(const void* data, std::size_t size);
-  /// fsyncs the data and fixes the digest. Must be called once before commit().
-  [[nodiscard]] Status finish();
+  /// fsyncs the data (unless deferred) and fixes the digest. Must be called once before
+  /// commit().
+  [[nodiscard]] Status finish(Sync sync = Sync::now);
 
   [[nodiscard]] std::uint64_t size() const { return size_; }
   /// Lower-case hex sha256 of everything written; valid after finish().
@@ -73,10 +82,14 @@ class BlobStore {
 
   /// Publishes a finished temp file under its sha256 (idempotent: an existing blob with the
   /// same hash is kept and the temp file dropped). Returns the blob path.
-  [[nodiscard]] Result<std::filesystem::path> commit(TempFile temp) const;
+  [[nodiscard]] Result<std::filesystem::path> commit(TempFile temp, Sync sync = Sync::now) const;
 
   /// Stores small bytes (e.g. METADATA) as a blob; returns their sha256.
-  [[nodiscard]] Result<std::string> put(std::string_view bytes) const;
+  [[nodiscard]] Result<std::string> put(std::string_view bytes, Sync sync = Sync::now) const;
+
+  /// Makes every deferred write durable: one syncfs() of the filesystem holding the store,
+  /// which also writes back other dirty files of that filesystem. Fails with io.
+  [[nodiscard]] Status flush() const;
 
   /// Where the blob with this hash lives (whether or not it exists).
   [[nodiscard]] std::filesystem::path blob_path(std::string_view sha256) const;

@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 namespace wf::catalog {
 namespace {
@@ -62,6 +64,94 @@ TEST_F(CatalogTest, InsertIdenticalConflict) {
   EXPECT_EQ((*found)->requires_python, ">=3.8");
   EXPECT_EQ((*found)->tags.platform_tag, "any");
   EXPECT_FALSE((*found)->yanked.has_value());
+}
+
+TEST_F(CatalogTest, InsertFilesAnswersEachFileAsOneAtATimeInOneTransaction) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat) << cat.error().message;
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-0.9-py3-none-any.whl", std::string(64, 'z'))));
+  auto generation = (*cat)->generation();
+  ASSERT_TRUE(generation);
+
+  const std::vector<NewFile> files = {
+      wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a')),  // new
+      wheel("demo_pkg-0.9-py3-none-any.whl", std::string(64, 'y')),  // stored with other bytes
+      wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a')),  // same as the first
+      wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'b')),  // first's name, other bytes
+      wheel("demo_pkg-2.0-py3-none-any.whl", std::string(64, 'c')),  // its publish fails
+      wheel("demo_pkg-3.0-py3-none-any.whl", std::string(64, 'd')),  // new
+  };
+  auto other = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(other);
+  std::vector<std::size_t> published;
+  int commits = 0;
+  auto results = (*cat)->insert_files(
+      files,
+      [&](std::size_t i) -> Status {
+        if (i == 4) return make_error(Errc::storage_full, "no space left for 2.0");
+        published.push_back(i);
+        return ok_status();
+      },
+      [&] {
+        ++commits;
+        // Inside the transaction: another connection does not see the rows yet.
+        auto seen = (*other)->find_file("demo_pkg-1.0-py3-none-any.whl");
+        EXPECT_TRUE(seen && !seen->has_value());
+        return ok_status();
+      });
+  ASSERT_TRUE(results) << results.error().message;
+  ASSERT_EQ(results->size(), files.size());
+  EXPECT_EQ(published, (std::vector<std::size_t>{0, 5}));  // only names found free
+  EXPECT_EQ(commits, 1);
+  const auto outcome = [&](std::size_t i) { return (*results)[i]->first; };
+  EXPECT_EQ(outcome(0), InsertOutcome::inserted);
+  EXPECT_EQ(outcome(1), InsertOutcome::conflict);
+  EXPECT_EQ((*results)[1]->second.sha256, std::string(64, 'z'));
+  EXPECT_EQ(outcome(2), InsertOutcome::identical);
+  EXPECT_EQ(outcome(3), InsertOutcome::conflict);
+  ASSERT_FALSE((*results)[4]);
+  EXPECT_EQ((*results)[4].error().code, Errc::storage_full);
+  EXPECT_EQ(outcome(5), InsertOutcome::inserted);
+
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  std::vector<std::string> names;
+  for (const auto& f : contents->files) names.push_back(f.filename);
+  EXPECT_EQ(names, (std::vector<std::string>{"demo_pkg-0.9-py3-none-any.whl",
+                                             "demo_pkg-1.0-py3-none-any.whl",
+                                             "demo_pkg-3.0-py3-none-any.whl"}));
+  EXPECT_GT(contents->generation, *generation);
+}
+
+TEST_F(CatalogTest, InsertFilesRollsBackWhenTheFlushBeforeCommitFails) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  const std::vector<NewFile> files = {
+      wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a')),
+      wheel("demo_pkg-2.0-py3-none-any.whl", std::string(64, 'b')),
+  };
+  auto failed = (*cat)->insert_files(
+      files, [](std::size_t) { return ok_status(); },
+      [] { return Status(make_error(Errc::io, "syncfs failed")); });
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().message, "syncfs failed");
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  EXPECT_TRUE(contents->files.empty());
+  EXPECT_TRUE(contents->projects.empty());
+
+  // Nothing to record (every file identical): no flush is asked for, nothing is written.
+  ASSERT_TRUE((*cat)->insert_file(files[0]));
+  int flushes = 0;
+  auto same = (*cat)->insert_files(
+      {files[0]}, [](std::size_t) { return ok_status(); },
+      [&] {
+        ++flushes;
+        return ok_status();
+      });
+  ASSERT_TRUE(same);
+  EXPECT_EQ((*same)[0]->first, InsertOutcome::identical);
+  EXPECT_EQ(flushes, 0);
 }
 
 TEST_F(CatalogTest, GenerationChangesAcrossConnections) {

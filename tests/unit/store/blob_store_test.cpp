@@ -51,6 +51,27 @@ TEST_F(BlobStoreTest, CommitPublishesUnderSha256) {
   EXPECT_EQ(content, "hello world");
 }
 
+TEST_F(BlobStoreTest, DeferredSyncPublishesTheSameBlobsAndFlushes) {
+  auto store = BlobStore::open(dir_);
+  ASSERT_TRUE(store);
+  auto temp = (*store)->create_temp();
+  ASSERT_TRUE(temp);
+  ASSERT_TRUE(temp->write("deferred", 8));
+  ASSERT_TRUE(temp->finish(Sync::deferred));
+  const std::string sha = temp->sha256();
+  EXPECT_EQ(sha, crypto::sha256_hex("deferred"));
+  auto path = (*store)->commit(std::move(*temp), Sync::deferred);
+  ASSERT_TRUE(path);
+  EXPECT_EQ(*path, (*store)->blob_path(sha));
+  auto meta = (*store)->put("Name: x\n", Sync::deferred);
+  ASSERT_TRUE(meta);
+  EXPECT_TRUE((*store)->contains(*meta));
+  EXPECT_EQ(count_files((*store)->tmp_dir()), 1U);  // only the session lock
+  EXPECT_TRUE((*store)->flush());
+  EXPECT_EQ(fs::status(*path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+}
+
 TEST_F(BlobStoreTest, WriteAndHashOnTwoThreadsMatchesWrite) {
   auto store = BlobStore::open(dir_);
   ASSERT_TRUE(store);
