@@ -932,13 +932,23 @@ def render_markdown(r):
 def goals(r):
     out = ["### Goals", "", "| goal | result | |", "|---|---|---|"]
     if "cases" in r:
-        for who, ref in (("wheelforge", "nginx-1w"), ("wheelforge", "nginx-2w"), ("wheelforge-1t", "nginx-1w")):
-            worst_rps, worst_p99, fails = None, None, []
+        # The goal is worded for page cases; the file cases are held to the same bar in rows
+        # of their own.
+        def is_file(case):
+            return case["case"].split(" (")[0].endswith(" file")
+
+        for who, ref, kind in (("wheelforge", "nginx-1w", "page"), ("wheelforge", "nginx-1w", "file"),
+                               ("wheelforge", "nginx-2w", "page"), ("wheelforge", "nginx-2w", "file"),
+                               ("wheelforge-1t", "nginx-1w", "page"), ("wheelforge-1t", "nginx-1w", "file")):
+            worst_rps, worst_p99, fails, pairs = None, None, [], 0
             for case in r["cases"]:
+                if is_file(case) != (kind == "file"):
+                    continue
                 for c in r["settings"]["conns"]:
                     w, n = case["runs"].get(f"{who}@{c}"), case["runs"].get(f"{ref}@{c}")
                     if not n or not w:
                         continue
+                    pairs += 1
                     rr, pr = w["rps"] / n["rps"], w["p99_ms"] / n["p99_ms"]
                     worst_rps = rr if worst_rps is None else min(worst_rps, rr)
                     worst_p99 = pr if worst_p99 is None else max(worst_p99, pr)
@@ -947,8 +957,9 @@ def goals(r):
             if worst_rps is None:
                 continue
             subject = "" if who == "wheelforge" else " (wheelforge with 1 network thread)"
-            out.append(f"| every case ≥ 1.0× {ref} req/s and p99 ≤ {ref}'s (32 and 256 conns){subject} | lowest req/s ratio {worst_rps:.2f}×, "
-                       f"highest p99 ratio {worst_p99:.2f}; {len(fails)} of the case/conns pairs miss{': ' + ', '.join(fails) if fails else ''} | {verdict(not fails)} |")
+            what = "every page case" if kind == "page" else "every file case (small file, .metadata; not in the goal's wording)"
+            out.append(f"| {what} ≥ 1.0× {ref} req/s and p99 ≤ {ref}'s (32 and 256 conns){subject} | lowest req/s ratio {worst_rps:.2f}×, "
+                       f"highest p99 ratio {worst_p99:.2f}; {len(fails)} of {pairs} case/conns pairs miss{': ' + ', '.join(fails) if fails else ''} | {verdict(not fails)} |")
     if "download" in r:
         d = r["download"]
         for ref in ("nginx-1w", "nginx-2w"):
