@@ -548,7 +548,7 @@ def main():
     ap.add_argument("--conns", default="32,256")
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--pip-python", default="/root/.pyenv/versions/3.12.1/bin/python")
-    ap.add_argument("--pip-runs", type=int, default=5)
+    ap.add_argument("--pip-runs", type=int, default=11)
     ap.add_argument("--download-runs", type=int, default=3)
     ap.add_argument("--note", default="", help="free text recorded with the results")
     ap.add_argument("--fresh-data", action="store_true",
@@ -729,8 +729,9 @@ def main():
             resolved = {}
             for n, srv in pip_targets.items():  # warm-up (pip's own imports, page cache)
                 _, resolved[n] = pip_run(python, srv.url, mode, "bench-app", pip_work)
-            for _ in range(args.pip_runs):
-                for n, srv in pip_targets.items():
+            for i in range(args.pip_runs):
+                # Taking turns, each round starting with the other server.
+                for n, srv in (list(pip_targets.items()) if i % 2 == 0 else list(pip_targets.items())[::-1]):
                     t, _ = pip_run(python, srv.url, mode, "bench-app", pip_work)
                     times[n].append(t)
             results["pip"][mode] = {n: {"median_s": statistics.median(ts), "all_s": ts, "packages": len(resolved[n])}
@@ -908,8 +909,11 @@ def render_markdown(r):
         p = r["pip"]
         for mode, label in (("install", "pip install --dry-run --report"), ("download", "pip download")):
             if mode in p:
-                other.append(f"| {label} bench-app ({p[mode]['wheelforge']['packages']} packages), median of {len(p[mode]['wheelforge']['all_s'])} | "
-                             f"{p[mode]['wheelforge']['median_s']:.2f} s | {p[mode]['nginx-1w']['median_s']:.2f} s | – |")
+                def cell(m):
+                    return f"{m['median_s']:.2f} s ({min(m['all_s']):.2f}–{max(m['all_s']):.2f})"
+
+                other.append(f"| {label} bench-app ({p[mode]['wheelforge']['packages']} packages), median of {len(p[mode]['wheelforge']['all_s'])} (range) | "
+                             f"{cell(p[mode]['wheelforge'])} | {cell(p[mode]['nginx-1w'])} | – |")
     lines += other + [""]
     if "pip" in r:
         lines.append(f"pip {r['pip']['pip']} ({r['pip']['python']}), `--no-cache-dir`, `PIP_CONFIG_FILE=/dev/null`; the small index (200 projects, 2,000 files).")
