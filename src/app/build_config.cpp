@@ -159,8 +159,10 @@ Result<build::RunnerConfig> load_build_config(
       build::RecipeConfig rc;
       core::Recipe& r = rc.recipe;
       r.name = name;
-      for (const auto& [key, node] : *t) {
-        const std::string k(key.str());
+      for (const auto& entry : *t) {
+        // Not a structured binding: the lambdas below capture `node`.
+        const auto& node = entry.second;
+        const std::string k(entry.first.str());
         const auto str = [&](std::string& out) {
           if (auto v = node.value<std::string>())
             out = *v;
@@ -204,15 +206,14 @@ Result<build::RunnerConfig> load_build_config(
           }
         } else if (k == "source") {
           const auto* src = node.as_table();
-          if (src == nullptr) {
-            problems.add(
-                where +
-                ".source: expected { path = ... }, { sdist = true } or { git = ..., ref = ... }");
-          } else if (auto p = (*src)["path"].value<std::string>()) {
+          const auto text = [&](const char* field) {
+            return src ? (*src)[field].value<std::string>() : std::nullopt;
+          };
+          if (auto p = text("path")) {
             r.source = {core::SourceSpec::Kind::path, *p, ""};
-          } else if (auto g = (*src)["git"].value<std::string>()) {
-            r.source = {core::SourceSpec::Kind::git, *g, (*src)["ref"].value_or(std::string())};
-          } else if ((*src)["sdist"].value_or(false)) {
+          } else if (auto g = text("git")) {
+            r.source = {core::SourceSpec::Kind::git, *g, text("ref").value_or(std::string())};
+          } else if (src && (*src)["sdist"].value_or(false)) {
             r.source = {core::SourceSpec::Kind::index_sdist, "", ""};
           } else {
             problems.add(

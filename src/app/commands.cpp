@@ -262,6 +262,8 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   cv.notify_all();
   if (watchdog.joinable()) watchdog.join();
   // Wake the signal thread if the loop ended for another reason than a signal.
+  // It blocks SIGTERM and takes it with sigwait(), so this wakes it rather than ends it.
+  // NOLINTNEXTLINE(bugprone-bad-signal-to-kill-thread)
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
   spdlog::info("stopped");

@@ -83,7 +83,7 @@ Status run_step(Executor& executor, const std::string& step, ProcessSpec spec,
 }  // namespace
 
 Runner::Runner(RunnerConfig config, catalog::JobStore& jobs, catalog::Catalog& catalog,
-               store::BlobStore& store, ingest::Ingestor& ingestor, fs::path data_dir,
+               store::BlobStore& store, ingest::Ingestor& ingestor, const fs::path& data_dir,
                std::function<void()> on_ingested)
     : config_(std::move(config)),
       jobs_(jobs),

@@ -149,7 +149,7 @@ Error sqlite_error(sqlite3* db, std::string_view what) {
 /// A prepared statement, finalized on destruction.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
+  Stmt(sqlite3* db, const char* sql) {
     if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
   }
   Stmt(const Stmt&) = delete;
@@ -197,7 +197,6 @@ class Stmt {
   }
 
  private:
-  sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
 };
 

@@ -1,6 +1,8 @@
 // wheelforge: a private Python package index for CUDA/PyTorch extension wheels.
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
 #include <iostream>
 
 #include "wheelforge/app/app.hpp"
@@ -69,9 +71,7 @@ std::optional<std::chrono::seconds> min_age_option(const std::string& text) {
   return d;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"wheelforge: a private Python package index for CUDA/PyTorch extension wheels"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "wheelforge 0.1.0");
@@ -337,4 +337,21 @@ int main(int argc, char** argv) {
     return wf::app::token_create(*settings, scope, project, description);
   }
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Errors are values everywhere; what still throws (allocation, the standard library) ends
+  // the command with a message instead of std::terminate.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fputs("error: ", stderr);
+    std::fputs(e.what(), stderr);
+    std::fputs("\n", stderr);
+  } catch (...) {
+    std::fputs("error: unexpected exception\n", stderr);
+  }
+  return 1;
 }

@@ -43,7 +43,6 @@ bool has_at(std::string_view s, std::size_t i, std::string_view word) {
 struct MajorMinor {
   int major = 0;
   std::optional<int> minor;
-  friend bool operator==(const MajorMinor&, const MajorMinor&) = default;
 };
 
 // CUDA majors 10-19 are written with two digits and 1-9 with one (PyTorch's cu92, cu102,
@@ -371,9 +370,7 @@ bool apply_clause(std::string_view clause, SeriesBound& lo, SeriesBound& hi) {
   } else if (op == ">=" || op == ">") {
     // `>2.8` still admits 2.8.1, so both bound the series from below the same way.
     narrow({major, minor}, {kUnbounded, kUnbounded});
-  } else if (op == "<=") {
-    narrow({0, 0}, {major, minor});
-  } else if (!beyond_minor_zero) {  // `<2.8.5` admits 2.8.0
+  } else if (op == "<=" || !beyond_minor_zero) {  // `<2.8.5` admits 2.8.0
     narrow({0, 0}, {major, minor});
   } else if (minor > 0) {
     narrow({0, 0}, {major, minor - 1});
@@ -421,6 +418,7 @@ struct Rank {
   int abi = 0;
   int backend_class = 0;
   std::int64_t backend_detail = 0;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>
   friend auto operator<=>(const Rank&, const Rank&) = default;
 };
 
@@ -495,14 +493,16 @@ std::strong_ordering compare_build_tags(std::string_view a, std::string_view b) 
   };
   const auto [an, ar] = split_tag(a);
   const auto [bn, br] = split_tag(b);
-  if (const auto c = an.size() <=> bn.size(); c != 0) return c;
-  if (const auto c = an <=> bn; c != 0) return c;
+  if (const auto c = an.size() <=> bn.size(); std::is_neq(c)) return c;
+  if (const auto c = an <=> bn; std::is_neq(c)) return c;
   return ar <=> br;
 }
 
 bool better(const ViewSelector& view, const Candidate& a, const Candidate& b) {
-  if (const auto c = rank_of(view, a) <=> rank_of(view, b); c != 0) return c > 0;
-  if (const auto c = compare_build_tags(a.build_tag, b.build_tag); c != 0) return c > 0;
+  if (const auto c = rank_of(view, a) <=> rank_of(view, b); std::is_neq(c)) return std::is_gt(c);
+  if (const auto c = compare_build_tags(a.build_tag, b.build_tag); std::is_neq(c)) {
+    return std::is_gt(c);
+  }
   if (a.upload_time != b.upload_time) return a.upload_time > b.upload_time;
   return a.filename > b.filename;
 }

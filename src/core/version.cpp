@@ -138,9 +138,10 @@ std::strong_ordering compare_local(const std::vector<Version::LocalSegment>& a,
     const auto* an = std::get_if<std::uint64_t>(&a[i]);
     const auto* bn = std::get_if<std::uint64_t>(&b[i]);
     if (an != nullptr && bn != nullptr) {
-      if (const auto c = *an <=> *bn; c != 0) return c;
+      if (const auto c = *an <=> *bn; std::is_neq(c)) return c;
     } else if (an == nullptr && bn == nullptr) {
-      if (const auto c = std::get<std::string>(a[i]) <=> std::get<std::string>(b[i]); c != 0) {
+      if (const auto c = std::get<std::string>(a[i]) <=> std::get<std::string>(b[i]);
+          std::is_neq(c)) {
         return c;
       }
     } else {
@@ -303,38 +304,38 @@ std::string Version::str() const {
 }
 
 std::strong_ordering operator<=>(const Version& a, const Version& b) {
-  if (const auto c = a.epoch_ <=> b.epoch_; c != 0) return c;
+  if (const auto c = a.epoch_ <=> b.epoch_; std::is_neq(c)) return c;
 
   // Trailing zeros carry no meaning (1.0 == 1.0.0), so a missing part compares as 0.
   const std::size_t n = std::max(a.release_.size(), b.release_.size());
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t ai = i < a.release_.size() ? a.release_[i] : 0;
     const std::uint64_t bi = i < b.release_.size() ? b.release_[i] : 0;
-    if (const auto c = ai <=> bi; c != 0) return c;
+    if (const auto c = ai <=> bi; std::is_neq(c)) return c;
   }
 
   const PreRank ar = pre_rank(a);
   const PreRank br = pre_rank(b);
-  if (const auto c = static_cast<int>(ar) <=> static_cast<int>(br); c != 0) return c;
+  if (const auto c = static_cast<int>(ar) <=> static_cast<int>(br); std::is_neq(c)) return c;
   if (ar == PreRank::pre) {
-    if (const auto c = a.pre_->first <=> b.pre_->first; c != 0) return c;
-    if (const auto c = a.pre_->second <=> b.pre_->second; c != 0) return c;
+    if (const auto c = a.pre_->first <=> b.pre_->first; std::is_neq(c)) return c;
+    if (const auto c = a.pre_->second <=> b.pre_->second; std::is_neq(c)) return c;
   }
 
   // No post release sorts before any post release.
-  if (const auto c = a.post_.has_value() <=> b.post_.has_value(); c != 0) return c;
+  if (const auto c = a.post_.has_value() <=> b.post_.has_value(); std::is_neq(c)) return c;
   if (a.post_) {
-    if (const auto c = *a.post_ <=> *b.post_; c != 0) return c;
+    if (const auto c = *a.post_ <=> *b.post_; std::is_neq(c)) return c;
   }
 
   // A dev release sorts before the same version without one.
-  if (const auto c = b.dev_.has_value() <=> a.dev_.has_value(); c != 0) return c;
+  if (const auto c = b.dev_.has_value() <=> a.dev_.has_value(); std::is_neq(c)) return c;
   if (a.dev_) {
-    if (const auto c = *a.dev_ <=> *b.dev_; c != 0) return c;
+    if (const auto c = *a.dev_ <=> *b.dev_; std::is_neq(c)) return c;
   }
 
   // No local label sorts before any local label.
-  if (const auto c = a.has_local() <=> b.has_local(); c != 0) return c;
+  if (const auto c = a.has_local() <=> b.has_local(); std::is_neq(c)) return c;
   return compare_local(a.local_, b.local_);
 }
 

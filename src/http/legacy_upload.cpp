@@ -6,8 +6,8 @@
 
 namespace wf::http {
 
-LegacyUpload::LegacyUpload(std::string boundary, store::TempFile temp)
-    : parser_(std::move(boundary)), temp_(std::move(temp)) {}
+LegacyUpload::LegacyUpload(const std::string& boundary, store::TempFile temp)
+    : parser_(boundary), temp_(std::move(temp)) {}
 
 Status LegacyUpload::feed(std::string_view chunk) {
   return parser_.feed(chunk, *this);

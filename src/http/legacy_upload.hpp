@@ -17,7 +17,7 @@ namespace wf::http {
 
 class LegacyUpload final : public MultipartSink {
  public:
-  LegacyUpload(std::string boundary, store::TempFile temp);
+  LegacyUpload(const std::string& boundary, store::TempFile temp);
 
   /// Parses the next chunk of the body. Errors: invalid (malformed multipart, a second file,
   /// a file part not named `content`), too_large, storage_full / io (temp file writes).

@@ -198,7 +198,7 @@ Result<std::string> boundary_from_content_type(std::string_view content_type) {
   return std::move(**boundary);
 }
 
-MultipartParser::MultipartParser(std::string boundary, MultipartLimits limits)
+MultipartParser::MultipartParser(const std::string& boundary, MultipartLimits limits)
     : delimiter_("\r\n--" + boundary), limits_(limits) {
   if (auto problem = boundary_problem(boundary)) {
     state_ = State::failed;

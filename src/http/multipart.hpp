@@ -51,7 +51,7 @@ class MultipartParser {
  public:
   /// boundary: as returned by boundary_from_content_type(). An invalid boundary is reported by
   /// the first feed() or finish().
-  explicit MultipartParser(std::string boundary, MultipartLimits limits = {});
+  explicit MultipartParser(const std::string& boundary, MultipartLimits limits = {});
 
   /// Consumes the next chunk of the body (any size, split anywhere). Text before the first
   /// boundary and after the closing boundary is ignored (RFC 2046 preamble and epilogue).

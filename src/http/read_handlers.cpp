@@ -67,7 +67,7 @@ Response simple_api(const Request& req, const snapshot::Snapshot& snap, std::siz
     std::vector<std::string_view> parts(seg.begin(), seg.begin() + static_cast<std::ptrdiff_t>(at));
     auto parsed = core::parse_view_selector(parts);
     if (!parsed) return error_response(parsed.error());
-    view = std::move(*parsed);
+    view = *parsed;
     for (std::size_t i = 0; i < at; ++i) prefix += percent_encode_path(seg[i]) + "/";
   }
   prefix += "simple/";

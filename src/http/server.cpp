@@ -337,8 +337,8 @@ const char* method_name(Method m) {
 struct UploadState {
   static constexpr std::size_t kChunk = 256 * 1024;
   explicit UploadState(store::TempFile t) : temp(std::move(t)) {}
-  UploadState(std::string boundary, store::TempFile t)
-      : form(std::make_unique<LegacyUpload>(std::move(boundary), std::move(t))) {}
+  UploadState(const std::string& boundary, store::TempFile t)
+      : form(std::make_unique<LegacyUpload>(boundary, std::move(t))) {}
   std::optional<store::TempFile> temp;  // PUT /upload/: the body is the file
   std::unique_ptr<LegacyUpload> form;   // POST /legacy/: the body is a multipart form
   std::vector<char> buffer = std::vector<char>(kChunk);  // network thread: being received
@@ -914,7 +914,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                  });
   }
 
-  void on_stored(std::uint64_t seq, Status st) {
+  void on_stored(std::uint64_t seq, const Status& st) {
     if (seq != upload_seq_) return;  // the upload was given up meanwhile
     --storing_;
     if (!st && !store_error_) store_error_ = st.error();
@@ -977,8 +977,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           return {std::move(result), std::move(snap)};
         },
         [self = this->shared_from_this()](std::pair<Result<ingest::Ingested>, SnapshotPtr> done) {
-          auto& [result, snap] = done;
-          self->srv_.install(std::move(snap));
+          const auto& result = done.first;
+          self->srv_.install(std::move(done.second));
           if (!result) {
             self->srv_.metrics.upload(status_for(result.error().code) >= 500 ? "failed"
                                                                              : "rejected");
@@ -1306,8 +1306,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     lowest().expires_after(srv_.config.write_timeout);
     const bool keep_alive = res->keep_alive();
     bhttp::async_write(stream_, *res,
-                       [self = this->shared_from_this(), res, keep, status, length, keep_alive](
-                           beast::error_code ec, std::size_t) {
+                       [self = this->shared_from_this(), res, keep = std::move(keep), status,
+                        length, keep_alive](beast::error_code ec, std::size_t) {
                          self->log(status, length, ec);
                          if (ec || !keep_alive) return self->close();
                          self->read_header();

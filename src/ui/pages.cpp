@@ -158,7 +158,7 @@ std::string chosen_version(const std::vector<const core::FileRecord*>& files,
   std::string newest;
   std::string newest_usable;
   for (const auto* f : files) {  // ascending version order
-    const std::string v = public_version_of(*f);
+    std::string v = public_version_of(*f);
     if (v == asked) return v;
     newest = v;
     if (!f->yanked) newest_usable = v;
@@ -463,6 +463,7 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
       d.set("uv_command", "uv pip install --python " + python + " --extra-index-url " + index_url +
                               " " + requirement);
       std::vector<std::string> names;
+      names.reserve(matches.size());
       for (const auto* f : matches) names.push_back(f->filename);
       d.set("matches", list_of(names));
     }

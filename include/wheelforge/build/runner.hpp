@@ -70,7 +70,7 @@ class Runner {
  public:
   /// `on_ingested` is called (on a runner thread) after a wheel was ingested.
   Runner(RunnerConfig config, catalog::JobStore& jobs, catalog::Catalog& catalog,
-         store::BlobStore& store, ingest::Ingestor& ingestor, std::filesystem::path data_dir,
+         store::BlobStore& store, ingest::Ingestor& ingestor, const std::filesystem::path& data_dir,
          std::function<void()> on_ingested = {});
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;

@@ -65,6 +65,7 @@ struct TorchSeries {
   int major = 0;
   int minor = 0;
   friend bool operator==(const TorchSeries&, const TorchSeries&) = default;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>
   friend auto operator<=>(const TorchSeries&, const TorchSeries&) = default;
   /// "2.8".
   [[nodiscard]] std::string str() const;
