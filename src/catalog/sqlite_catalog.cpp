@@ -304,8 +304,7 @@ class SqliteCatalog final : public Catalog {
     return find_file_locked(filename);
   }
 
-  Result<std::pair<InsertOutcome, core::FileRecord>> insert_file(
-      const NewFile& nf, const std::function<Status()>& publish) override {
+  Result<Inserted> insert_file(const NewFile& nf, const std::function<Status()>& publish) override {
     std::lock_guard lock(mu_);
     // Only a new row is committed; identical and conflict answers change nothing.
     return write_transaction([&] { return insert_file_locked(nf, publish); },
@@ -627,8 +626,7 @@ class SqliteCatalog final : public Catalog {
     return sqlite_error(db_, "file lookup");
   }
 
-  Result<std::pair<InsertOutcome, core::FileRecord>> insert_file_locked(
-      const NewFile& nf, const std::function<Status()>& publish) {
+  Result<Inserted> insert_file_locked(const NewFile& nf, const std::function<Status()>& publish) {
     const core::FileRecord& f = nf.file;
     // Claims first: an uploader learns nothing about a project it may not upload to.
     auto claim = project_claim_locked(f.project);

@@ -69,6 +69,9 @@ struct BlobRef {
 
 class Catalog {
  public:
+  /// What insert_file() did, and the row stored under the name.
+  using Inserted = std::pair<InsertOutcome, core::FileRecord>;
+
   virtual ~Catalog() = default;
 
   /// The file with this exact name, if recorded.
@@ -81,10 +84,8 @@ class Catalog {
   /// is written: the caller publishes the file's blobs there, so that concurrent uploads of one
   /// name (from any process) never publish a blob that no row will reference. A failing
   /// `publish` aborts the insert with its error.
-  [[nodiscard]] virtual Result<std::pair<InsertOutcome, core::FileRecord>> insert_file(
+  [[nodiscard]] virtual Result<Inserted> insert_file(
       const NewFile& file, const std::function<Status()>& publish = {}) = 0;
-
-  using Inserted = std::pair<InsertOutcome, core::FileRecord>;
 
   /// insert_file() for many files in one write transaction. One result per file, in order,
   /// as insert_file() calls one after another would give them (a file sees the ones before
