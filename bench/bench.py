@@ -549,7 +549,13 @@ def main():
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--pip-python", default="/root/.pyenv/versions/3.12.1/bin/python")
     ap.add_argument("--pip-runs", type=int, default=11)
-    ap.add_argument("--download-runs", type=int, default=3)
+    ap.add_argument("--download-runs", type=int, default=7)
+    ap.add_argument("--micro-min-time", type=float, default=0.3,
+                    help="--benchmark_min_time of the micro-benchmarks, in seconds")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 1 when anything failed: a response that is not 200, errors under load, "
+                         "an upload refused or never listed, pip resolving differently on the two "
+                         "servers (no timing is checked)")
     ap.add_argument("--note", default="", help="free text recorded with the results")
     ap.add_argument("--fresh-data", action="store_true",
                     help="ingest the large corpus again even when an earlier run of the same binary did")
@@ -603,6 +609,7 @@ def main():
         # -- uploads: into the small index (the upload's own cost) and into the large one ----------
         big = os.path.join(corpus, "big", "bench_big-1.0.0-py3-none-any.whl")
         big_size = os.path.getsize(big)
+        results["big_wheel_bytes"] = big_size
         # Nothing written by the steps before (the ingest of the large corpus, when it ran) is
         # still on its way to the disk while the disk and the uploads are measured.
         os.sync()
@@ -642,7 +649,7 @@ def main():
         accept_json = "Accept: application/vnd.pypi.simple.v1+json"
         gz = "Accept-Encoding: gzip"
         cases = [
-            ("root list (5,002 projects)", "/simple/", [gz], True),
+            (f"root list ({len(manifest):,} projects)", "/simple/", [gz], True),
             (f"small project page ({small_project}, 10 files)", f"/simple/{small_project}/", [gz], True),
             ("variant project page (flash-attn, 400 files)", "/simple/flash-attn/", [gz], True),
             ("variant project JSON", "/simple/flash-attn/", [gz, accept_json], True),
@@ -676,22 +683,25 @@ def main():
             save()
 
         # -- big file download -------------------------------------------------------------------
-        log(f"download of the {big_size / MIB:.0f} MiB wheel (median of {args.download_runs}, curl to /dev/null)")
-        results["download"] = {}
-        for n, srv in targets.items():
-            if n == "wheelforge-1t":
-                continue
-            speeds = []
-            # One untimed download first, so that every server reads its copy from the page cache.
+        log(f"download of the {big_size / MIB:.0f} MiB wheel (median of {args.download_runs}, curl to /dev/null, "
+            "the servers taking turns)")
+        dl_targets = {n: srv for n, srv in targets.items() if n != "wheelforge-1t"}
+        speeds = {n: [] for n in dl_targets}
+        # One untimed download first, so that every server reads its copy from the page cache.
+        for srv in dl_targets.values():
             subprocess.run(["curl", "-s", "-o", "/dev/null", srv.url + big_entry["url"]], check=True)
-            for _ in range(args.download_runs):
+        order = list(dl_targets)
+        for i in range(args.download_runs):
+            # Each round starts with another server, as for wrk and pip.
+            for n in order[i % len(order):] + order[:i % len(order)]:
                 out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download} %{time_total}",
-                                      srv.url + big_entry["url"]], capture_output=True, text=True, check=True).stdout.split()
+                                      dl_targets[n].url + big_entry["url"]], capture_output=True, text=True, check=True).stdout.split()
                 if out[0] != "200" or int(out[1]) != big_size:
                     raise SystemExit(f"download from {n} failed: {out}")
-                speeds.append(big_size / float(out[2]) / MB)
-            results["download"][n] = {"mb_per_s": statistics.median(speeds), "all": speeds}
-            log(f"  {n:10} {statistics.median(speeds):.0f} MB/s  ({', '.join(f'{s:.0f}' for s in speeds)})")
+                speeds[n].append(big_size / float(out[2]) / MB)
+        results["download"] = {n: {"mb_per_s": statistics.median(v), "all": v} for n, v in speeds.items()}
+        for n, v in speeds.items():
+            log(f"  {n:10} {statistics.median(v):.0f} MB/s  ({', '.join(f'{s:.0f}' for s in v)})")
 
         results["rss_after_load"] = {"wheelforge": proc_status(wf.pid),
                                      "nginx-1w": tree_rss(ngx1.pid), "nginx-2w": tree_rss(ngx2.pid)}
@@ -747,7 +757,7 @@ def main():
         # -- micro-benchmarks --------------------------------------------------------------------
         if args.micro and os.path.exists(args.micro):
             log("micro-benchmarks")
-            p = subprocess.run([args.micro, "--benchmark_format=json", "--benchmark_min_time=0.3"],
+            p = subprocess.run([args.micro, "--benchmark_format=json", f"--benchmark_min_time={args.micro_min_time}"],
                                capture_output=True, text=True, check=True)
             doc = json.loads(p.stdout)
             scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -765,6 +775,13 @@ def main():
     with open(os.path.join(work, "results.md"), "w") as f:
         f.write(md)
     print(md)
+    if args.strict:
+        found = failures(results, want_micro=bool(args.micro))
+        for f in found:
+            log(f"FAILED: {f}")
+        if found:
+            return 1
+        log("every step answered as it should (--strict)")
     return 0
 
 
@@ -805,6 +822,45 @@ def fmt_p99(run):
 
 def fmt_rps(v):
     return "–" if v is None else f"{v:,.0f}"
+
+
+def failures(r, want_micro):
+    """What went wrong in a run, as sentences; timings are never judged here."""
+    out = []
+    for case in r.get("cases", []):
+        for n, resp in case["responses"].items():
+            if resp["status"] != 200:
+                out.append(f"{case['case']}: {n} answered {resp['status']}")
+        for key, run in case["runs"].items():
+            if run["non2xx"] or run["socket_errors"]:
+                out.append(f"{case['case']}: {key} had {run['non2xx']} non-2xx answers and "
+                           f"{run['socket_errors']} socket errors under load")
+    if not r.get("cases"):
+        out.append("no load case ran")
+    for k in ("small", "large"):
+        u = r.get("upload", {}).get(k)
+        if u is None:
+            out.append(f"no upload into the {k} index")
+        elif u["status"] not in (200, 201) or u["visible_after_ms"] is None:
+            out.append(f"upload into the {k} index: status {u['status']}, listed: {u['visible_after_ms'] is not None}")
+    if "download" not in r:
+        out.append("no download was measured")
+    for mode in ("install", "download"):
+        p = r.get("pip", {}).get(mode)
+        if p is None:
+            out.append(f"pip {mode} did not run")
+        elif not p["same_result"] or p["wheelforge"]["packages"] == 0:
+            out.append(f"pip {mode}: {p['wheelforge']['packages']} packages from wheelforge, "
+                       f"{p['nginx-1w']['packages']} from the static tree, same result: {p['same_result']}")
+    if want_micro and not r.get("micro"):
+        out.append("the micro-benchmarks did not run")
+    return out
+
+
+def big_label(r):
+    """The big wheel's size as the report names it: "1 GiB" for the real suite."""
+    size = r.get("big_wheel_bytes", 2**30)
+    return f"{size / 2**30:.0f} GiB" if size >= 2**30 else f"{size / MIB:.0f} MiB"
 
 
 def verdict(ok):
@@ -871,15 +927,17 @@ def render_markdown(r):
     other = ["### Downloads, upload, memory, startup, pip", "", "| measurement | wheelforge | nginx 1w | nginx 2w |", "|---|---:|---:|---:|"]
     if "download" in r:
         d = r["download"]
-        other.append(f"| download of the 1 GiB wheel, MB/s (median of {len(d['wheelforge']['all'])}) | {d['wheelforge']['mb_per_s']:,.0f} | "
-                     f"{d['nginx-1w']['mb_per_s']:,.0f} | {d['nginx-2w']['mb_per_s']:,.0f} |")
+        def dl(n):
+            return f"{d[n]['mb_per_s']:,.0f} ({min(d[n]['all']):,.0f}–{max(d[n]['all']):,.0f})"
+        other.append(f"| download of the {big_label(r)} wheel, MB/s, median of {len(d['wheelforge']['all'])} (range) | "
+                     f"{dl('wheelforge')} | {dl('nginx-1w')} | {dl('nginx-2w')} |")
     if "disk" in r:
-        other.append(f"| reference: write + fsync of 1 GiB to the same disk (no server) | {r['disk']['mb_per_s']:.0f} MB/s | – | – |")
+        other.append(f"| reference: write + fsync of {big_label(r)} to the same disk (no server) | {r['disk']['mb_per_s']:.0f} MB/s | – | – |")
     for k, label in (("small", "small index (2,000 files)"), ("large", "large index (50,400 files)")):
         u = r.get("upload", {}).get(k)
         if not u:
             continue
-        other.append(f"| PUT of the 1 GiB wheel into the {label}: status, MB/s (time) | {u['status']}, {u['mb_per_s']:.0f} MB/s "
+        other.append(f"| PUT of the {big_label(r)} wheel into the {label}: status, MB/s (time) | {u['status']}, {u['mb_per_s']:.0f} MB/s "
                      f"({u['seconds']:.2f} s, {u['after_last_byte_s']:.2f} s of it after the last byte) | – | – |")
         other.append(f"| … server RSS before / peak while the body streamed / peak after the last byte (sampled every 5 ms) | "
                      f"{u['rss_before'] / MIB:.1f} / {u['peak_rss_while_body_sent'] / MIB:.1f} / {u['peak_rss_after_last_byte'] / MIB:.1f} MiB | – | – |")
@@ -974,7 +1032,7 @@ def goals(r):
         if not u:
             continue
         idx = f"{k} index"
-        out.append(f"| 1 GiB upload ≥ 200 MB/s ({idx}) | {u['mb_per_s']:.0f} MB/s | {verdict(u['status'] in (200, 201) and u['mb_per_s'] >= 200)} |")
+        out.append(f"| {big_label(r)} upload ≥ 200 MB/s ({idx}) | {u['mb_per_s']:.0f} MB/s | {verdict(u['status'] in (200, 201) and u['mb_per_s'] >= 200)} |")
         out.append(f"| peak server RSS during the upload < 64 MiB ({idx}) | {u['peak_rss_sampled'] / MIB:.1f} MiB "
                    f"({u['peak_rss_while_body_sent'] / MIB:.1f} MiB while streaming) | {verdict(u['peak_rss_sampled'] < 64 * MIB)} |")
         vis = u["visible_after_ms"]

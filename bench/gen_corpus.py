@@ -126,14 +126,12 @@ def small_jobs(root):
     return jobs
 
 
-def large_jobs(root):
+def large_jobs(root, n_projects=5000, target_files=50000):
     rng = random.Random(691)
     jobs = []
     words = ["data", "util", "core", "http", "async", "json", "yaml", "cli", "test", "db", "ml",
              "gpu", "io", "auth", "cache", "log", "web", "api", "kit", "lib"]
     total = 0
-    target_files = 50000
-    n_projects = 5000
     for i in range(n_projects):
         project = f"{rng.choice(words)}-{rng.choice(words)}-{i:04d}"
         remaining_projects = n_projects - i
@@ -248,10 +246,13 @@ def main():
     ap.add_argument("--out", required=True, help="corpus root (bench/.work/corpus)")
     ap.add_argument("--procs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--big-mib", type=int, default=1024, help="payload of the big wheel in MiB")
+    ap.add_argument("--large-projects", type=int, default=5000, help="projects in the large corpus")
+    ap.add_argument("--large-files", type=int, default=50000, help="wheels in the large corpus")
     ap.add_argument("--only", nargs="*", default=["small", "large", "variant", "big"])
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    lists = {"small": small_jobs, "large": large_jobs, "variant": variant_jobs}
+    lists = {"small": small_jobs, "variant": variant_jobs,
+             "large": lambda root: large_jobs(root, args.large_projects, args.large_files)}
     for name in ["small", "large", "variant"]:
         if name in args.only:
             generate(name, lists[name](os.path.join(args.out, name)), args.out, args.procs)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wheelforge benchmark suite, one command on a fresh Debian 12 machine:
 #
-#   bench/run.sh [--bin PATH] [-- extra bench.py options]
+#   bench/run.sh [--bin PATH] [--smoke] [-- extra bench.py options]
 #
 # Installs what is missing with apt-get (nginx, wrk, Google Benchmark, the build dependencies),
 # builds the micro-benchmarks (and the server when PATH does not exist) in build-bench/,
@@ -10,24 +10,40 @@
 # micro-benchmarks. Prints a markdown report, also written to bench/.work/results.md (and the
 # raw numbers to bench/.work/results.json).
 #
+# --smoke runs every step of the suite on small corpora (3,000 files in the "large" one, a 16 MiB
+# big wheel) for 1 s per case, in bench/.work-smoke/, and exits 1 when any step failed (a
+# response that is not 200, errors under load, a refused upload, pip resolving differently on
+# the two servers). CI runs it; its timings mean nothing.
+#
 # Environment: WF_BIN (server binary, default build/wheelforge), BENCH_JOBS (build parallelism,
-# default nproc), BENCH_NOTE (text recorded with the results).
+# default nproc), BENCH_NOTE (text recorded with the results), BENCH_BUILD_DIR (where the
+# micro-benchmarks are built, default build-bench/; an existing build keeps its settings).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 bin=${WF_BIN:-$root/build/wheelforge}
 jobs=${BENCH_JOBS:-$(nproc)}
-build_dir=$root/build-bench
+build_dir=${BENCH_BUILD_DIR:-$root/build-bench}
 work=$here/.work
+smoke=0
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) bin=$2; shift 2 ;;
+    --smoke) smoke=1; work=$here/.work-smoke; shift ;;
     --) shift; extra=("$@"); break ;;
-    *) echo "usage: $0 [--bin PATH] [-- bench.py options]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--bin PATH] [--smoke] [-- bench.py options]" >&2; exit 2 ;;
   esac
 done
+corpus_opts=()
+bench_opts=()
+note=${BENCH_NOTE:-}
+if [ "$smoke" = 1 ]; then
+  note=${note:-"smoke run: small corpora, 1 s per case; the timings mean nothing"}
+  corpus_opts=(--large-projects 300 --large-files 3000 --big-mib 16)
+  bench_opts=(--duration 1 --rounds 1 --pip-runs 1 --download-runs 1 --micro-min-time 0.01 --strict)
+fi
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
@@ -57,17 +73,21 @@ if [ ! -x "$bin" ]; then
   targets+=(wheelforge)
   bin=$build_dir/wheelforge
 fi
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DWF_BUILD_TESTS=OFF -DWF_BUILD_BENCH=ON >/dev/null
+if [ -f "$build_dir/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build_dir" -DWF_BUILD_BENCH=ON >/dev/null
+else
+  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DWF_BUILD_TESTS=OFF -DWF_BUILD_BENCH=ON >/dev/null
+fi
 for t in "${targets[@]}"; do
   nice cmake --build "$build_dir" --target "$t" -j"$jobs"
 done
 
 echo "==> corpora and static trees in $work (generated once, then reused)"
-nice /usr/bin/python3 "$here/gen_corpus.py" --out "$work/corpus"
+nice /usr/bin/python3 "$here/gen_corpus.py" --out "$work/corpus" "${corpus_opts[@]}"
 nice /usr/bin/python3 "$here/static_tree.py" --out "$work/static/small" "$work/corpus/small"
 nice /usr/bin/python3 "$here/static_tree.py" --out "$work/static/large" \
   "$work/corpus/large" "$work/corpus/variant" "$work/corpus/big"
 
 echo "==> benchmarks ($bin)"
 exec /usr/bin/python3 "$here/bench.py" --bin "$bin" --work "$work" \
-  --micro "$build_dir/bench/wf_micro_bench" --note "${BENCH_NOTE:-}" "${extra[@]}"
+  --micro "$build_dir/bench/wf_micro_bench" --note "$note" "${bench_opts[@]}" "${extra[@]}"
