@@ -98,6 +98,13 @@ class RssSampler:
         self._thread.join()
 
 
+def in_turn(names, i):
+    """The servers in the order of round i: each round starts with the next one, so that no
+    server always runs right after the same neighbour."""
+    k = i % len(names)
+    return names[k:] + names[:k]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -670,9 +677,7 @@ def main():
             for c in conns:
                 rounds = {n: [] for n in names}
                 for i in range(args.rounds):
-                    # Each round starts with a different server, so that no server always runs
-                    # right after the same neighbour.
-                    for n in names[i % len(names):] + names[:i % len(names)]:
+                    for n in in_turn(names, i):
                         r = run_wrk(targets[n].url + path, c, args.duration, headers, args.wrk_threads)
                         rounds[n].append({k: v for k, v in r.items() if k != "raw"})
                         log(f"  {name[:40]:40} {n:13} c={c:<4} {r['rps']:>10.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms"
@@ -690,10 +695,8 @@ def main():
         # One untimed download first, so that every server reads its copy from the page cache.
         for srv in dl_targets.values():
             subprocess.run(["curl", "-s", "-o", "/dev/null", srv.url + big_entry["url"]], check=True)
-        order = list(dl_targets)
         for i in range(args.download_runs):
-            # Each round starts with another server, as for wrk and pip.
-            for n in order[i % len(order):] + order[:i % len(order)]:
+            for n in in_turn(list(dl_targets), i):
                 out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download} %{time_total}",
                                       dl_targets[n].url + big_entry["url"]], capture_output=True, text=True, check=True).stdout.split()
                 if out[0] != "200" or int(out[1]) != big_size:
@@ -740,9 +743,8 @@ def main():
             for n, srv in pip_targets.items():  # warm-up (pip's own imports, page cache)
                 _, resolved[n] = pip_run(python, srv.url, mode, "bench-app", pip_work)
             for i in range(args.pip_runs):
-                # Taking turns, each round starting with the other server.
-                for n, srv in (list(pip_targets.items()) if i % 2 == 0 else list(pip_targets.items())[::-1]):
-                    t, _ = pip_run(python, srv.url, mode, "bench-app", pip_work)
+                for n in in_turn(list(pip_targets), i):
+                    t, _ = pip_run(python, pip_targets[n].url, mode, "bench-app", pip_work)
                     times[n].append(t)
             results["pip"][mode] = {n: {"median_s": statistics.median(ts), "all_s": ts, "packages": len(resolved[n])}
                                     for n, ts in times.items()}
