@@ -4,10 +4,8 @@
 #include <archive_entry.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "archive/shell.hpp"
 #include "archive/zip_builder.hpp"
 #include "wheelforge/archive/reader.hpp"
 #include "wheelforge/crypto/digest.hpp"
@@ -29,6 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 using fixtures::build_zip;
 using fixtures::Compression;
+using fixtures::quote;
+using fixtures::shell;
 using fixtures::ZipEntry;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -160,22 +161,6 @@ void verify_record(const std::vector<Member>& members, std::string_view dist_inf
     EXPECT_EQ(it->second.second, std::to_string(m.data.size())) << m.name;
   }
   EXPECT_EQ(listed.size(), files);
-}
-
-// Runs a shell command; returns its exit status and its output.
-std::pair<int, std::string> shell(const std::string& command) {
-  std::string output;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  char buffer[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-std::string quote(const fs::path& p) {
-  return "'" + p.string() + "'";
 }
 
 class RetagTest : public ::testing::Test {
