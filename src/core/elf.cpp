@@ -96,7 +96,7 @@ std::optional<std::string> highest_needed_version(const ElfInfo& info, std::stri
     for (const auto& name : need.versions) {
       const SymbolVersion v = SymbolVersion::parse(name);
       if (v.prefix != prefix || !v.numbers) continue;
-      if (!best || compare_dotted(*v.numbers, best_numbers) > 0) {
+      if (!best || std::is_gt(compare_dotted(*v.numbers, best_numbers))) {
         best = name;
         best_numbers = *v.numbers;
       }

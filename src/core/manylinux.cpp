@@ -10,8 +10,9 @@ namespace wf::core {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Policy data: auditwheel's src/auditwheel/policy/manylinux-policy.json (pypa/auditwheel,
-// 2026-08), restated as ceilings per prefix. docs/manylinux.md has the same numbers as tables.
+// Policy data: auditwheel's src/auditwheel/policy/manylinux-policy.json (pypa/auditwheel 6.8.1;
+// the file last changed on 2025-12-27), restated as ceilings per prefix. docs/manylinux.md has
+// the same numbers as tables, and why a ceiling decides what auditwheel's lists decide.
 
 constexpr std::string_view kNamed_TM_1[] = {"TM_1"};
 constexpr std::string_view kNamed_FLOAT128_TM_1[] = {"FLOAT128", "TM_1"};
@@ -383,7 +384,7 @@ bool ManylinuxPolicy::allows_version(std::string_view version) const {
     if (contains(ceiling.named, v.suffix)) return true;
     if (!v.numbers || ceiling.highest.empty()) return false;
     const auto highest = SymbolVersion::parse("X_" + std::string(ceiling.highest)).numbers;
-    return highest && compare_dotted(*v.numbers, *highest) <= 0;
+    return highest && std::is_lteq(compare_dotted(*v.numbers, *highest));
   }
   return true;
 }
@@ -581,7 +582,7 @@ ManylinuxAssessment assess_manylinux(std::span<const WheelBinary> binaries,
     for (const auto& need : elf.version_needs) {
       for (const auto& version : need.versions) {
         const SymbolVersion v = SymbolVersion::parse(version);
-        if (v.prefix == "GLIBC" && v.numbers && compare_dotted(*v.numbers, glibc) > 0) {
+        if (v.prefix == "GLIBC" && v.numbers && std::is_gt(compare_dotted(*v.numbers, glibc))) {
           glibc = *v.numbers;
         }
         const auto at =

@@ -4,17 +4,22 @@
 // module; no library beyond glibc's <elf.h>. The facts are core::ElfInfo (core/elf.hpp).
 //
 // What is read. Only what the loader reads: the ELF header, the program headers, the PT_DYNAMIC
-// segment, and the tables its entries point to (DT_STRTAB, DT_SYMTAB sized by DT_GNU_HASH or
-// DT_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF), found by mapping their addresses to file offsets
-// through the PT_LOAD segments. Section headers are never read: stripped objects (even without
+// segment, and the tables its entries point to (DT_STRTAB, DT_SYMTAB, DT_GNU_HASH or DT_HASH,
+// DT_VERSYM, DT_VERNEED, DT_VERDEF, and the relocations DT_RELA, DT_REL and DT_JMPREL, of which
+// only symbol indices are used), found by mapping their addresses to file offsets through the
+// PT_LOAD segments. Section headers are never read: stripped objects (even without
 // a section header table) read the same, and a section table that lies about .dynsym cannot
 // make us see other symbols than the loader sees.
 //
 // Order of reads. In two ascending sweeps: (1) ELF header, program headers, PT_DYNAMIC; (2) the
-// hash table, then the symbol table, string table, version tables in file order. A source that
-// can only move forward (a deflated wheel member) is therefore inflated at most twice for an
-// object laid out as linkers lay them out; other layouts cost a restart per backward read, up to
-// the source's own limit.
+// hash table, then the symbol table, string table, version tables and relocation tables in file
+// order. A source that can only move forward (a deflated wheel member) is therefore inflated
+// twice for an object laid out as linkers lay them out; other layouts cost a restart per
+// backward read, up to the source's own limit.
+//
+// The number of dynamic symbols is what the loader can reach: the hash table's count
+// (DT_GNU_HASH, else DT_HASH), extended to the highest symbol a relocation names (an object that
+// exports nothing, such as a non-PIE executable, has a GNU hash table that covers no symbol).
 //
 // Bounds. Every offset, count and size is checked against the file and its segment before it is
 // used (with overflow-safe arithmetic), and every table is held to a limit named in the error
@@ -115,11 +120,13 @@ struct InspectLimits {
 /// the ELF members inflates the first block of each deflated member.
 ///
 /// Returns the binaries in file order, each with its facts or, when that member cannot be
-/// read as ELF, the problem (the other members are still read). Fails with Errc::invalid when
-/// the zip layout is bad (the checks of read_wheel: reader.hpp), when the wheel has more ELF
-/// members than `limits.max_binaries`, or when inflating needs more than
-/// `limits.max_inflated_bytes`; with Errc::io when the file cannot be read. Blocks on file I/O;
-/// call from a worker thread. Member CRCs are not verified (only parts of members are read).
+/// read as ELF, the problem (read_elf's message, or a deflated member needing more than
+/// `limits.max_passes` passes); the other members are still read. Fails with Errc::invalid when
+/// the zip layout is bad (the checks of read_wheel: reader.hpp), when a member's data cannot be
+/// inflated, when the wheel has more ELF members than `limits.max_binaries`, or when inflating
+/// needs more than `limits.max_inflated_bytes`; with Errc::io when the file cannot be read.
+/// Blocks on file I/O; call from a worker thread. Member CRCs are not verified (only parts of
+/// members are read).
 [[nodiscard]] Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(
     const std::filesystem::path& wheel, const InspectLimits& limits = {});
 
