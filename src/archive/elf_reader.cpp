@@ -38,11 +38,6 @@ Error over_limit(std::string_view what, std::uint64_t value, std::uint64_t limit
                  std::to_string(limit));
 }
 
-// [offset, offset + length) lies inside [0, size), without overflowing.
-bool fits(std::uint64_t offset, std::uint64_t length, std::uint64_t size) {
-  return offset <= size && length <= size - offset;
-}
-
 // Field decoding in the object's byte order.
 class Decoder {
  public:
@@ -230,7 +225,7 @@ Status Parser::read_program_headers() {
                    " bytes are smaller than " + std::to_string(entry));
   }
   const std::uint64_t table = std::uint64_t{phnum_} * phentsize_;
-  if (!fits(phoff_, table, src_.size())) {
+  if (!range_fits(phoff_, table, src_.size())) {
     return invalid("the program header table (offset " + std::to_string(phoff_) + ", " +
                    std::to_string(phnum_) + " entries) lies outside the file");
   }
@@ -260,7 +255,7 @@ Status Parser::read_dynamic() {
   if (dyn.filesz > limits_.max_dynamic_bytes) {
     return over_limit("the PT_DYNAMIC segment's size", dyn.filesz, limits_.max_dynamic_bytes);
   }
-  if (!fits(dyn.offset, dyn.filesz, src_.size())) {
+  if (!range_fits(dyn.offset, dyn.filesz, src_.size())) {
     return invalid("the PT_DYNAMIC segment (offset " + std::to_string(dyn.offset) + ", " +
                    std::to_string(dyn.filesz) + " bytes) lies outside the file");
   }
@@ -323,7 +318,7 @@ Result<Located> Parser::locate(std::uint64_t address, std::string_view what) con
   for (const Load& seg : loads_) {
     if (address < seg.vaddr || address - seg.vaddr >= seg.filesz) continue;
     const std::uint64_t delta = address - seg.vaddr;
-    if (!fits(seg.offset, seg.filesz, src_.size())) {
+    if (!range_fits(seg.offset, seg.filesz, src_.size())) {
       return invalid(std::string(what) + " lies in a PT_LOAD segment that extends beyond the file");
     }
     return Located{seg.offset + delta, seg.filesz - delta};
@@ -827,7 +822,7 @@ Result<core::ElfInfo> Parser::run() {
 }  // namespace
 
 Result<std::string> MemorySource::read_at(std::uint64_t offset, std::size_t length) {
-  if (!fits(offset, length, bytes_.size())) {
+  if (!range_fits(offset, length, bytes_.size())) {
     return invalid("bytes " + std::to_string(offset) + "+" + std::to_string(length) +
                    " lie outside the " + std::to_string(bytes_.size()) + "-byte file");
   }
