@@ -15,6 +15,10 @@ std::string_view Request::header(std::string_view name) const {
 }
 
 std::string Request::query_param(std::string_view name) const {
+  return find_query_param(name).value_or("");
+}
+
+std::optional<std::string> Request::find_query_param(std::string_view name) const {
   for (const auto part : split(query, '&')) {
     const auto eq = part.find('=');
     const std::string_view key = part.substr(0, eq);
@@ -23,7 +27,7 @@ std::string Request::query_param(std::string_view name) const {
         eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
     return percent_decode(raw).value_or("");
   }
-  return {};
+  return std::nullopt;
 }
 
 std::string base_url(const Request& req) {

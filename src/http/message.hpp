@@ -30,6 +30,9 @@ struct Request {
   [[nodiscard]] std::string_view header(std::string_view name) const;
   /// Percent-decoded value of the first query parameter with this name, or "".
   [[nodiscard]] std::string query_param(std::string_view name) const;
+  /// Like query_param, but nullopt when the parameter is absent ("?name" and "?name=" are
+  /// present with an empty value).
+  [[nodiscard]] std::optional<std::string> find_query_param(std::string_view name) const;
 };
 
 /// The scheme and authority clients used to reach us ("https://host:port"), for absolute URLs
