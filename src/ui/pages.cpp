@@ -208,7 +208,7 @@ std::string backend_words(const std::string& backend) {
 
 /// How the picker's CUDA menu names a backend: "12.8 (cu128)", "CPU", "ROCm 6.4".
 std::string backend_option_label(const std::string& backend) {
-  const std::string words = backend_words(backend);
+  std::string words = backend_words(backend);
   if (!words.starts_with("CUDA ")) return words;
   return words.substr(5) + " (" + backend + ")";
 }
