@@ -333,7 +333,8 @@ def test_no_build_is_404_with_the_nearest_builds(bed):
     assert "has no wheel" in resp.json()["error"]
     # A pure-Python project fits every torch.
     doc = bed.resolve("torch=2.11.0&cuda=12.8&project=wf-purelib").json()
-    assert doc["pip"] == pinned_line(bed.server.url, "/cu128/torch2.11/simple/", "wf-purelib", "0.3")
+    assert doc["pip"] == pinned_line(bed.server.url, "/cu128/torch2.11/simple/", "wf-purelib",
+                                     "0.3")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,7 +456,8 @@ def test_poetry_1_3_installs_from_the_commands_of_the_home_page(bed, tmp_path):
     block = re.search(r"<code>(poetry source add --secondary [^<]*)</code>", home)
     assert block, "no Poetry 1.3 commands on the home page"
     commands = block.group(1).splitlines()
-    assert [c.split()[:3] for c in commands] == [["poetry", "source", "add"], ["poetry", "add", "--source"]]
+    assert [c.split()[:3] for c in commands] == [["poetry", "source", "add"],
+                                                 ["poetry", "add", "--source"]]
     assert "--only-binary" not in block.group(1)
     doc = bed.resolve(f"torch=2.9.0&cuda=12.8&project={PROJECT}").json()
 
