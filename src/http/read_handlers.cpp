@@ -141,7 +141,7 @@ bool python_tag_before(const std::string& a, const std::string& b) {
     const std::string prefix = t.substr(0, digits);
     std::size_t number = 0;
     std::size_t width = 0;
-    for (std::size_t i = digits; i < t.size() && i != std::string::npos; ++i) {
+    for (std::size_t i = digits; i < t.size(); ++i) {  // digits is npos: no digits
       if (t[i] < '0' || t[i] > '9' || width == 6) break;
       number = number * 10 + static_cast<std::size_t>(t[i] - '0');
       ++width;
@@ -239,14 +239,13 @@ Response resolve(const Request& req, const snapshot::Snapshot& snap) {
     r.version = newest_wheel_version(snap.view_files_of(r.selector, normalized));
     if (!r.version) {
       const auto nearest = nearest_builds(snap, normalized, r.selector);
+      // The selector always names the torch series, so the path is never empty.
       const std::string path = r.selector.path();
-      std::string message = "no build of " + normalized + " for " +
-                            (path.empty() ? std::string("this torch") : path) + " (view /" +
-                            (path.empty() ? std::string() : path + "/") + "simple/)";
-      message += nearest.empty() ? std::string(": ") + normalized +
-                                       " has no wheel built for "
-                                       "a torch/CUDA combination"
-                                 : "; the nearest builds that exist are listed in \"nearest\"";
+      std::string message =
+          "no build of " + normalized + " for " + path + " (view /" + path + "/simple/)";
+      message += nearest.empty()
+                     ? ": " + normalized + " has no wheel built for a torch/CUDA combination"
+                     : "; the nearest builds that exist are listed in \"nearest\"";
       return api_error(make_error(Errc::not_found, message),
                        render::render_no_build(r, message, nearest));
     }

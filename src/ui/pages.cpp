@@ -538,10 +538,10 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
   const bool chosen = !torch.empty() && !backend.empty() && !python.empty();
   d.set("chosen", chosen);
   if (!chosen && has_matrix) {
-    if (const auto fallback = default_choice(snap, project->name, version, cov)) {
-      const std::string index_url = site.base_url + "/" + fallback->view.path() + "/simple/";
+    if (const auto choice = default_choice(snap, project->name, version, cov)) {
+      const std::string index_url = site.base_url + "/" + choice->view.path() + "/simple/";
       d.set("default_command", "pip install " + install_args(index_url));
-      d.set("default_label", fallback->label);
+      d.set("default_label", choice->label);
     }
   }
   if (chosen) {

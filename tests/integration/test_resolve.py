@@ -536,7 +536,7 @@ def test_project_page_shows_a_default_command_and_how_to_find_your_torch(bed, tm
     # The newest version (1.2.0 is all yanked, so 1.1.0 is shown) for the newest torch series
     # whose PyPI CUDA has a build: 2.14 is not in the table, 2.11's CUDA 13.0 is built.
     assert command == pinned_line(bed.server.url, "/cu130/torch2.11/simple/"), command
-    assert "PyTorch 2.11 from PyPI (CUDA 13.0)" in html.unescape(text)
+    assert f"{PROJECT} {PINNED} built for PyTorch 2.11 from PyPI (CUDA 13.0)" in html.unescape(text)
     hint = re.search(r'<code id="torch-check">(.*?)</code>', text, re.S)
     assert hint and html.unescape(hint.group(1)) == (
         'python -c "import torch; print(torch.__version__, torch.version.cuda)"')

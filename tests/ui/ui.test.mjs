@@ -276,7 +276,7 @@ test("before a choice the project page shows a default command that pip installs
   const page = await newPage();
   await page.goto(base + "/project/flash-attn/");
   // The newest torch series whose PyPI CUDA (2.9: 12.8) has no build is skipped; 2.8's has one.
-  assert.match(await page.textContent("#picker-result"), /the build for PyTorch 2\.8 from PyPI \(CUDA 12\.8\)/);
+  assert.match(await page.textContent("#picker-result"), /flash-attn 2\.8\.3 built for PyTorch 2\.8 from PyPI \(CUDA 12\.8\)/);
   const command = (await page.textContent("#default-command")).trim();
   assert.equal(command, `pip install --extra-index-url ${base}/cu128/torch2.8/simple/ --only-binary flash-attn flash-attn==2.8.3`);
   assert.equal((await page.textContent("#torch-check")).trim(), 'python -c "import torch; print(torch.__version__, torch.version.cuda)"');

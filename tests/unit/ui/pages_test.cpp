@@ -118,7 +118,8 @@ TEST(UiPages, DefaultCommandAndTorchHintBeforeAChoice) {
   const auto html = render_project(*snap, site, "flash-attn", Selection{});
   ASSERT_TRUE(html);
   // torch 2.8's PyPI wheels are CUDA 12.8, and 2.8.3 has a build for it.
-  EXPECT_NE(html->find("the build for PyTorch 2.8 from PyPI (CUDA 12.8)"), std::string::npos);
+  EXPECT_NE(html->find("flash-attn 2.8.3 built for PyTorch 2.8 from PyPI (CUDA 12.8)"),
+            std::string::npos);
   EXPECT_NE(html->find(R"(<code id="default-command">pip install --extra-index-url )"
                        "https://idx.example/cu128/torch2.8/simple/ --only-binary flash-attn "
                        "flash-attn==2.8.3</code>"),
@@ -147,7 +148,7 @@ TEST(UiPages, DefaultCommandFallsBackToTheWidestCell) {
   auto snap = snapshot::Snapshot::build(std::move(c));
   const auto html = render_project(*snap, Site{"http://h", "", false}, "flash-attn", Selection{});
   ASSERT_TRUE(html);
-  EXPECT_NE(html->find("the build for torch 2.9, CUDA 13.0"), std::string::npos);
+  EXPECT_NE(html->find("flash-attn 1.0 built for torch 2.9, CUDA 13.0"), std::string::npos);
   EXPECT_NE(html->find("http://h/cu130/torch2.9/simple/ --only-binary flash-attn flash-attn==1.0"),
             std::string::npos);
 }
