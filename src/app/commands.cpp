@@ -307,6 +307,7 @@ int ingest(const Settings& settings, const std::vector<std::filesystem::path>& p
   }
   int stored = 0;
   int identical = 0;
+  int restored = 0;
   // Batches share their syncs and their catalog transaction (see Ingestor::ingest_paths);
   // bounded in files (open temp files) and bytes (data written but not yet flushed).
   constexpr std::size_t kBatchFiles = 128;
@@ -324,6 +325,9 @@ int ingest(const Settings& settings, const std::vector<std::filesystem::path>& p
       } else if (result->outcome == ingest::Outcome::stored) {
         std::cout << "added " << f.string() << "\n";
         ++stored;
+      } else if (result->outcome == ingest::Outcome::restored) {
+        std::cout << "restored " << f.string() << " (it was damaged; served again)\n";
+        ++restored;
       } else {
         std::cout << "skipped " << f.string() << " (identical file already stored)\n";
         ++identical;
@@ -344,7 +348,9 @@ int ingest(const Settings& settings, const std::vector<std::filesystem::path>& p
     batch_bytes += size;
   }
   if (!batch.empty()) run_batch();
-  std::cout << stored << " added, " << identical << " skipped, " << rejected << " rejected\n";
+  std::cout << stored << " added, " << identical << " skipped, " << rejected << " rejected";
+  if (restored > 0) std::cout << ", " << restored << " restored";
+  std::cout << "\n";
   return rejected == 0 ? 0 : 1;
 }
 

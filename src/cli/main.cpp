@@ -131,14 +131,21 @@ int run(int argc, char** argv) {
   Common backup_opts;
   std::string backup_dest;
   bool backup_copy = false;
+  bool backup_link = false;
   auto* backup = app.add_subcommand(
       "backup",
       "consistent online backup of the catalog and its files into DEST (a new or "
-      "empty directory); restore with serve --data-dir DEST");
+      "empty directory); files are copied (as reflinks where the filesystem can), each "
+      "checked against its sha256; restore with serve --data-dir DEST");
   backup_opts.add_to(backup, false);
   backup->add_option("dest", backup_dest, "backup directory")->required();
-  backup->add_flag("--copy", backup_copy,
-                   "copy every file instead of hard-linking when on the same filesystem");
+  auto* copy_flag = backup->add_flag(
+      "--copy", backup_copy, "independent copies of the files (the default; reflinks where the filesystem can)");
+  backup->add_flag("--link", backup_link,
+                   "hard-link the files instead of copying them (same filesystem only): fast and "
+                   "small, but a link is the live file itself, so corruption of one is "
+                   "corruption of both")
+      ->excludes(copy_flag);
 
   Common gc_opts;
   bool gc_dry_run = false;
@@ -286,8 +293,8 @@ int run(int argc, char** argv) {
     if (!settings) return 2;
     return wf::app::backup(
         *settings,
-        wf::app::BackupOptions{backup_dest, backup_copy ? wf::app::BlobCopy::always_copy
-                                                        : wf::app::BlobCopy::link_or_copy});
+        wf::app::BackupOptions{backup_dest,
+                               backup_link ? wf::app::BlobCopy::link : wf::app::BlobCopy::copy});
   }
   if (gc->parsed()) {
     const auto settings = gc_opts.settings();

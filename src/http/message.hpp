@@ -69,8 +69,15 @@ struct Response {
 
 /// A response carrying an error: status from the error code, text/plain body with the
 /// message, and the message (sanitized) as the reason phrase so that clients that only show
-/// the status line (twine) show the cause.
+/// the status line (twine) show the cause. Errc::io (500) says it is a server storage error,
+/// not the client's; Errc::internal (500) only says "internal server error". No Retry-After
+/// on 503: a read-only store or a damaged file waits for an administrator, and pip would
+/// sleep for whatever it is told.
 [[nodiscard]] Response error_response(const Error& error);
+
+/// The 503 message for a file whose stored copy is damaged (quarantined by `fsck --repair`,
+/// or gone): names the file and how it heals.
+[[nodiscard]] std::string damaged_message(std::string_view filename);
 
 /// A JSON string literal (quoted, with ", \ and control characters escaped) for the small
 /// JSON answers the HTTP layer writes itself.

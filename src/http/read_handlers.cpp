@@ -322,6 +322,11 @@ Response files(const Request& req, const snapshot::Snapshot& snap, const store::
   const bool metadata = name.size() > kMetadataSuffix.size() && name.ends_with(kMetadataSuffix);
   if (metadata) name.remove_suffix(kMetadataSuffix.size());
   const core::FileRecord* file = snap.find_file(name);
+  if (file == nullptr) {
+    if (const auto* damaged = snap.find_damaged(name); damaged && damaged->sha256 == seg[1]) {
+      return error_response(make_error(Errc::unavailable, damaged_message(name)));
+    }
+  }
   if (file == nullptr || file->sha256 != seg[1]) return not_found("no such file");
   if (metadata) {
     if (file->metadata_sha256.empty()) return not_found("no metadata for this file");

@@ -126,6 +126,65 @@ TEST_F(ReadHandlers, FilesAndMetadata) {
             404);
 }
 
+TEST_F(ReadHandlers, DamagedFilesAnswer503NamingTheFile) {
+  catalog::Contents c;
+  c.generation = 8;
+  c.projects.push_back(core::ProjectRecord{"demo", "demo", 1, {}});
+  core::FileRecord f;
+  f.filename = "demo-1.0-py3-none-any.whl";
+  f.project = "demo";
+  f.version = "1.0";
+  f.sha256 = std::string(64, 'a');
+  f.size = 10;
+  f.metadata_sha256 = std::string(64, 'b');
+  f.metadata_size = 5;
+  f.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
+  f.damaged = true;
+  c.files.push_back(f);
+  auto snap = snapshot::Snapshot::build(std::move(c));
+  const std::string url = "/files/" + std::string(64, 'a') + "/demo-1.0-py3-none-any.whl";
+  for (const auto& target : {url, url + ".metadata"}) {
+    auto r = handle_read(get(target), *snap, *store_);
+    EXPECT_EQ(r.status, 503) << target;
+    const std::string body = body_of(r);
+    EXPECT_NE(body.find("demo-1.0-py3-none-any.whl is damaged"), std::string::npos) << body;
+    EXPECT_NE(body.find("restore it from a backup"), std::string::npos) << body;
+    EXPECT_TRUE(r.header("Retry-After").empty());
+  }
+  // Another sha256 under the same name is no such file.
+  EXPECT_EQ(handle_read(get("/files/" + std::string(64, 'c') + "/demo-1.0-py3-none-any.whl"),
+                        *snap, *store_)
+                .status,
+            404);
+  auto listing = handle_read(get("/simple/demo/", {{"accept", "application/vnd.pypi.simple.v1+json"}}),
+                             *snap, *store_);
+  EXPECT_EQ(listing.status, 200);
+  EXPECT_EQ(body_of(listing).find("demo-1.0"), std::string::npos);
+}
+
+TEST(ErrorResponse, StorageFaultsAreTheServersAndSaySo) {
+  auto io = error_response(make_error(Errc::io, "fsync /d/tmp/x: Input/output error"));
+  EXPECT_EQ(io.status, 500);
+  EXPECT_EQ(body_of(io),
+            "server storage error (not a problem with the request): fsync /d/tmp/x: Input/output "
+            "error; try again later or tell the index's administrator\n");
+  EXPECT_EQ(io.reason.substr(0, 20), "server storage error");
+
+  auto ro = error_response(make_error(Errc::unavailable, "the data directory /d is not writable"));
+  EXPECT_EQ(ro.status, 503);
+  EXPECT_EQ(body_of(ro), "the data directory /d is not writable\n");
+  EXPECT_TRUE(ro.header("Retry-After").empty());
+
+  auto full = error_response(make_error(Errc::storage_full, "write: No space left on device"));
+  EXPECT_EQ(full.status, 507);
+  EXPECT_EQ(body_of(full), "write: No space left on device\n");
+
+  // A bug tells the client nothing about the server.
+  auto bug = error_response(make_error(Errc::internal, "secret detail"));
+  EXPECT_EQ(bug.status, 500);
+  EXPECT_EQ(body_of(bug), "internal server error\n");
+}
+
 TEST(Ranges, Parse) {
   auto r = parse_range("bytes=0-9", 100);
   ASSERT_TRUE(r);
