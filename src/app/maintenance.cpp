@@ -166,8 +166,7 @@ Result<HashResult> hash_fd(int fd, const fs::path& path) {
   result.dev = st.st_dev;
   result.ino = st.st_ino;
   while (true) {
-    const ssize_t n =
-        ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(result.size));
+    const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(result.size));
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_error(errno, "read " + path.string());
@@ -575,10 +574,14 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
     if (!marked) return marked.error();
     if (*marked) report.withdrawn.push_back(problem);
   }
-  if (!report.intact_again.empty()) {
-    std::vector<std::string> shas;
-    for (const auto& p : report.intact_again) shas.push_back(p.sha256);
-    if (auto st = dir->catalog->clear_damaged(shas); !st) return st.error();
+  // Records of blobs intact again, and of blobs no file needs any more (deleted files).
+  std::vector<std::string> cleared;
+  for (const auto& p : report.intact_again) cleared.push_back(p.sha256);
+  for (const auto& [sha, detail] : recorded) {
+    if (!by_sha.contains(sha)) cleared.push_back(sha);
+  }
+  if (!cleared.empty()) {
+    if (auto st = dir->catalog->clear_damaged(cleared); !st) return st.error();
   }
   return report;
 }
@@ -656,8 +659,9 @@ int fsck(const Settings& settings, const FsckOptions& options) {
               << " (damaged: no longer listed, its URL answers 503 until it is healed)\n";
   }
   for (const auto& p : r.intact_again) {
-    std::cout << "blob " << p.sha256 << " is intact again (" << describe_refs(p.refs) << "): "
-              << (options.repair ? "served again" : "fsck --repair serves it again") << "\n";
+    std::cout << "blob " << p.sha256 << " is intact again (" << describe_refs(p.refs)
+              << "): " << (options.repair ? "served again" : "fsck --repair serves it again")
+              << "\n";
   }
   for (const auto& p : r.unexpected) {
     std::cout << "unexpected file " << p.string() << " (not a blob; left alone)\n";

@@ -527,8 +527,9 @@ class SqliteCatalog final : public Catalog {
             if (!moved) return moved.error();
             if (!*moved) return false;
           }
-          Stmt s(db_,
-                 "INSERT OR REPLACE INTO damaged_blobs (sha256, detail, found_at) VALUES (?, ?, ?)");
+          Stmt s(
+              db_,
+              "INSERT OR REPLACE INTO damaged_blobs (sha256, detail, found_at) VALUES (?, ?, ?)");
           if (!s.valid()) return sqlite_error(db_, "prepare damage record");
           s.bind(1, sha256).bind(2, detail).bind(3, now_micros());
           if (s.step() != SQLITE_DONE) return sqlite_error(db_, "record damaged blob");
@@ -549,7 +550,8 @@ class SqliteCatalog final : public Catalog {
     if (!s.valid()) return sqlite_error(db_, "prepare damaged blob list");
     std::vector<DamagedBlob> out;
     int rc = 0;
-    while ((rc = s.step()) == SQLITE_ROW) out.push_back(DamagedBlob{s.text(0), s.text(1), s.i64(2)});
+    while ((rc = s.step()) == SQLITE_ROW)
+      out.push_back(DamagedBlob{s.text(0), s.text(1), s.i64(2)});
     if (rc != SQLITE_DONE) return sqlite_error(db_, "list damaged blobs");
     return out;
   }

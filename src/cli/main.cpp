@@ -140,11 +140,13 @@ int run(int argc, char** argv) {
   backup_opts.add_to(backup, false);
   backup->add_option("dest", backup_dest, "backup directory")->required();
   auto* copy_flag = backup->add_flag(
-      "--copy", backup_copy, "independent copies of the files (the default; reflinks where the filesystem can)");
-  backup->add_flag("--link", backup_link,
-                   "hard-link the files instead of copying them (same filesystem only): fast and "
-                   "small, but a link is the live file itself, so corruption of one is "
-                   "corruption of both")
+      "--copy", backup_copy,
+      "independent copies of the files (the default; reflinks where the filesystem can)");
+  backup
+      ->add_flag("--link", backup_link,
+                 "hard-link the files instead of copying them (same filesystem only): fast and "
+                 "small, but a link is the live file itself, so corruption of one is "
+                 "corruption of both")
       ->excludes(copy_flag);
 
   Common gc_opts;
@@ -292,9 +294,8 @@ int run(int argc, char** argv) {
     const auto settings = backup_opts.settings();
     if (!settings) return 2;
     return wf::app::backup(
-        *settings,
-        wf::app::BackupOptions{backup_dest,
-                               backup_link ? wf::app::BlobCopy::link : wf::app::BlobCopy::copy});
+        *settings, wf::app::BackupOptions{backup_dest, backup_link ? wf::app::BlobCopy::link
+                                                                   : wf::app::BlobCopy::copy});
   }
   if (gc->parsed()) {
     const auto settings = gc_opts.settings();

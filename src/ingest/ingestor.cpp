@@ -260,7 +260,8 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
   }
   // Restores publish with their own syncs, one transaction each: the flush above made their
   // data durable.
-  for (std::size_t k = 0; k < restores.size(); ++k) results[restore_index[k]] = restore(catalog_, store_, restores[k]);
+  for (std::size_t k = 0; k < restores.size(); ++k)
+    results[restore_index[k]] = restore(catalog_, store_, restores[k]);
   if (pending.empty()) return results;
   std::vector<catalog::NewFile> files;
   files.reserve(pending.size());

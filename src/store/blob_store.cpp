@@ -221,7 +221,8 @@ Status BlobStore::withdraw(std::string_view sha256) const {
 
 Status BlobStore::flush() const {
   UniqueFd dir(::open(blobs_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dir.valid()) return store_error(data_dir_, errno_error(errno, "open " + blobs_dir_.string()));
+  if (!dir.valid())
+    return store_error(data_dir_, errno_error(errno, "open " + blobs_dir_.string()));
   if (::syncfs(dir.get()) != 0) {
     return store_error(data_dir_, errno_error(errno, "syncfs " + blobs_dir_.string()));
   }

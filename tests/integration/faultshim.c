@@ -82,12 +82,13 @@ static int fd_fault(const char* op, int fd) {
   return fault_for(op, path);
 }
 
-#define REAL(name, type) \
-  static type real_##name; \
-  if (real_##name == NULL) real_##name = (type)dlsym(RTLD_NEXT, #name)
+/* The C library's own `name`, looked up once. */
+#define REAL(name)                              \
+  static __typeof__(&name) real_##name = NULL; \
+  if (real_##name == NULL) real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
 
 ssize_t write(int fd, const void* data, size_t size) {
-  REAL(write, ssize_t(*)(int, const void*, size_t));
+  REAL(write);
   int err = fd_fault("write", fd);
   if (err != 0) {
     errno = err;
@@ -97,7 +98,7 @@ ssize_t write(int fd, const void* data, size_t size) {
 }
 
 int fsync(int fd) {
-  REAL(fsync, int (*)(int));
+  REAL(fsync);
   int err = fd_fault("fsync", fd);
   if (err != 0) {
     errno = err;
@@ -107,7 +108,7 @@ int fsync(int fd) {
 }
 
 int fdatasync(int fd) {
-  REAL(fdatasync, int (*)(int));
+  REAL(fdatasync);
   int err = fd_fault("fdatasync", fd);
   if (err != 0) {
     errno = err;
@@ -117,7 +118,7 @@ int fdatasync(int fd) {
 }
 
 int syncfs(int fd) {
-  REAL(syncfs, int (*)(int));
+  REAL(syncfs);
   int err = fd_fault("syncfs", fd);
   if (err != 0) {
     errno = err;
@@ -127,7 +128,7 @@ int syncfs(int fd) {
 }
 
 int rename(const char* from, const char* to) {
-  REAL(rename, int (*)(const char*, const char*));
+  REAL(rename);
   int err = fault_for("rename", from);
   if (err == 0) err = fault_for("rename", to);
   if (err != 0) {
@@ -138,7 +139,7 @@ int rename(const char* from, const char* to) {
 }
 
 int mkostemp(char* tmpl, int flags) {
-  REAL(mkostemp, int (*)(char*, int));
+  REAL(mkostemp);
   int err = fault_for("mkostemp", tmpl);
   if (err != 0) {
     errno = err;

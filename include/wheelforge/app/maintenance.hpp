@@ -41,7 +41,7 @@ struct BackupReport {
   std::size_t files = 0;
   std::size_t projects = 0;
   std::size_t tokens = 0;
-  std::size_t blobs = 0;  ///< distinct blobs written into DEST
+  std::size_t blobs = 0;      ///< distinct blobs written into DEST
   std::size_t linked = 0;     ///< hard links (BlobCopy::link)
   std::size_t copied = 0;     ///< independent copies, reflinks included
   std::size_t reflinked = 0;  ///< of the copies, those made as reflinks

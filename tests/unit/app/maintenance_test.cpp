@@ -377,6 +377,10 @@ TEST_F(MaintenanceTest, FsckFindsMissingCorruptAndOrphanBlobs) {
   after = check_data_dir(data_, FsckOptions{false, seconds{0}});
   ASSERT_TRUE(after);
   EXPECT_TRUE(after->clean());
+  // The records of blobs no file needs any more go with the next repair.
+  EXPECT_EQ(catalog_->damaged_blobs()->size(), 2U);
+  ASSERT_TRUE(check_data_dir(data_, FsckOptions{true, seconds{0}}));
+  EXPECT_TRUE(catalog_->damaged_blobs()->empty());
 }
 
 TEST_F(MaintenanceTest, ABlobRestoredByHandIsServedAgainAfterRepair) {

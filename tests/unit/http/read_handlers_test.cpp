@@ -152,12 +152,12 @@ TEST_F(ReadHandlers, DamagedFilesAnswer503NamingTheFile) {
     EXPECT_TRUE(r.header("Retry-After").empty());
   }
   // Another sha256 under the same name is no such file.
-  EXPECT_EQ(handle_read(get("/files/" + std::string(64, 'c') + "/demo-1.0-py3-none-any.whl"),
-                        *snap, *store_)
+  EXPECT_EQ(handle_read(get("/files/" + std::string(64, 'c') + "/demo-1.0-py3-none-any.whl"), *snap,
+                        *store_)
                 .status,
             404);
-  auto listing = handle_read(get("/simple/demo/", {{"accept", "application/vnd.pypi.simple.v1+json"}}),
-                             *snap, *store_);
+  auto listing = handle_read(
+      get("/simple/demo/", {{"accept", "application/vnd.pypi.simple.v1+json"}}), *snap, *store_);
   EXPECT_EQ(listing.status, 200);
   EXPECT_EQ(body_of(listing).find("demo-1.0"), std::string::npos);
 }
