@@ -22,6 +22,7 @@ struct Runner::Running {
   std::atomic<bool> cancel{false};
   std::atomic<bool> interrupted{false};  // the runner is stopping: leave the job resumable
   core::Parallelism grant;
+  RecipeConfig recipe;  // a copy: set_recipes() does not change a running job
 };
 
 namespace {
@@ -103,6 +104,19 @@ void Runner::set_server_url(std::string url) {
   server_url_ = std::move(url);
 }
 
+void Runner::set_recipes(std::map<std::string, RecipeConfig> recipes) {
+  {
+    std::lock_guard lock(mu_);
+    config_.recipes = std::move(recipes);
+  }
+  cv_.notify_all();
+}
+
+RunnerConfig Runner::config() const {
+  std::lock_guard lock(mu_);
+  return config_;
+}
+
 fs::path Runner::log_path(std::int64_t job_id) const {
   return builds_dir_ / ("job-" + std::to_string(job_id)) / "log.txt";
 }
@@ -180,13 +194,18 @@ void Runner::stop() {
 
 Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> Runner::submit(
     const core::BuildRequest& request) {
-  const auto it = config_.recipes.find(request.recipe);
-  if (it == config_.recipes.end()) {
-    std::string known;
-    for (const auto& [name, r] : config_.recipes) known += (known.empty() ? "" : ", ") + name;
-    return make_error(Errc::invalid, "unknown recipe '" + sanitize_for_log(request.recipe) +
-                                         "' (configured: " + (known.empty() ? "none" : known) +
-                                         ")");
+  RecipeConfig recipe;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = config_.recipes.find(request.recipe);
+    if (it == config_.recipes.end()) {
+      std::string known;
+      for (const auto& [name, r] : config_.recipes) known += (known.empty() ? "" : ", ") + name;
+      return make_error(Errc::invalid, "unknown recipe '" + sanitize_for_log(request.recipe) +
+                                           "' (configured: " + (known.empty() ? "none" : known) +
+                                           ")");
+    }
+    recipe = it->second;
   }
   auto version = core::Version::parse(request.version);
   if (!version) return make_error(Errc::invalid, "version: " + version.error().message);
@@ -195,12 +214,12 @@ Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> Runner:
   }
   std::optional<core::Matrix> subset;
   if (request.subset) {
-    auto checked = core::validate_matrix_subset(*request.subset, it->second.matrix);
+    auto checked = core::validate_matrix_subset(*request.subset, recipe.matrix);
     if (!checked) return checked.error();
     subset = *checked;
   }
   std::vector<core::Cell> cells;
-  for (const auto& cell : core::expand_matrix(it->second.matrix, subset)) {
+  for (const auto& cell : core::expand_matrix(recipe.matrix, subset)) {
     if (!request.force) {
       auto built = jobs_.cell_built(request.recipe, version->str(), cell);
       if (!built) return built.error();
@@ -288,6 +307,7 @@ void Runner::schedule_loop() {
         if (!jobs_.transition(job.id, core::JobState::preparing)) continue;
         auto r = std::make_shared<Running>();
         r->grant = grant;
+        r->recipe = recipe->second;
         running_[job.id] = r;
         job_threads_.emplace_back([this, job, grant] { run_job(job, grant); });
         started = true;
@@ -342,7 +362,7 @@ void Runner::run_job(catalog::JobRecord job, core::Parallelism grant) {
 
 Status Runner::run_steps(const catalog::JobRecord& job, core::Parallelism parallelism,
                          Running& running) {
-  const RecipeConfig& rc = config_.recipes.at(job.recipe);
+  const RecipeConfig& rc = running.recipe;
   const core::Recipe& recipe = rc.recipe;
   const core::Cell& cell = job.cell;
   const fs::path dir = builds_dir_ / ("job-" + std::to_string(job.id));

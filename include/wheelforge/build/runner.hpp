@@ -79,6 +79,11 @@ class Runner {
   /// The URL {server} stands for in torch_index (e.g. "http://127.0.0.1:8080").
   void set_server_url(std::string url);
 
+  /// Replaces the recipes (a configuration reload): builds submitted from now on and jobs that
+  /// start from now on use them; running jobs keep the recipe they started with, and queued
+  /// jobs of a recipe that is gone fail when they would start.
+  void set_recipes(std::map<std::string, RecipeConfig> recipes);
+
   enum class Recovery {
     requeue_interrupted,  ///< the data directory's server: take over jobs a dead one left
     leave,                ///< a one-off runner (`wheelforge build`): touch no other job
@@ -108,7 +113,8 @@ class Runner {
 
   /// The job's log file (it may not exist yet).
   [[nodiscard]] std::filesystem::path log_path(std::int64_t job_id) const;
-  [[nodiscard]] const RunnerConfig& config() const { return config_; }
+  /// A copy of the configuration (recipes as of the last set_recipes).
+  [[nodiscard]] RunnerConfig config() const;
 
  private:
   struct Running;
@@ -127,7 +133,7 @@ class Runner {
   std::function<void()> on_ingested_;
   std::unique_ptr<Executor> executor_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;  // guards config_.recipes, server_url_, running_, stopping_
   std::condition_variable cv_;
   bool stopping_ = false;
   std::string server_url_;
