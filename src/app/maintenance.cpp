@@ -707,12 +707,12 @@ int fsck(const Settings& settings, const FsckOptions& options) {
 }
 
 int config_check(const std::optional<fs::path>& config_file, const Overrides& overrides) {
-  auto checked = check_settings(config_file, overrides);
-  if (!checked.settings) {
-    for (const auto& p : checked.problems) std::cerr << "error: " << p << "\n";
-    return 2;
+  const auto checked = check_configuration(config_file, overrides);
+  for (const auto* list : {&checked.problems, &checked.host_problems}) {
+    for (const auto& p : *list) std::cerr << "error: " << p << "\n";
   }
-  std::cout << settings_to_toml(*checked.settings);
+  if (!checked.config || !checked.host_problems.empty()) return 2;
+  std::cout << settings_to_toml(checked.config->settings) << build_summary(checked.config->build);
   return 0;
 }
 

@@ -144,8 +144,9 @@ int gc(const Settings& settings, const GcOptions& options);
 /// that removes them; 0 when clean, 1 when problems remain, 2 when the check could not run.
 int fsck(const Settings& settings, const FsckOptions& options);
 
-/// `wheelforge config check`: prints the effective configuration as TOML and returns 0, or
-/// prints every problem (one per line, on stderr) and returns 2.
+/// `wheelforge config check`: prints the effective configuration as TOML (the build runner's
+/// as comment lines) and returns 0, or prints every problem, those of the build host included
+/// (one per line, on stderr), and returns 2.
 int config_check(const std::optional<std::filesystem::path>& config_file,
                  const Overrides& overrides);
 
