@@ -19,7 +19,7 @@ namespace wf::app::detail {
 namespace {
 
 namespace fs = std::filesystem;
-using Problems = std::vector<std::string>;
+using ProblemList = std::vector<std::string>;
 
 /// A value as the file spells it, for messages: 'text', 12, 1.5, true, a table, a list.
 std::string spelled(const toml::node& node) {
@@ -40,8 +40,8 @@ std::string clean(std::string_view text) {
   return sanitize_for_log(text);
 }
 
-/// Splits a core validation error ("a; b; c", see Problems::to_error) into one problem each.
-void add_split(Problems& problems, const std::string& key, const std::string& message) {
+/// Splits a core validation error ("a; b; c", see wf::Problems::to_error) into one problem each.
+void add_split(ProblemList& problems, const std::string& key, const std::string& message) {
   std::size_t start = 0;
   while (start <= message.size()) {
     const std::size_t end = std::min(message.find("; ", start), message.size());
@@ -51,20 +51,21 @@ void add_split(Problems& problems, const std::string& key, const std::string& me
 }
 
 std::optional<std::string> read_string(const toml::node& node, const std::string& key,
-                                       Problems& problems) {
+                                       ProblemList& problems) {
   if (auto v = node.value_exact<std::string>()) return std::move(*v);
   problems.push_back(key + ": expected a string, got " + spelled(node));
   return std::nullopt;
 }
 
-std::optional<bool> read_bool(const toml::node& node, const std::string& key, Problems& problems) {
+std::optional<bool> read_bool(const toml::node& node, const std::string& key,
+                              ProblemList& problems) {
   if (const auto v = node.value_exact<bool>()) return *v;
   problems.push_back(key + ": expected true or false, got " + spelled(node));
   return std::nullopt;
 }
 
 std::optional<std::int64_t> read_count(const toml::node& node, const std::string& key,
-                                       std::int64_t min, std::int64_t max, Problems& problems) {
+                                       std::int64_t min, std::int64_t max, ProblemList& problems) {
   if (const auto v = node.value_exact<std::int64_t>(); v && *v >= min && *v <= max) return *v;
   problems.push_back(key + ": expected a whole number from " + std::to_string(min) + " to " +
                      std::to_string(max) + ", got " + spelled(node));
@@ -73,7 +74,7 @@ std::optional<std::int64_t> read_count(const toml::node& node, const std::string
 
 /// A list of strings; `what` names the expected form in the message.
 std::optional<std::vector<std::string>> read_strings(const toml::node& node, const std::string& key,
-                                                     std::string_view what, Problems& problems) {
+                                                     std::string_view what, ProblemList& problems) {
   const auto* array = node.as_array();
   if (array == nullptr) {
     problems.push_back(key + ": expected " + std::string(what) + ", got " + spelled(node));
@@ -94,7 +95,7 @@ std::optional<std::vector<std::string>> read_strings(const toml::node& node, con
 
 /// An absolute path, as given.
 std::optional<fs::path> read_absolute_path(const toml::node& node, const std::string& key,
-                                           Problems& problems) {
+                                           ProblemList& problems) {
   auto text = node.value_exact<std::string>();
   if (!text) {
     problems.push_back(key + ": expected a path, got " + spelled(node));
@@ -112,7 +113,7 @@ std::optional<fs::path> read_absolute_path(const toml::node& node, const std::st
 
 /// [build.python] or [build.cuda]: VERSION = "/absolute/path" entries.
 void read_version_paths(const toml::node& node, const std::string& key, bool python,
-                        std::map<std::string, fs::path>& out, Problems& problems) {
+                        std::map<std::string, fs::path>& out, ProblemList& problems) {
   const auto* table = node.as_table();
   if (table == nullptr) {
     problems.push_back(
@@ -147,7 +148,7 @@ void read_version_paths(const toml::node& node, const std::string& key, bool pyt
 }
 
 using BuildReader = void (*)(const toml::node&, const std::string& key, build::HostConfig&,
-                             Problems&);
+                             ProblemList&);
 struct BuildKey {
   std::string_view name;
   BuildReader read;
@@ -157,7 +158,7 @@ const std::array kBuildKeys{
     BuildKey{
         "torch_index",
         [](const toml::node& node, const std::string& key, build::HostConfig& host,
-           Problems& problems) {
+           ProblemList& problems) {
           auto v = read_string(node, key, problems);
           if (!v) return;
           if (trim(*v).empty()) {
@@ -180,7 +181,7 @@ const std::array kBuildKeys{
         }},
     BuildKey{"memory_reserve",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,
-                Problems& problems) {
+                ProblemList& problems) {
                std::optional<std::uint64_t> bytes;
                if (const auto i = node.value_exact<std::int64_t>(); i && *i >= 0) {
                  bytes = static_cast<std::uint64_t>(*i);
@@ -196,35 +197,35 @@ const std::array kBuildKeys{
              }},
     BuildKey{"max_concurrent_jobs",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,
-                Problems& problems) {
+                ProblemList& problems) {
                if (const auto n = read_count(node, key, 0, 256, problems)) {
                  host.max_concurrent_jobs = static_cast<unsigned>(*n);
                }
              }},
     BuildKey{"oom_retries",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,
-                Problems& problems) {
+                ProblemList& problems) {
                if (const auto n = read_count(node, key, 0, 10, problems)) {
                  host.oom_retries = static_cast<int>(*n);
                }
              }},
     BuildKey{"keep_failed_work_dirs",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,
-                Problems& problems) {
+                ProblemList& problems) {
                if (const auto b = read_bool(node, key, problems)) host.keep_failed_work_dirs = *b;
              }},
     BuildKey{"system_torch",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,
-                Problems& problems) {
+                ProblemList& problems) {
                if (const auto b = read_bool(node, key, problems)) host.system_torch = *b;
              }},
     BuildKey{
         "python",
         [](const toml::node& node, const std::string& key, build::HostConfig& host,
-           Problems& problems) { read_version_paths(node, key, true, host.pythons, problems); }},
+           ProblemList& problems) { read_version_paths(node, key, true, host.pythons, problems); }},
     BuildKey{"cuda",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,
-                Problems& problems) {
+                ProblemList& problems) {
                read_version_paths(node, key, false, host.cuda_homes, problems);
              }},
 };
@@ -245,7 +246,7 @@ constexpr std::string_view kSourceForms =
     "{ path = \"DIR\" }, { git = \"URL\", ref = \"REF\" } or { sdist = true }";
 
 void read_source(const toml::node& node, const std::string& key, core::SourceSpec& out,
-                 Problems& problems) {
+                 ProblemList& problems) {
   const auto* table = node.as_table();
   if (table == nullptr) {
     problems.push_back(key + ": expected " + std::string(kSourceForms) + ", got " + spelled(node));
@@ -294,7 +295,7 @@ void read_source(const toml::node& node, const std::string& key, core::SourceSpe
 /// The matrix's torch or cuda axis: strings, each parsed by `parse`.
 template <typename T, typename Parse>
 void read_versions(const toml::node& node, const std::string& key, std::string_view example,
-                   Parse parse, std::vector<T>& out, Problems& problems) {
+                   Parse parse, std::vector<T>& out, ProblemList& problems) {
   const auto values = read_strings(
       node, key, "a list of quoted versions like [\"" + std::string(example) + "\"]", problems);
   if (!values) return;
@@ -309,7 +310,7 @@ void read_versions(const toml::node& node, const std::string& key, std::string_v
 }
 
 void read_exclusions(const toml::node& node, const std::string& key, core::Matrix& m,
-                     Problems& problems) {
+                     ProblemList& problems) {
   const auto* array = node.as_array();
   if (array == nullptr) {
     problems.push_back(key + ": expected a list of tables like [{ torch = \"2.8\", cuda = " +
@@ -360,7 +361,7 @@ void read_exclusions(const toml::node& node, const std::string& key, core::Matri
 }
 
 void read_matrix(const toml::node& node, const std::string& key, core::Matrix& m,
-                 Problems& problems) {
+                 ProblemList& problems) {
   const auto* table = node.as_table();
   if (table == nullptr) {
     problems.push_back(key + ": expected a table with python, torch and cuda lists, got " +
@@ -388,7 +389,7 @@ void read_matrix(const toml::node& node, const std::string& key, core::Matrix& m
 }
 
 using RecipeReader = void (*)(const toml::node&, const std::string& key, build::RecipeConfig&,
-                              Problems&);
+                              ProblemList&);
 struct RecipeKey {
   std::string_view name;
   RecipeReader read;
@@ -397,7 +398,7 @@ struct RecipeKey {
 /// A string-valued recipe field.
 template <std::string core::Recipe::*Field>
 void string_field(const toml::node& node, const std::string& key, build::RecipeConfig& rc,
-                  Problems& problems) {
+                  ProblemList& problems) {
   if (auto v = read_string(node, key, problems)) rc.recipe.*Field = std::move(*v);
 }
 
@@ -405,11 +406,11 @@ const std::array kRecipeKeys{
     RecipeKey{"project", string_field<&core::Recipe::project>},
     RecipeKey{"source",
               [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
-                 Problems& problems) { read_source(node, key, rc.recipe.source, problems); }},
+                 ProblemList& problems) { read_source(node, key, rc.recipe.source, problems); }},
     RecipeKey{"command", string_field<&core::Recipe::build_command>},
     RecipeKey{"build_requires",
               [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
-                 Problems& problems) {
+                 ProblemList& problems) {
                 if (auto v = read_strings(node, key, "a list of requirements like [\"ninja\"]",
                                           problems)) {
                   rc.recipe.build_requires = std::move(*v);
@@ -417,7 +418,7 @@ const std::array kRecipeKeys{
               }},
     RecipeKey{"env",
               [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
-                 Problems& problems) {
+                 ProblemList& problems) {
                 const auto* table = node.as_table();
                 if (table == nullptr) {
                   problems.push_back(key + ": expected a table like { NAME = \"value\" }, got " +
@@ -437,7 +438,7 @@ const std::array kRecipeKeys{
     RecipeKey{"import_check", string_field<&core::Recipe::import_check>},
     RecipeKey{"gb_per_job",
               [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
-                 Problems& problems) {
+                 ProblemList& problems) {
                 std::optional<double> v;
                 if (const auto d = node.value_exact<double>()) v = *d;
                 if (const auto i = node.value_exact<std::int64_t>()) v = static_cast<double>(*i);
@@ -450,7 +451,7 @@ const std::array kRecipeKeys{
               }},
     RecipeKey{"timeout",
               [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
-                 Problems& problems) {
+                 ProblemList& problems) {
                 std::optional<std::chrono::seconds> d;
                 if (const auto i = node.value_exact<std::int64_t>(); i && *i > 0) {
                   d = std::chrono::seconds(*i);
@@ -465,7 +466,7 @@ const std::array kRecipeKeys{
                 rc.recipe.timeout = *d;
               }},
     RecipeKey{"matrix", [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
-                           Problems& problems) { read_matrix(node, key, rc.matrix, problems); }},
+                           ProblemList& problems) { read_matrix(node, key, rc.matrix, problems); }},
 };
 
 template <typename Rows>
@@ -483,7 +484,7 @@ std::string listed(const std::map<std::string, fs::path>& entries) {
 }
 
 void read_recipe(const std::string& name, const toml::node& node, const build::HostConfig& host,
-                 build::RunnerConfig& config, Problems& problems) {
+                 build::RunnerConfig& config, ProblemList& problems) {
   const std::string key = "recipes." + clean(name);
   const auto* table = node.as_table();
   if (table == nullptr) {
@@ -578,7 +579,8 @@ std::string unknown_key(std::string_view key, std::string_view where,
   return "unknown setting '" + clean(key) + "' in " + std::string(where) + did_you_mean(key, known);
 }
 
-void read_build_tables(const toml::table& root, build::RunnerConfig& config, Problems& problems) {
+void read_build_tables(const toml::table& root, build::RunnerConfig& config,
+                       ProblemList& problems) {
   if (const auto* node = root.get("build")) {
     if (const auto* table = node->as_table()) {
       for (const auto& [k, value] : *table) {
