@@ -188,7 +188,9 @@ int run(int argc, char** argv) {
   bool build_force = false;
   std::optional<std::string> build_server;
   auto* build_cmd = app.add_subcommand(
-      "build", "build a recipe's wheels over its matrix (or a subset) here, with progress");
+      "build",
+      "build a recipe's wheels over its matrix (or a subset) here, with progress; Ctrl-C "
+      "cancels its jobs");
   build_opts.add_to(build_cmd, false);
   build_cmd->add_option("recipe", build_recipe, "recipe name from the configuration")->required();
   build_cmd->add_option("version", build_version, "version to build")->required();
