@@ -483,7 +483,8 @@ TEST_F(RetagTest, ReplacesABuildTag) {
       write(stem + "-2-py3-none-any.whl",
             {{stem + ".dist-info/METADATA", metadata_for("1.0")},
              {stem + ".dist-info/WHEEL",
-              "Wheel-Version: 1.0\r\nBuild: 2\r\nTag: py3-none-any\r\nBuild: 2\r\n"}});
+              "Wheel-Version: 1.0\r\nBuild: 2\r\nTag: py3-none-any\r\nBuild: 2\r\n"},
+             {stem + ".dist-info/RECORD", ""}});
   WheelChanges changes;
   changes.build_tag = "3a";
   auto result = rewrite_wheel(in, changes, out_);
@@ -495,7 +496,8 @@ TEST_F(RetagTest, ReplacesABuildTag) {
   // A WHEEL without Tag lines gets the Build line before the end of its headers.
   const fs::path bare =
       write("demo_pkg-1.0-py3-none-any.whl", {{stem + ".dist-info/METADATA", metadata_for("1.0")},
-                                              {stem + ".dist-info/WHEEL", "Wheel-Version: 1.0"}});
+                                              {stem + ".dist-info/WHEEL", "Wheel-Version: 1.0"},
+                                              {stem + ".dist-info/RECORD", ""}});
   changes.build_tag = "7";
   result = rewrite_wheel(bare, changes, dir_ / "bare");
   ASSERT_TRUE(result) << result.error().message;
