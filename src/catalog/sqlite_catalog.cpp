@@ -683,6 +683,18 @@ class SqliteCatalog final : public Catalog {
   // stay as they are (both files remain served); only new files are held to the rule.
   Status backfill_canonical() {
     for (const char* table : {"files", "deleted_files"}) {
+      // Read first: after the first open there is nothing to do, and no process should wait
+      // for the write lock (held by a long ingest batch, say) just to find that out.
+      int rc = SQLITE_OK;
+      {
+        const std::string pending =
+            std::string("SELECT 1 FROM ") + table + " WHERE canonical = '' LIMIT 1";
+        Stmt check(db_, pending.c_str());
+        if (!check.valid()) return sqlite_error(db_, "prepare canonical-name check");
+        rc = check.step();
+      }  // finalized: its read ends before the write transaction starts
+      if (rc == SQLITE_DONE) continue;
+      if (rc != SQLITE_ROW) return sqlite_error(db_, "canonical-name check");
       if (auto st = exec("BEGIN IMMEDIATE"); !st) return st;
       std::vector<std::pair<std::string, std::string>> updates;  // filename, key
       {
