@@ -23,6 +23,7 @@ from wfhelpers import (
     make_wheel,
     page_etags,
     store_state,
+    wait_for,
 )
 
 PROJECT = "demo-pkg"
@@ -151,6 +152,38 @@ def test_deleted_name_stays_reserved_in_every_spelling(harness, upload_token, ar
         assert re.search(r"deleted", result.body) and wheel.filename in result.body, result.body
         assert_nothing_stored(harness.data_dir, server, PROJECT, before, f"PUT {other.filename}")
     assert listed_sha256(server) == {keep.filename: keep.sha256}
+
+
+def test_damaged_file_is_healed_by_its_bytes_under_another_spelling(harness, tokens, artifacts):
+    from test_ops import blob_path, flip_byte
+
+    server = harness.serve()
+    token = tokens["upload"]
+    wheel = make_wheel(artifacts, "Demo_Pkg", "1.0", padding=30_000)
+    keep = make_wheel(artifacts, "Demo_Pkg", "2.0")
+    for artifact in (wheel, keep):
+        assert server.put_file(artifact, token).status == 201
+    flip_byte(blob_path(harness.data_dir, wheel.sha256))
+    repair = harness.cli("fsck", "--data-dir", str(harness.data_dir), "--min-age", "0", "--repair")
+    assert repair.returncode == 1 and f"withdrew {wheel.filename}" in repair.stdout, repair.stdout
+    assert wait_for(lambda: wheel.filename not in listed_sha256(server), timeout=10)
+
+    # Other bytes under another spelling are still refused: the name is the damaged file's.
+    other = make_wheel(artifacts / "other", "demo.pkg", "1.0.0", value="other bytes")
+    before = snapshot(harness, server)
+    result = curl_upload(server, harness.root, other.path, token=token)
+    assert result.status == 409, f"{result.status}: {result.body}"
+    assert_nothing_stored(harness.data_dir, server, PROJECT, before, f"PUT {other.filename}")
+
+    # The file's own bytes under another spelling heal it, under its stored name.
+    copy = copy_as(wheel, artifacts / "copy", "demo.pkg-1.0.0-py3-none-any.whl")
+    result = curl_upload(server, harness.root, copy.path, token=token)
+    assert result.status in (200, 201), f"{result.status}: {result.body}"
+    assert json.loads(result.body)["filename"] == wheel.filename, result.body
+    assert wait_for(lambda: listed_sha256(server) == {wheel.filename: wheel.sha256,
+                                                      keep.filename: keep.sha256}, timeout=10)
+    assert sorted(harness.filenames()) == sorted([wheel.filename, keep.filename])
+    assert blob_path(harness.data_dir, wheel.sha256).read_bytes() == wheel.data
 
 
 def test_one_sdist_per_release(harness, server, upload_token, artifacts):
