@@ -24,6 +24,10 @@ from wfhelpers import (
 )
 
 
+# Fixtures that start a private Slurm cluster or prepare a container engine (see each module).
+pytest_plugins = ("slurm_cluster",)
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
