@@ -25,7 +25,7 @@ from wfhelpers import (
 
 
 # Fixtures that start a private Slurm cluster or prepare a container engine (see each module).
-pytest_plugins = ("slurm_cluster",)
+pytest_plugins = ("slurm_cluster", "container_engine")
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

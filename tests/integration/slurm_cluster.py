@@ -160,10 +160,15 @@ class SlurmCluster:
         self.real_memory_mb = 0
         self.ctld_port = 0
         self.slurmd_port = 0
-        self.env: dict[str, str] = client_env(self.conf_path)
         self.procs: dict[str, subprocess.Popen] = {}
         self.start_seconds = 0.0
         self._cgroup_dirs_created: list[Path] = []
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment for a Slurm client: this process's (as it is now: a job submitted
+        with it inherits it) with SLURM_CONF pointing at this cluster."""
+        return client_env(self.conf_path)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -456,7 +461,7 @@ class SlurmCluster:
         for top in self._cgroup_dirs_created:
             if not top.is_dir():
                 continue
-            for dirpath, _dirs, _files in sorted(os.walk(top), key=lambda t: -len(t[0])):
+            for dirpath, _dirs, _files in os.walk(top, topdown=False):
                 try:
                     os.rmdir(dirpath)
                 except OSError:
