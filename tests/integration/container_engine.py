@@ -170,6 +170,13 @@ def cgroup_dirs(name: str) -> list[Path]:
     return [p / name for p in [base, *base.iterdir()] if p.is_dir()]
 
 
+def mounts_under(root: Path) -> list[str]:
+    prefix = f"{root}/"
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1] for line in f]
+    return [p for p in points if p.startswith(prefix)]
+
+
 def remove_empty_trees(tops: list[Path], wait: float = 5.0) -> None:
     """Removes the cgroup directories under `tops` once their processes have gone (a cgroup
     with a live process in it cannot be removed: conmon or a shim may still be exiting)."""
@@ -440,6 +447,9 @@ class Docker(ContainerEngine):
                 self.proc.wait(30)
         if self._data_lock is not None:
             self._data_lock.close()
+        # dockerd leaves its default network namespace bind-mounted at exec/netns/default.
+        for mount in reversed(mounts_under(self.root)):
+            subprocess.run(["umount", mount], capture_output=True)
         remove_empty_trees(getattr(self, "_cgroup_dirs_created", []))
 
 
