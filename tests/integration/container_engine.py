@@ -119,7 +119,10 @@ def build_image(cache: Path | None = None, log=sys.stderr) -> float:
                     "mmdebstrap", "--variant=minbase", "--mode=root", "--format=tar",
                     # dpkg's fsyncs make the build several times slower; a failed build is redone.
                     "--dpkgopt=force-unsafe-io",
-                    *(f"--dpkgopt=path-exclude=/usr/share/{d}/*" for d in ("man", "doc", "locale", "info")),
+                    *(
+                        f"--dpkgopt=path-exclude=/usr/share/{d}/*"
+                        for d in ("man", "doc", "locale", "info")
+                    ),
                     f"--include={','.join(PACKAGES)}",
                     SUITE, str(work / "rootfs.tar"), MIRROR,
                 ],
@@ -149,7 +152,9 @@ def step(argv: list[str], log, env=None) -> None:
     print(f"+ {shlex.join(argv)}", file=log, flush=True)
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
     if proc.returncode != 0:
-        raise EngineError(f"{argv[0]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise EngineError(
+            f"{argv[0]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
 
 
 def ulimits() -> dict[str, int]:
@@ -159,7 +164,10 @@ def ulimits() -> dict[str, int]:
         value = resource.getrlimit(which)[1]
         return most if value == resource.RLIM_INFINITY else min(value, most)
 
-    return {"nofile": hard(resource.RLIMIT_NOFILE, 1 << 20), "nproc": hard(resource.RLIMIT_NPROC, PODMAN_NPROC)}
+    return {
+        "nofile": hard(resource.RLIMIT_NOFILE, 1 << 20),
+        "nproc": hard(resource.RLIMIT_NPROC, PODMAN_NPROC),
+    }
 
 
 def cgroup_dirs(name: str) -> list[Path]:
@@ -224,13 +232,18 @@ class ContainerEngine:
     def close(self) -> None:
         self.remove_all()
 
-    def cmd(self, *args: str, check: bool = False, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    def cmd(
+        self, *args: str, check: bool = False, timeout: float = 120, **kw
+    ) -> subprocess.CompletedProcess:
         """Runs the engine's CLI (`podman ARGS` / `docker ARGS`) with this engine's settings."""
+        argv = [self.cli, *map(str, args)]
         proc = subprocess.run(
-            [self.cli, *map(str, args)], env=self.env, capture_output=True, text=True, timeout=timeout, **kw
+            argv, env=self.env, capture_output=True, text=True, timeout=timeout, **kw
         )
         if check and proc.returncode != 0:
-            raise EngineError(f"{self.cli} {shlex.join(map(str, args))} exited {proc.returncode}: {proc.stderr.strip()}")
+            raise EngineError(
+                f"{shlex.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}"
+            )
         return proc
 
     def run_args(self, *, name: str | None = None, mounts=(), memory: str | None = None,
@@ -339,7 +352,12 @@ class Podman(ContainerEngine):
             )
             + "\n"
         )
-        storage = ["[storage]", 'driver = "overlay"', f'graphroot = "{root}/graph"', f'runroot = "{root}/run"']
+        storage = [
+            "[storage]",
+            'driver = "overlay"',
+            f'graphroot = "{root}/graph"',
+            f'runroot = "{root}/run"',
+        ]
         if store is not None:
             storage += ["[storage.options]", f'additionalimagestores = ["{store}"]']
         (root / "storage.conf").write_text("\n".join(storage) + "\n")

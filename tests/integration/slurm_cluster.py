@@ -224,7 +224,9 @@ class SlurmCluster:
 
     # ---- clients ---------------------------------------------------------------------------
 
-    def cmd(self, *args: str, check: bool = True, timeout: float = 30, **kw) -> subprocess.CompletedProcess:
+    def cmd(
+        self, *args: str, check: bool = True, timeout: float = 30, **kw
+    ) -> subprocess.CompletedProcess:
         """Runs a Slurm client (`sbatch`, `scontrol`, ...) against this cluster."""
         proc = subprocess.run(
             [str(a) for a in args], env=self.env, capture_output=True, text=True, timeout=timeout, **kw
@@ -238,7 +240,9 @@ class SlurmCluster:
     def sbatch(self, script: str | Path, *options: str, cwd: Path | None = None) -> int:
         """Submits a batch script (a path, or the text of one) and returns the job id."""
         if isinstance(script, str) and not os.path.exists(script):
-            path = Path(tempfile.mkstemp(prefix="job-", suffix=".sh", dir=self.root / "run")[1])
+            fd, name = tempfile.mkstemp(prefix="job-", suffix=".sh", dir=self.root / "run")
+            os.close(fd)
+            path = Path(name)
             path.write_text(script)
             script = path
         proc = self.cmd("sbatch", "--parsable", *options, str(script), cwd=cwd or self.root)
@@ -274,7 +278,9 @@ class SlurmCluster:
             if last is not None and last.state in states:
                 return last
             if last is not None and last.final:
-                raise SlurmError(f"job {job_id} ended {last.state}, waited for {list(states)}: {last.fields}")
+                raise SlurmError(
+                    f"job {job_id} ended {last.state}, waited for {list(states)}: {last.fields}"
+                )
             if time.monotonic() >= deadline:
                 raise SlurmError(f"job {job_id} not {list(states)} within {timeout:.0f}s: {last}")
             time.sleep(0.2)
@@ -384,7 +390,8 @@ class SlurmCluster:
             # A job that asks for no memory gets one CPU's share, not the whole node.
             f"DefMemPerCPU={self.real_memory_mb // self.cpus}",
             f"{self.node_line} NodeAddr=127.0.0.1 State=UNKNOWN",
-            f"PartitionName={self.partition} Nodes={self.node_name} Default=YES MaxTime=INFINITE State=UP",
+            f"PartitionName={self.partition} Nodes={self.node_name} Default=YES MaxTime=INFINITE"
+            " State=UP",
         ]
         # A key in extra_conf replaces the line above (Slurm would log every duplicate).
         overridden = {line.split("=", 1)[0] for line in self.extra_conf}
@@ -444,14 +451,18 @@ class SlurmCluster:
             if proc.returncode == 0 and proc.stdout.strip() == "idle":
                 return
             if time.monotonic() > deadline:
-                raise SlurmError(f"node {self.node_name} not idle: {proc.stdout}{proc.stderr}\n{self.log_tail()}")
+                raise SlurmError(
+                    f"node {self.node_name} not idle: {proc.stdout}{proc.stderr}\n{self.log_tail()}"
+                )
             time.sleep(0.2)
 
     def _cgroup_roots(self) -> list[Path]:
         # cgroup v1 hierarchies (one per controller) and the v2 tree, where Slurm puts
         # slurm_<node> (v1) or its own scope under its parent (v2).
         base = Path("/sys/fs/cgroup")
-        return [p / f"slurm_{self.node_name}" for p in [base, *base.iterdir()] if p.is_dir()] if base.is_dir() else []
+        if not base.is_dir():
+            return []
+        return [p / f"slurm_{self.node_name}" for p in [base, *base.iterdir()] if p.is_dir()]
 
     def _remember_cgroup_dirs(self) -> None:
         if self.cgroups:

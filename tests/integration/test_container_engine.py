@@ -37,6 +37,11 @@ def exists(engine: ContainerEngine, name: str) -> bool:
     return engine.status(name) is not None
 
 
+def sleeper(engine: ContainerEngine, name: str) -> list[str]:
+    """The argv of a `run` client whose container sleeps for ten minutes."""
+    return [engine.cli, *engine.run_args(name=name), engine.image, "sleep", "600"]
+
+
 def test_container_sees_only_its_mounts_read_only_and_writable(container_engine, tmp_path):
     src, out = tmp_path / "src", tmp_path / "out"
     src.mkdir()
@@ -71,7 +76,8 @@ def test_only_the_host_network_reaches_a_server_on_the_host_loopback(container_e
         url = f"http://127.0.0.1:{server.server_address[1]}/"
         fetch = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).status)"
         image = container_engine.image
-        host = container_engine.cmd(*container_engine.run_args(network="host"), image, "python3", "-c", fetch)
+        host_net = container_engine.run_args(network="host")
+        host = container_engine.cmd(*host_net, image, "python3", "-c", fetch)
         assert (host.returncode, host.stdout.strip()) == (0, "200"), host.stderr
         # The default (no network namespace set-up) has a loopback of its own.
         isolated = container_engine.cmd(*container_engine.run_args(), image, "python3", "-c", fetch)
@@ -143,7 +149,7 @@ def test_kill_and_stop_end_a_running_container(container_engine):
     for verb, status in (("kill", 137), ("stop", 143)):
         name = unique_name(f"wf-{verb}")
         client = subprocess.Popen(
-            [container_engine.cli, *container_engine.run_args(name=name), container_engine.image, "sleep", "600"],
+            sleeper(container_engine, name),
             env=container_engine.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         try:
@@ -164,14 +170,16 @@ def test_a_killed_client_leaves_its_container_running_until_removed(container_en
     executor must end a container by its name, never by killing the client alone."""
     name = unique_name("wf-orphan")
     client = subprocess.Popen(
-        [container_engine.cli, *container_engine.run_args(name=name), container_engine.image, "sleep", "600"],
+        sleeper(container_engine, name),
         env=container_engine.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     assert wait_until(lambda: running(container_engine, name), TIMEOUT)
     client.kill()
     client.wait()
     assert running(container_engine, name)
-    removed = subprocess.run(container_engine.remove_argv(name), env=container_engine.env, capture_output=True)
+    removed = subprocess.run(
+        container_engine.remove_argv(name), env=container_engine.env, capture_output=True
+    )
     assert removed.returncode == 0, removed.stderr
     assert not exists(container_engine, name)
 
@@ -217,7 +225,12 @@ def container_job(engine: ContainerEngine, name: str, command: str, mounts=()) -
     # What Slurm granted goes in by name, for the step to size its parallelism by (a
     # container gets no variable of the caller's unless named).
     run = shlex.join(
-        [engine.cli, *engine.run_args(name=name, mounts=mounts, env=["SLURM_CPUS_PER_TASK", "SLURM_MEM_PER_NODE"])]
+        [
+            engine.cli,
+            *engine.run_args(
+                name=name, mounts=mounts, env=["SLURM_CPUS_PER_TASK", "SLURM_MEM_PER_NODE"]
+            ),
+        ]
     )
     return (
         "#!/bin/bash\n"

@@ -125,8 +125,8 @@ def test_killed_jobs_end_failed_with_their_signal_or_status(slurm_cluster: Slurm
     )
     by_signal = slurm_cluster.wait_done(killed, JOB_TIMEOUT)
     by_status = slurm_cluster.wait_done(status, JOB_TIMEOUT)
-    assert (by_signal.state, by_signal.exit_code, by_signal.signal) == ("FAILED", 0, 9), by_signal.fields
-    assert (by_status.state, by_status.exit_code, by_status.signal) == ("FAILED", 137, 0), by_status.fields
+    assert (by_signal.state, by_signal.exit_code, by_signal.signal) == ("FAILED", 0, 9), by_signal
+    assert (by_status.state, by_status.exit_code, by_status.signal) == ("FAILED", 137, 0), by_status
     assert slurm_cluster.completion(killed).state == "FAILED"
 
 
