@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <utility>
 
 namespace wf {
 namespace {
@@ -165,14 +166,67 @@ std::string html_escape(std::string_view s) {
   return out;
 }
 
-void append_for_log(std::string& out, std::string_view s, std::size_t max_len) {
-  const std::size_t at = out.size();
-  out.append(s.substr(0, max_len));
-  for (auto it = out.begin() + static_cast<std::ptrdiff_t>(at); it != out.end(); ++it) {
-    const auto u = static_cast<unsigned char>(*it);
-    if (u < 0x20 || u >= 0x7F) *it = '?';
+namespace {
+
+// Tokens are "wf_" and 43 URL-safe base64 characters (auth::generate_token). A run of at least
+// this many of them after the prefix is taken for a token, also when cut short.
+constexpr std::string_view kTokenPrefix = "wf_";
+constexpr std::size_t kMinTokenTail = 32;
+
+bool is_token_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
+}
+
+/// A secret that starts at `s[i]`: where it ends, and how many of its first characters (its
+/// name or prefix) are kept before "[redacted]".
+struct Secret {
+  std::size_t end;
+  std::size_t keep;
+};
+
+std::optional<Secret> secret_at(std::string_view s, std::size_t i) {
+  const char c = s[i];
+  if (c == 'w' && s.substr(i, kTokenPrefix.size()) == kTokenPrefix) {
+    std::size_t end = i + kTokenPrefix.size();
+    while (end < s.size() && is_token_char(s[end])) ++end;
+    if (end - i - kTokenPrefix.size() >= kMinTokenTail) return Secret{end, kTokenPrefix.size()};
+  } else if ((c == 't' || c == 'T') && starts_with_icase(s.substr(i), "token=")) {
+    // A query (or form) value named token, or ending in it (access_token=...).
+    std::size_t end = i + 6;
+    while (end < s.size() && s[end] != '&' && s[end] != ';' && s[end] != '#' && s[end] != ' ') {
+      ++end;
+    }
+    if (end > i + 6) return Secret{end, 6};
   }
-  if (s.size() > max_len) out += "...";
+  return std::nullopt;
+}
+
+}  // namespace
+
+void append_for_log(std::string& out, std::string_view s, std::size_t max_len) {
+  // The cap counts what is written, and a secret is recognised over the whole input, so that
+  // cutting never leaves part of one behind.
+  const std::size_t limit = out.size() + max_len;
+  std::size_t i = 0;
+  bool cut = false;
+  while (i < s.size() && !cut) {
+    const std::size_t room = limit - out.size();
+    if (const auto secret = secret_at(s, i)) {
+      std::string shown(s.substr(i, secret->keep));
+      shown += "[redacted]";
+      cut = shown.size() > room;
+      out.append(shown, 0, room);
+      i = secret->end;
+      continue;
+    }
+    cut = room == 0;
+    if (cut) break;
+    const auto u = static_cast<unsigned char>(s[i]);
+    out.push_back(u < 0x20 || u >= 0x7F ? '?' : s[i]);
+    ++i;
+  }
+  if (cut || i < s.size()) out += "...";
 }
 
 std::string sanitize_for_log(std::string_view s, std::size_t max_len) {

@@ -30,8 +30,12 @@ namespace wf {
 /// Escapes &, <, >, " and ' for HTML text and attribute values.
 [[nodiscard]] std::string html_escape(std::string_view s);
 
-/// Replaces control characters and non-ASCII bytes by '?' and caps the length, so that
-/// client-supplied strings are safe in log lines and headers.
+/// Replaces control characters and non-ASCII bytes by '?', redacts secrets and caps the
+/// length (then appends "..."), so that client-supplied strings are safe in log lines and
+/// headers. Secrets: API tokens ("wf_" and at least 32 URL-safe base64 characters become
+/// "wf_[redacted]") and the value of anything named token ("token=VALUE" or
+/// "access_token=VALUE", any case, up to '&', ';', '#' or a space, becomes
+/// "token=[redacted]").
 [[nodiscard]] std::string sanitize_for_log(std::string_view s, std::size_t max_len = 200);
 /// The same, appended to `out` (no string of its own).
 void append_for_log(std::string& out, std::string_view s, std::size_t max_len);

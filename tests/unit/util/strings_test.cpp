@@ -56,6 +56,51 @@ TEST(Strings, SanitizeForLog) {
   EXPECT_EQ(sanitize_for_log("abcdef", 3), "abc...");
 }
 
+// A token as auth::generate_token() makes them: "wf_" and 43 URL-safe base64 characters.
+constexpr std::string_view kToken = "wf_Xk3-9aQ_vB7LmZp2Rt8YwE4uN6sDcHfJ1gKo5iTqVe0";
+
+TEST(Strings, SanitizeForLogRedactsTokens) {
+  const std::string token(kToken);
+  EXPECT_EQ(sanitize_for_log("/simple/" + token + "/"), "/simple/wf_[redacted]/");
+  EXPECT_EQ(sanitize_for_log("/x?a=1&tok=" + token + "&b=2"), "/x?a=1&tok=wf_[redacted]&b=2");
+  EXPECT_EQ(sanitize_for_log("Bearer" + token), "Bearerwf_[redacted]");
+  // Cut short or run on, a token is still taken for one.
+  EXPECT_EQ(sanitize_for_log(token.substr(0, 35) + "/rest"), "wf_[redacted]/rest");
+  EXPECT_EQ(sanitize_for_log(token + "abc_-x.whl"), "wf_[redacted].whl");
+  // Twice in one line.
+  EXPECT_EQ(sanitize_for_log(token + " " + token), "wf_[redacted] wf_[redacted]");
+}
+
+TEST(Strings, SanitizeForLogKeepsWhatIsNoToken) {
+  EXPECT_EQ(sanitize_for_log("/simple/wf_utils/"), "/simple/wf_utils/");
+  EXPECT_EQ(sanitize_for_log("wf_tools-1.0-py3-none-any.whl"), "wf_tools-1.0-py3-none-any.whl");
+  EXPECT_EQ(sanitize_for_log("wf_"), "wf_");
+  EXPECT_EQ(sanitize_for_log("?token="), "?token=");
+  EXPECT_EQ(sanitize_for_log("/tokens/"), "/tokens/");
+  EXPECT_EQ(sanitize_for_log("Wf_" + std::string(40, 'a')), "Wf_" + std::string(40, 'a'));
+}
+
+TEST(Strings, SanitizeForLogRedactsTokenValues) {
+  EXPECT_EQ(sanitize_for_log("/api/resolve?project=x&token=hunter2&torch=2.8"),
+            "/api/resolve?project=x&token=[redacted]&torch=2.8");
+  EXPECT_EQ(sanitize_for_log("/a?TOKEN=s3cr3t"), "/a?TOKEN=[redacted]");
+  EXPECT_EQ(sanitize_for_log("/a?access_token=s3cr3t;x=1"), "/a?access_token=[redacted];x=1");
+  EXPECT_EQ(sanitize_for_log("/a?token=s3cr3t#frag"), "/a?token=[redacted]#frag");
+  EXPECT_EQ(sanitize_for_log("token=a\nb c"), "token=[redacted] c");
+}
+
+TEST(Strings, SanitizeForLogCutsAfterRedacting) {
+  const std::string token(kToken);
+  // The cap counts what is written; a token across it leaves none of its characters.
+  EXPECT_EQ(sanitize_for_log("/simple/" + token, 12), "/simple/wf_[...");
+  EXPECT_EQ(sanitize_for_log("/simple/" + token, 21), "/simple/wf_[redacted]");
+  EXPECT_EQ(sanitize_for_log("/simple/" + token + "/", 21), "/simple/wf_[redacted]...");
+  EXPECT_EQ(sanitize_for_log("/a?token=" + std::string(500, 'z'), 30), "/a?token=[redacted]");
+  std::string out = "x=";
+  append_for_log(out, "/" + token + "\x01", 100);
+  EXPECT_EQ(out, "x=/wf_[redacted]?");
+}
+
 TEST(Strings, ParseU64) {
   EXPECT_EQ(parse_u64("0"), 0U);
   EXPECT_EQ(parse_u64("18446744073709551615"), 18446744073709551615ULL);
