@@ -251,6 +251,21 @@ HTTP = [
     "/",
 ]
 
+# framing: a flags byte (bit 0 HTTP/1.0, bits 1-2 Transfer-Encoding lines, bits 3-4 Host lines,
+# bits 5-7 the log cap), a Transfer-Encoding value, '\n', a Host value.
+FRAMING = [
+    b"\x08\n127.0.0.1:8080",
+    b"\x0a\x01chunked\nindex.example",
+    b"\x0achunked, gzip\nindex.example",
+    b"\x0agzip, chunked\n[::1]:8080",
+    b"\x0c\x05gzip\nh",
+    b"\x01\n",
+    b"\x03chunked\n",
+    b"\x10\nuser@host",
+    b"\xe8\x02/simple/wf_Xk3-9aQ_vB7LmZp2Rt8YwE4uN6sDcHfJ1gKo5iTqVe0/?token=s3cr3t&x=1",
+    b"\x08\n%41b.c:",
+]
+
 
 def write(out, target, seeds):
     directory = os.path.join(out, target)
@@ -275,6 +290,7 @@ def main():
     write(out, "elf", elves)
     write(out, "archive", archive_seeds(elves))
     write(out, "http_read", HTTP)
+    write(out, "framing", FRAMING)
 
 
 if __name__ == "__main__":
