@@ -129,7 +129,10 @@ class Wheelforge:
         self.log_file = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [self.binary, "serve", "--data-dir", self.data_dir, "--listen", "127.0.0.1:0", *self.extra],
-            stdout=subprocess.PIPE, stderr=self.log_file)
+            stdout=subprocess.PIPE, stderr=self.log_file,
+            # wrk opens up to 256 connections from this one address, the default cap per client
+            # (a variable rather than a flag: binaries from before the setting ignore it).
+            env={**os.environ, "WHEELFORGE_MAX_CONNECTIONS_PER_CLIENT": "1024"})
         line = self.proc.stdout.readline().decode()
         self.startup_s = time.monotonic() - t0
         m = re.search(r"listening on (http://\S+)", line)

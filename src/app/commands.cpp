@@ -233,6 +233,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   config.min_upload_rate = settings.min_upload_rate;
   config.idle_timeout = settings.idle_timeout;
   config.max_connections = settings.max_connections;
+  config.max_connections_per_client = settings.max_connections_per_client;
   config.shutdown_grace = settings.shutdown_grace;
   config.access_log = settings.access_log;
   config.private_reads = settings.private_reads;

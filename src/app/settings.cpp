@@ -172,6 +172,11 @@ const std::array kSpecs{
            return apply_count(s.max_connections, text, 1, 1'000'000);
          },
          [](const Settings& s) { return std::to_string(s.max_connections); }},
+    Spec{"max_connections_per_client", &Overrides::max_connections_per_client, kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_count(s.max_connections_per_client, text, 1, 1'000'000);
+         },
+         [](const Settings& s) { return std::to_string(s.max_connections_per_client); }},
     Spec{"shutdown_grace", &Overrides::shutdown_grace, kTomlString | kTomlInteger, false,
          [](Settings& s, std::string_view text) {
            return apply_duration(s.shutdown_grace, text, seconds{0}, kMaxTimeout);

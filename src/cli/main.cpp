@@ -35,6 +35,9 @@ struct Common {
                       "how long an idle keep-alive connection is kept (default 1m)");
       cmd->add_option("--max-connections", overrides.max_connections,
                       "connections served at once (default 1024)");
+      cmd->add_option("--max-connections-per-client", overrides.max_connections_per_client,
+                      "connections served at once from one client address, an IPv6 /64 "
+                      "(default 256)");
       cmd->add_option("--shutdown-grace", overrides.shutdown_grace,
                       "how long a stop waits for in-flight requests (default 10s)");
       cmd->add_option("--access-log", overrides.access_log,

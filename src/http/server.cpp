@@ -32,7 +32,9 @@
 #include <unordered_set>
 
 #include "admin_handlers.hpp"
+#include "client_counts.hpp"
 #include "file_body.hpp"
+#include "framing.hpp"
 #include "legacy_upload.hpp"
 #include "message.hpp"
 #include "metrics.hpp"
@@ -52,6 +54,9 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using SnapshotPtr = std::shared_ptr<const snapshot::Snapshot>;
+// Streams bound to their thread's io_context by type (no type-erased executor per operation).
+using Executor = asio::io_context::executor_type;
+using Socket = tcp::socket::rebind_executor<Executor>::other;
 
 class SessionBase;
 
@@ -60,6 +65,13 @@ class SessionBase;
 struct NetThread {
   asio::io_context ioc{1};
   std::unordered_set<SessionBase*> sessions;  // touched only on this thread
+  // How many of them are idle keep-alive connections (written by this thread only, read by
+  // the acceptor's to find one to close at the connection cap).
+  std::atomic<std::size_t> idle_keep_alive{0};
+  void idle_changed(bool more) {
+    const auto n = idle_keep_alive.load(std::memory_order_relaxed);
+    idle_keep_alive.store(more ? n + 1 : n - 1, std::memory_order_relaxed);
+  }
   // Keeps run() going while the thread has no connection; released when the server stops.
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
 
@@ -159,7 +171,9 @@ struct Server::Impl {
         ioc(threads.front()->ioc),
         acceptor(ioc),
         poll_timer(ioc),
-        grace_timer(ioc) {}
+        grace_timer(ioc),
+        token_timer(ioc),
+        clients(config.max_connections) {}
 
   static std::vector<std::unique_ptr<NetThread>> make_threads(std::size_t n) {
     std::vector<std::unique_ptr<NetThread>> v;
@@ -183,6 +197,28 @@ struct Server::Impl {
   asio::steady_timer grace_timer;
   std::size_t next_thread = 0;  // round-robin for accepted connections (first thread only)
 
+  // Tokens another process has just created (first thread only): see recheck_tokens().
+  struct TokenWaiter {
+    asio::io_context* home;
+    std::function<void()> then;
+    asio::executor_work_guard<asio::io_context::executor_type> guard;
+  };
+  static constexpr std::chrono::milliseconds kTokenRecheckInterval{100};
+  asio::steady_timer token_timer;
+  bool token_timer_armed = false;
+  bool token_check_running = false;
+  std::chrono::steady_clock::time_point token_check_started{};
+  std::vector<TokenWaiter> token_waiters;  // for the next check to start
+
+  // The connection caps: open connections per client address, the peer of the connection
+  // being accepted (first thread only), connections being refused, and refusals so far.
+  ClientCounts clients;
+  tcp::endpoint accept_peer;
+  std::atomic<std::size_t> refusing{0};
+  std::atomic<std::uint64_t> refused{0};
+  std::atomic<std::int64_t> refusal_logged_ms{-1000000};
+  static constexpr std::size_t kMaxRefusing = 128;
+
   std::atomic<std::uint64_t> next_request_id{1};
   std::atomic<std::size_t> open_sessions{0};
   // First thread only: the TLS context new connections use (replaced on reload); null for
@@ -200,6 +236,14 @@ struct Server::Impl {
   std::atomic<std::uint64_t> generation{0};
 
   void accept();
+  void admit(NetThread& target, Socket socket, const std::shared_ptr<asio::ssl::context>& tls);
+  void open(NetThread& target, Socket socket, std::shared_ptr<asio::ssl::context> tls,
+            ClientCounts::Slot slot);
+  void refuse(NetThread& target, Socket socket, std::shared_ptr<asio::ssl::context> tls,
+              std::string why, std::string message);
+  void recheck_tokens(std::function<void()> then);
+  void run_token_check();
+  SnapshotPtr load_if_changed();
   void schedule_poll();
   void begin_stop();
   void maybe_finish_stop();
@@ -356,13 +400,32 @@ class SessionBase {
   virtual ~SessionBase() = default;
   /// Closes the connection if it is waiting for a new request (graceful stop).
   virtual void close_if_idle() = 0;
+  /// Closes the connection if it is an idle keep-alive one (served a request, nothing of the
+  /// next one received), to make room at the connection cap. True when it did.
+  virtual bool evict_if_idle() = 0;
 };
 
-// Streams bound to their thread's io_context by type (no type-erased executor per operation).
-using Executor = asio::io_context::executor_type;
-using Socket = tcp::socket::rebind_executor<Executor>::other;
+namespace {
+
+/// Closes one idle keep-alive connection of this thread; false when it has none.
+bool evict_idle_session(NetThread& thread) {
+  for (SessionBase* s : thread.sessions) {
+    if (s->evict_if_idle()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 using TcpStream = beast::basic_stream<tcp, Executor>;
 using TlsStream = beast::ssl_stream<TcpStream>;
+
+/// How a connection was let in: the client-address slot it holds (released when it ends), or
+/// the message of a connection refused at the door (503, then closed; it holds no slot).
+struct Admission {
+  ClientCounts::Slot slot = ClientCounts::kUncounted;
+  std::string refusal;
+};
 
 /// One connection. Stream is TcpStream (HTTP) or TlsStream (HTTPS); everything but
 /// the handshake and the closing is the same for both.
@@ -371,20 +434,32 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
  public:
-  Session(Server::Impl& srv, Socket socket) requires(!kTls)
-      : srv_(srv), home_(srv.here()), stream_(std::move(socket)) {
-    home_.sessions.insert(this);
-  }
-  Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio::ssl::context> tls) requires kTls
+  Session(Server::Impl& srv, Socket socket, Admission admission) requires(!kTls)
       : srv_(srv),
         home_(srv.here()),
-        tls_(std::move(tls)),
-        stream_(std::move(socket), *tls_) {
+        stream_(std::move(socket)),
+        slot_(admission.slot),
+        refusal_(std::move(admission.refusal)) {
+    home_.sessions.insert(this);
+  }
+  Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio::ssl::context> tls,
+          Admission admission) requires kTls : srv_(srv),
+                                               home_(srv.here()),
+                                               tls_(std::move(tls)),
+                                               stream_(std::move(socket), *tls_),
+                                               slot_(admission.slot),
+                                               refusal_(std::move(admission.refusal)) {
     home_.sessions.insert(this);
   }
   ~Session() override {
     if (srv_.tearing_down) return;
     home_.sessions.erase(this);
+    if (counted_idle_) home_.idle_changed(false);
+    if (!refusal_.empty()) {
+      srv_.refusing.fetch_sub(1);
+      return;
+    }
+    srv_.clients.release(slot_);
     srv_.open_sessions.fetch_sub(1);
     srv_.maybe_finish_stop();
   }
@@ -398,10 +473,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                                   spdlog::debug("TLS handshake failed: {}", ec.message());
                                   return self->lowest().close();
                                 }
-                                self->read_header();
+                                self->refusal_.empty() ? self->read_header() : self->refuse();
                               });
     } else {
-      read_header();
+      refusal_.empty() ? read_header() : refuse();
     }
   }
 
@@ -413,11 +488,48 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
   }
 
+  bool evict_if_idle() override {
+    if (!idle_ || requests_ == 0 || buffer_.size() != 0) return false;
+    leave_idle();
+    beast::error_code ec;
+    lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+    lowest().close();
+    return true;
+  }
+
  private:
   TcpStream& lowest() { return beast::get_lowest_layer(stream_); }
 
+  /// Answers a connection refused at the door (a connection cap) without reading its
+  /// request, then closes it: 503 with Retry-After.
+  void refuse() {
+    idle_ = false;
+    Response r;
+    r.status = 503;
+    r.set("Content-Type", "text/plain; charset=utf-8");
+    r.set("Retry-After", "1");
+    r.body = refusal_ + "\n";
+    r.close = true;
+    // A request may be on its way: read it away before closing, so that the client is not
+    // reset before it has read the answer.
+    drain_on_close_ = true;
+    send(std::move(r));
+  }
+
+  void leave_idle() {
+    idle_ = false;
+    if (counted_idle_) {
+      counted_idle_ = false;
+      home_.idle_changed(false);
+    }
+  }
+
   void read_header() {
     idle_ = true;
+    if (requests_ > 0 && !counted_idle_) {
+      counted_idle_ = true;
+      home_.idle_changed(true);
+    }
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(srv_.config.max_header_bytes));
     // No body limit while the head is parsed: a declared length above the upload limit must
@@ -432,7 +544,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void on_header(beast::error_code ec) {
-    idle_ = false;
+    leave_idle();
     if (ec) {
       // The client went away (or never finished its head): nothing to answer.
       if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
@@ -464,16 +576,31 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     req_.tls = kTls;
     ui_body_ = false;
     keep_alive_ = msg.keep_alive();
+    tokens_rechecked_ = false;
     // The previous request's strings are reused (assign keeps their capacity).
     std::size_t fields = 0;
+    HeadFraming framing;
+    framing.version = msg.version();
     for (const auto& field : msg) {
       if (fields == req_.headers.size()) req_.headers.emplace_back();
       auto& [name, value] = req_.headers[fields++];
       name.assign(field.name_string());
       for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       value.assign(field.value());
+      if (field.name() == bhttp::field::transfer_encoding) {
+        if (framing.transfer_encodings++ == 0) framing.transfer_encoding = field.value();
+      } else if (field.name() == bhttp::field::host) {
+        if (framing.hosts++ == 0) framing.host = field.value();
+      }
     }
     req_.headers.resize(fields);
+    if (auto bad = check_head(framing)) {
+      // Where this body ends (if it has one) is unknown: never read on, answer and close.
+      Response r = error_response(*bad);
+      r.close = true;
+      drain_on_close_ = true;
+      return send(std::move(r));
+    }
     if (req_.target.size() > srv_.config.max_target_bytes) {
       Response r = error_response(make_error(Errc::invalid, "request target too long"));
       r.status = 414;
@@ -489,7 +616,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
     req_.segments = std::move(parsed->first);
     req_.query = std::move(parsed->second);
+    route();
+  }
 
+  /// Answers the request whose head was just read (again, after a token recheck).
+  void route() {
     const auto& seg = req_.segments;
     if (!seg.empty() && seg[0] == "legacy" &&
         (seg.size() == 1 || (seg.size() == 2 && seg[1].empty()))) {
@@ -524,6 +655,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     // carries WWW-Authenticate, which is what makes pip try .netrc, keyring or a prompt.
     if (srv_.config.private_reads && !(seg.size() == 1 && seg[0] == "healthz")) {
       if (auto allowed = authorize_token(catalog::Scope::read); !allowed) {
+        if (recheck_token(allowed.error())) return;
         return send(error_response(allowed.error()));
       }
     }
@@ -544,6 +676,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     const auto& snap = srv_.snapshot();
     std::map<std::string, double> gauges{
         {"wheelforge_connections_open", static_cast<double>(srv_.open_sessions.load())},
+        {"wheelforge_connections_refused", static_cast<double>(srv_.refused.load())},
         {"wheelforge_catalog_generation", static_cast<double>(snap->generation())},
         {"wheelforge_projects", static_cast<double>(snap->project_count())},
         {"wheelforge_files", static_cast<double>(snap->file_count())},
@@ -570,9 +703,25 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     return ok_status();
   }
 
+  /// A token this server does not know may have just been created by another process
+  /// (`wheelforge token create`): before `e` (a 401) is answered, the catalog is looked at
+  /// once (Impl::recheck_tokens) and the request routed again. True when that is under way.
+  bool recheck_token(const Error& e) {
+    if (e.code != Errc::unauthorized || tokens_rechecked_ || !has_unknown_token()) return false;
+    tokens_rechecked_ = true;
+    srv_.recheck_tokens([self = this->shared_from_this()] { self->route(); });
+    return true;
+  }
+
+  bool has_unknown_token() const {
+    const auto token = auth::token_from_authorization(req_.header("authorization"));
+    return token && *token && srv_.snapshot()->tokens().find(**token) == nullptr;
+  }
+
   void begin_admin() {
     const Status allowed = authorize_token(catalog::Scope::admin);
     if (!allowed) {
+      if (recheck_token(allowed.error())) return;
       Response r = error_response(allowed.error());
       r.close = !parser_->is_done();
       return send(std::move(r));
@@ -682,12 +831,20 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void run_ui() {
     srv_.offload(
-        [&srv = srv_, req = req_, body = std::move(admin_body_), snap = srv_.snapshot()]() {
+        [&srv = srv_, req = req_, body = admin_body_, snap = srv_.snapshot()]() {
           return handle_ui(
               req, body,
               UiContext{snap, srv.services.runner, &srv.ui_sessions, srv.config.private_reads});
         },
         [self = this->shared_from_this()](UiResult result) {
+          // A token just created elsewhere, in an Authorization header or the login form.
+          const bool login = self->req_.method == Method::post && self->req_.segments.size() == 1 &&
+                             self->req_.segments[0] == "login";
+          if (result.response.status == 401 && !self->tokens_rechecked_ &&
+              (login || self->has_unknown_token())) {
+            self->tokens_rechecked_ = true;
+            return self->srv_.recheck_tokens([self] { self->run_ui(); });
+          }
           if (!result.note.empty()) spdlog::info("req={} ui: {}", self->id_, result.note);
           if (result.follow_job && self->srv_.services.runner != nullptr) {
             return self->start_log_stream(*result.follow_job, result.follow_offset);
@@ -701,22 +858,28 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto& body = parser_->get().body();
     body.data = small_body_buf_.data();
     body.size = small_body_buf_.size();
-    lowest().expires_after(srv_.config.read_timeout);
-    bhttp::async_read_some(stream_, buffer_, *parser_,
-                           [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                             if (ec == bhttp::error::need_buffer) ec = {};
-                             if (ec) {
-                               Response r = error_response(make_error(
-                                   ec == bhttp::error::body_limit ? Errc::too_large : Errc::invalid,
-                                   "cannot read the request body: " + ec.message()));
-                               r.close = true;
-                               return self->send(std::move(r));
-                             }
-                             const std::size_t got =
-                                 self->small_body_buf_.size() - self->parser_->get().body().size;
-                             self->admin_body_.append(self->small_body_buf_.data(), got);
-                             self->read_admin_body();
-                           });
+    arm_body_deadline();
+    bhttp::async_read_some(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+          const bool stalled = self->disarm_body_deadline();
+          if (ec == bhttp::error::need_buffer) ec = {};
+          if (ec && (stalled || body_cut_short(ec))) {
+            Response r = error_response(self->cut_short("request body", stalled));
+            r.close = true;
+            return self->send(std::move(r));
+          }
+          if (ec) {
+            Response r = error_response(
+                make_error(ec == bhttp::error::body_limit ? Errc::too_large : Errc::invalid,
+                           "cannot read the request body: " + ec.message()));
+            r.close = true;
+            return self->send(std::move(r));
+          }
+          const std::size_t got = self->small_body_buf_.size() - self->parser_->get().body().size;
+          self->admin_body_.append(self->small_body_buf_.data(), got);
+          self->read_admin_body();
+        });
   }
 
   void run_admin() {
@@ -751,6 +914,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto plan =
         plan_upload(req_, length, srv_.services.ingestor->limits().max_file_size, *srv_.snapshot());
     if (!plan) {
+      if (recheck_token(plan.error())) return;
       Response r = error_response(plan.error());
       r.close = !parser_->is_done();  // the body was not read: the connection is unusable
       return send(std::move(r));
@@ -774,6 +938,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void begin_legacy() {
     const Status allowed = authorize_token(catalog::Scope::upload);
+    if (!allowed && recheck_token(allowed.error())) return;
     auto boundary = allowed ? boundary_from_content_type(req_.header("content-type"))
                             : Result<std::string>(allowed.error());
     const std::uint64_t limit = srv_.services.ingestor->limits().max_file_size + kFormOverhead;
@@ -827,7 +992,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     auto& body = parser_->get().body();
     body.data = upload_->buffer.data();
     body.size = upload_->buffer.size();
-    lowest().expires_after(srv_.config.read_timeout);
+    arm_body_deadline();
     read_started_ = std::chrono::steady_clock::now();
     receiving_ = true;
     bhttp::async_read_some(stream_, buffer_, *parser_,
@@ -838,6 +1003,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void on_body(beast::error_code ec) {
     receiving_ = false;
+    const bool stalled = disarm_body_deadline();
     if (store_error_ && storing_ == 0) {
       // Storing the previous chunk failed while this read was under way (it was cancelled).
       const Error e = *std::exchange(store_error_, std::nullopt);
@@ -857,10 +1023,20 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return send(std::move(r));
     }
     if (ec) {
-      if (ec == bhttp::error::partial_message || ec == bhttp::error::end_of_stream ||
-          ec == asio::error::eof || ec == asio::error::connection_reset ||
-          ec == beast::error::timeout || ec == asio::error::operation_aborted) {
-        return abort_upload(ec == beast::error::timeout ? "client too slow" : "client went away");
+      if (stalled || body_cut_short(ec)) {
+        // Answered where the client can still read it: it stopped sending (half-closed, or
+        // stalled past the read deadline) but may still be listening.
+        srv_.metrics.upload("aborted");
+        const Error e = cut_short("upload", stalled);
+        spdlog::info("req={} upload of {} aborted: {}", id_, sanitize_for_log(filename_),
+                     e.message);
+        drop_upload();
+        Response r = error_response(e);
+        r.close = true;
+        return send(std::move(r));
+      }
+      if (ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
+        return abort_upload("client went away");
       }
       drop_upload();
       Response r =
@@ -933,6 +1109,53 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return send(std::move(r));
     }
     upload_pump();
+  }
+
+  /// Body reads have a deadline of their own rather than the stream's, which closes the socket
+  /// when it passes: a client that stalls mid-body is owed an answer (408).
+  void arm_body_deadline() {
+    lowest().expires_never();
+    if (!body_timer_) body_timer_.emplace(stream_.get_executor());
+    body_stalled_ = false;
+    body_timer_->expires_after(srv_.config.read_timeout);
+    body_timer_->async_wait(
+        [self = this->shared_from_this(), read = ++body_reads_](beast::error_code ec) {
+          if (ec || read != self->body_reads_) return;
+          self->body_stalled_ = true;
+          beast::error_code ignored;
+          self->lowest().socket().cancel(ignored);
+        });
+  }
+
+  /// The body read returned; true when it was cut off by its deadline.
+  bool disarm_body_deadline() {
+    ++body_reads_;
+    body_timer_->cancel();
+    return std::exchange(body_stalled_, false);
+  }
+
+  /// The client ended its side of the connection before the body's end.
+  static bool body_cut_short(beast::error_code ec) {
+    return ec == bhttp::error::partial_message || ec == bhttp::error::end_of_stream ||
+           ec == asio::error::eof || ec == beast::error::timeout;
+  }
+
+  /// The 408 for a body that stopped arriving (`what`: "upload", "request body").
+  Error cut_short(std::string_view what, bool stalled) const {
+    std::string got;
+    const auto length = parser_->content_length();
+    const auto remaining = parser_->content_length_remaining();
+    if (length && remaining) {
+      got = std::to_string(*length - *remaining) + " of " + std::to_string(*length) + " bytes";
+    }
+    if (stalled) {
+      return make_error(Errc::too_slow, std::string(what) + " too slow: no data for " +
+                                            std::to_string(srv_.config.read_timeout.count()) +
+                                            " s" + (got.empty() ? "" : " (received " + got + ")"));
+    }
+    return make_error(Errc::too_slow, std::string(what) +
+                                          " incomplete: the client stopped sending " +
+                                          (got.empty() ? "before its end" : "after " + got));
   }
 
   /// Counts a body read against the minimum upload rate: the bytes a client delivers while
@@ -1335,6 +1558,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void log(int status, std::uint64_t length, beast::error_code ec) const {
+    if (!refusal_.empty()) return;  // no request was read; Impl::refuse logs these
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now() - started_)
                         .count();
@@ -1362,7 +1586,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     // Half-close first: the client reads our last response before it sees the socket end,
     // even when we stop reading an unwanted body.
     lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
-    if (parser_ && !parser_->is_done() && !draining_) return drain();
+    if (!draining_ && (drain_on_close_ || (parser_ && !parser_->is_done()))) return drain();
     lowest().close();
   }
 
@@ -1394,6 +1618,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::uint64_t requests_ = 0;
   bool keep_alive_ = false;
   bool idle_ = true;
+  bool counted_idle_ = false;  // counted in home_.idle_keep_alive
+  ClientCounts::Slot slot_ = ClientCounts::kUncounted;
+  std::string refusal_;            // a connection refused at the door: the 503's message
+  bool tokens_rechecked_ = false;  // this request's token was looked up in the catalog again
+  bool drain_on_close_ = false;    // read what the client still sends before closing
   bool draining_ = false;
   std::uint64_t drained_ = 0;
   std::unique_ptr<std::array<char, 64 * 1024>> drain_buf_;
@@ -1405,6 +1634,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   int storing_ = 0;               // worker tasks storing a chunk
   std::size_t received_ = 0;      // bytes in upload_->buffer waiting to be stored
   std::optional<Error> store_error_;
+  std::optional<asio::steady_timer> body_timer_;  // the deadline of a body read
+  std::uint64_t body_reads_ = 0;                  // moves when a body read returns
+  bool body_stalled_ = false;                     // the deadline passed first
   std::string token_;        // the uploader's token, for checks that need the form's content
   core::Uploader uploader_;  // who a PUT upload is from (project claims)
   // Minimum upload rate: when the current body read started, and the waiting time and bytes
@@ -1430,54 +1662,185 @@ void Server::Impl::accept() {
   // Connections go round-robin to the network threads; each lives on its thread's
   // io_context from then on.
   NetThread& target = *threads[next_thread++ % threads.size()];
-  acceptor.async_accept(target.ioc, [this, &target](beast::error_code ec, Socket socket) {
-    if (ec) {
-      if (stopping || ec == asio::error::operation_aborted) return;
-      spdlog::warn("accept failed: {}", ec.message());
-      return accept();
-    }
-    if (open_sessions.load() >= config.max_connections) {
-      spdlog::warn("connection limit of {} reached; refusing a connection", config.max_connections);
-      beast::error_code ignored;
-      socket.close(ignored);
+  acceptor.async_accept(target.ioc, accept_peer,
+                        [this, &target](beast::error_code ec, Socket socket) {
+                          if (ec) {
+                            if (stopping || ec == asio::error::operation_aborted) return;
+                            spdlog::warn("accept failed: {}", ec.message());
+                            return accept();
+                          }
+                          socket.set_option(tcp::no_delay(true), ec);
+                          metrics.connection_opened();
+                          admit(target, std::move(socket), tls);
+                          accept();
+                        });
+}
+
+namespace {
+
+ClientCounts::Key client_key(const asio::ip::address& address) {
+  if (address.is_v4()) return ClientCounts::ipv4(address.to_v4().to_bytes());
+  return ClientCounts::ipv6(address.to_v6().to_bytes());
+}
+
+}  // namespace
+
+// The caps are decided here, on the first thread, as connections arrive: per client address
+// first, then the server's. At the server's cap an idle keep-alive connection, on whichever
+// thread has one, is closed to make room; with none, the new connection is refused with 503.
+void Server::Impl::admit(NetThread& target, Socket socket,
+                         const std::shared_ptr<asio::ssl::context>& tls_now) {
+  const auto limit = static_cast<std::uint32_t>(
+      std::min<std::size_t>(config.max_connections_per_client, UINT32_MAX));
+  const auto slot = clients.acquire(client_key(accept_peer.address()), limit);
+  if (!slot) {
+    return refuse(target, std::move(socket), tls_now,
+                  "connection limit of " + std::to_string(limit) + " per client reached by " +
+                      accept_peer.address().to_string(),
+                  "too many connections from your address: the limit is " + std::to_string(limit) +
+                      " connections per client; retry later");
+  }
+  if (open_sessions.load() < config.max_connections) {
+    open_sessions.fetch_add(1);
+    return open(target, std::move(socket), tls_now, *slot);
+  }
+  NetThread* idle = nullptr;
+  for (std::size_t i = 0; i < threads.size() && idle == nullptr; ++i) {
+    NetThread& t = *threads[(next_thread + i) % threads.size()];
+    if (t.idle_keep_alive.load(std::memory_order_relaxed) > 0) idle = &t;
+  }
+  if (idle == nullptr) {
+    clients.release(*slot);
+    return refuse(target, std::move(socket), tls_now,
+                  "connection limit of " + std::to_string(config.max_connections) + " reached",
+                  "the server is at its connection limit; retry later");
+  }
+  // Counted now, so that the connections accepted meanwhile see the cap.
+  open_sessions.fetch_add(1);
+  asio::post(idle->ioc,
+             [this, idle, &target, socket = std::move(socket), tls_now, slot = *slot]() mutable {
+               if (evict_idle_session(*idle))
+                 return open(target, std::move(socket), std::move(tls_now), slot);
+               // That connection got busy meanwhile.
+               open_sessions.fetch_sub(1);
+               clients.release(slot);
+               refuse(target, std::move(socket), std::move(tls_now),
+                      "connection limit of " + std::to_string(config.max_connections) + " reached",
+                      "the server is at its connection limit; retry later");
+               maybe_finish_stop();
+             });
+}
+
+void Server::Impl::open(NetThread& target, Socket socket,
+                        std::shared_ptr<asio::ssl::context> tls_now, ClientCounts::Slot slot) {
+  asio::post(target.ioc, [this, tls_now = std::move(tls_now), socket = std::move(socket),
+                          slot]() mutable {
+    if (tls_now) {
+      std::make_shared<Session<TlsStream>>(*this, std::move(socket), std::move(tls_now),
+                                           Admission{slot, {}})
+          ->start();
     } else {
-      socket.set_option(tcp::no_delay(true), ec);
-      metrics.connection_opened();
-      open_sessions.fetch_add(1);
-      asio::post(target.ioc, [this, tls = tls, socket = std::move(socket)]() mutable {
-        if (tls) {
-          std::make_shared<Session<TlsStream>>(*this, std::move(socket), std::move(tls))->start();
-        } else {
-          std::make_shared<Session<TcpStream>>(*this, std::move(socket))->start();
-        }
-      });
+      std::make_shared<Session<TcpStream>>(*this, std::move(socket), Admission{slot, {}})->start();
     }
-    accept();
   });
+}
+
+void Server::Impl::refuse(NetThread& target, Socket socket,
+                          std::shared_ptr<asio::ssl::context> tls_now, std::string why,
+                          std::string message) {
+  const auto total = refused.fetch_add(1, std::memory_order_relaxed) + 1;
+  // One line a second at most: a flood of connections must not become a flood of lines.
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  auto logged = refusal_logged_ms.load(std::memory_order_relaxed);
+  if (now - logged >= 1000 && refusal_logged_ms.compare_exchange_strong(logged, now)) {
+    spdlog::warn("{}; refusing connections with 503 ({} refused so far)", why, total);
+  }
+  // Refusals are answered by sessions of their own, a bounded number at once; beyond that
+  // the connection is closed without an answer.
+  if (refusing.fetch_add(1) >= kMaxRefusing) {
+    refusing.fetch_sub(1);
+    beast::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  asio::post(target.ioc, [this, tls_now = std::move(tls_now), socket = std::move(socket),
+                          message = std::move(message)]() mutable {
+    Admission refusal{ClientCounts::kUncounted, std::move(message)};
+    if (tls_now) {
+      std::make_shared<Session<TlsStream>>(*this, std::move(socket), std::move(tls_now),
+                                           std::move(refusal))
+          ->start();
+    } else {
+      std::make_shared<Session<TcpStream>>(*this, std::move(socket), std::move(refusal))->start();
+    }
+  });
+}
+
+// A request with a token that the snapshot does not know waits for one look at the catalog
+// that starts after it arrived: a token created by another process before the request is
+// then found. The looks are shared by every waiting request and at most one starts per
+// kTokenRecheckInterval, so that unknown tokens cannot make the server hammer SQLite (one
+// generation read per interval; the snapshot is reloaded only when the catalog changed).
+void Server::Impl::recheck_tokens(std::function<void()> then) {
+  asio::io_context& home = here().ioc;
+  asio::post(ioc,
+             [this, &home, then = std::move(then), guard = asio::make_work_guard(home)]() mutable {
+               token_waiters.push_back(TokenWaiter{&home, std::move(then), std::move(guard)});
+               run_token_check();
+             });
+}
+
+void Server::Impl::run_token_check() {
+  if (token_check_running || token_timer_armed || token_waiters.empty()) return;
+  const auto due = token_check_started + kTokenRecheckInterval;
+  if (std::chrono::steady_clock::now() < due) {
+    token_timer_armed = true;
+    token_timer.expires_at(due);
+    token_timer.async_wait([this](beast::error_code) {
+      token_timer_armed = false;
+      run_token_check();
+    });
+    return;
+  }
+  token_check_running = true;
+  token_check_started = std::chrono::steady_clock::now();
+  auto waiters = std::make_shared<std::vector<TokenWaiter>>(std::move(token_waiters));
+  token_waiters.clear();
+  offload([this] { return load_if_changed(); },
+          [this, waiters](SnapshotPtr s) {
+            install(std::move(s));
+            token_check_running = false;
+            for (auto& w : *waiters) asio::post(*w.home, std::move(w.then));
+            run_token_check();
+          });
+}
+
+/// A new snapshot when the catalog changed since the current one, else null (worker thread).
+SnapshotPtr Server::Impl::load_if_changed() {
+  // Other processes (`wheelforge ingest`, `token create`) change the catalog too.
+  auto gen = services.catalog->generation();
+  if (!gen || *gen == generation.load()) return nullptr;
+  auto loaded = load_snapshot();
+  if (!loaded) {
+    spdlog::error("catalog reload failed: {}", loaded.error().message);
+    return nullptr;
+  }
+  spdlog::info("catalog changed (generation {}): {} projects, {} files", *gen,
+               (*loaded)->project_count(), (*loaded)->file_count());
+  return *loaded;
 }
 
 void Server::Impl::schedule_poll() {
   poll_timer.expires_after(config.catalog_poll_interval);
   poll_timer.async_wait([this](beast::error_code ec) {
     if (ec || stopping) return;
-    offload(
-        [this]() -> SnapshotPtr {
-          // Other processes (`wheelforge ingest`, `token create`) change the catalog too.
-          auto gen = services.catalog->generation();
-          if (!gen || *gen == generation.load()) return nullptr;
-          auto loaded = load_snapshot();
-          if (!loaded) {
-            spdlog::error("catalog reload failed: {}", loaded.error().message);
-            return nullptr;
-          }
-          spdlog::info("catalog changed (generation {}): {} projects, {} files", *gen,
-                       (*loaded)->project_count(), (*loaded)->file_count());
-          return *loaded;
-        },
-        [this](SnapshotPtr s) {
-          install(std::move(s));
-          schedule_poll();
-        });
+    offload([this] { return load_if_changed(); },
+            [this](SnapshotPtr s) {
+              install(std::move(s));
+              schedule_poll();
+            });
   });
 }
 

@@ -32,6 +32,7 @@ struct Overrides {
   std::optional<std::string> min_upload_rate;
   std::optional<std::string> idle_timeout;
   std::optional<std::string> max_connections;
+  std::optional<std::string> max_connections_per_client;
   std::optional<std::string> shutdown_grace;
   std::optional<std::string> access_log;
   std::optional<std::string> private_reads;
@@ -64,8 +65,12 @@ struct Settings {
   std::uint64_t min_upload_rate = 1024;
   /// How long an idle keep-alive connection is kept.
   std::chrono::seconds idle_timeout{60};
-  /// Connections served at once.
+  /// Connections served at once; at the cap idle keep-alive connections are closed first,
+  /// then new ones answered 503 with Retry-After.
   std::size_t max_connections = 1024;
+  /// Connections served at once from one client address (an IPv6 /64), so that one client
+  /// cannot take them all; more are answered 503 with Retry-After.
+  std::size_t max_connections_per_client = 256;
   /// How long a graceful stop waits for in-flight requests.
   std::chrono::seconds shutdown_grace{10};
   /// One log line per request.

@@ -33,7 +33,12 @@ struct ServerConfig {
   std::size_t worker_threads = 2;
   /// Threads that serve connections; 0: one per CPU core.
   std::size_t network_threads = 0;
+  /// Connections open at once. At the cap, an idle keep-alive connection is closed to make
+  /// room for a new one; with none, the new one is answered 503 with Retry-After and closed.
   std::size_t max_connections = 1024;
+  /// Connections open at once from one client address (IPv6: one /64); more are answered 503
+  /// with Retry-After and closed.
+  std::size_t max_connections_per_client = 256;
   std::size_t max_header_bytes = 16 * 1024;
   std::size_t max_target_bytes = 4 * 1024;
   /// Deadline for receiving a request's headers, and for each chunk of an upload body.

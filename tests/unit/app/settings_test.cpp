@@ -16,9 +16,11 @@ namespace fs = std::filesystem;
 using std::chrono::seconds;
 
 constexpr const char* kVariables[] = {
-    "WHEELFORGE_DATA_DIR",        "WHEELFORGE_LISTEN",         "WHEELFORGE_MAX_UPLOAD_SIZE",
-    "WHEELFORGE_WORKER_THREADS",  "WHEELFORGE_READ_TIMEOUT",   "WHEELFORGE_IDLE_TIMEOUT",
-    "WHEELFORGE_MAX_CONNECTIONS", "WHEELFORGE_SHUTDOWN_GRACE", "WHEELFORGE_ACCESS_LOG",
+    "WHEELFORGE_DATA_DIR",        "WHEELFORGE_LISTEN",
+    "WHEELFORGE_MAX_UPLOAD_SIZE", "WHEELFORGE_WORKER_THREADS",
+    "WHEELFORGE_READ_TIMEOUT",    "WHEELFORGE_IDLE_TIMEOUT",
+    "WHEELFORGE_MAX_CONNECTIONS", "WHEELFORGE_SHUTDOWN_GRACE",
+    "WHEELFORGE_ACCESS_LOG",      "WHEELFORGE_MAX_CONNECTIONS_PER_CLIENT",
 };
 
 class SettingsTest : public ::testing::Test {
@@ -144,6 +146,33 @@ access_log = false
   EXPECT_EQ(s->shutdown_grace, seconds{0});
   EXPECT_FALSE(s->access_log);
   EXPECT_EQ(s->config_file, path);
+}
+
+TEST_F(SettingsTest, ConnectionsPerClient) {
+  auto s = load_settings(std::nullopt, {});
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->max_connections_per_client, 256U);
+  EXPECT_NE(settings_to_toml(*s).find("\nmax_connections_per_client = 256\n"), std::string::npos);
+
+  const auto path = write_config("max_connections_per_client = 8\n");
+  s = load_settings(path, {});
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->max_connections_per_client, 8U);
+  ::setenv("WHEELFORGE_MAX_CONNECTIONS_PER_CLIENT", "12", 1);
+  EXPECT_EQ(load_settings(path, {})->max_connections_per_client, 12U);
+  Overrides flags;
+  flags.max_connections_per_client = "3";
+  EXPECT_EQ(load_settings(path, flags)->max_connections_per_client, 3U);
+
+  for (const char* bad : {"0", "1000001", "lots"}) {
+    flags.max_connections_per_client = bad;
+    const auto problems = problems_of(check_settings(path, flags));
+    ASSERT_EQ(problems.size(), 1U) << bad;
+    EXPECT_TRUE(has_problem_starting(
+        problems, "max_connections_per_client: expected a whole number from 1 to 1000000"))
+        << problems[0];
+    EXPECT_NE(problems[0].find("(from --max-connections-per-client)"), std::string::npos);
+  }
 }
 
 TEST_F(SettingsTest, EveryInvalidFileValueIsReportedByName) {
