@@ -1717,18 +1717,17 @@ void Server::Impl::admit(NetThread& target, Socket socket,
   }
   // Counted now, so that the connections accepted meanwhile see the cap.
   open_sessions.fetch_add(1);
-  asio::post(idle->ioc,
-             [this, idle, &target, socket = std::move(socket), tls_now, slot = *slot]() mutable {
-               if (evict_idle_session(*idle))
-                 return open(target, std::move(socket), std::move(tls_now), slot);
-               // That connection got busy meanwhile.
-               open_sessions.fetch_sub(1);
-               clients.release(slot);
-               refuse(target, std::move(socket), std::move(tls_now),
-                      "connection limit of " + std::to_string(config.max_connections) + " reached",
-                      "the server is at its connection limit; retry later");
-               maybe_finish_stop();
-             });
+  asio::post(idle->ioc, [this, idle, &target, socket = std::move(socket), tls = tls_now,
+                         slot = *slot]() mutable {
+    if (evict_idle_session(*idle)) return open(target, std::move(socket), std::move(tls), slot);
+    // That connection got busy meanwhile.
+    open_sessions.fetch_sub(1);
+    clients.release(slot);
+    refuse(target, std::move(socket), std::move(tls),
+           "connection limit of " + std::to_string(config.max_connections) + " reached",
+           "the server is at its connection limit; retry later");
+    maybe_finish_stop();
+  });
 }
 
 void Server::Impl::open(NetThread& target, Socket socket,
