@@ -166,7 +166,7 @@ TEST_F(SettingsTest, ConnectionsPerClient) {
 
   for (const char* bad : {"0", "1000001", "lots"}) {
     flags.max_connections_per_client = bad;
-    const auto problems = problems_of(check_settings(path, flags));
+    const auto problems = problems_of(check_configuration(path, flags));
     ASSERT_EQ(problems.size(), 1U) << bad;
     EXPECT_TRUE(has_problem_starting(
         problems, "max_connections_per_client: expected a whole number from 1 to 1000000"))
