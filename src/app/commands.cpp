@@ -147,6 +147,7 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
   auto build_config = load_build_config(settings.config_file);
   if (!build_config) return report(build_config.error(), 2);
   std::unique_ptr<catalog::JobStore> job_store;
+  const std::unique_ptr<build::Executor> executor = build::make_local_executor();
   std::unique_ptr<build::Runner> runner;
   std::function<void()> on_ingested;  // set once the server exists
   if (!build_config->recipes.empty()) {
@@ -154,7 +155,7 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
     if (!jobs) return report(jobs.error(), 1);
     job_store = std::move(*jobs);
     runner =
-        std::make_unique<build::Runner>(std::move(*build_config), *job_store, *dir->catalog,
+        std::make_unique<build::Runner>(std::move(*build_config), *executor, *job_store, *dir->catalog,
                                         *dir->store, ingestor, settings.data_dir, [&on_ingested] {
                                           if (on_ingested) on_ingested();
                                         });
@@ -462,7 +463,8 @@ int build(const Settings& settings, const core::BuildRequest& request,
   ingest::Limits limits;
   limits.max_file_size = settings.max_upload_size;
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
-  build::Runner runner(std::move(*config), **jobs, *dir->catalog, *dir->store, ingestor,
+  const auto executor = build::make_local_executor();
+  build::Runner runner(std::move(*config), *executor, **jobs, *dir->catalog, *dir->store, ingestor,
                        settings.data_dir);
   runner.set_server_url(server_url);
   auto created = runner.submit(request);

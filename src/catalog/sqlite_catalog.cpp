@@ -132,6 +132,16 @@ ALTER TABLE projects ADD COLUMN claimed_by TEXT CHECK (claimed_by IN ('admin', '
 ALTER TABLE projects ADD COLUMN owner_token_id INTEGER REFERENCES tokens(id);
 CREATE TRIGGER projects_upd AFTER UPDATE ON projects BEGIN UPDATE meta SET generation = generation + 1; END;
 )sql",
+    // 6: the toolchain a job's build verified and used (nvcc, torch and Python, each with the
+    // version it reported), so that a wheel's label can be traced to what built it.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN nvcc_path TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN nvcc_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN torch_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN torch_cuda TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN python_path TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN python_version TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // Bumped when the label parser learns something new, so that stored hints are recomputed.

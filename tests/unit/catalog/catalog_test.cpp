@@ -391,7 +391,13 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db,
-                         "DROP TRIGGER projects_upd;"
+                         "ALTER TABLE jobs DROP COLUMN nvcc_path;"
+                         " ALTER TABLE jobs DROP COLUMN nvcc_version;"
+                         " ALTER TABLE jobs DROP COLUMN torch_version;"
+                         " ALTER TABLE jobs DROP COLUMN torch_cuda;"
+                         " ALTER TABLE jobs DROP COLUMN python_path;"
+                         " ALTER TABLE jobs DROP COLUMN python_version;"
+                         " DROP TRIGGER projects_upd;"
                          " ALTER TABLE projects DROP COLUMN owner_token_id;"
                          " ALTER TABLE projects DROP COLUMN claimed_by;"
                          " PRAGMA user_version = 4;",
