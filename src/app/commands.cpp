@@ -154,11 +154,11 @@ int serve(const Settings& settings, const std::function<Result<Settings>()>& rel
     auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
     if (!jobs) return report(jobs.error(), 1);
     job_store = std::move(*jobs);
-    runner =
-        std::make_unique<build::Runner>(std::move(*build_config), *executor, *job_store, *dir->catalog,
-                                        *dir->store, ingestor, settings.data_dir, [&on_ingested] {
-                                          if (on_ingested) on_ingested();
-                                        });
+    runner = std::make_unique<build::Runner>(std::move(*build_config), *executor, *job_store,
+                                             *dir->catalog, *dir->store, ingestor,
+                                             settings.data_dir, [&on_ingested] {
+                                               if (on_ingested) on_ingested();
+                                             });
   }
 
   // Signals are taken by one dedicated thread (sigwait), so no handler runs inside the

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <map>
 #include <vector>
 
@@ -91,9 +92,9 @@ struct AdmissionLedger::Entries {
         const auto memory = parse_u64(w[5]);
         const auto cores = parse_u64(w[6]);
         if (!job || !memory || !cores || !parse_u64(w[1]) || !live(w[1], w[2])) continue;
-        e.grants.push_back(Grant{std::string(w[1]) + " " + std::string(w[2]) + " " + std::string(w[3]),
-                                 static_cast<std::int64_t>(*job), *memory,
-                                 static_cast<unsigned>(*cores)});
+        e.grants.push_back(
+            Grant{std::string(w[1]) + " " + std::string(w[2]) + " " + std::string(w[3]),
+                  static_cast<std::int64_t>(*job), *memory, static_cast<unsigned>(*cores)});
       } else if (w.size() == 5 && w[0] == "reserve") {
         const auto build = parse_u64(w[4]);
         if (!build || !parse_u64(w[1]) || !live(w[1], w[2])) continue;
@@ -110,8 +111,8 @@ struct AdmissionLedger::Entries {
         "# wheelforge admission ledger: grants of running build jobs (see README, shared "
         "admission)\n";
     if (budget) {
-      out += "budget " + std::to_string(budget->first) + " " + std::to_string(budget->second) +
-             "\n";
+      out +=
+          "budget " + std::to_string(budget->first) + " " + std::to_string(budget->second) + "\n";
     }
     for (const auto& g : grants) {
       out += "grant " + g.owner + " " + std::to_string(g.job_id) + " " +
@@ -166,8 +167,8 @@ Status AdmissionLedger::update(const std::function<bool(Entries&)>& change) {
   const std::string out = entries.text();
   if (::ftruncate(fd_.get(), 0) != 0) return errno_error(errno, "cannot rewrite " + file_.string());
   for (std::size_t done = 0; done < out.size();) {
-    const ssize_t n = ::pwrite(fd_.get(), out.data() + done, out.size() - done,
-                               static_cast<off_t>(done));
+    const ssize_t n =
+        ::pwrite(fd_.get(), out.data() + done, out.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno_error(errno, "cannot write " + file_.string());
     done += static_cast<std::size_t>(n);
@@ -175,20 +176,23 @@ Status AdmissionLedger::update(const std::function<bool(Entries&)>& change) {
   return ok_status();
 }
 
-Result<std::optional<core::Parallelism>> AdmissionLedger::admit(
-    const Demand& demand, const AdmissionLimits& limits, const std::function<Capacity()>& measure) {
-  std::optional<core::Parallelism> granted;
+Result<Admission> AdmissionLedger::admit(const Demand& demand, const AdmissionLimits& limits,
+                                         const std::function<Capacity()>& measure) {
+  Admission answer;
   auto st = update([&](Entries& e) {
     if (limits.max_concurrent_jobs != 0 && e.grants.size() >= limits.max_concurrent_jobs) {
+      answer.waiting_for = std::to_string(e.grants.size()) +
+                           " job(s) of this data directory run (max_concurrent_jobs = " +
+                           std::to_string(limits.max_concurrent_jobs) + ")";
       return false;
     }
     if (e.grants.empty() || !e.budget) {
       // Measured while nothing is granted, so that memory our own builds use is not mistaken
       // for memory the host lacks.
       const Capacity c = measure();
-      e.budget = std::pair{c.memory_bytes > limits.reserve_bytes ? c.memory_bytes - limits.reserve_bytes
-                                                                  : 0,
-                           std::max(1U, c.cores)};
+      e.budget = std::pair{
+          c.memory_bytes > limits.reserve_bytes ? c.memory_bytes - limits.reserve_bytes : 0,
+          std::max(1U, c.cores)};
     }
     std::uint64_t used_memory = 0;
     unsigned used_cores = 0;
@@ -200,7 +204,16 @@ Result<std::optional<core::Parallelism>> AdmissionLedger::admit(
     const auto min_bytes = static_cast<std::uint64_t>(demand.gb_per_job * kGiB);
     const std::uint64_t free_memory = budget > used_memory ? budget - used_memory : 0;
     const unsigned free_cores = cores > used_cores ? cores - used_cores : 0;
-    if (!e.grants.empty() && (free_cores == 0 || free_memory < min_bytes)) return false;
+    if (!e.grants.empty() && (free_cores == 0 || free_memory < min_bytes)) {
+      char text[200];
+      std::snprintf(text, sizeof text,
+                    "%zu job(s) of this data directory hold %.1f of %.1f GiB and %u of %u cores; "
+                    "this job needs %.1f GiB and a core",
+                    e.grants.size(), static_cast<double>(used_memory) / kGiB,
+                    static_cast<double>(budget) / kGiB, used_cores, cores, demand.gb_per_job);
+      answer.waiting_for = text;
+      return false;
+    }
     core::Resources res;
     res.available_memory_bytes = free_memory;
     res.reserve_bytes = 0;
@@ -208,19 +221,18 @@ Result<std::optional<core::Parallelism>> AdmissionLedger::admit(
     const core::Parallelism p =
         core::compute_parallelism(res, demand.gb_per_job, demand.arch_count, free_memory);
     e.grants.push_back(Entries::Grant{owner_, demand.job_id, p.memory_bytes, p.max_jobs});
-    granted = p;
+    answer.grant = p;
     return true;
   });
   if (!st) return st.error();
-  return granted;
+  return answer;
 }
 
 Status AdmissionLedger::release(std::int64_t job_id) {
   return update([&](Entries& e) {
     const auto before = e.grants.size();
-    std::erase_if(e.grants, [&](const Entries::Grant& g) {
-      return g.owner == owner_ && g.job_id == job_id;
-    });
+    std::erase_if(e.grants,
+                  [&](const Entries::Grant& g) { return g.owner == owner_ && g.job_id == job_id; });
     return e.grants.size() != before;
   });
 }
@@ -251,8 +263,7 @@ Status AdmissionLedger::release_all() {
   return update([&](Entries& e) {
     const auto before = e.grants.size() + e.reservations.size();
     std::erase_if(e.grants, [&](const Entries::Grant& g) { return g.owner == owner_; });
-    std::erase_if(e.reservations,
-                  [&](const Entries::Reservation& r) { return r.owner == owner_; });
+    std::erase_if(e.reservations, [&](const Entries::Reservation& r) { return r.owner == owner_; });
     return e.grants.size() + e.reservations.size() != before;
   });
 }

@@ -45,6 +45,12 @@ struct AdmissionLimits {
   unsigned max_concurrent_jobs = 0;  ///< grants at once on this data directory; 0: no limit
 };
 
+/// The answer to a job asking for admission.
+struct Admission {
+  std::optional<core::Parallelism> grant;  ///< nullopt: the job must wait
+  std::string waiting_for;                 ///< why it waits, for the job's log
+};
+
 /// What the other owners hold, as seen now.
 struct LedgerView {
   std::set<std::int64_t> jobs_of_others;    ///< jobs granted to other live runners
@@ -63,13 +69,13 @@ class AdmissionLedger {
   ~AdmissionLedger();
 
   /// Grants the job the parallelism that fits what is free, by the formula of
-  /// core::compute_parallelism, and records the grant; nullopt when it must wait: when the
+  /// core::compute_parallelism, and records the grant; no grant when it must wait: when the
   /// concurrency limit is reached, or when some grant is live and the free cores are 0 or the
   /// free memory is below one compile job. A job is always admitted when nothing is granted
   /// (1 × 1 if memory is short), so the queue makes progress on any host. The budget is
   /// measured with `measure` (minus the reserve) when no grant is live, and kept while any is.
-  [[nodiscard]] Result<std::optional<core::Parallelism>> admit(
-      const Demand& demand, const AdmissionLimits& limits, const std::function<Capacity()>& measure);
+  [[nodiscard]] Result<Admission> admit(const Demand& demand, const AdmissionLimits& limits,
+                                        const std::function<Capacity()>& measure);
   /// Gives a job's grant back (no-op when it holds none).
   [[nodiscard]] Status release(std::int64_t job_id);
   /// Records that this runner alone runs the jobs of `build_id` while it lives.

@@ -99,9 +99,8 @@ std::string tool_path(const JobContext& ctx) {
 }
 
 Status make_venv(JobContext& ctx, std::string_view what, const fs::path& dir) {
-  if (auto st = ctx.run_checked(
-          what, ctx.command({ctx.python.string(), "-m", "venv", dir.string()}, ctx.base_env,
-                            ctx.work_dir));
+  if (auto st = ctx.run_checked(what, ctx.command({ctx.python.string(), "-m", "venv", dir.string()},
+                                                  ctx.base_env, ctx.work_dir));
       !st) {
     return st;
   }
@@ -114,10 +113,9 @@ Status make_venv(JobContext& ctx, std::string_view what, const fs::path& dir) {
       "paths = subprocess.check_output([sys.argv[1], '-c', "
       "'import site; print(chr(10).join(site.getsitepackages()))'], text=True); "
       "open(sysconfig.get_paths()['purelib'] + '/_wheelforge_system.pth', 'w').write(paths)";
-  return ctx.run_checked(what,
-                         ctx.command({JobContext::venv_python(dir).string(), "-c", script,
-                                      ctx.python.string()},
-                                     ctx.base_env, ctx.work_dir));
+  return ctx.run_checked(
+      what, ctx.command({JobContext::venv_python(dir).string(), "-c", script, ctx.python.string()},
+                        ctx.base_env, ctx.work_dir));
 }
 
 Status prepare_environment(JobContext& ctx) {

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <thread>
 
+#include "files.hpp"
 #include "wheelforge/util/fs.hpp"
 
 namespace wf::build {
@@ -28,10 +29,7 @@ class LocalExecutor final : public Executor {
   Capacity capacity() override { return Capacity{available_memory_bytes(), available_cores()}; }
 
   Status prepare(const std::filesystem::path& work_dir) override {
-    std::error_code ec;
-    std::filesystem::create_directories(work_dir, ec);
-    if (ec) return make_error(Errc::io, "create " + work_dir.string() + ": " + ec.message());
-    return ok_status();
+    return make_directories(work_dir);
   }
 
   Result<std::unique_ptr<Execution>> start(const ProcessSpec& spec) override {

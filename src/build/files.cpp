@@ -57,9 +57,4 @@ Status clear_directory_except(const fs::path& dir, std::string_view keep) {
   return ok_status();
 }
 
-bool path_exists(const fs::path& path) {
-  std::error_code ec;
-  return fs::exists(path, ec) && !ec;
-}
-
 }  // namespace wf::build

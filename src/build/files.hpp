@@ -28,7 +28,5 @@ namespace wf::build {
 /// Removes every entry of `dir` except the one named `keep`.
 [[nodiscard]] Status clear_directory_except(const std::filesystem::path& dir,
                                             std::string_view keep);
-/// True when `path` exists (a failing stat other than "not found" counts as absent).
-[[nodiscard]] bool path_exists(const std::filesystem::path& path);
 
 }  // namespace wf::build

@@ -110,8 +110,8 @@ std::uint64_t JobContext::output_size(const fs::path& file) const {
 std::string JobContext::cause(const fs::path& output, std::uint64_t from) const {
   LogChunk tail = executor.read_log_tail(output, kCauseWindow);
   if (tail.offset < from) {
-    tail.data.erase(0, static_cast<std::size_t>(
-                           std::min<std::uint64_t>(from - tail.offset, tail.data.size())));
+    tail.data.erase(
+        0, static_cast<std::size_t>(std::min<std::uint64_t>(from - tail.offset, tail.data.size())));
   }
   const std::string found = core::failure_cause(tail.data);
   return found.empty() ? found : ": " + found;
@@ -128,7 +128,8 @@ Status JobContext::run_checked(std::string_view what, const ProcessSpec& spec) c
   note("[" + std::string(core::state_name(job.state)) + "] " + line);
   const std::uint64_t from = output_size(spec.log_file);
   auto status = run(spec);
-  if (!status) return make_error(status.error().code, std::string(what) + ": " + status.error().message);
+  if (!status)
+    return make_error(status.error().code, std::string(what) + ": " + status.error().message);
   if (status->success()) return ok_status();
   if (stopped()) return make_error(Errc::unavailable, "stopped");
   return make_error(Errc::internal, failure(what, *status, spec.log_file, from));

@@ -83,6 +83,7 @@ namespace {
 
 // A line in a job's log written outside its steps (by the scheduler or at startup).
 void note_in_log(const fs::path& log, std::string_view line) {
+  (void)make_directories(log.parent_path());
   std::ofstream out(log, std::ios::app);
   out << "==> " << line << "\n";
 }
@@ -286,12 +287,19 @@ bool Runner::try_start(const catalog::JobRecord& job, const RecipeConfig& recipe
   AdmissionLimits limits;
   limits.reserve_bytes = config_.host.memory_reserve_bytes;
   limits.max_concurrent_jobs = config_.host.max_concurrent_jobs;
-  auto grant = ledger_->admit(demand, limits, [this] { return executor_.capacity(); });
-  if (!grant) {
-    spdlog::warn("job={} admission: {}", job.id, grant.error().message);
+  auto admission = ledger_->admit(demand, limits, [this] { return executor_.capacity(); });
+  if (!admission) {
+    spdlog::warn("job={} admission: {}", job.id, admission.error().message);
     return false;
   }
-  if (!*grant) return false;
+  if (!admission->grant) {
+    // Said once per job: a job may wait for hours behind a long build.
+    if (waiting_noted_.insert(job.id).second) {
+      note_in_log(log_path(job.id), "waiting for the build budget: " + admission->waiting_for);
+    }
+    return false;
+  }
+  waiting_noted_.erase(job.id);
   // Claim the job: another runner on the same data directory may have taken it since it was
   // listed.
   if (!jobs_.transition(job.id, core::JobState::preparing)) {
@@ -300,7 +308,7 @@ bool Runner::try_start(const catalog::JobRecord& job, const RecipeConfig& recipe
   }
   running_[job.id] = std::make_shared<Running>();
   job_threads_.emplace_back(
-      [this, job, recipe, p = **grant] { run_job(job, recipe, p); });
+      [this, job, recipe, p = *admission->grant] { run_job(job, recipe, p); });
   return true;
 }
 

@@ -80,18 +80,16 @@ Status fetch_source(JobContext& ctx) {
     case core::SourceSpec::Kind::path:
       return copy_tree(ctx, source.location, root);
     case core::SourceSpec::Kind::git: {
-      if (auto st = ctx.run_checked(
-              "fetch source",
-              ctx.command({"/usr/bin/git", "clone", "--quiet", source.location, root.string()},
-                          ctx.base_env, ctx.work_dir));
+      if (auto st = ctx.run_checked("fetch source", ctx.command({"/usr/bin/git", "clone", "--quiet",
+                                                                 source.location, root.string()},
+                                                                ctx.base_env, ctx.work_dir));
           !st) {
         return st;
       }
       if (source.ref.empty()) return ok_status();
-      return ctx.run_checked("fetch source",
-                             ctx.command({"/usr/bin/git", "-C", root.string(), "checkout",
-                                          "--quiet", source.ref},
-                                         ctx.base_env, ctx.work_dir));
+      return ctx.run_checked("fetch source", ctx.command({"/usr/bin/git", "-C", root.string(),
+                                                          "checkout", "--quiet", source.ref},
+                                                         ctx.base_env, ctx.work_dir));
     }
     case core::SourceSpec::Kind::index_sdist: {
       // The project's sdist of this version, from our own store.
@@ -156,9 +154,8 @@ Status build_wheel(JobContext& ctx) {
     set_env(env, "MAX_JOBS", std::to_string(p.max_jobs));
     set_env(env, "NVCC_THREADS", std::to_string(p.nvcc_threads));
     (void)ctx.services.jobs.record_attempt(ctx.job.id, p.max_jobs, p.nvcc_threads);
-    ctx.note("[building] attempt " + std::to_string(attempt + 1) +
-             " with MAX_JOBS=" + std::to_string(p.max_jobs) +
-             " NVCC_THREADS=" + std::to_string(p.nvcc_threads));
+    ctx.note("[building] attempt " + std::to_string(attempt + 1) + " with MAX_JOBS=" +
+             std::to_string(p.max_jobs) + " NVCC_THREADS=" + std::to_string(p.nvcc_threads));
     const std::uint64_t from = ctx.output_size(ctx.log);
     auto status = ctx.run(ctx.command({"/bin/sh", "-c", command}, env, ctx.src));
     if (!status) return make_error(status.error().code, "build: " + status.error().message);
@@ -209,7 +206,8 @@ Status retag_wheel(JobContext& ctx) {
              name->version.local_str());
     return ok_status();
   }
-  auto retagged = archive::retag_wheel(ctx.wheel, core::local_label(cell), ctx.work_dir / "retagged");
+  auto retagged =
+      archive::retag_wheel(ctx.wheel, core::local_label(cell), ctx.work_dir / "retagged");
   if (!retagged) return make_error(Errc::internal, "retag: " + retagged.error().message);
   ctx.note("[retagging] " + ctx.wheel.filename().string() + " -> " + retagged->filename().string());
   ctx.wheel = *retagged;
@@ -235,10 +233,10 @@ Status smoke_test(JobContext& ctx) {
       return st;
     }
   }
-  if (auto st = ctx.run_checked(
-          "smoke test", ctx.command({python, "-m", "pip", "install", "--no-index", "--no-deps",
-                                     ctx.wheel.string()},
-                                    ctx.base_env, ctx.work_dir));
+  if (auto st =
+          ctx.run_checked("smoke test", ctx.command({python, "-m", "pip", "install", "--no-index",
+                                                     "--no-deps", ctx.wheel.string()},
+                                                    ctx.base_env, ctx.work_dir));
       !st) {
     return st;
   }
@@ -256,9 +254,9 @@ Status ingest_wheel(JobContext& ctx) {
   auto ingested = ctx.services.ingestor.ingest_path(ctx.wheel);
   if (!ingested) return make_error(ingested.error().code, "ingest: " + ingested.error().message);
   (void)ctx.services.jobs.record_wheel(ctx.job.id, ingested->file.filename);
-  ctx.note("[ingesting] " + ingested->file.filename + " sha256=" + ingested->file.sha256 +
-           (ingested->outcome == ingest::Outcome::identical ? " (identical file already stored)"
-                                                            : ""));
+  ctx.note(
+      "[ingesting] " + ingested->file.filename + " sha256=" + ingested->file.sha256 +
+      (ingested->outcome == ingest::Outcome::identical ? " (identical file already stored)" : ""));
   if (ctx.services.on_ingested) ctx.services.on_ingested();
   return ok_status();
 }

@@ -23,7 +23,8 @@ std::string output_of(const JobContext& ctx, const fs::path& file) {
 // Copies a tool's output into the job's log, each line marked.
 void note_output(const JobContext& ctx, std::string_view tool, std::string_view output) {
   for (const auto line : split(output, '\n')) {
-    if (!trim(line).empty()) ctx.note("[preparing] " + std::string(tool) + ": " + std::string(line));
+    if (!trim(line).empty())
+      ctx.note("[preparing] " + std::string(tool) + ": " + std::string(line));
   }
 }
 
@@ -40,18 +41,18 @@ Status verify_cuda_toolkit(JobContext& ctx) {
   const fs::path output = ctx.work_dir / "nvcc-version.txt";
   if (auto st = remove_tree(output); !st) return st;
   ctx.note("[preparing] " + nvcc.string() + " --version");
-  auto status = ctx.run(ctx.command({nvcc.string(), "--version"}, ctx.base_env, ctx.work_dir, output));
+  auto status =
+      ctx.run(ctx.command({nvcc.string(), "--version"}, ctx.base_env, ctx.work_dir, output));
   if (!status) {
-    return make_error(Errc::invalid, "CUDA " + cell.cuda.str() + ": no usable nvcc in the CUDA home " +
-                                         ctx.cuda_home.string() + " (" + status.error().message +
-                                         ")");
+    return make_error(Errc::invalid,
+                      "CUDA " + cell.cuda.str() + ": no usable nvcc in the CUDA home " +
+                          ctx.cuda_home.string() + " (" + status.error().message + ")");
   }
   if (ctx.stopped()) return make_error(Errc::unavailable, "stopped");
   const std::string text = output_of(ctx, output);
   note_output(ctx, "nvcc", text);
   if (!status->success()) {
-    return make_error(Errc::invalid,
-                      ctx.failure(nvcc.string() + " --version", *status, output, 0));
+    return make_error(Errc::invalid, ctx.failure(nvcc.string() + " --version", *status, output, 0));
   }
   const auto version = core::parse_nvcc_version(text);
   if (!version) {
@@ -73,10 +74,11 @@ Status verify_build_environment(JobContext& ctx) {
   if (auto st = remove_tree(output); !st) return st;
   const fs::path python = JobContext::venv_python(ctx.env_dir);
   ctx.note("[preparing] " + python.string() + " -c <probe of Python and torch>");
-  auto status = ctx.run(ctx.command(
-      {python.string(), "-c", std::string(core::environment_probe_script())}, ctx.base_env,
-      ctx.work_dir, output));
-  if (!status) return make_error(status.error().code, "verify torch and Python: " + status.error().message);
+  auto status =
+      ctx.run(ctx.command({python.string(), "-c", std::string(core::environment_probe_script())},
+                          ctx.base_env, ctx.work_dir, output));
+  if (!status)
+    return make_error(status.error().code, "verify torch and Python: " + status.error().message);
   if (ctx.stopped()) return make_error(Errc::unavailable, "stopped");
   const std::string text = output_of(ctx, output);
   note_output(ctx, "probe", text);
@@ -95,10 +97,9 @@ Status verify_build_environment(JobContext& ctx) {
     return make_error(Errc::invalid, st.error().message + " (" + ctx.python.string() + ")");
   }
   if (auto st = core::check_torch(cell, *probe); !st) return st;
-  ctx.note("[preparing] toolchain: nvcc " + ctx.toolchain.nvcc_version + " (" +
-           ctx.toolchain.nvcc + "), torch " + ctx.toolchain.torch_version + " (CUDA " +
-           ctx.toolchain.torch_cuda + "), Python " + ctx.toolchain.python_version + " (" +
-           ctx.toolchain.python + ")");
+  ctx.note("[preparing] toolchain: nvcc " + ctx.toolchain.nvcc_version + " (" + ctx.toolchain.nvcc +
+           "), torch " + ctx.toolchain.torch_version + " (CUDA " + ctx.toolchain.torch_cuda +
+           "), Python " + ctx.toolchain.python_version + " (" + ctx.toolchain.python + ")");
   return ok_status();
 }
 

@@ -81,7 +81,8 @@ std::optional<Tier> classify(std::string_view line) {
       contains(line, ": fatal error: ") || starts_with(line, "fatal error: ") ||
       starts_with(line, "nvcc fatal") || starts_with(line, "nvcc error") ||
       starts_with(line, "ptxas fatal") || starts_with(line, "ptxas error") ||
-      contains(line, "undefined reference to") || contains(line, "ld: cannot find")) {
+      contains(line, "undefined reference to") || contains(line, "ld: cannot find") ||
+      contains(line, "error while loading shared libraries")) {
     return Tier::specific;
   }
   if (contains(line, "Killed signal terminated program") ||
@@ -94,8 +95,9 @@ std::optional<Tier> classify(std::string_view line) {
     return Tier::specific;
   }
   if (is_python_exception(line)) return Tier::specific;
-  if (starts_with(line, "error: ") || starts_with(line, "ERROR: ") || contains(line, ": error: ") ||
-      starts_with(line, "Error: ")) {
+  if (starts_with(line, "error: ") || starts_with(line, "ERROR: ") ||
+      starts_with(line, "Error: ") || contains(line, "No such file or directory") ||
+      contains(line, "Permission denied") || contains(line, "No space left on device")) {
     return Tier::generic;
   }
   return std::nullopt;

@@ -92,16 +92,17 @@ Status check_python(const Cell& cell, std::string_view python_version) {
   if (parts.size() >= 2 && std::string(parts[0]) + "." + std::string(parts[1]) == cell.python) {
     return ok_status();
   }
-  return make_error(Errc::invalid, "Python " + cell.python + " cell, but the interpreter is Python " +
-                                       shown(python_version));
+  return make_error(
+      Errc::invalid,
+      "Python " + cell.python + " cell, but the interpreter is Python " + shown(python_version));
 }
 
 Status check_torch(const Cell& cell, const EnvironmentProbe& probe) {
   if (probe.torch_version.empty()) {
-    return make_error(Errc::invalid,
-                      "torch cannot be imported in the build environment" +
-                          (probe.torch_error.empty() ? std::string()
-                                                     : " (" + shown(probe.torch_error) + ")"));
+    return make_error(
+        Errc::invalid,
+        "torch cannot be imported in the build environment" +
+            (probe.torch_error.empty() ? std::string() : " (" + shown(probe.torch_error) + ")"));
   }
   const auto series = torch_series_of_version(probe.torch_version);
   if (!series || *series != cell.torch) {
@@ -117,10 +118,9 @@ Status check_torch(const Cell& cell, const EnvironmentProbe& probe) {
   const std::string_view cuda = *probe.torch_cuda;
   const std::string_view major = cuda.substr(0, cuda.find('.'));
   if (major != std::to_string(cell.cuda.major)) {
-    return make_error(Errc::invalid, "torch " + shown(probe.torch_version) +
-                                         " was built for CUDA " + shown(cuda) +
-                                         ", the cell is CUDA " + cell.cuda.str() +
-                                         " (the CUDA major must match)");
+    return make_error(Errc::invalid,
+                      "torch " + shown(probe.torch_version) + " was built for CUDA " + shown(cuda) +
+                          ", the cell is CUDA " + cell.cuda.str() + " (the CUDA major must match)");
   }
   return ok_status();
 }

@@ -162,6 +162,7 @@ class Runner {
   std::thread scheduler_;
   std::vector<std::thread> job_threads_;
   std::optional<std::int64_t> only_build_;
+  std::set<std::int64_t> waiting_noted_;  // queued jobs whose log says they wait for the budget
 };
 
 }  // namespace wf::build

@@ -13,13 +13,14 @@ namespace wf::core {
 /// are usually consequences of the first):
 ///   - compiler and linker errors: `kernel.cu(12): error: expected ';'` (nvcc),
 ///     `foo.cpp:3:5: error: ...` and `fatal error: ...` (gcc, clang), `undefined reference to`,
-///     `ld: cannot find -lfoo`, `ptxas fatal`;
+///     `ld: cannot find -lfoo`, `ptxas fatal`, `error while loading shared libraries`;
 ///   - memory: `Killed signal terminated program cicc`, `internal compiler error: Killed`;
 ///   - pip: `No matching distribution found for ...` (the "ERROR: " prefix dropped),
 ///     `Could not install packages due to an OSError: ...`;
 ///   - Python: the last line of a traceback, `ModuleNotFoundError: No module named 'torch'`,
 ///     `RuntimeError: ...` (any `<Name>Error: ` or `<Name>Exception: ` at the start of a line);
-///   - other `error: ` lines.
+///   - other `error: ` lines, and lines saying "No such file or directory", "Permission
+///     denied" or "No space left on device" (when nothing above is found).
 /// pip's and setuptools' summaries of a failed subprocess (`error: subprocess-exited-with-error`,
 /// `ERROR: Failed building wheel for x`, `error: command '...' failed with exit code 1`,
 /// `collect2: error: ld returned 1 exit status`, ninja's `FAILED:` / `build stopped`) never
