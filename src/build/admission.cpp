@@ -138,7 +138,11 @@ AdmissionLedger::AdmissionLedger(fs::path file, UniqueFd fd)
 }
 
 AdmissionLedger::~AdmissionLedger() {
-  (void)release_all();
+  try {
+    (void)release_all();
+  } catch (...) {
+    // Out of memory while leaving: the entries go when this process is gone.
+  }
 }
 
 Status AdmissionLedger::update(const std::function<bool(Entries&)>& change) {

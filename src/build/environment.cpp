@@ -66,26 +66,50 @@ Result<FileLock> lock_file(const JobContext& ctx, const fs::path& path) {
   return FileLock(std::move(fd));
 }
 
-// The recipe's build requirements, or the defaults; ninja is left out of the defaults when the
-// build's PATH has one (a system package).
+// Runs a probe command; its output (trimmed) when it exits 0, nullopt otherwise.
+Result<std::optional<std::string>> probe(JobContext& ctx, std::vector<std::string> argv, Env env,
+                                         const std::string& name) {
+  const fs::path output = ctx.work_dir / (name + "-probe.txt");
+  if (auto st = remove_tree(output); !st) return st.error();
+  auto status = ctx.run(ctx.command(std::move(argv), std::move(env), ctx.work_dir, output));
+  if (!status) return status.error();
+  if (ctx.stopped()) return make_error(Errc::unavailable, "stopped");
+  if (!status->success()) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(trim(ctx.executor.read_log(output, 0, 4096))));
+}
+
+// Where a default requirement is found already, if it is: ninja as a program on the build's
+// PATH; setuptools and wheel among the interpreter's own packages, which the environment sees
+// with system_torch.
+Result<std::optional<std::string>> provided(JobContext& ctx, std::string_view requirement) {
+  if (requirement == "ninja") {
+    Env env = ctx.base_env;
+    set_env(env, "PATH", tool_path(ctx));
+    return probe(ctx, {"/bin/sh", "-c", "command -v ninja"}, env, "ninja");
+  }
+  if (!ctx.host.system_torch) return std::optional<std::string>();
+  return probe(ctx,
+               {ctx.python.string(), "-c",
+                "import importlib.util, sys\n"
+                "spec = importlib.util.find_spec(sys.argv[1])\n"
+                "print(spec.origin) if spec else sys.exit(1)",
+                std::string(requirement)},
+               ctx.base_env, std::string(requirement));
+}
+
+// The recipe's build requirements, or the defaults less what is there already.
 Result<std::vector<std::string>> build_requirements(JobContext& ctx) {
   if (ctx.recipe.build_requires) return *ctx.recipe.build_requires;
   std::vector<std::string> out;
-  for (const auto r : core::kDefaultBuildRequires) {
-    if (r != "ninja") out.emplace_back(r);
-  }
-  Env env = ctx.base_env;
-  set_env(env, "PATH", tool_path(ctx));
-  const fs::path probe_out = ctx.work_dir / "ninja-probe.txt";
-  auto status =
-      ctx.run(ctx.command({"/bin/sh", "-c", "command -v ninja"}, env, ctx.work_dir, probe_out));
-  if (!status) return status.error();
-  if (ctx.stopped()) return make_error(Errc::unavailable, "stopped");
-  if (status->success()) {
-    const std::string found(trim(ctx.executor.read_log(probe_out, 0, 4096)));
-    ctx.note("[preparing] ninja: " + found + " (on the build's PATH; not installed)");
-  } else {
-    out.emplace_back("ninja");
+  for (const auto requirement : core::kDefaultBuildRequires) {
+    auto found = provided(ctx, requirement);
+    if (!found) return found.error();
+    if (*found) {
+      ctx.note("[preparing] " + std::string(requirement) + ": " + **found +
+               " (already there; not installed)");
+    } else {
+      out.emplace_back(requirement);
+    }
   }
   return out;
 }

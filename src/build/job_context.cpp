@@ -88,12 +88,12 @@ void JobContext::note(std::string_view line) const {
 }
 
 ProcessSpec JobContext::command(std::vector<std::string> argv, Env env, fs::path cwd,
-                                fs::path output) const {
+                                const fs::path& output) const {
   ProcessSpec s;
   s.argv = std::move(argv);
   s.env = std::move(env);
   s.cwd = std::move(cwd);
-  s.log_file = output.empty() ? log : std::move(output);
+  s.log_file = output.empty() ? log : output;
   s.timeout = step_timeout;
   return s;
 }

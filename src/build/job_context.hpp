@@ -94,7 +94,7 @@ struct JobContext {
   /// `output` when given), limited by the recipe's timeout.
   [[nodiscard]] ProcessSpec command(std::vector<std::string> argv, Env env,
                                     std::filesystem::path cwd,
-                                    std::filesystem::path output = {}) const;
+                                    const std::filesystem::path& output = {}) const;
   /// Runs a command on the executor to its end (cancelled when the job is stopped). Fails
   /// only when it cannot start.
   [[nodiscard]] Result<ExitStatus> run(const ProcessSpec& spec) const;

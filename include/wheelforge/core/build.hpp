@@ -61,7 +61,9 @@ struct Recipe {
 /// The build requirements of a recipe that names none: what a plain setuptools project needs
 /// under `pip wheel --no-build-isolation` (Python 3.12 venvs come without setuptools), and
 /// ninja, which torch.utils.cpp_extension uses to compile in parallel (without it, one file at
-/// a time). The runner leaves ninja out when a `ninja` program is on the build's PATH already.
+/// a time). The runner leaves out what is there already: ninja when a `ninja` program is on
+/// the build's PATH; setuptools and wheel, with the interpreter's own torch (system_torch),
+/// when the interpreter has them.
 inline constexpr std::string_view kDefaultBuildRequires[] = {"setuptools", "wheel", "ninja"};
 
 /// Checks a recipe and returns it with `project` PEP 503-normalized. Fails with Errc::invalid

@@ -128,6 +128,28 @@ TEST_F(Environment, SystemTorchInstallsNoTorchAndLinksTheInterpretersPackages) {
               HasSubstr("/bin:/opt/wf-test/python3.12/bin:" + std::string(kCudaHome) + "/bin"));
 }
 
+TEST_F(Environment, SystemTorchDefaultsInstallOnlyWhatTheInterpreterLacks) {
+  RunnerBed other("system-defaults");
+  other.config.host.system_torch = true;
+  // The interpreter has setuptools but not wheel; ninja is on the PATH.
+  other.fake.on("sys.exit(1) setuptools",
+                Outcome::prints("/opt/wf-test/python3.12/lib/python3.12/site-packages/setuptools/"
+                                "__init__.py\n"));
+  other.fake.on("sys.exit(1) wheel", Outcome::exit(1));
+  script_host(other.fake);
+  script_build(other.fake);
+  const auto job = other.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << other.log(job.id);
+  const auto installs = other.fake.commands_matching("-m pip install --index-url");
+  ASSERT_EQ(installs.size(), 1U) << "the smoke test installs no torch either";
+  EXPECT_THAT(installs[0].line(), ::testing::EndsWith("/simple/ wheel"));
+  EXPECT_THAT(other.log(job.id),
+              HasSubstr("==> [preparing] setuptools: /opt/wf-test/python3.12/lib/python3.12/"
+                        "site-packages/setuptools/__init__.py (already there; not installed)"));
+  // Without system_torch the environment cannot see the interpreter's packages: no probe.
+  EXPECT_TRUE(bed.fake.commands_matching("find_spec").empty());
+}
+
 TEST_F(Environment, FailedPreparationIsNotReused) {
   bed.fake.on("-m pip install --index-url",
               Outcome::exit(1, "ERROR: No matching distribution found for wheel\n"), 1);
