@@ -1,7 +1,9 @@
 #include "wheelforge/app/maintenance.hpp"
 
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -150,16 +152,21 @@ std::chrono::seconds age_of(const StoredBlob& blob, std::time_t now) {
 struct HashResult {
   std::string sha256;
   std::uint64_t size = 0;
+  dev_t dev = 0;  ///< the file that was hashed
+  ino_t ino = 0;
 };
 
-Result<HashResult> hash_file(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return errno_error(errno, "open " + path.string());
+/// Hashes an open file from its start.
+Result<HashResult> hash_fd(int fd, const fs::path& path) {
   crypto::Hasher hasher(crypto::Algorithm::sha256);
   std::string buffer(kCopyBuffer, '\0');
   HashResult result;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errno_error(errno, "stat " + path.string());
+  result.dev = st.st_dev;
+  result.ino = st.st_ino;
   while (true) {
-    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+    const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(result.size));
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_error(errno, "read " + path.string());
@@ -172,53 +179,87 @@ Result<HashResult> hash_file(const fs::path& path) {
   return result;
 }
 
+Result<HashResult> hash_file(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errno_error(errno, "open " + path.string());
+  return hash_fd(fd.get(), path);
+}
+
 Status fsync_path(const fs::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid() || ::fsync(fd.get()) != 0) return errno_error(errno, "fsync " + path.string());
   return ok_status();
 }
 
-/// Copies src to dest (a new file) through a temp file in dest's directory, verifying the
-/// bytes against `sha256` on the way. Returns the size, or Errc::invalid on a mismatch (then
-/// nothing is left at dest).
-Result<std::uint64_t> copy_verified(const fs::path& src, const fs::path& dest,
-                                    std::string_view sha256) {
+/// Copies the rest of `in` to `out`: copy_file_range (in the kernel, no bytes through user
+/// space), else read and write where the filesystems cannot.
+Status copy_bytes(int in, int out, const fs::path& src, const fs::path& dest) {
+  bool in_kernel = true;
+  std::string buffer;
+  while (true) {
+    if (in_kernel) {
+      const ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, kCopyBuffer, 0);
+      if (n > 0) continue;
+      if (n == 0) return ok_status();
+      if (errno == EINTR) continue;
+      if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+        return errno_error(errno, "copy " + src.string() + " to " + dest.string());
+      }
+      in_kernel = false;  // both offsets stand where the kernel stopped
+      buffer.resize(kCopyBuffer);
+    }
+    const ssize_t n = ::read(in, buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_error(errno, "read " + src.string());
+    }
+    if (n == 0) return ok_status();
+    if (auto st = write_all(out, buffer.data(), static_cast<std::size_t>(n)); !st) {
+      return make_error(st.error().code, dest.string() + ": " + st.error().message);
+    }
+  }
+}
+
+struct Copied {
+  std::uint64_t size = 0;
+  bool reflink = false;
+};
+
+/// Copies src to dest (a new file) through a temp file in dest's directory: a reflink
+/// (FICLONE) where the filesystem shares extents copy-on-write, else a byte copy. The copy
+/// itself is then hashed against `sha256` and fsynced. Returns its size, or Errc::invalid on a
+/// mismatch (then nothing is left at dest).
+Result<Copied> copy_verified(const fs::path& src, const fs::path& dest, std::string_view sha256) {
   UniqueFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid()) return errno_error(errno, "open " + src.string());
   std::string tmpl = (dest.parent_path() / ".partial-XXXXXX").string();
   UniqueFd out(::mkostemp(tmpl.data(), O_CLOEXEC));
   if (!out.valid()) return errno_error(errno, "create temp file in " + dest.parent_path().string());
   const fs::path tmp(tmpl);
-  auto fail = [&](Error e) -> Result<std::uint64_t> {
+  auto fail = [&](Error e) -> Result<Copied> {
     out.reset();
     ::unlink(tmp.c_str());
     return e;
   };
-  crypto::Hasher hasher(crypto::Algorithm::sha256);
-  std::string buffer(kCopyBuffer, '\0');
-  std::uint64_t size = 0;
-  while (true) {
-    const ssize_t n = ::read(in.get(), buffer.data(), buffer.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(errno_error(errno, "read " + src.string()));
-    }
-    if (n == 0) break;
-    const auto len = static_cast<std::size_t>(n);
-    if (auto st = write_all(out.get(), buffer.data(), len); !st) return fail(st.error());
-    hasher.update(buffer.data(), len);
-    size += len;
+  Copied copied;
+  copied.reflink = ::ioctl(out.get(), FICLONE, in.get()) == 0;
+  if (!copied.reflink) {
+    if (auto st = copy_bytes(in.get(), out.get(), src, dest); !st) return fail(st.error());
   }
-  if (hasher.finish_hex() != sha256) {
+  // What is checked is what the backup holds.
+  auto hashed = hash_fd(out.get(), tmp);
+  if (!hashed) return fail(hashed.error());
+  if (hashed->sha256 != sha256) {
     return fail(make_error(Errc::invalid, src.string() + ": content does not match its name"));
   }
+  copied.size = hashed->size;
   if (::fchmod(out.get(), 0444) != 0) return fail(errno_error(errno, "chmod " + tmp.string()));
   if (::fsync(out.get()) != 0) return fail(errno_error(errno, "fsync " + tmp.string()));
   out.reset();
   if (::rename(tmp.c_str(), dest.c_str()) != 0) {
     return fail(errno_error(errno, "rename to " + dest.string()));
   }
-  return size;
+  return copied;
 }
 
 std::string shell_quote(std::string_view s) {
@@ -299,7 +340,7 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
 
   const fs::path blobs = dest / "blobs";
   std::set<fs::path> dirs{dest, blobs};
-  bool try_link = options.copy == BlobCopy::link_or_copy;
+  bool try_link = options.copy == BlobCopy::link;
   for (const auto& sha : shas) {
     if (!is_sha256_hex(sha)) {
       report.missing.push_back(sha);
@@ -337,8 +378,9 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
       continue;
     }
     ++report.copied;
+    if (copied->reflink) ++report.reflinked;
     ++report.blobs;
-    report.bytes += *copied;
+    report.bytes += copied->size;
   }
   // Deepest first, so that each directory entry is durable before its parent's.
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
@@ -359,6 +401,7 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
   info += "bytes = " + std::to_string(report.bytes) + "\n";
   info += "hardlinked = " + std::to_string(report.linked) + "\n";
   info += "copied = " + std::to_string(report.copied) + "\n";
+  info += "reflinked = " + std::to_string(report.reflinked) + "\n";
   info += "missing_blobs = " + std::to_string(report.missing.size()) + "\n";
   info += "corrupt_blobs = " + std::to_string(report.corrupt.size()) + "\n";
   if (auto st = write_file_atomic(dest / "BACKUP-INFO", info); !st) return st.error();
@@ -403,6 +446,27 @@ Result<GcReport> collect_garbage(const fs::path& data_dir, const GcOptions& opti
   return report;
 }
 
+/// Moves a corrupt blob into DATA_DIR/quarantine/, unless it is no longer the file that was
+/// hashed (published again since, so intact: then it stays). True when the blob is gone from
+/// blobs/ (moved, or vanished meanwhile).
+Result<bool> quarantine_blob(const fs::path& from, const fs::path& to, const HashResult& hashed,
+                             std::vector<fs::path>& quarantined) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    if (errno == ENOENT) return true;
+    return errno_error(errno, "move " + from.string() + " to " + to.string());
+  }
+  struct stat st {};
+  if (::lstat(to.c_str(), &st) != 0) return errno_error(errno, "stat " + to.string());
+  if (st.st_dev != hashed.dev || st.st_ino != hashed.ino) {
+    if (::rename(to.c_str(), from.c_str()) != 0) {
+      return errno_error(errno, "put back " + from.string());
+    }
+    return false;
+  }
+  quarantined.push_back(to);
+  return true;
+}
+
 Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& options) {
   auto dir = open_existing(data_dir, options.repair ? LockMode::exclusive : LockMode::shared);
   if (!dir) return dir.error();
@@ -414,6 +478,10 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
   const std::time_t now = std::time(nullptr);
   auto refs = dir->catalog->referenced_blobs();
   if (!refs) return refs.error();
+  auto damaged = dir->catalog->damaged_blobs();
+  if (!damaged) return damaged.error();
+  std::map<std::string, std::string> recorded;  // sha256 -> detail, damaged before this run
+  for (auto& d : *damaged) recorded.emplace(std::move(d.sha256), std::move(d.detail));
 
   std::map<std::string, std::vector<catalog::BlobRef>> by_sha;
   std::set<std::string> filenames;
@@ -424,15 +492,19 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
   report.files = filenames.size();
   report.checked = by_sha.size();
 
+  std::map<std::string, HashResult> corrupt_files;  // what was hashed, for the quarantine
   for (auto& [sha, users] : by_sha) {
     if (!is_sha256_hex(sha)) {
       report.missing.push_back(BlobProblem{sha, "the catalog's sha256 is malformed", users});
       continue;
     }
+    const auto earlier = recorded.find(sha);
     const fs::path path = dir->store->blob_path(sha);
     std::error_code ec;
     if (!fs::exists(path, ec)) {
-      report.missing.push_back(BlobProblem{sha, "no such blob " + path.string(), users});
+      std::string detail = "no such blob " + path.string();
+      if (earlier != recorded.end()) detail += " (found damaged earlier: " + earlier->second + ")";
+      report.missing.push_back(BlobProblem{sha, std::move(detail), users});
       continue;
     }
     auto hashed = hash_file(path);
@@ -444,7 +516,12 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
       detail = "size is " + std::to_string(hashed->size) + ", the catalog says " +
                std::to_string(users.front().size);
     }
-    if (!detail.empty()) report.corrupt.push_back(BlobProblem{sha, detail, users});
+    if (!detail.empty()) {
+      report.corrupt.push_back(BlobProblem{sha, detail, users});
+      corrupt_files.emplace(sha, *hashed);
+    } else if (earlier != recorded.end()) {
+      report.intact_again.push_back(BlobProblem{sha, earlier->second, users});
+    }
   }
 
   std::vector<const StoredBlob*> old_orphans;
@@ -464,22 +541,47 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
     if (!removed) return removed.error();
     if (*removed) report.removed_orphans.push_back(blob->sha256);
   }
+  // Each damaged blob is recorded in a catalog write transaction of its own, with the move
+  // into quarantine inside it: uploads publish blobs inside such transactions too, so a file
+  // healed by an upload meanwhile is never quarantined or withdrawn.
+  const fs::path quarantine = data_dir / "quarantine";
   if (!report.corrupt.empty()) {
-    const fs::path quarantine = data_dir / "quarantine";
     std::error_code ec;
     fs::create_directories(quarantine, ec);
     if (ec) return errno_error(ec.value(), "create " + quarantine.string());
-    // The time suffix keeps an earlier quarantined copy of the same name.
-    const std::string suffix = "." + std::to_string(now);
-    for (const auto& problem : report.corrupt) {
-      const fs::path from = dir->store->blob_path(problem.sha256);
-      const fs::path to = quarantine / (problem.sha256 + suffix);
-      if (::rename(from.c_str(), to.c_str()) != 0) {
-        return errno_error(errno, "move " + from.string() + " to " + to.string());
-      }
-      report.quarantined.push_back(to);
-    }
+  }
+  // The time suffix keeps an earlier quarantined copy of the same name.
+  const std::string suffix = "." + std::to_string(now);
+  for (const auto& problem : report.corrupt) {
+    const fs::path from = dir->store->blob_path(problem.sha256);
+    const fs::path to = quarantine / (problem.sha256 + suffix);
+    auto marked = dir->catalog->mark_damaged(problem.sha256, problem.detail, [&] {
+      return quarantine_blob(from, to, corrupt_files.at(problem.sha256), report.quarantined);
+    });
+    if (!marked) return marked.error();
+    if (*marked) report.withdrawn.push_back(problem);
+  }
+  if (!report.quarantined.empty()) {
     if (auto st = fsync_dir(quarantine); !st) return st.error();
+  }
+  for (const auto& problem : report.missing) {
+    if (!is_sha256_hex(problem.sha256) || recorded.contains(problem.sha256)) continue;
+    const fs::path path = dir->store->blob_path(problem.sha256);
+    auto marked = dir->catalog->mark_damaged(problem.sha256, "missing", [&]() -> Result<bool> {
+      std::error_code ec;
+      return !fs::exists(path, ec);  // an upload may have published it again meanwhile
+    });
+    if (!marked) return marked.error();
+    if (*marked) report.withdrawn.push_back(problem);
+  }
+  // Records of blobs intact again, and of blobs no file needs any more (deleted files).
+  std::vector<std::string> cleared;
+  for (const auto& p : report.intact_again) cleared.push_back(p.sha256);
+  for (const auto& [sha, detail] : recorded) {
+    if (!by_sha.contains(sha)) cleared.push_back(sha);
+  }
+  if (!cleared.empty()) {
+    if (auto st = dir->catalog->clear_damaged(cleared); !st) return st.error();
   }
   return report;
 }
@@ -492,8 +594,13 @@ int backup(const Settings& settings, const BackupOptions& options) {
   }
   std::cout << "backed up " << report->files << " files of " << report->projects << " projects and "
             << report->tokens << " tokens to " << options.dest.string() << "\n"
-            << report->blobs << " blobs (" << format_bytes(report->bytes) << "): " << report->linked
-            << " hard-linked, " << report->copied << " copied\n";
+            << report->blobs << " blobs (" << format_bytes(report->bytes) << "): " << report->copied
+            << " copied (" << report->reflinked << " as reflinks), " << report->linked
+            << " hard-linked\n";
+  if (report->linked > 0) {
+    std::cout << "note: hard-linked blobs are the live files themselves: damage to one is "
+                 "damage to both (back up without --link for independent copies)\n";
+  }
   for (const auto& sha : report->missing) {
     std::cerr << "missing blob " << sha << " (not in the backup; run wheelforge fsck)\n";
   }
@@ -532,6 +639,7 @@ int fsck(const Settings& settings, const FsckOptions& options) {
     return 2;
   }
   const FsckReport& r = *report;
+  const std::string data = shell_quote(settings.data_dir.string());
   std::cout << "checked " << r.checked << " blobs referenced by " << r.files << " files\n";
   for (const auto& p : r.missing) {
     std::cout << "missing blob " << p.sha256 << ": " << p.detail << " (" << describe_refs(p.refs)
@@ -542,6 +650,19 @@ int fsck(const Settings& settings, const FsckOptions& options) {
               << ")\n";
   }
   for (const auto& q : r.quarantined) std::cout << "quarantined " << q.string() << "\n";
+  std::set<std::string> withdrawn;
+  for (const auto& p : r.withdrawn) {
+    for (const auto& ref : p.refs) withdrawn.insert(ref.filename);
+  }
+  for (const auto& name : withdrawn) {
+    std::cout << "withdrew " << name
+              << " (damaged: no longer listed, its URL answers 503 until it is healed)\n";
+  }
+  for (const auto& p : r.intact_again) {
+    std::cout << "blob " << p.sha256 << " is intact again (" << describe_refs(p.refs)
+              << "): " << (options.repair ? "served again" : "fsck --repair serves it again")
+              << "\n";
+  }
   for (const auto& p : r.unexpected) {
     std::cout << "unexpected file " << p.string() << " (not a blob; left alone)\n";
   }
@@ -562,31 +683,36 @@ int fsck(const Settings& settings, const FsckOptions& options) {
     std::cout << "ok\n";
     return 0;
   }
-  // Rows are never changed here: the operator decides between restoring and deleting.
+  // Rows are never removed here: the operator decides between healing and deleting.
   std::set<std::string> broken;
   for (const auto* list : {&r.missing, &r.corrupt}) {
     for (const auto& p : *list) {
       for (const auto& ref : p.refs) broken.insert(ref.filename);
     }
   }
-  std::cout << r.missing.size() << " missing and " << r.corrupt.size()
-            << " corrupt blobs; the files below cannot be served correctly.\n"
-            << "Restore each blob from a backup (DEST/blobs/... to the same path under "
-            << shell_quote(settings.data_dir.string()) << "/blobs), or remove the file:\n";
+  std::cout << r.missing.size() << " missing and " << r.corrupt.size() << " corrupt blobs; "
+            << (options.repair ? "the files below are withdrawn (their URLs answer 503).\n"
+                               : "the files below cannot be served correctly (fsck --repair "
+                                 "withdraws them).\n")
+            << "Heal a file by uploading or ingesting the same file again (wheelforge ingest "
+               "--data-dir "
+            << data
+            << " FILE), or copy its blob back from a backup (BACKUP/blobs/... to the same path "
+               "under "
+            << data << "/blobs) and run wheelforge fsck --repair; or remove it:\n";
   for (const auto& name : broken) {
-    std::cout << "  wheelforge delete --data-dir " << shell_quote(settings.data_dir.string()) << " "
-              << shell_quote(name) << "\n";
+    std::cout << "  wheelforge delete --data-dir " << data << " " << shell_quote(name) << "\n";
   }
   return 1;
 }
 
 int config_check(const std::optional<fs::path>& config_file, const Overrides& overrides) {
-  auto checked = check_settings(config_file, overrides);
-  if (!checked.settings) {
-    for (const auto& p : checked.problems) std::cerr << "error: " << p << "\n";
-    return 2;
+  const auto checked = check_configuration(config_file, overrides);
+  for (const auto* list : {&checked.problems, &checked.host_problems}) {
+    for (const auto& p : *list) std::cerr << "error: " << p << "\n";
   }
-  std::cout << settings_to_toml(*checked.settings);
+  if (!checked.config || !checked.host_problems.empty()) return 2;
+  std::cout << settings_to_toml(checked.config->settings) << build_summary(checked.config->build);
   return 0;
 }
 

@@ -1,9 +1,11 @@
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 
+#include "config_tables.hpp"
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -178,6 +180,30 @@ const std::array kSpecs{
            return std::nullopt;
          },
          [](const Settings& s) { return toml_quote(s.tls_key); }},
+    Spec{"base_url", &Overrides::base_url, kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           std::string url(trim(text));
+           while (url.ends_with('/')) url.pop_back();
+           if (url.empty()) {
+             s.base_url.clear();
+             return std::nullopt;
+           }
+           const std::size_t scheme = url.starts_with("http://")    ? 7
+                                      : url.starts_with("https://") ? 8
+                                                                    : 0;
+           const bool clean_text = std::all_of(url.begin(), url.end(), [](char c) {
+             const auto u = static_cast<unsigned char>(c);
+             return u > 0x20 && u != 0x7f && c != '?' && c != '#' && c != '"' && c != '\\';
+           });
+           if (scheme == 0 || url.size() == scheme || url[scheme] == '/' || !clean_text) {
+             return "expected an http:// or https:// URL without query or fragment, such as "
+                    "https://wheels.example.com, got " +
+                    quoted(text);
+           }
+           s.base_url = std::move(url);
+           return std::nullopt;
+         },
+         [](const Settings& s) { return toml_quote(s.base_url); }},
 };
 
 std::string env_name(std::string_view name) {
@@ -212,31 +238,37 @@ struct Candidate {
   std::string origin;
 };
 
-/// Reads the file's values as text, or adds problems (unknown keys, wrong types).
-void read_file(const fs::path& path, std::array<std::optional<Candidate>, kSpecs.size()>& values,
-               std::vector<std::string>& problems) {
+/// The file parsed, or nullopt after adding why it cannot be (missing, a syntax error).
+std::optional<toml::table> parse_file(const fs::path& path, std::vector<std::string>& problems) {
   std::error_code ec;
   if (!fs::exists(path, ec)) {
     problems.push_back("config: " + path.string() + ": no such file");
-    return;
+    return std::nullopt;
   }
-  toml::table table;
   try {
-    table = toml::parse_file(path.string());
+    return toml::parse_file(path.string());
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
     problems.push_back("config: " + path.string() + ":" + std::to_string(where.line) + ":" +
                        std::to_string(where.column) + ": " + std::string(e.description()));
-    return;
+    return std::nullopt;
   }
+}
+
+/// Reads the file's top-level values as text, or adds problems (unknown keys, wrong types).
+/// [build] and [recipes] are the build runner's (read_build_tables).
+void read_top_level(const toml::table& table, const fs::path& path,
+                    std::array<std::optional<Candidate>, kSpecs.size()>& values,
+                    std::vector<std::string>& problems) {
+  std::vector<std::string_view> known = {"build", "recipes"};
+  for (const auto& spec : kSpecs) known.push_back(spec.name);
   for (const auto& [key, node] : table) {
     const std::string_view k = key.str();
-    // The build runner's tables are read (and checked) by load_build_config().
     if (k == "build" || k == "recipes") continue;
     std::size_t i = 0;
     while (i < kSpecs.size() && kSpecs[i].name != k) ++i;
     if (i == kSpecs.size()) {
-      problems.push_back("unknown setting '" + sanitize_for_log(k) + "' in " + path.string());
+      problems.push_back(detail::unknown_key(k, path.string(), known));
       continue;
     }
     const unsigned types = kSpecs[i].toml_types;
@@ -380,12 +412,20 @@ std::optional<fs::path> resolve_config_file(const std::optional<std::string>& gi
   return std::nullopt;
 }
 
-SettingsCheck check_settings(const std::optional<fs::path>& config_file,
-                             const Overrides& overrides) {
-  std::vector<std::string> problems;
+ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
+                                const Overrides& overrides) {
+  ConfigCheck out;
+  std::vector<std::string>& problems = out.problems;
   // Each source replaces the one before it: defaults < file < environment < flags.
   std::array<std::optional<Candidate>, kSpecs.size()> values;
-  if (config_file) read_file(*config_file, values, problems);
+  build::RunnerConfig build;
+  if (config_file) {
+    // One parse of the whole file: the server's keys and the build runner's tables.
+    if (const auto table = parse_file(*config_file, problems)) {
+      read_top_level(*table, *config_file, values, problems);
+      detail::read_build_tables(*table, build, problems);
+    }
+  }
   for (std::size_t i = 0; i < kSpecs.size(); ++i) {
     const std::string var = env_name(kSpecs[i].name);
     // An empty variable counts as unset, so that `Environment=WHEELFORGE_X=` in a drop-in
@@ -406,21 +446,52 @@ SettingsCheck check_settings(const std::optional<fs::path>& config_file,
                          ")");
     }
   }
-  if (!problems.empty()) return SettingsCheck{std::nullopt, std::move(problems)};
+  out.host_problems = detail::check_build_host(build.host);
+  if (!problems.empty()) return out;
   settings.config_file = config_file;
   settings.overrides = overrides;
-  return SettingsCheck{std::move(settings), {}};
+  out.config = Configuration{std::move(settings), std::move(build)};
+  return out;
 }
 
-Result<Settings> load_settings(const std::optional<fs::path>& config_file,
-                               const Overrides& overrides) {
-  auto checked = check_settings(config_file, overrides);
-  if (!checked.settings) {
+Result<Configuration> load_configuration(const std::optional<fs::path>& config_file,
+                                         const Overrides& overrides) {
+  auto checked = check_configuration(config_file, overrides);
+  if (!checked.config) {
     Problems problems;
     for (auto& p : checked.problems) problems.add(std::move(p));
     return problems.to_error();
   }
-  return std::move(*checked.settings);
+  return std::move(*checked.config);
+}
+
+std::vector<std::string> build_host_problems(const build::HostConfig& host) {
+  return detail::check_build_host(host);
+}
+
+std::vector<std::string> configuration_keys() {
+  std::vector<std::string> keys;
+  keys.reserve(kSpecs.size());
+  for (const auto& spec : kSpecs) keys.emplace_back(spec.name);
+  for (auto& key : detail::build_keys()) keys.push_back(std::move(key));
+  return keys;
+}
+
+Result<std::string> server_url(const Settings& settings) {
+  if (!settings.base_url.empty()) return settings.base_url;
+  auto listen = parse_listen(settings.listen);
+  if (!listen) return listen.error();
+  auto [host, port] = *listen;
+  if (port == 0) {
+    return make_error(Errc::invalid, "listen = '" + sanitize_for_log(settings.listen) +
+                                         "' has port 0, so the server's port is only known once "
+                                         "it runs: set base_url (or listen on a fixed port)");
+  }
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  return std::string(settings.tls_cert.empty() ? "http://" : "https://") + host + ":" +
+         std::to_string(port);
 }
 
 std::string settings_to_toml(const Settings& settings) {

@@ -203,6 +203,48 @@ std::string rewrite_wheel_tags(std::string_view wheel, const std::vector<std::st
   return out;
 }
 
+// Gives WHEEL the build number `build`: the first `Build:` line's value replaced (later ones
+// dropped), or a `Build:` line added after the last Tag line (bdist_wheel's place for it).
+std::string rewrite_wheel_build(std::string_view wheel, std::string_view build) {
+  std::string eol = "\n";
+  std::size_t after_tags = std::string_view::npos;  // where a new Build line goes
+  bool has_build = false;
+  for (std::size_t pos = 0; pos < wheel.size();) {
+    const Line line = line_at(wheel, pos);
+    if (pos == 0 && line.next > line.end + 1) eol = "\r\n";
+    const std::string_view name = field_name(wheel.substr(line.start, line.end - line.start));
+    if (iequals(name, "Build")) has_build = true;
+    if (iequals(name, "Tag")) after_tags = line.next;
+    pos = line.next;
+  }
+  const std::string build_line = "Build: " + std::string(build);
+  std::string out;
+  bool written = false;
+  for (std::size_t pos = 0; pos < wheel.size();) {
+    const Line line = line_at(wheel, pos);
+    const std::string_view text = wheel.substr(line.start, line.end - line.start);
+    if (iequals(field_name(text), "Build")) {
+      if (!written) out += build_line + eol;
+      written = true;
+    } else if (!has_build && !written && text.empty()) {
+      // No Tag line: before the blank line that ends the headers.
+      out += build_line + eol;
+      written = true;
+      out += wheel.substr(line.start, line.next - line.start);
+    } else {
+      out += wheel.substr(line.start, line.next - line.start);
+      if (line.next == line.end) out += eol;  // a last line without a line break
+    }
+    pos = line.next;
+    if (!has_build && !written && pos == after_tags) {
+      out += build_line + eol;
+      written = true;
+    }
+  }
+  if (!written) out += build_line + eol;
+  return out;
+}
+
 // RECORD is CSV: a path with a comma, quote or line break is quoted, quotes doubled.
 std::string csv_field(std::string_view s) {
   if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
@@ -212,6 +254,30 @@ std::string csv_field(std::string_view s) {
     out += c;
   }
   return out + "\"";
+}
+
+// PEP 427: a build tag starts with a digit; the rest is what a file name part may hold.
+bool valid_build_tag(std::string_view tag) {
+  if (tag.empty() || tag.front() < '0' || tag.front() > '9') return false;
+  return std::all_of(tag.begin(), tag.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.';
+  });
+}
+
+void check_platform_tags(const std::vector<std::string>& tags, Problems& problems) {
+  if (tags.empty()) problems.add("the platform tag set is empty");
+  std::set<std::string_view> seen;
+  for (const auto& tag : tags) {
+    const bool ok = !tag.empty() && std::all_of(tag.begin(), tag.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    if (!ok) {
+      problems.add("platform tag " + quote_name(tag) + " is not valid (letters, digits and '_')");
+    } else if (!seen.insert(tag).second) {
+      problems.add("platform tag " + quote_name(tag) + " is given twice");
+    }
+  }
 }
 
 std::string escaped_name(std::string_view name) {
@@ -311,7 +377,7 @@ class Retagger {
  public:
   Retagger(const fs::path& wheel, const Limits& limits) : wheel_(wheel), limits_(limits) {}
 
-  Result<fs::path> run(std::string_view label_text, const fs::path& out_dir);
+  Result<fs::path> run(const WheelChanges& changes, const fs::path& out_dir);
 
  private:
   enum class Pass { payload, dist_info };
@@ -346,6 +412,8 @@ class Retagger {
   std::string new_stem_;
   std::string new_version_;
   std::vector<std::string> tags_;
+  std::optional<std::string> new_build_;  // the Build line WHEEL gets; nullopt: WHEEL's is kept
+  bool version_changes_ = false;          // METADATA's Version is rewritten
   time_t metadata_mtime_ = 0;  // RECORD gets it too, so that the output depends on the input only
   // Destroyed in reverse order: the writer before the sink and the file it writes to.
   TempFile temp_;
@@ -434,8 +502,11 @@ Status Retagger::copy_member(struct ::archive* reader, struct archive_entry* in,
     auto data = read_member_data(reader, in, member.name, limits_.max_metadata_bytes);
     if (!data) return data.error();
     if (member.name == wheel_name) {
-      return write_whole(in, new_name, rewrite_wheel_tags(*data, tags_));
+      std::string wheel = rewrite_wheel_tags(*data, tags_);
+      if (new_build_) wheel = rewrite_wheel_build(wheel, *new_build_);
+      return write_whole(in, new_name, wheel);
     }
+    if (!version_changes_) return write_whole(in, new_name, *data);
     auto rewritten = rewrite_metadata_version(*data, new_version_, member.name);
     if (!rewritten) return rewritten.error();
     return write_whole(in, new_name, *rewritten);
@@ -580,8 +651,11 @@ Status Retagger::check_contents() {
       problems.add("METADATA Version " + quote_name(parsed->version) +
                    " contradicts the file name's " + quote_name(filename_.version_text));
     }
-    if (auto rewritten = rewrite_metadata_version(metadata, new_version_, "METADATA"); !rewritten) {
-      problems.add(rewritten.error().message);
+    if (version_changes_) {
+      if (auto rewritten = rewrite_metadata_version(metadata, new_version_, "METADATA");
+          !rewritten) {
+        problems.add(rewritten.error().message);
+      }
     }
   }
   if (const auto tags = core::parse_wheel_file(wheel); !tags) {
@@ -591,14 +665,22 @@ Status Retagger::check_contents() {
   return ok_status();
 }
 
-Result<fs::path> Retagger::run(std::string_view label_text, const fs::path& out_dir_arg) {
+Result<fs::path> Retagger::run(const WheelChanges& changes, const fs::path& out_dir_arg) {
   const fs::path out_dir = out_dir_arg.empty() ? fs::path(".") : out_dir_arg;
   Problems problems;
-  const auto label = normalize_label(label_text);
-  if (!label) {
-    problems.add("local version label " + quote_name(label_text) +
-                 " is not letters and digits separated by '.', '-' or '_'");
+  std::optional<std::string> label;
+  if (changes.local_label) {
+    label = normalize_label(*changes.local_label);
+    if (!label) {
+      problems.add("local version label " + quote_name(*changes.local_label) +
+                   " is not letters and digits separated by '.', '-' or '_'");
+    }
   }
+  if (changes.build_tag && !valid_build_tag(*changes.build_tag)) {
+    problems.add("build tag " + quote_name(*changes.build_tag) +
+                 " is not valid (a digit first, then letters, digits, '_' and '.')");
+  }
+  if (changes.platform_tags) check_platform_tags(*changes.platform_tags, problems);
   auto parsed_name = core::parse_dist_filename(wheel_.filename().string());
   if (!parsed_name) {
     problems.add(parsed_name.error().message);
@@ -608,15 +690,29 @@ Result<fs::path> Retagger::run(std::string_view label_text, const fs::path& out_
   if (!problems.empty()) return problems.to_error();
   filename_ = std::move(*parsed_name);
 
-  auto version = core::Version::parse(filename_.version.public_str() + "+" + *label);
+  version_changes_ = label.has_value();
+  auto version = core::Version::parse(label ? filename_.version.public_str() + "+" + *label
+                                            : filename_.version_text);
   if (!version) return version.error();
   new_version_ = version->str();
   new_stem_ = escaped_name(filename_.name) + "-" + new_version_;
-  tags_ = expanded_tags(filename_.tags);
+  core::WheelTags tags = filename_.tags;
+  if (changes.build_tag) tags.build_tag = *changes.build_tag;
+  if (changes.platform_tags) {
+    tags.platform_tag.clear();
+    for (const auto& tag : *changes.platform_tags) {
+      tags.platform_tag += (tags.platform_tag.empty() ? "" : ".") + tag;
+    }
+  }
+  new_build_ = changes.build_tag;
+  tags_ = expanded_tags(tags);
   std::string new_filename = new_stem_;
-  if (filename_.tags.build_tag) new_filename += "-" + *filename_.tags.build_tag;
-  new_filename += "-" + filename_.tags.python_tag + "-" + filename_.tags.abi_tag + "-" +
-                  filename_.tags.platform_tag + ".whl";
+  if (tags.build_tag) new_filename += "-" + *tags.build_tag;
+  new_filename += "-" + tags.python_tag + "-" + tags.abi_tag + "-" + tags.platform_tag + ".whl";
+  if (auto checked = core::parse_dist_filename(new_filename); !checked) {
+    return invalid("the new file name " + quote_name(new_filename) +
+                   " is not valid: " + checked.error().message);
+  }
 
   auto file = open_archive_file(wheel_);
   if (!file) return file.error();
@@ -675,10 +771,17 @@ Result<fs::path> Retagger::run(std::string_view label_text, const fs::path& out_
 
 }  // namespace
 
+Result<fs::path> rewrite_wheel(const fs::path& wheel, const WheelChanges& changes,
+                               const fs::path& out_dir, const Limits& limits) {
+  Retagger retagger(wheel, limits);
+  return retagger.run(changes, out_dir);
+}
+
 Result<fs::path> retag_wheel(const fs::path& wheel, std::string_view new_local_label,
                              const fs::path& out_dir, const Limits& limits) {
-  Retagger retagger(wheel, limits);
-  return retagger.run(new_local_label, out_dir);
+  WheelChanges changes;
+  changes.local_label = std::string(new_local_label);
+  return rewrite_wheel(wheel, changes, out_dir, limits);
 }
 
 }  // namespace wf::archive

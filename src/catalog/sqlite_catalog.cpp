@@ -132,7 +132,19 @@ ALTER TABLE projects ADD COLUMN claimed_by TEXT CHECK (claimed_by IN ('admin', '
 ALTER TABLE projects ADD COLUMN owner_token_id INTEGER REFERENCES tokens(id);
 CREATE TRIGGER projects_upd AFTER UPDATE ON projects BEGIN UPDATE meta SET generation = generation + 1; END;
 )sql",
-    // 6: the toolchain a job's build verified and used (nvcc, torch and Python, each with the
+    // 6: blobs that `fsck --repair` found damaged. Files referencing one are withdrawn (not
+    // listed, their URLs answer 503) until their bytes are published again; the triggers let
+    // a running server notice at its next poll.
+    R"sql(
+CREATE TABLE IF NOT EXISTS damaged_blobs (
+  sha256 TEXT PRIMARY KEY,
+  detail TEXT NOT NULL,
+  found_at INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS damaged_ins AFTER INSERT ON damaged_blobs BEGIN UPDATE meta SET generation = generation + 1; END;
+CREATE TRIGGER IF NOT EXISTS damaged_del AFTER DELETE ON damaged_blobs BEGIN UPDATE meta SET generation = generation + 1; END;
+)sql",
+    // 7: the toolchain a job's build verified and used (nvcc, torch and Python, each with the
     // version it reported), so that a wheel's label can be traced to what built it.
     R"sql(
 ALTER TABLE jobs ADD COLUMN nvcc_path TEXT NOT NULL DEFAULT '';
@@ -147,13 +159,24 @@ ALTER TABLE jobs ADD COLUMN python_version TEXT NOT NULL DEFAULT '';
 // Bumped when the label parser learns something new, so that stored hints are recomputed.
 constexpr std::int64_t kHintsVersion = 1;
 
+/// SQLite's failures are the server's: a full disk (507), a database this process may not
+/// write (unavailable, naming the file), anything else io.
+Error sqlite_failure(sqlite3* db, std::string message) {
+  const int code = sqlite3_errcode(db);
+  if (code == SQLITE_FULL) return Error{Errc::storage_full, std::move(message)};
+  if (code == SQLITE_READONLY || code == SQLITE_PERM) {
+    const char* file = sqlite3_db_filename(db, "main");
+    return Error{Errc::unavailable, "the catalog " + std::string(file ? file : "") +
+                                        " is not writable (" + message + ")"};
+  }
+  return Error{Errc::io, std::move(message)};
+}
+
 Error sqlite_error(sqlite3* db, std::string_view what) {
   std::string message(what);
   message += ": ";
   message += sqlite3_errmsg(db);
-  const int code = sqlite3_errcode(db);
-  const Errc errc = (code == SQLITE_FULL) ? Errc::storage_full : Errc::io;
-  return Error{errc, std::move(message)};
+  return sqlite_failure(db, std::move(message));
 }
 
 /// A prepared statement, finalized on destruction.
@@ -215,7 +238,8 @@ constexpr const char* kFileColumns =
     "f.requires_python, f.metadata_sha256, f.metadata_size, f.yanked, f.yanked_reason, "
     "f.build_tag, f.python_tag, f.abi_tag, f.platform_tag, f.backend, f.cuda_major, "
     "f.cuda_minor, f.rocm_major, f.rocm_minor, f.torch_major, f.torch_minor, f.cxx11_abi, "
-    "f.label_extra";
+    "f.label_extra, "
+    "EXISTS (SELECT 1 FROM damaged_blobs d WHERE d.sha256 IN (f.sha256, f.metadata_sha256))";
 
 std::string_view backend_name(core::Backend b) {
   switch (b) {
@@ -270,6 +294,7 @@ core::FileRecord read_file_row(const Stmt& s) {
   for (const auto part : split(extra, '.')) {
     if (!part.empty()) h.extra.emplace_back(part);
   }
+  f.damaged = s.i64(26) != 0;
   return f;
 }
 
@@ -476,6 +501,71 @@ class SqliteCatalog final : public Catalog {
     return stored;
   }
 
+  Result<core::FileRecord> restore_file(std::string_view filename, std::string_view sha256,
+                                        const std::function<Status()>& publish) override {
+    std::lock_guard lock(mu_);
+    return write_transaction(
+        [&]() -> Result<core::FileRecord> {
+          auto found = find_file_locked(filename);
+          if (!found) return found.error();
+          if (!found->has_value()) {
+            return make_error(Errc::not_found, "no such file: " + std::string(filename));
+          }
+          core::FileRecord f = std::move(**found);
+          if (f.sha256 != sha256) {
+            return make_error(Errc::conflict, std::string(filename) + " holds other bytes");
+          }
+          if (publish) {
+            if (auto st = publish(); !st) return st.error();
+          }
+          if (auto st = forget_damage_locked({f.sha256, f.metadata_sha256}); !st) {
+            return st.error();
+          }
+          f.damaged = false;
+          return f;
+        },
+        [](const auto&) { return true; });
+  }
+
+  Result<bool> mark_damaged(std::string_view sha256, std::string_view detail,
+                            const std::function<Result<bool>()>& quarantine) override {
+    std::lock_guard lock(mu_);
+    return write_transaction(
+        [&]() -> Result<bool> {
+          if (quarantine) {
+            auto moved = quarantine();
+            if (!moved) return moved.error();
+            if (!*moved) return false;
+          }
+          Stmt s(
+              db_,
+              "INSERT OR REPLACE INTO damaged_blobs (sha256, detail, found_at) VALUES (?, ?, ?)");
+          if (!s.valid()) return sqlite_error(db_, "prepare damage record");
+          s.bind(1, sha256).bind(2, detail).bind(3, now_micros());
+          if (s.step() != SQLITE_DONE) return sqlite_error(db_, "record damaged blob");
+          return true;
+        },
+        [](bool marked) { return marked; });
+  }
+
+  Status clear_damaged(const std::vector<std::string>& sha256s) override {
+    std::lock_guard lock(mu_);
+    return write_transaction([&] { return forget_damage_locked(sha256s); },
+                             [](const auto&) { return true; });
+  }
+
+  Result<std::vector<DamagedBlob>> damaged_blobs() override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_, "SELECT sha256, detail, found_at FROM damaged_blobs ORDER BY sha256");
+    if (!s.valid()) return sqlite_error(db_, "prepare damaged blob list");
+    std::vector<DamagedBlob> out;
+    int rc = 0;
+    while ((rc = s.step()) == SQLITE_ROW)
+      out.push_back(DamagedBlob{s.text(0), s.text(1), s.i64(2)});
+    if (rc != SQLITE_DONE) return sqlite_error(db_, "list damaged blobs");
+    return out;
+  }
+
   Result<std::vector<BlobRef>> referenced_blobs() override {
     std::lock_guard lock(mu_);
     if (auto st = exec("BEGIN"); !st) return st.error();
@@ -539,9 +629,8 @@ class SqliteCatalog final : public Catalog {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string message = std::string("sqlite: ") + (err ? err : "unknown error");
-      const Errc code = sqlite3_errcode(db_) == SQLITE_FULL ? Errc::storage_full : Errc::io;
       sqlite3_free(err);
-      return Error{code, std::move(message)};
+      return sqlite_failure(db_, std::move(message));
     }
     return ok_status();
   }
@@ -623,6 +712,17 @@ class SqliteCatalog final : public Catalog {
     return hints ? *hints : core::parse_local_label(parsed->local_str());
   }
 
+  /// Drops the damage records of blobs that were just published (or found intact).
+  Status forget_damage_locked(const std::vector<std::string>& sha256s) {
+    for (const auto& sha : sha256s) {
+      Stmt s(db_, "DELETE FROM damaged_blobs WHERE sha256 = ?");
+      if (!s.valid()) return sqlite_error(db_, "prepare damage removal");
+      s.bind(1, sha);
+      if (s.step() != SQLITE_DONE) return sqlite_error(db_, "forget damaged blob");
+    }
+    return ok_status();
+  }
+
   Result<std::optional<core::FileRecord>> find_file_locked(std::string_view filename) {
     const std::string sql = std::string("SELECT ") + kFileColumns +
                             " FROM files f JOIN projects p ON p.id = f.project_id"
@@ -656,6 +756,7 @@ class SqliteCatalog final : public Catalog {
     if (publish) {
       if (auto st = publish(); !st) return st.error();
     }
+    if (auto st = forget_damage_locked({f.sha256, f.metadata_sha256}); !st) return st.error();
     if (!claim->has_value()) {
       Stmt up(db_,
               "INSERT INTO projects (name, display_name, created_at, claimed_by, owner_token_id)"

@@ -43,6 +43,9 @@ struct Common {
                       "every read needs a read token: true or false (default false)");
       cmd->add_option("--tls-cert", overrides.tls_cert, "PEM certificate chain: serve HTTPS");
       cmd->add_option("--tls-key", overrides.tls_key, "PEM private key for --tls-cert");
+      cmd->add_option("--base-url", overrides.base_url,
+                      "the URL this server is reached at, for the build runner's {server} "
+                      "(default: from --listen)");
     }
     cmd->add_option("--max-upload-size", overrides.max_upload_size,
                     "largest accepted file, e.g. 8G (default 8G)");
@@ -52,13 +55,17 @@ struct Common {
     return wf::app::resolve_config_file(config);
   }
 
-  std::optional<wf::app::Settings> settings() const {
-    auto s = wf::app::load_settings(config_file(), overrides);
-    if (!s) {
-      std::cerr << "error: " << s.error().message << "\n";
-      return std::nullopt;
-    }
-    return *s;
+  /// The whole configuration, or nullopt after printing every problem (one per line).
+  [[nodiscard]] std::optional<wf::app::Configuration> configuration() const {
+    auto checked = wf::app::check_configuration(config_file(), overrides);
+    for (const auto& p : checked.problems) std::cerr << "error: " << p << "\n";
+    return std::move(checked.config);
+  }
+
+  [[nodiscard]] std::optional<wf::app::Settings> settings() const {
+    auto c = configuration();
+    if (!c) return std::nullopt;
+    return std::move(c->settings);
   }
 };
 
@@ -131,14 +138,23 @@ int run(int argc, char** argv) {
   Common backup_opts;
   std::string backup_dest;
   bool backup_copy = false;
+  bool backup_link = false;
   auto* backup = app.add_subcommand(
       "backup",
       "consistent online backup of the catalog and its files into DEST (a new or "
-      "empty directory); restore with serve --data-dir DEST");
+      "empty directory); files are copied (as reflinks where the filesystem can), each "
+      "checked against its sha256; restore with serve --data-dir DEST");
   backup_opts.add_to(backup, false);
   backup->add_option("dest", backup_dest, "backup directory")->required();
-  backup->add_flag("--copy", backup_copy,
-                   "copy every file instead of hard-linking when on the same filesystem");
+  auto* copy_flag = backup->add_flag(
+      "--copy", backup_copy,
+      "independent copies of the files (the default; reflinks where the filesystem can)");
+  backup
+      ->add_flag("--link", backup_link,
+                 "hard-link the files instead of copying them (same filesystem only): fast and "
+                 "small, but a link is the live file itself, so corruption of one is "
+                 "corruption of both")
+      ->excludes(copy_flag);
 
   Common gc_opts;
   bool gc_dry_run = false;
@@ -170,9 +186,11 @@ int run(int argc, char** argv) {
   std::vector<std::string> build_torch;
   std::vector<std::string> build_cuda;
   bool build_force = false;
-  std::string build_server = "http://127.0.0.1:8080";
+  std::optional<std::string> build_server;
   auto* build_cmd = app.add_subcommand(
-      "build", "build a recipe's wheels over its matrix (or a subset) here, with progress");
+      "build",
+      "build a recipe's wheels over its matrix (or a subset) here, with progress; Ctrl-C "
+      "cancels its jobs");
   build_opts.add_to(build_cmd, false);
   build_cmd->add_option("recipe", build_recipe, "recipe name from the configuration")->required();
   build_cmd->add_option("version", build_version, "version to build")->required();
@@ -180,9 +198,9 @@ int run(int argc, char** argv) {
   build_cmd->add_option("--torch", build_torch, "only these torch series");
   build_cmd->add_option("--cuda", build_cuda, "only these CUDA versions");
   build_cmd->add_flag("--force", build_force, "rebuild cells that were built already");
-  build_cmd->add_option(
-      "--server-url", build_server,
-      "the wheelforge serving this data directory, where torch is installed from");
+  build_cmd->add_option("--server-url", build_server,
+                        "the wheelforge serving this data directory, where torch is installed "
+                        "from (default: base_url, else from listen, in the configuration)");
   // --- End of build runner. ---
 
   Common token_list_opts;
@@ -246,8 +264,8 @@ int run(int argc, char** argv) {
   }
 
   if (build_cmd->parsed()) {
-    const auto settings = build_opts.settings();
-    if (!settings) return 2;
+    const auto configuration = build_opts.configuration();
+    if (!configuration) return 2;
     wf::core::BuildRequest request;
     request.recipe = build_recipe;
     request.version = build_version;
@@ -273,8 +291,7 @@ int run(int argc, char** argv) {
       }
       request.subset = subset;
     }
-    wf::app::init_logging();
-    return wf::app::build(*settings, request, build_server);
+    return wf::app::build(*configuration, request, build_server);
   }
 
   // --- Operations. ---
@@ -285,9 +302,8 @@ int run(int argc, char** argv) {
     const auto settings = backup_opts.settings();
     if (!settings) return 2;
     return wf::app::backup(
-        *settings,
-        wf::app::BackupOptions{backup_dest, backup_copy ? wf::app::BlobCopy::always_copy
-                                                        : wf::app::BlobCopy::link_or_copy});
+        *settings, wf::app::BackupOptions{backup_dest, backup_link ? wf::app::BlobCopy::link
+                                                                   : wf::app::BlobCopy::copy});
   }
   if (gc->parsed()) {
     const auto settings = gc_opts.settings();
@@ -316,14 +332,14 @@ int run(int argc, char** argv) {
   }
 
   if (serve->parsed()) {
-    const auto settings = serve_opts.settings();
-    if (!settings) return 2;
+    const auto configuration = serve_opts.configuration();
+    if (!configuration) return 2;
     wf::app::init_logging();
     // SIGHUP reads the same sources again: the file, the environment and these flags.
     const auto reload = [&serve_opts] {
-      return wf::app::load_settings(serve_opts.config_file(), serve_opts.overrides);
+      return wf::app::check_configuration(serve_opts.config_file(), serve_opts.overrides);
     };
-    return wf::app::serve(*settings, reload);
+    return wf::app::serve(*configuration, reload);
   }
   if (ingest->parsed()) {
     const auto settings = ingest_opts.settings();

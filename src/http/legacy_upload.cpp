@@ -60,8 +60,10 @@ Result<std::string> LegacyUpload::finish() {
     problems.add("missing 'content' part with the distribution file");
     return problems.to_error();
   }
+  // A file that could not be made durable is the server's failure, answered as such: its
+  // digests are never compared with what is on disk then.
+  if (auto st = temp_.finish(); !st) return st.error();
   if (filename_->empty()) problems.add("the 'content' part has no file name");
-  if (!temp_.finish()) problems.add("cannot read back the uploaded file");
 
   const auto parsed = core::parse_dist_filename(*filename_);
   if (parsed) {

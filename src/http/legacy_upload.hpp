@@ -26,7 +26,9 @@ class LegacyUpload final : public MultipartSink {
   /// Ends the body and checks the form: `:action` (`submit` is gone: 410; anything but
   /// `file_upload`: 400), `protocol_version` 1, a `content` file, `name`/`version`/`filetype`
   /// consistent with the file name, and every digest that was sent equal to the file's.
-  /// Returns the file name to ingest under; every problem is reported together.
+  /// Returns the file name to ingest under; every problem is reported together. A failure to
+  /// make the received file durable (fsync) is returned as the store's error (io,
+  /// unavailable, storage_full), before any digest is compared.
   [[nodiscard]] Result<std::string> finish();
 
   /// The temp file holding `content` (valid after a successful finish()).

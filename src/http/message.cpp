@@ -15,6 +15,10 @@ std::string_view Request::header(std::string_view name) const {
 }
 
 std::string Request::query_param(std::string_view name) const {
+  return find_query_param(name).value_or("");
+}
+
+std::optional<std::string> Request::find_query_param(std::string_view name) const {
   for (const auto part : split(query, '&')) {
     const auto eq = part.find('=');
     const std::string_view key = part.substr(0, eq);
@@ -23,7 +27,7 @@ std::string Request::query_param(std::string_view name) const {
         eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
     return percent_decode(raw).value_or("");
   }
-  return {};
+  return std::nullopt;
 }
 
 std::string base_url(const Request& req) {
@@ -87,6 +91,12 @@ std::string json_quote(std::string_view s) {
   return out;
 }
 
+std::string damaged_message(std::string_view filename) {
+  return sanitize_for_log(filename, 300) +
+         " is damaged on this server (its stored copy failed an integrity check): the "
+         "administrator must restore it from a backup, or upload the same file again";
+}
+
 int status_for(Errc code) {
   switch (code) {
     case Errc::invalid:
@@ -121,9 +131,20 @@ int status_for(Errc code) {
 Response error_response(const Error& error) {
   Response r;
   r.status = status_for(error.code);
-  // Server-side failures are logged in full; the client gets a generic line.
-  const bool server_side = r.status >= 500 && r.status != 507;
-  const std::string message = server_side ? "internal server error" : error.message;
+  // A bug says nothing to the client (it is logged in full). A storage fault says that it is
+  // the server's, so that nobody goes looking for a problem in their file.
+  std::string message;
+  switch (error.code) {
+    case Errc::internal:
+      message = "internal server error";
+      break;
+    case Errc::io:
+      message = "server storage error (not a problem with the request): " + error.message +
+                "; try again later or tell the index's administrator";
+      break;
+    default:
+      message = error.message;
+  }
   r.reason = sanitize_for_log(message, 200);
   r.set("Content-Type", "text/plain; charset=utf-8");
   if (error.code == Errc::unauthorized) r.set("WWW-Authenticate", "Basic realm=\"wheelforge\"");

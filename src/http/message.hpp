@@ -30,6 +30,9 @@ struct Request {
   [[nodiscard]] std::string_view header(std::string_view name) const;
   /// Percent-decoded value of the first query parameter with this name, or "".
   [[nodiscard]] std::string query_param(std::string_view name) const;
+  /// Like query_param, but nullopt when the parameter is absent ("?name" and "?name=" are
+  /// present with an empty value).
+  [[nodiscard]] std::optional<std::string> find_query_param(std::string_view name) const;
 };
 
 /// The scheme and authority clients used to reach us ("https://host:port"), for absolute URLs
@@ -66,8 +69,15 @@ struct Response {
 
 /// A response carrying an error: status from the error code, text/plain body with the
 /// message, and the message (sanitized) as the reason phrase so that clients that only show
-/// the status line (twine) show the cause.
+/// the status line (twine) show the cause. Errc::io (500) says it is a server storage error,
+/// not the client's; Errc::internal (500) only says "internal server error". No Retry-After
+/// on 503: a read-only store or a damaged file waits for an administrator, and pip would
+/// sleep for whatever it is told.
 [[nodiscard]] Response error_response(const Error& error);
+
+/// The 503 message for a file whose stored copy is damaged (quarantined by `fsck --repair`,
+/// or gone): names the file and how it heals.
+[[nodiscard]] std::string damaged_message(std::string_view filename);
 
 /// A JSON string literal (quoted, with ", \ and control characters escaped) for the small
 /// JSON answers the HTTP layer writes itself.

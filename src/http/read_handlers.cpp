@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/negotiate.hpp"
+#include "wheelforge/core/torch_env.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/render/api.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -98,39 +102,158 @@ Response simple_api(const Request& req, const snapshot::Snapshot& snap, std::siz
   return page_response(req, page);
 }
 
-/// Maps an installed torch's version string (torch.__version__, e.g. "2.8.0+cu128") and an
-/// optional ABI flag ("1"/"0", torch._C._GLIBCXX_USE_CXX11_ABI) to the view that fits it.
-Result<render::Resolution> resolve_torch(std::string_view torch, std::string_view abi) {
-  if (torch.empty()) {
-    return make_error(Errc::invalid,
-                      "missing torch=<version>: pass torch.__version__, e.g. torch=2.8.0%2Bcu128");
+// API refusals carry JSON like the API's answers; status and reason come from error_response.
+Response api_error(const Error& error, std::string body) {
+  Response r = error_response(error);
+  for (auto& [name, value] : r.headers) {
+    if (name == "Content-Type") value = "application/json";
   }
-  auto version = core::Version::parse(torch);
-  if (!version) return make_error(Errc::invalid, "torch: " + version.error().message);
-  const auto series = core::torch_series_of_version(version->public_str());
-  if (!series)
-    return make_error(Errc::invalid, "torch: no major.minor in '" + version->str() + "'");
-  render::Resolution r;
-  r.torch = std::string(torch);
-  r.selector.torch = *series;
-  const core::VariantHints hints = core::parse_local_label(version->local_str());
-  r.selector.backend = hints.backend;
-  r.selector.cuda_major = hints.cuda_major;
-  r.selector.cuda_minor = hints.cuda_minor;
-  r.selector.rocm_major = hints.rocm_major;
-  r.selector.rocm_minor = hints.rocm_minor;
-  if (hints.backend == core::Backend::none) {
-    r.notes.emplace_back(
-        "the torch version names no CUDA/ROCm/CPU build; the view selects by torch series only");
-  }
-  if (abi == "1" || abi == "true" || abi == "True") {
-    r.selector.cxx11_abi = true;
-  } else if (abi == "0" || abi == "false" || abi == "False") {
-    r.selector.cxx11_abi = false;
-  } else if (!abi.empty()) {
-    return make_error(Errc::invalid, "abi: expected 1 or 0");
-  }
+  r.body = std::move(body);
   return r;
+}
+
+Response api_error(const Error& error) {
+  return api_error(error, render::render_api_error(error.message));
+}
+
+// At most this many cells in a no-build answer: enough to see what exists nearby.
+constexpr std::size_t kMaxNearest = 8;
+
+/// The newest public version with a wheel among `files` (a view's listing, in PEP 440 order),
+/// preferring versions with a wheel that is not yanked; nullopt when there is no wheel.
+std::optional<std::string> newest_wheel_version(const std::vector<const core::FileRecord*>& files) {
+  std::optional<std::string> newest;
+  std::optional<std::string> newest_usable;
+  for (const auto* f : files) {
+    if (f->kind != core::DistKind::wheel) continue;
+    auto v = core::Version::parse(f->version);
+    std::string public_version = v ? v->public_str() : f->version;
+    if (!f->yanked) newest_usable = public_version;
+    newest = std::move(public_version);
+  }
+  return newest_usable ? newest_usable : newest;
+}
+
+/// Python tags in numeric order within a prefix: cp39 before cp311 (then by text).
+bool python_tag_before(const std::string& a, const std::string& b) {
+  auto split_tag = [](const std::string& t) {
+    const auto digits = t.find_first_of("0123456789");
+    const std::string prefix = t.substr(0, digits);
+    std::size_t number = 0;
+    std::size_t width = 0;
+    for (std::size_t i = digits; i < t.size(); ++i) {  // digits is npos: no digits
+      if (t[i] < '0' || t[i] > '9' || width == 6) break;
+      number = number * 10 + static_cast<std::size_t>(t[i] - '0');
+      ++width;
+    }
+    return std::make_tuple(prefix, number, t);
+  };
+  return split_tag(a) < split_tag(b);
+}
+
+/// The project's wheels grouped by what they were built for (backend, torch series, ABI),
+/// nearest to `wanted` first. Yanked wheels are left out.
+std::vector<render::NearbyBuilds> nearest_builds(const snapshot::Snapshot& snap,
+                                                 std::string_view project,
+                                                 const core::ViewSelector& wanted) {
+  std::vector<core::ViewSelector> cells;
+  std::vector<std::vector<core::Version>> versions;
+  std::vector<std::set<std::string>> pythons;
+  std::map<std::string, std::size_t> index;
+  for (const auto* f : snap.files_of(project)) {
+    if (f->kind != core::DistKind::wheel || f->yanked || !f->hints.selects()) continue;
+    const auto& h = f->hints;
+    core::ViewSelector cell;
+    cell.backend = h.backend;
+    cell.cuda_major = h.cuda_major;
+    cell.cuda_minor = h.cuda_minor;
+    cell.rocm_major = h.rocm_major;
+    cell.rocm_minor = h.rocm_minor;
+    cell.torch = h.torch;
+    cell.cxx11_abi = h.cxx11_abi;
+    const auto [it, added] = index.emplace(cell.path(), cells.size());
+    if (added) {
+      cells.push_back(cell);
+      versions.emplace_back();
+      pythons.emplace_back();
+    }
+    auto v = core::Version::parse(f->version);
+    if (v) {
+      auto pub = core::Version::parse(v->public_str());
+      if (pub) versions[it->second].push_back(*pub);
+    }
+    for (const auto& py : f->tags.python_tags()) pythons[it->second].insert(py);
+  }
+  std::vector<render::NearbyBuilds> out;
+  for (const std::size_t i : core::nearest_cells(wanted, cells)) {
+    if (out.size() == kMaxNearest) break;
+    auto& vs = versions[i];
+    std::sort(vs.begin(), vs.end(), [](const auto& a, const auto& b) { return a > b; });
+    vs.erase(std::unique(vs.begin(), vs.end()), vs.end());
+    render::NearbyBuilds n;
+    n.view = cells[i];
+    for (const auto& v : vs) n.versions.push_back(v.str());
+    n.python.assign(pythons[i].begin(), pythons[i].end());
+    std::stable_sort(n.python.begin(), n.python.end(), python_tag_before);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+// /api/resolve?torch=...[&cuda=...][&hip=...|&rocm=...][&abi=...][&project=...]
+Response resolve(const Request& req, const snapshot::Snapshot& snap) {
+  const std::string torch = req.query_param("torch");
+  const auto cuda = req.find_query_param("cuda");
+  auto hip = req.find_query_param("hip");
+  const auto rocm = req.find_query_param("rocm");
+  if (hip && rocm && *hip != *rocm) {
+    return api_error(make_error(Errc::invalid, "hip= and rocm= differ: give one of them"));
+  }
+  if (!hip) hip = rocm;
+  // An empty abi= is what a form sends for "not chosen": treated as absent, as before.
+  const std::string abi = req.query_param("abi");
+  core::TorchQuery query;
+  query.version = torch;
+  if (cuda) query.cuda = *cuda;
+  if (hip) query.hip = *hip;
+  if (!abi.empty()) query.abi = abi;
+  auto resolved = core::resolve_torch(query);
+  if (!resolved) return api_error(resolved.error());
+
+  render::Resolution r;
+  r.torch = torch;
+  r.selector = resolved->selector;
+  r.backend_source = std::string(core::backend_source_name(resolved->source));
+  r.base_url = base_url(req);
+  r.notes = std::move(resolved->notes);
+  if (const auto project = req.query_param("project"); !project.empty()) {
+    if (!core::is_valid_project_name(project)) {
+      return api_error(make_error(Errc::invalid, "invalid project name"));
+    }
+    const std::string normalized = core::normalize_name(project);
+    // Unknown names get a 404 of their own, never an answer about another index.
+    if (snap.find_project(normalized) == nullptr) {
+      return api_error(make_error(Errc::not_found, "no such project: " + normalized));
+    }
+    r.project = normalized;
+    r.version = newest_wheel_version(snap.view_files_of(r.selector, normalized));
+    if (!r.version) {
+      const auto nearest = nearest_builds(snap, normalized, r.selector);
+      // The selector always names the torch series, so the path is never empty.
+      const std::string path = r.selector.path();
+      std::string message =
+          "no build of " + normalized + " for " + path + " (view /" + path + "/simple/)";
+      message += nearest.empty()
+                     ? ": " + normalized + " has no wheel built for a torch/CUDA combination"
+                     : "; the nearest builds that exist are listed in \"nearest\"";
+      return api_error(make_error(Errc::not_found, message),
+                       render::render_no_build(r, message, nearest));
+    }
+  }
+  Response out;
+  out.set("Content-Type", "application/json");
+  out.body = render::render_resolution(r);
+  return out;
 }
 
 // /api/projects/<name>/variants and /api/resolve
@@ -152,21 +275,7 @@ Response api(const Request& req, const snapshot::Snapshot& snap) {
     r.body = std::shared_ptr<const std::string>(page, &page->body);
     return r;
   }
-  if (seg.size() == 2 && seg[1] == "resolve") {
-    auto resolution = resolve_torch(req.query_param("torch"), req.query_param("abi"));
-    if (!resolution) return error_response(resolution.error());
-    resolution->base_url = base_url(req);
-    if (const auto project = req.query_param("project"); !project.empty()) {
-      if (!core::is_valid_project_name(project)) {
-        return error_response(make_error(Errc::invalid, "invalid project name"));
-      }
-      resolution->project = core::normalize_name(project);
-    }
-    Response r;
-    r.set("Content-Type", "application/json");
-    r.body = render::render_resolution(*resolution);
-    return r;
-  }
+  if (seg.size() == 2 && seg[1] == "resolve") return resolve(req, snap);
   return not_found("not found");
 }
 
@@ -213,6 +322,11 @@ Response files(const Request& req, const snapshot::Snapshot& snap, const store::
   const bool metadata = name.size() > kMetadataSuffix.size() && name.ends_with(kMetadataSuffix);
   if (metadata) name.remove_suffix(kMetadataSuffix.size());
   const core::FileRecord* file = snap.find_file(name);
+  if (file == nullptr) {
+    if (const auto* damaged = snap.find_damaged(name); damaged && damaged->sha256 == seg[1]) {
+      return error_response(make_error(Errc::unavailable, damaged_message(name)));
+    }
+  }
   if (file == nullptr || file->sha256 != seg[1]) return not_found("no such file");
   if (metadata) {
     if (file->metadata_sha256.empty()) return not_found("no metadata for this file");

@@ -969,7 +969,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           SnapshotPtr snap;
           // Reload before answering so that the file is on its pages once the client hears
           // it was stored.
-          if (result && result->outcome == ingest::Outcome::stored) {
+          if (result && result->outcome != ingest::Outcome::identical) {
             // One stored file moves the generation by one (the files insert trigger); a file
             // that also claims its project moves it by two, and takes the full reload.
             if (auto loaded = srv.load_snapshot_after(result->file.project, 1)) snap = *loaded;
@@ -984,18 +984,30 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
                                                                              : "rejected");
             return self->send(self->upload_failed(result.error()));
           }
-          self->srv_.metrics.upload(result->outcome == ingest::Outcome::stored ? "stored"
-                                                                               : "identical");
+          const char* outcome = outcome_name(result->outcome);
+          self->srv_.metrics.upload(outcome);
           Response r;
-          r.status = result->outcome == ingest::Outcome::stored ? 201 : 200;
+          // A damaged file healed by its own bytes is stored again: 201, as for a new one.
+          r.status = result->outcome == ingest::Outcome::identical ? 200 : 201;
           r.set("Content-Type", "application/json");
           r.body = upload_json(result->file);
-          spdlog::info("req={} upload {} {} sha256={} size={}", self->id_,
-                       result->outcome == ingest::Outcome::stored ? "stored" : "identical",
+          spdlog::info("req={} upload {} {} sha256={} size={}", self->id_, outcome,
                        sanitize_for_log(result->file.filename), result->file.sha256,
                        result->file.size);
           self->send(std::move(r));
         });
+  }
+
+  static const char* outcome_name(ingest::Outcome outcome) {
+    switch (outcome) {
+      case ingest::Outcome::stored:
+        return "stored";
+      case ingest::Outcome::identical:
+        return "identical";
+      case ingest::Outcome::restored:
+        return "restored";
+    }
+    return "stored";
   }
 
   /// Finishes a twine-style form upload and ingests its file (worker thread). Unlike PUT, an
@@ -1078,8 +1090,16 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       auto [fd, small] =
           home_.open_blob(range->path, srv_.installed.load(std::memory_order_relaxed));
       if (!fd->valid()) {
-        spdlog::error("req={} cannot open blob {}: {}", id_, range->path, std::strerror(errno));
-        return send(error_response(make_error(Errc::io, "blob missing")));
+        const int err = errno;
+        spdlog::error("req={} cannot open blob {}: {}", id_, range->path, std::strerror(err));
+        // A blob that is gone was quarantined by fsck --repair (or lost): the file is damaged
+        // (the pages drop it once the catalog says so), not missing by the client's mistake.
+        if (err == ENOENT && req_.segments.size() == 3) {
+          std::string_view name = req_.segments[2];
+          if (name.ends_with(".metadata")) name.remove_suffix(std::string_view(".metadata").size());
+          return send(error_response(make_error(Errc::unavailable, damaged_message(name))));
+        }
+        return send(error_response(errno_error(err, "open blob")));
       }
       if constexpr (!kTls) {
         Outgoing out;

@@ -101,6 +101,7 @@ struct Prepared {
   catalog::NewFile nf;
   store::TempFile temp;
   std::string metadata;  ///< METADATA / PKG-INFO bytes, stored as their own blob
+  bool restore = false;  ///< the same bytes as a damaged file: publish them again, no new row
 };
 
 // Everything before the catalog write: size limit, digest, name checks and validation. An
@@ -122,14 +123,21 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
     if ((*existing)->sha256 != temp.sha256()) {
       return make_error(Errc::conflict, already_exists_message(filename));
     }
-    return Prepare(Ingested{Outcome::identical, **existing, {}});
+    // A damaged file is healed by its own bytes; they are read again below for its METADATA.
+    if (!(*existing)->damaged) return Prepare(Ingested{Outcome::identical, **existing, {}});
+  } else {
+    auto reserved = catalog.is_reserved(filename);
+    if (!reserved) return reserved.error();
+    if (*reserved) return make_error(Errc::conflict, reserved_message(filename));
   }
-  auto reserved = catalog.is_reserved(filename);
-  if (!reserved) return reserved.error();
-  if (*reserved) return make_error(Errc::conflict, reserved_message(filename));
 
   auto v = validate(temp.path(), filename, limits);
   if (!v) return v.error();
+  const bool restore = existing->has_value();
+  if (restore && crypto::sha256_hex(v->metadata_bytes) != (*existing)->metadata_sha256) {
+    return make_error(Errc::internal, "the METADATA read from " + std::string(filename) +
+                                          " differs from the one recorded for it");
+  }
 
   catalog::NewFile nf;
   nf.uploader = uploader;
@@ -148,15 +156,21 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
   f.hints = v->hints;
   nf.display_name = v->metadata.name;
   nf.requires_dist = v->metadata.requires_dist;
-  return Prepare(Prepared{std::move(nf), std::move(temp), std::move(v->metadata_bytes)});
+  return Prepare(Prepared{std::move(nf), std::move(temp), std::move(v->metadata_bytes), restore});
 }
 
 // Runs inside the catalog's write transaction, once the name is known to be free and before
 // the row is written: a crash in between leaves an orphan blob (harmless, collected by gc),
 // never a row without its file; a lost race publishes nothing.
 Status publish(const store::BlobStore& store, Prepared& p, store::Sync sync) {
+  const std::string& metadata_sha256 = p.nf.file.metadata_sha256;
+  const bool had_metadata = store.contains(metadata_sha256);
   if (auto m = store.put(p.metadata, sync); !m) return m.error();
-  if (auto blob = store.commit(std::move(p.temp), sync); !blob) return blob.error();
+  if (auto blob = store.commit(std::move(p.temp), sync); !blob) {
+    // Nothing of a refused file stays: a METADATA blob that is new goes again.
+    if (!had_metadata) (void)store.withdraw(metadata_sha256);
+    return blob.error();
+  }
   return ok_status();
 }
 
@@ -175,6 +189,16 @@ Result<Ingested> to_ingested(const catalog::Catalog::Inserted& inserted,
   return make_error(Errc::conflict, already_exists_message(nf.file.filename));
 }
 
+// Heals a damaged file: its blobs published again (with their own syncs), its damage
+// records dropped, in one catalog transaction.
+Result<Ingested> restore(catalog::Catalog& catalog, const store::BlobStore& store, Prepared& p) {
+  auto restored = catalog.restore_file(p.nf.file.filename, p.nf.file.sha256, [&]() -> Status {
+    return publish(store, p, store::Sync::now);
+  });
+  if (!restored) return restored.error();
+  return Ingested{Outcome::restored, std::move(*restored), p.nf.display_name};
+}
+
 }  // namespace
 
 Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filename,
@@ -184,6 +208,7 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   if (!prepared) return prepared.error();
   if (auto* done = std::get_if<Ingested>(&*prepared)) return std::move(*done);
   auto& p = std::get<Prepared>(*prepared);
+  if (p.restore) return restore(catalog_, store_, p);
   auto inserted =
       catalog_.insert_file(p.nf, [&]() -> Status { return publish(store_, p, store::Sync::now); });
   if (!inserted) return inserted.error();
@@ -197,6 +222,8 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
   results.reserve(paths.size());
   std::vector<std::size_t> pending_index;  // into results
   std::vector<Prepared> pending;
+  std::vector<std::size_t> restore_index;  // into results
+  std::vector<Prepared> restores;          // damaged files healed by their own bytes (rare)
   for (const auto& path : paths) {
     auto temp = copy_to_temp(path);
     if (!temp) {
@@ -209,13 +236,17 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
       results.emplace_back(prepared.error());
     } else if (auto* done = std::get_if<Ingested>(&*prepared)) {
       results.emplace_back(std::move(*done));
+    } else if (std::get<Prepared>(*prepared).restore) {
+      restore_index.push_back(results.size());
+      results.emplace_back(make_error(Errc::internal, "not restored"));  // set below
+      restores.push_back(std::move(std::get<Prepared>(*prepared)));
     } else {
       pending_index.push_back(results.size());
       results.emplace_back(make_error(Errc::internal, "not recorded"));  // set below
       pending.push_back(std::move(std::get<Prepared>(*prepared)));
     }
   }
-  if (pending.empty()) return results;
+  if (pending.empty() && restores.empty()) return results;
   const auto fail_pending = [&](const Error& e) {
     for (const std::size_t i : pending_index) results[i] = e;
   };
@@ -224,8 +255,14 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
   // covers the renames and the small METADATA blobs.
   if (auto st = store_.flush(); !st) {
     fail_pending(st.error());
+    for (const std::size_t i : restore_index) results[i] = st.error();
     return results;
   }
+  // Restores publish with their own syncs, one transaction each: the flush above made their
+  // data durable.
+  for (std::size_t k = 0; k < restores.size(); ++k)
+    results[restore_index[k]] = restore(catalog_, store_, restores[k]);
+  if (pending.empty()) return results;
   std::vector<catalog::NewFile> files;
   files.reserve(pending.size());
   for (auto& p : pending) files.push_back(std::move(p.nf));

@@ -104,18 +104,98 @@ std::string render_variants(std::string_view project, std::span<const VersionFil
   return dump(doc);
 }
 
-std::string render_resolution(const Resolution& r) {
-  const std::string path = r.selector.path();
-  const std::string view = "/" + (path.empty() ? std::string() : path + "/") + "simple/";
-  const std::string index_url = r.base_url + view;
+namespace {
+
+std::string view_path(const core::ViewSelector& selector) {
+  const std::string path = selector.path();
+  return "/" + (path.empty() ? std::string() : path + "/") + "simple/";
+}
+
+// "cu128", "cpu", "rocm6.4"; null when the selector names no backend.
+Json backend_json(const core::ViewSelector& s) {
+  core::VariantHints h;
+  h.backend = s.backend;
+  h.cuda_major = s.cuda_major;
+  h.cuda_minor = s.cuda_minor;
+  h.rocm_major = s.rocm_major;
+  h.rocm_minor = s.rocm_minor;
+  const std::string backend = h.backend_label();
+  return backend.empty() ? Json(nullptr) : Json(backend);
+}
+
+// The fields an answer and a no-build answer share.
+Json resolution_json(const Resolution& r) {
+  const auto& s = r.selector;
+  const std::string view = view_path(s);
   Json j;
   j["torch"] = r.torch;
-  j["series"] = r.selector.torch ? Json(r.selector.torch->str()) : Json(nullptr);
+  j["series"] = s.torch ? Json(s.torch->str()) : Json(nullptr);
+  j["backend"] = backend_json(s);
+  j["backend_source"] = r.backend_source;
+  j["cuda"] = optional_version(s.cuda_major, s.cuda_minor);
+  j["rocm"] = optional_version(s.rocm_major, s.rocm_minor);
+  j["cxx11_abi"] = s.cxx11_abi ? Json(*s.cxx11_abi) : Json(nullptr);
   j["view"] = view;
-  j["index_url"] = index_url;
-  j["pip"] = "pip install --extra-index-url " + index_url + " " + r.project.value_or("PROJECT");
-  j["uv"] = "uv pip install --extra-index-url " + index_url + " " + r.project.value_or("PROJECT");
+  j["index_url"] = r.base_url + view;
+  j["project"] = r.project ? Json(*r.project) : Json(nullptr);
+  return j;
+}
+
+}  // namespace
+
+std::string pip_install_args(std::string_view index_url, std::string_view project,
+                             std::string_view version) {
+  std::string out = "--extra-index-url ";
+  out += index_url;
+  out += " --only-binary ";
+  out += project;
+  out += ' ';
+  out += project;
+  out += "==";
+  out += version;
+  return out;
+}
+
+std::string render_resolution(const Resolution& r) {
+  Json j = resolution_json(r);
+  const std::string index_url = j["index_url"].get<std::string>();
+  const std::string project = r.project.value_or("PROJECT");
+  const std::string version = r.version.value_or("VERSION");
+  j["version"] = r.version ? Json(*r.version) : Json(nullptr);
+  j["requirement"] = project + "==" + version;
+  const std::string args = pip_install_args(index_url, project, version);
+  j["pip"] = "pip install " + args;
+  j["uv"] = "uv pip install " + args;
   j["notes"] = r.notes;
+  return dump(j);
+}
+
+std::string render_no_build(const Resolution& r, std::string_view message,
+                            std::span<const NearbyBuilds> nearest) {
+  Json j;
+  j["error"] = std::string(message);
+  j.update(resolution_json(r));
+  j["notes"] = r.notes;
+  Json cells = Json::array();
+  for (const auto& n : nearest) {
+    const std::string view = view_path(n.view);
+    Json c;
+    c["view"] = view;
+    c["index_url"] = r.base_url + view;
+    c["torch"] = n.view.torch ? Json(n.view.torch->str()) : Json(nullptr);
+    c["backend"] = backend_json(n.view);
+    c["cxx11_abi"] = n.view.cxx11_abi ? Json(*n.view.cxx11_abi) : Json(nullptr);
+    c["versions"] = n.versions;
+    c["python"] = n.python;
+    cells.push_back(std::move(c));
+  }
+  j["nearest"] = std::move(cells);
+  return dump(j);
+}
+
+std::string render_api_error(std::string_view message) {
+  Json j;
+  j["error"] = std::string(message);
   return dump(j);
 }
 

@@ -42,9 +42,10 @@ struct Snapshot::ProjectData {
   std::vector<core::FileRecord> files;       // in PEP 440 version order, then by file name
   std::vector<std::string> versions;         // the distinct versions, in that order
   std::vector<std::string> public_versions;  // per file: public version (no local label)
+  std::vector<core::FileRecord> damaged;     // withdrawn files: on no page, URLs answer 503
 
-  ProjectData(core::ProjectRecord r, std::vector<core::FileRecord> list)
-      : record(std::move(r)), files(std::move(list)) {
+  ProjectData(core::ProjectRecord r, std::vector<core::FileRecord> list) : record(std::move(r)) {
+    for (auto& f : list) (f.damaged ? damaged : files).push_back(std::move(f));
     // Parse each version once, then order the files by (version, file name).
     std::vector<std::optional<core::Version>> parsed(files.size());
     for (std::size_t i = 0; i < files.size(); ++i) {
@@ -76,11 +77,13 @@ void Snapshot::index() {
   for (const auto& p : projects_) file_count_ += p->files.size();
   file_by_name_.clear();
   file_by_name_.reserve(file_count_);
+  damaged_by_name_.clear();
   project_by_name_.clear();
   project_by_name_.reserve(projects_.size());
   for (std::size_t i = 0; i < projects_.size(); ++i) {
     project_by_name_.emplace(projects_[i]->record.name, i);
     for (const auto& f : projects_[i]->files) file_by_name_.emplace(f.filename, &f);
+    for (const auto& f : projects_[i]->damaged) damaged_by_name_.emplace(f.filename, &f);
   }
 }
 
@@ -154,6 +157,11 @@ std::shared_ptr<const Snapshot> Snapshot::update(const Snapshot& prev, std::stri
 const core::FileRecord* Snapshot::find_file(std::string_view filename) const {
   const auto it = file_by_name_.find(filename);
   return it == file_by_name_.end() ? nullptr : it->second;
+}
+
+const core::FileRecord* Snapshot::find_damaged(std::string_view filename) const {
+  const auto it = damaged_by_name_.find(filename);
+  return it == damaged_by_name_.end() ? nullptr : it->second;
 }
 
 const core::ProjectRecord* Snapshot::find_project(std::string_view normalized) const {

@@ -9,7 +9,9 @@
 
 #include "ui/internal.hpp"
 #include "wheelforge/core/name.hpp"
+#include "wheelforge/core/torch_env.hpp"
 #include "wheelforge/core/variant.hpp"
+#include "wheelforge/render/api.hpp"
 #include "wheelforge/render/simple.hpp"
 #include "wheelforge/ui/assets.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -195,7 +197,101 @@ bool on_axis(const std::vector<std::string>& values, const std::string& v) {
   return !v.empty() && std::find(values.begin(), values.end(), v) != values.end();
 }
 
+/// A backend label in words, CUDA as torch.version.cuda prints it: "CUDA 12.8", "CUDA 12.x"
+/// (a major-only build), "CPU", "ROCm 6.4".
+std::string backend_words(const std::string& backend) {
+  const core::VariantHints h = core::parse_local_label(backend);
+  switch (h.backend) {
+    case core::Backend::cpu:
+      return "CPU";
+    case core::Backend::cuda:
+      return "CUDA " + std::to_string(*h.cuda_major) +
+             (h.cuda_minor ? "." + std::to_string(*h.cuda_minor) : std::string(".x"));
+    case core::Backend::rocm:
+      return "ROCm " + std::to_string(*h.rocm_major) +
+             (h.rocm_minor ? "." + std::to_string(*h.rocm_minor) : std::string());
+    case core::Backend::none:
+      break;
+  }
+  return backend;
+}
+
+/// How the picker's CUDA menu names a backend: "12.8 (cu128)", "CPU", "ROCm 6.4".
+std::string backend_option_label(const std::string& backend) {
+  std::string words = backend_words(backend);
+  if (!words.starts_with("CUDA ")) return words;
+  return words.substr(5) + " (" + backend + ")";
+}
+
+/// The view of a picker cell: backend and torch series, either of which may be "".
+std::optional<core::ViewSelector> cell_view(const std::string& backend, const std::string& torch) {
+  std::vector<std::string> parts;
+  if (!backend.empty()) parts.push_back(backend);
+  if (!torch.empty()) parts.push_back("torch" + torch);
+  if (parts.empty()) return std::nullopt;
+  const std::vector<std::string_view> segments(parts.begin(), parts.end());
+  auto view = core::parse_view_selector(segments);
+  if (!view) return std::nullopt;
+  return *view;
+}
+
+bool view_has_wheel(const snapshot::Snapshot& snap, const core::ViewSelector& view,
+                    std::string_view project, const std::string& version) {
+  const auto files = snap.view_files_of(view, project);
+  return std::any_of(files.begin(), files.end(), [&](const core::FileRecord* f) {
+    return f->kind == core::DistKind::wheel && public_version_of(*f) == version;
+  });
+}
+
+/// The command a project page shows before anything is chosen: the build for the newest torch
+/// series whose PyPI wheels' CUDA has one (what `pip install torch` brings), else the cell with
+/// the most Python versions (newer torch, then newer backend on ties).
+struct DefaultChoice {
+  core::ViewSelector view;
+  std::string label;
+};
+std::optional<DefaultChoice> default_choice(const snapshot::Snapshot& snap,
+                                            std::string_view project, const std::string& version,
+                                            const Coverage& cov) {
+  for (auto t = cov.torch.rbegin(); t != cov.torch.rend(); ++t) {
+    const auto series = core::torch_series_of_version(*t);
+    if (!series) continue;
+    const auto cuda = core::pypi_default_cuda(*series);
+    if (!cuda) continue;
+    core::ViewSelector view;
+    view.backend = core::Backend::cuda;
+    view.cuda_major = cuda->major;
+    view.cuda_minor = cuda->minor;
+    view.torch = series;
+    if (view_has_wheel(snap, view, project, version)) {
+      return DefaultChoice{view, "PyTorch " + *t + " from PyPI (CUDA " + cuda->str() + ")"};
+    }
+  }
+  std::optional<DefaultChoice> best;
+  std::size_t most = 0;
+  for (std::size_t r = cov.torch.size(); r-- > 0;) {
+    for (std::size_t c = cov.backends.size(); c-- > 0;) {
+      const std::size_t n = cov.cells[r][c].pythons.size();
+      if (n <= most) continue;
+      const auto view = cell_view(cov.backends[c], cov.torch[r]);
+      if (!view || !view_has_wheel(snap, *view, project, version)) continue;
+      most = n;
+      std::string label = cov.torch[r].empty() ? std::string("any torch") : "torch " + cov.torch[r];
+      if (!cov.backends[c].empty()) label += ", " + backend_words(cov.backends[c]);
+      best = DefaultChoice{*view, label};
+    }
+  }
+  return best;
+}
+
 }  // namespace
+
+std::string resolve_command(std::string_view base_url, std::string_view project) {
+  return "curl -sS \"" + std::string(base_url) + "/api/resolve?project=" + std::string(project) +
+         "&$(python -c 'import torch, urllib.parse as p; print(p.urlencode(dict("
+         "torch=torch.__version__, cuda=torch.version.cuda, hip=torch.version.hip, "
+         "abi=int(torch._C._GLIBCXX_USE_CXX11_ABI))))')\"";
+}
 
 Selection canonical_selection(const snapshot::Snapshot& snap, std::string_view normalized,
                               const Selection& asked) {
@@ -249,6 +345,7 @@ std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::s
   if (query.size() > 100) query = query.substr(0, 100);
   mus::data d;
   d.set("base", site.base_url);
+  d.set("resolve_command", resolve_command(site.base_url, "PROJECT"));
   d.set("projects", std::to_string(snap.project_count()));
   d.set("files", std::to_string(snap.file_count()));
   std::size_t variants = 0;
@@ -432,17 +529,31 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
   const std::string python = on_axis(all_pythons, selection.python) ? selection.python : "";
   d.set("torch_options",
         options(cov.torch, torch, [](const std::string& v) { return "torch " + v; }));
-  d.set("backend_options", options(cov.backends, backend, [](const std::string& v) {
-          return v == "cpu" ? std::string("CPU") : v;
-        }));
+  d.set("backend_options", options(cov.backends, backend, backend_option_label));
   d.set("python_options",
         options(all_pythons, python, [](const std::string& v) { return "Python " + v; }));
 
   const std::string requirement = project->name + "==" + version;
-  d.set("generic_command",
-        "pip install --extra-index-url " + site.base_url + "/simple/ " + requirement);
+  // --only-binary keeps pip from building an sdist of this project from another index; a
+  // version published only as an sdist must be built, so it is left out there.
+  const bool version_has_wheel = std::any_of(files.begin(), files.end(), [&](const auto* f) {
+    return f->kind == core::DistKind::wheel && public_version_of(*f) == version;
+  });
+  auto install_args = [&](const std::string& index_url) {
+    return version_has_wheel ? render::pip_install_args(index_url, project->name, version)
+                             : "--extra-index-url " + index_url + " " + requirement;
+  };
+  d.set("generic_command", "pip install " + install_args(site.base_url + "/simple/"));
+  d.set("resolve_command", resolve_command(site.base_url, project->name));
   const bool chosen = !torch.empty() && !backend.empty() && !python.empty();
   d.set("chosen", chosen);
+  if (!chosen && has_matrix) {
+    if (const auto choice = default_choice(snap, project->name, version, cov)) {
+      const std::string index_url = site.base_url + "/" + choice->view.path() + "/simple/";
+      d.set("default_command", "pip install " + install_args(index_url));
+      d.set("default_label", choice->label);
+    }
+  }
   if (chosen) {
     const std::string torch_segment = "torch" + torch;
     const std::vector<std::string_view> segments{backend, torch_segment};
@@ -462,16 +573,13 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
       }
     }
     d.set("found", !matches.empty());
-    d.set("selection_label", "torch " + torch + ", " +
-                                 (backend == "cpu" ? std::string("CPU") : backend) + ", Python " +
-                                 python);
+    d.set("selection_label",
+          "torch " + torch + ", " + backend_words(backend) + ", Python " + python);
     if (view && !matches.empty()) {
       const std::string index_url = site.base_url + "/" + view->path() + "/simple/";
       d.set("index_url", index_url);
-      d.set("pip_command", "python" + python + " -m pip install --extra-index-url " + index_url +
-                               " " + requirement);
-      d.set("uv_command", "uv pip install --python " + python + " --extra-index-url " + index_url +
-                              " " + requirement);
+      d.set("pip_command", "python" + python + " -m pip install " + install_args(index_url));
+      d.set("uv_command", "uv pip install --python " + python + " " + install_args(index_url));
       std::vector<std::string> names;
       names.reserve(matches.size());
       for (const auto* f : matches) names.push_back(f->filename);

@@ -10,8 +10,22 @@
 
 namespace wf {
 
+Errc errno_code(int err) {
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+      return Errc::storage_full;
+    case EROFS:
+    case EACCES:
+    case EPERM:
+      return Errc::unavailable;
+    default:
+      return Errc::io;
+  }
+}
+
 Error errno_error(int err, std::string_view what) {
-  const Errc code = (err == ENOSPC || err == EDQUOT) ? Errc::storage_full : Errc::io;
+  const Errc code = errno_code(err);
   std::string message(what);
   message += ": ";
   message += std::strerror(err);

@@ -1,7 +1,7 @@
-// read_wheel and read_sdist_pkg_info on arbitrary bytes, written to an in-memory file
-// (memfd) and opened through /proc/self/fd. Seeds: tests/fuzz/make_seeds.py writes small valid
-// wheels (demo-1.0) and sdists. Checked: no crash, failures are `invalid` (the file is always
-// readable), and what is returned respects the limits.
+// read_wheel, read_sdist_pkg_info and inspect_wheel_binaries on arbitrary bytes, written to an
+// in-memory file (memfd) and opened through /proc/self/fd. Seeds: tests/fuzz/make_seeds.py writes
+// small valid wheels (demo-1.0, one with ELF members) and sdists. Checked: no crash, failures are
+// `invalid` (the file is always readable), and what is returned respects the limits.
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fuzz_check.hpp"
+#include "wheelforge/archive/elf.hpp"
 #include "wheelforge/archive/reader.hpp"
 
 namespace {
@@ -63,6 +64,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } else {
     WF_FUZZ_CHECK(wheel.error().code == wf::Errc::invalid);
     WF_FUZZ_CHECK(!wheel.error().message.empty());
+  }
+
+  wf::archive::InspectLimits inspect;
+  inspect.max_members = limits.max_members;
+  inspect.max_binaries = 8;
+  inspect.max_inflated_bytes = 4 * 1024 * 1024;
+  const auto binaries = wf::archive::inspect_wheel_binaries(path, inspect);
+  if (binaries) {
+    WF_FUZZ_CHECK(binaries->size() <= inspect.max_binaries);
+    for (const auto& b : *binaries) WF_FUZZ_CHECK(b.elf.has_value() != !b.problem.empty());
+  } else {
+    WF_FUZZ_CHECK(binaries.error().code == wf::Errc::invalid);
+    WF_FUZZ_CHECK(!binaries.error().message.empty());
   }
 
   const auto pkg_info = wf::archive::read_sdist_pkg_info(path, limits);

@@ -10,8 +10,11 @@ multipart bodies, wheels and sdists, requests), from which the fuzzer mutates.
 
 import io
 import os
+import shutil
+import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 
 FILENAMES = [
@@ -123,7 +126,8 @@ def wheel_bytes(name="demo", version="1.0", compression=zipfile.ZIP_DEFLATED, ex
         (dist_info + "/METADATA",
          ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version)).encode()),
         (dist_info + "/WHEEL", b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
-    ] + [(m, d.encode()) for m, d in extra] + [(dist_info + "/RECORD", b"")]
+    ] + [(m, d if isinstance(d, bytes) else d.encode()) for m, d in extra] + [
+        (dist_info + "/RECORD", b"")]
     with zipfile.ZipFile(sink, "w", compression=compression) as z:
         for member, data in members:
             info = zipfile.ZipInfo(member, date_time=(2020, 1, 1, 0, 0, 0))
@@ -158,8 +162,61 @@ def sdist_bytes(top="demo-1.0", links=False):
     return buf.getvalue()
 
 
-def archive_seeds():
-    return [
+ELF_LIBRARY = r"""
+#include <string.h>
+int stub_old(void) { return 1; }
+int stub_new(void) { return 2; }
+void copy_bytes(char* d, const char* s, unsigned long n) { memcpy(d, s, n); }
+"""
+ELF_VERSION_SCRIPT = "STUB_1.0 { global: stub_old; local: *; };\nSTUB_2.0 { global: stub_new; copy_bytes; } STUB_1.0;\n"
+ELF_NOLIBC = "int stub_old(void);\nint use(void) { return stub_old(); }\n"
+ELF_PROGRAM = "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n"
+CROSS_TARGETS = ["i686-linux-gnu", "powerpc64-linux-gnu", "powerpc-linux-gnu", "aarch64-linux-gnu"]
+
+
+def elf_seeds():
+    """Small shared objects and executables, compiled now (no binary fixtures in the tree)."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        print("make_seeds.py: no C compiler, no ELF seeds", file=sys.stderr)
+        return []
+    small = ["-Os", "-s", "-Wl,-z,noseparate-code", "-Wl,-z,max-page-size=4096"]
+    builds = [
+        [cc, "-shared", "-fPIC", "lib.c", "-o", "a.so", "-Wl,-soname,libstub.so.1",
+         "-Wl,--version-script,stub.map"] + small,
+        [cc, "-shared", "-fPIC", "lib.c", "-o", "b.so", "-Wl,--hash-style=sysv",
+         "-Wl,-rpath,$ORIGIN/../lib", "-Wl,--disable-new-dtags"] + small,
+        [cc, "-no-pie", "prog.c", "-o", "prog"] + small,
+    ]
+    if shutil.which("clang") and shutil.which("ld.lld"):
+        for target in CROSS_TARGETS:
+            cross = ["clang", "--target=" + target, "-fPIC", "-shared", "-nostdlib",
+                     "-fuse-ld=lld", "-Os", "-s"]
+            builds.append(cross + ["stub.c", "-o", "libstub-%s.so" % target,
+                                   "-Wl,-soname,libstub.so.1", "-Wl,--version-script,stub.map",
+                                   "-Wl,--hash-style=sysv"])
+            builds.append(cross + ["user.c", "-o", "user-%s.so" % target,
+                                   "libstub-%s.so" % target])
+    seeds = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in (("lib.c", ELF_LIBRARY), ("stub.map", ELF_VERSION_SCRIPT),
+                           ("prog.c", ELF_PROGRAM), ("user.c", ELF_NOLIBC),
+                           ("stub.c", "int stub_old(void) { return 1; }\n"
+                                      "int stub_new(void) { return 2; }\n")):
+            with open(os.path.join(tmp, name), "w") as f:
+                f.write(text)
+        for args in builds:
+            result = subprocess.run(args, cwd=tmp, capture_output=True)
+            if result.returncode != 0:
+                print("make_seeds.py: skipped %s" % " ".join(args), file=sys.stderr)
+                continue
+            with open(os.path.join(tmp, args[args.index("-o") + 1]), "rb") as f:
+                seeds.append(f.read())
+    return seeds
+
+
+def archive_seeds(elves):
+    seeds = [
         wheel_bytes(),
         wheel_bytes(compression=zipfile.ZIP_STORED),
         wheel_bytes("Demo", "1.0", extra=[("demo/sub/data.txt", "data")]),
@@ -168,6 +225,11 @@ def archive_seeds():
         sdist_bytes(),
         sdist_bytes(links=True),
     ]
+    if elves:
+        members = [("demo/_C.so", elves[0]), ("demo-1.0.data/scripts/tool", elves[-1])]
+        seeds.append(wheel_bytes(extra=members))
+        seeds.append(wheel_bytes(compression=zipfile.ZIP_STORED, extra=members))
+    return seeds
 
 
 SHA_A = "a" * 64
@@ -179,6 +241,9 @@ HTTP = [
     "/files/%s/%s\n\nbytes=10-19\n\n\n\"%s\"" % (SHA_A, FLASH, SHA_A),
     "/files/%s/%s.metadata\n\nbytes=-5\n*" % ("b" * 64, FLASH),
     "/api/resolve?torch=2.8.0%2Bcu128&abi=1&project=Flash_Attn\n\n\n\n\n\nexample.org:8080",
+    "/api/resolve?torch=2.9.0&cuda=12.8&hip=None&abi=1&project=flash-attn",
+    "/api/resolve?torch=2.7.0&cuda=13.0&project=demo",
+    "/api/resolve?torch=2.9.0%2Brocm6.4&rocm=6.4.43482-0f2d60242&cuda=",
     "/api/projects/flash-attn/variants\n\n\n\"nope\"",
     "/cpu/simple/demo/\napplication/vnd.pypi.simple.latest+html",
     "/rocm6.4/cxx11abi0/simple/\n*/*",
@@ -206,7 +271,9 @@ def main():
     write(out, "metadata", METADATA)
     write(out, "negotiate", NEGOTIATE)
     write(out, "multipart", multipart_seeds())
-    write(out, "archive", archive_seeds())
+    elves = elf_seeds()
+    write(out, "elf", elves)
+    write(out, "archive", archive_seeds(elves))
     write(out, "http_read", HTTP)
 
 

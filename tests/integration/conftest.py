@@ -84,9 +84,10 @@ class Harness:
     def ingest(self, *paths: Path, timeout: float = 120):
         return self.cli("ingest", "--data-dir", str(self.data_dir), *map(str, paths), timeout=timeout)
 
-    def serve(self, *extra_args: str) -> Server:
+    def serve(self, *extra_args: str, env: dict[str, str] | None = None) -> Server:
+        """Starts `wheelforge serve` on the data directory; `env` adds to its environment."""
         log_path = self.root / f"server{len(self.servers)}.log"
-        server = Server(self.binary, self.data_dir, log_path, list(extra_args))
+        server = Server(self.binary, self.data_dir, log_path, list(extra_args), env)
         self.servers.append(server)
         server.start()
         return server

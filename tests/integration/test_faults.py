@@ -17,6 +17,7 @@ import os
 import random
 import re
 import select
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -578,13 +579,14 @@ def test_read_only_blob_store_refuses_uploads_and_keeps_serving(harness, tokens,
         assert not os.access(blobs, os.W_OK) or _write_fails(blobs), "blobs/ is still writable"
 
         before = harness.state()
+        etags = page_etags(server, "ro-pkg")
         new = make_wheel(artifacts / "new", "ro-pkg", "2.0", padding=20_000)
         status, body = put(server.url, new, token)
         print(f"read-only blobs/: {status} {body.strip()!r}")
-        assert not 200 <= status < 300, f"upload into a read-only store answered {status}: {body!r}"
-        assert status >= 500, f"upload into a read-only store: {status} is not a server-side error"
-        assert re.search(r"[a-z]{3}", body, re.IGNORECASE), f"{status} without a message: {body!r}"
+        assert status == 503, f"upload into a read-only store: {status} {body!r} (expected 503)"
+        assert_names_data_dir(body, data, "Read-only file system")
         assert_unchanged(harness, before, f"an upload into a read-only store ({status})")
+        assert page_etags(server, "ro-pkg") == etags, "pages changed after a refused upload"
         assert wait_for(lambda: "Read-only file system" in server.log(), timeout=3.0), (
             "the log does not name the cause (Read-only file system):\n" + server.log_tail(10)
         )
@@ -606,6 +608,14 @@ def test_read_only_blob_store_refuses_uploads_and_keeps_serving(harness, tokens,
     assert not problems, f"store after the read-only episode: {problems}"
 
 
+def assert_names_data_dir(body: str, data: Path, cause: str) -> None:
+    """The 503 of a store the server may not write names the data directory and the cause."""
+    assert f"the data directory {data} is not writable" in body, (
+        f"the answer does not name the data directory {data}: {body!r}"
+    )
+    assert cause in body, f"the answer does not name the cause ({cause}): {body!r}"
+
+
 def _write_fails(directory: Path) -> bool:
     try:
         (directory / ".probe").write_bytes(b"x")
@@ -613,6 +623,192 @@ def _write_fails(directory: Path) -> bool:
         return True
     (directory / ".probe").unlink()
     return False
+
+
+# ---------------------------------------------------------------------------------------------
+# 3b. Storage faults (EIO, permissions, a read-only filesystem) through an LD_PRELOAD shim
+#
+# faultshim.c, compiled here with gcc, makes chosen calls of the server fail with a chosen
+# errno for paths under a chosen prefix, read from a control file at every call: a failing disk
+# without root block devices. The server must answer with the server's fault (500 for EIO, 503
+# naming the data directory when it may not write there), never blame the file, and leave
+# nothing behind: no blob, no temp file, no row, no page changed.
+
+SHIM_SOURCE = Path(__file__).with_name("faultshim.c")
+
+
+@pytest.fixture(scope="session")
+def fault_shim(tmp_path_factory) -> Path:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc is not installed (Debian package: build-essential)")
+    out = tmp_path_factory.mktemp("faultshim") / "faultshim.so"
+    proc = subprocess.run(
+        [gcc, "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(out), str(SHIM_SOURCE),
+         "-ldl"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"cannot build {SHIM_SOURCE.name}:\n{proc.stderr}"
+    return out
+
+
+class Faults:
+    """The shim's control file and the record of the faults it injected."""
+
+    def __init__(self, root: Path, shim: Path):
+        self.shim = shim
+        self.control = root / "faults"
+        self.hits_file = root / "fault-hits"
+        self.control.write_text("")
+
+    def env(self) -> dict[str, str]:
+        # Under AddressSanitizer its runtime must come first unless told not to check; the shim
+        # allocates nothing, so ASan works behind it.
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        return {
+            "LD_PRELOAD": str(self.shim),
+            "WF_FAULTS": str(self.control),
+            "WF_FAULTS_HITS": str(self.hits_file),
+            "ASAN_OPTIONS": f"{asan}:verify_asan_link_order=0" if asan else "verify_asan_link_order=0",
+        }
+
+    def inject(self, op: str, err: str, prefix: Path) -> None:
+        self.hits_file.unlink(missing_ok=True)
+        self.control.write_text(f"{op} {err} {prefix}\n")
+
+    def clear(self) -> None:
+        self.control.write_text("")
+
+    def hits(self) -> list[str]:
+        try:
+            return self.hits_file.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+
+# Every view of the pages whose ETag must stay the same after a refused upload.
+def page_etags(server, project: str) -> dict[str, str]:
+    targets = [
+        ("/simple/", "text/html"),
+        ("/simple/", JSON_TYPE),
+        (f"/simple/{project}/", "text/html"),
+        (f"/simple/{project}/", JSON_TYPE),
+        (f"/cpu/simple/{project}/", JSON_TYPE),
+        (f"/project/{project}/", "text/html"),
+        (f"/api/projects/{project}/variants", "application/json"),
+    ]
+    out = {}
+    for target, accept in targets:
+        resp = server.get(target, {"Accept": accept})
+        assert resp.status == 200, f"GET {target} -> {resp.status}: {resp.text[:200]}"
+        etag = resp.header("ETag")
+        assert etag, f"GET {target} has no ETag"
+        out[f"{target} ({accept})"] = etag
+    return out
+
+
+def blob_dir(data: Path, sha: str) -> Path:
+    return data / "blobs" / sha[:2] / sha[2:4]
+
+
+# (what fails, errno, where: a function of (data dir, wheel), the status, words of the answer)
+STORAGE_FAULTS = [
+    ("fsync", "EIO", lambda d, w: d / "tmp", 500, ["Input/output error"]),
+    ("write", "EIO", lambda d, w: d / "tmp", 500, ["Input/output error"]),
+    # After the METADATA blob was published: it must go again.
+    ("rename", "EIO", lambda d, w: blob_path(d, w.sha256), 500, ["Input/output error"]),
+    # After the rename, syncing the blob's directory fails: the new blob must go again.
+    ("fsync", "EIO", lambda d, w: blob_dir(d, w.sha256), 500, ["Input/output error"]),
+    ("rename", "EACCES", lambda d, w: d / "blobs", 503, ["Permission denied"]),
+    ("mkostemp", "EROFS", lambda d, w: d / "tmp", 503, ["Read-only file system"]),
+]
+FAULT_IDS = [f"{op}-{err}" for op, err, *_ in STORAGE_FAULTS]
+
+
+def assert_server_fault(status: int, text: str, expected: int, words: list[str], data: Path):
+    """The answer is the server's fault, with its cause, and never blames the upload."""
+    assert status == expected, f"expected {expected}, got {status}: {text[:400]!r}"
+    for word in words:
+        assert word in text, f"the answer does not name the cause ({word}): {text[:400]!r}"
+    assert not re.search(r"does not match|invalid|malformed", text, re.IGNORECASE), (
+        f"a server storage fault is blamed on the upload: {text[:400]!r}"
+    )
+    if expected == 500:
+        assert "server storage error (not a problem with the request)" in text, text[:400]
+    else:
+        assert f"the data directory {data} is not writable" in text, text[:400]
+
+
+def refuse_under_faults(harness, server, faults, upload, wheel, project: str) -> None:
+    """Runs `upload(wheel) -> (status, text)` under each storage fault in turn: each answer is
+    the server's fault, the fault was really hit, and nothing is stored; then, the faults
+    cleared, the same upload is stored."""
+    data = Path(os.path.realpath(harness.data_dir))
+    for op, err, where, expected, words in STORAGE_FAULTS:
+        before = harness.state()
+        etags = page_etags(server, project)
+        faults.inject(op, err, where(data, wheel))
+        try:
+            status, text = upload(wheel)
+        finally:
+            faults.clear()
+        print(f"{op} {err}: {status} {text.strip()[:300]!r}")
+        assert faults.hits(), f"the {op} {err} fault was never hit ({status} {text[:200]!r})"
+        assert_server_fault(status, text, expected, words, data)
+        assert_unchanged(harness, before, f"an upload refused for {op} {err} ({status})")
+        assert page_etags(server, project) == etags, f"pages changed after {op} {err}"
+        assert wheel.filename not in harness.filenames()
+    status, text = upload(wheel)
+    assert status == 201, f"after the faults were cleared: {status} {text[:300]!r}"
+    assert server.file_entry(project, wheel.filename)["hashes"] == {"sha256": wheel.sha256}
+    problems = store_problems(harness.data_dir, orphans_allowed=False)
+    assert not problems, f"store after the storage faults: {problems}"
+    assert not tmp_leftovers(harness.data_dir, live_sessions=1), tmp_leftovers(harness.data_dir, 1)
+
+
+def test_storage_faults_on_put_are_the_servers_and_leave_nothing(harness, artifacts, fault_shim):
+    token = harness.token("upload")
+    faults = Faults(harness.root, fault_shim)
+    server = harness.serve(env=faults.env())
+    first = make_wheel(artifacts / "first", "fault-put", "1.0")
+    assert server.put_file(first, token).status == 201
+    wheel = make_wheel(artifacts / "second", "fault-put", "2.0", padding=600_000)
+
+    def upload(w: Artifact) -> tuple[int, str]:
+        result = curl_upload(server, harness.root, w.path, token=token)
+        assert result.status != 0, f"curl got no answer (rc {result.rc}): {result.stderr}"
+        return result.status, result.body
+
+    refuse_under_faults(harness, server, faults, upload, wheel, "fault-put")
+    assert re.search(r"upload of \S+ failed: .*Input/output error", server.log()), (
+        "the server's log does not record the storage fault:\n" + server.log_tail(20)
+    )
+
+
+def test_storage_faults_on_twine_upload_are_the_servers_and_leave_nothing(
+    harness, artifacts, fault_shim
+):
+    from test_publish import output_of, twine
+
+    token = harness.token("upload")
+    faults = Faults(harness.root, fault_shim)
+    server = harness.serve(env=faults.env())
+    first = make_wheel(artifacts / "first", "fault-twine", "1.0")
+    assert server.put_file(first, token).status == 201
+    wheel = make_wheel(artifacts / "second", "fault-twine", "2.0", padding=600_000)
+
+    def upload(w: Artifact) -> tuple[int, str]:
+        proc = twine(harness, server.url + "/legacy/", token, [w.path])
+        text = output_of(proc)
+        if proc.returncode == 0:
+            return 201, text
+        match = re.search(r"HTTPError: (\d{3}) ", text)
+        assert match, f"twine failed without an HTTP status:\n{text}"
+        return int(match.group(1)), text
+
+    refuse_under_faults(harness, server, faults, upload, wheel, "fault-twine")
 
 
 # ---------------------------------------------------------------------------------------------

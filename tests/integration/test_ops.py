@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from wfhelpers import (
+    JSON_TYPE,
+    PIP_PYTHONS,
     Server,
     catalog_filenames,
     clean_env,
@@ -22,8 +24,10 @@ from wfhelpers import (
     make_wheel,
     normalize,
     path_of,
+    pip_args,
     run,
     sha256_hex,
+    wait_for,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -362,15 +366,69 @@ def test_backup_refuses_a_non_empty_destination(harness, artifacts):
     assert "not a wheelforge data directory" in missing.stderr
 
 
-def test_backup_copy_is_independent_of_the_original(harness, artifacts):
-    wheel = make_wheel(artifacts, "demo", "1.0")
+def test_backup_copies_by_default_and_hard_links_only_with_link(harness, artifacts):
+    wheel = make_wheel(artifacts, "bk-pkg", "1.0", value="restored from the backup")
     assert harness.ingest(wheel.path).returncode == 0
-    dest = harness.root / "copied"
-    proc = cli(harness, "backup", str(dest), "--copy", "--data-dir", str(harness.data_dir))
+    data = harness.data_dir
+    shas = (wheel.sha256, wheel.metadata_sha256)
+
+    copied = harness.root / "copied"
+    proc = cli(harness, "backup", str(copied), "--data-dir", str(data))
     assert proc.returncode == 0, proc.stderr
-    assert "0 hard-linked, 2 copied" in proc.stdout
-    flip_byte(blob_path(harness.data_dir, wheel.sha256))
-    assert sha256_hex(blob_path(dest, wheel.sha256).read_bytes()) == wheel.sha256
+    assert re.search(r"2 copied \(\d+ as reflinks\), 0 hard-linked", proc.stdout), proc.stdout
+    for sha in shas:
+        live, backup = blob_path(data, sha).stat(), blob_path(copied, sha).stat()
+        assert (live.st_dev, live.st_ino) != (backup.st_dev, backup.st_ino), f"{sha} is shared"
+        assert live.st_nlink == 1 and backup.st_nlink == 1, (live.st_nlink, backup.st_nlink)
+        assert stat.S_IMODE(backup.st_mode) == 0o444
+    info = tomllib.loads((copied / "BACKUP-INFO").read_text())
+    assert (info["copied"], info["hardlinked"]) == (2, 0), info
+
+    linked = harness.root / "linked"
+    proc = cli(harness, "backup", str(linked), "--link", "--data-dir", str(data))
+    assert proc.returncode == 0, proc.stderr
+    assert "0 copied (0 as reflinks), 2 hard-linked" in proc.stdout, proc.stdout
+    assert "damage to one is damage to both" in proc.stdout, proc.stdout
+    for sha in shas:
+        live, backup = blob_path(data, sha).stat(), blob_path(linked, sha).stat()
+        assert (live.st_dev, live.st_ino) == (backup.st_dev, backup.st_ino)
+        assert live.st_nlink == 2  # the live name and the backup's
+    help_text = cli(harness, "backup", "--help").stdout
+    assert "--link" in help_text and "corruption of one is corruption of both" in " ".join(
+        help_text.split()
+    ), help_text
+
+    # The live file goes bad: the copy does not, the hard link does.
+    flip_byte(blob_path(data, wheel.sha256))
+    assert sha256_hex(blob_path(copied, wheel.sha256).read_bytes()) == wheel.sha256
+    assert sha256_hex(blob_path(linked, wheel.sha256).read_bytes()) != wheel.sha256
+    check = cli(harness, "fsck", "--data-dir", str(copied), "--min-age", "0")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.endswith("ok\n"), check.stdout
+    bad = cli(harness, "fsck", "--data-dir", str(linked), "--min-age", "0")
+    assert bad.returncode == 1 and f"corrupt blob {wheel.sha256}" in bad.stdout, bad.stdout
+
+    # Restore: serve the backup; pip installs the intact file from it.
+    restored = Server(harness.binary, copied, harness.root / "restored.log", [])
+    harness.servers.append(restored)
+    restored.start()
+    python = PIP_PYTHONS["23.2.1"]
+    if not python.exists():
+        pytest.skip(f"{python} (pip 23.2.1) is not installed")
+    target = harness.path("target")
+    proc = run(
+        [python, "-m", "pip", "install", "--target", target, *pip_args(restored.url + "/simple/"),
+         "bk-pkg==1.0"],
+        timeout=120,
+        cwd=harness.path("pip-cwd"),
+    )
+    assert proc.returncode == 0, f"pip install from the restored backup:\n{proc.stdout}{proc.stderr}"
+    value = run(
+        [python, "-c", "import bk_pkg; print(bk_pkg.VALUE)"],
+        cwd=harness.path("pip-cwd"),
+        env=clean_env(PYTHONPATH=str(target)),
+    )
+    assert value.stdout.strip() == "restored from the backup", value.stdout + value.stderr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,3 +511,115 @@ def test_fsck_detects_corrupt_and_missing_blobs_and_repair_quarantines(harness, 
         assert cli(harness, "delete", "--data-dir", str(data), f.filename).returncode == 0
     final = cli(harness, "fsck", "--data-dir", str(data))
     assert final.returncode == 0, final.stdout
+
+
+def page_views(server, project: str) -> dict[str, tuple[str, str]]:
+    """Every view of a project that lists its files: (ETag, body) by target and Accept."""
+    out = {}
+    for target, accept in (
+        (f"/simple/{project}/", JSON_TYPE),
+        (f"/simple/{project}/", "text/html"),
+        (f"/cpu/simple/{project}/", JSON_TYPE),
+        (f"/cpu/torch2.8/simple/{project}/", "text/html"),
+        (f"/project/{project}/", "text/html"),
+        (f"/api/projects/{project}/variants", "application/json"),
+    ):
+        resp = server.get(target, {"Accept": accept})
+        assert resp.status == 200, f"GET {target} -> {resp.status}: {resp.text[:200]}"
+        out[f"{target} ({accept})"] = (resp.header("ETag") or "", resp.text)
+    return out
+
+
+def test_fsck_repair_while_serving_withdraws_damaged_files_and_reingest_heals_them(
+    harness, tokens, artifacts
+):
+    from test_publish import output_of, twine
+
+    server = harness.serve()
+    token = tokens["upload"]
+    data = harness.data_dir
+    project = "heal-pkg"
+    # Healed by: PUT, twine, `wheelforge ingest` (its METADATA blob is the damaged one), and a
+    # blob copied back from a backup followed by fsck --repair (its blob is gone).
+    by_put, by_twine, by_ingest, from_backup, intact = (
+        make_wheel(artifacts / v, project, v, padding=30_000)
+        for v in ("1.0", "1.1", "1.2", "1.3", "2.0")
+    )
+    damaged = (by_put, by_twine, by_ingest, from_backup)
+    for w in (*damaged, intact):
+        assert server.put_file(w, token).status == 201
+    entries = {w.filename: server.file_entry(project, w.filename) for w in (*damaged, intact)}
+    urls = {name: path_of(e["url"]) for name, e in entries.items()}
+    views = page_views(server, project)
+    backup = harness.root / "backup"
+    assert cli(harness, "backup", str(backup), "--data-dir", str(data)).returncode == 0
+
+    flip_byte(blob_path(data, by_put.sha256))
+    flip_byte(blob_path(data, by_twine.sha256))
+    flip_byte(blob_path(data, by_ingest.metadata_sha256))
+    blob_path(data, from_backup.sha256).unlink()
+
+    repair = cli(harness, "fsck", "--data-dir", str(data), "--min-age", "0", "--repair")
+    assert repair.returncode == 1, repair.stdout + repair.stderr
+    for w in damaged:
+        assert f"withdrew {w.filename} (damaged" in repair.stdout, repair.stdout
+    assert f"withdrew {intact.filename}" not in repair.stdout
+
+    def damaged_answer(target: str, name: str) -> str:
+        resp = server.get(target)
+        assert resp.status == 503, f"GET {target} -> {resp.status} {resp.text[:200]!r}"
+        assert name in resp.text and "damaged" in resp.text and "backup" in resp.text, resp.text
+        return resp.text
+
+    # At once: the blobs are gone from the store, so their URLs cannot serve them.
+    for w in (by_put, by_twine, from_backup):
+        damaged_answer(urls[w.filename], w.filename)
+    damaged_answer(urls[by_ingest.filename] + ".metadata", by_ingest.filename)
+
+    # Within the server's catalog poll: every view drops them, their ETags change.
+    def withdrawn() -> bool:
+        listed = {f["filename"] for f in server.project_json(project)["files"]}
+        return listed == {intact.filename}
+
+    assert wait_for(withdrawn, timeout=10), server.project_json(project)
+    now = page_views(server, project)
+    for view, (etag, body) in now.items():
+        assert etag != views[view][0], f"{view}: the ETag did not change"
+        for w in damaged:
+            assert w.filename not in body, f"{view} still offers {w.filename}"
+        if "variants" not in view:
+            assert intact.filename in body, f"{view} lost the intact file"
+    for w in damaged:
+        damaged_answer(urls[w.filename], w.filename)
+        damaged_answer(urls[w.filename] + ".metadata", w.filename)
+    assert_serves_verified(server, dict(entries[intact.filename], project=project))
+
+    # Healing: the same bytes, by every path.
+    assert server.put_file(by_put, token).status == 201
+    proc = twine(harness, server.url + "/legacy/", token, [by_twine.path])
+    assert proc.returncode == 0, output_of(proc)
+    proc = harness.ingest(by_ingest.path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"restored {by_ingest.path}" in proc.stdout, proc.stdout
+    restored_blob = blob_path(data, from_backup.sha256)
+    restored_blob.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(blob_path(backup, from_backup.sha256), restored_blob)
+    restored_blob.chmod(0o444)
+    again = cli(harness, "fsck", "--data-dir", str(data), "--min-age", "0", "--repair")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"blob {from_backup.sha256} is intact again" in again.stdout, again.stdout
+
+    # Served again at the same URLs with the same bytes; the pages are what they were.
+    def all_back() -> bool:
+        listed = {f["filename"] for f in server.project_json(project)["files"]}
+        return listed == set(entries)
+
+    assert wait_for(all_back, timeout=10), server.project_json(project)
+    for name, entry in entries.items():
+        assert server.file_entry(project, name) == entry, name
+        assert_serves_verified(server, dict(entry, project=project))
+    assert {view: etag for view, (etag, _) in page_views(server, project).items()} == {
+        view: etag for view, (etag, _) in views.items()
+    }
+    final = cli(harness, "fsck", "--data-dir", str(data), "--min-age", "0")
+    assert final.returncode == 0 and final.stdout.endswith("ok\n"), final.stdout

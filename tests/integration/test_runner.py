@@ -1366,14 +1366,17 @@ def test_cli_build_runs_one_cell_in_process(harness):
                  timeout=300)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     lines = proc.stdout.splitlines()
-    assert re.fullmatch(r"build \d+: cli 1\.0\.0, 1 job\(s\)", lines[0]), lines
-    progress = [re.fullmatch(r"job \d+ (\S+): (\w+)(?: .*)?", line) for line in lines[1:-1]]
+    assert re.fullmatch(rf"build \d+: cli 1\.0\.0, 1 job, torch from {server.url}/\S+", lines[0]), lines
+    # State lines ("job ID CELL: STATE ..."); the log's tail is indented, the summary follows
+    # an empty line.
+    progress = [re.fullmatch(r"job \d+ (\S+): (\w+)(?: .*)?", line)
+                for line in lines[1:lines.index("")] if not line.startswith("  ")]
     assert all(progress), f"unexpected progress lines:\n{proc.stdout}"
     assert {m.group(1) for m in progress} == {"py3.11-torch2.8-cu130"}, proc.stdout
-    states = [m.group(2) for m in progress]
+    states = [m.group(2) for m in progress if m.group(2) != "log"]
     assert "building" in states and states[-1] == "succeeded", states
     assert states == sorted(states, key=STATE_ORDER.index), f"states out of order: {states}"
-    assert lines[-1] == "1 succeeded, 0 failed", lines
+    assert re.fullmatch(r"1 succeeded, 0 failed in \S+", lines[-1]), lines
 
     wheel = "wf_fake_cli-1.0.0+cu130torch2.8-py3-none-any.whl"
     assert wheel in proc.stdout, proc.stdout

@@ -206,7 +206,9 @@ def test_under_tls_urls_say_https_and_the_cookie_is_secure(harness, tmp_path):
     proc, url = _start_tls(harness, cert, key)
     try:
         home = run(["curl", "-sS", "--cacert", str(cert), f"{url}/"])
-        assert f"pip install --extra-index-url {url}/simple/ PROJECT" in home.stdout, home.stdout[-2000:]
+        assert (f"pip install --extra-index-url {url}/simple/ --only-binary PROJECT PROJECT==VERSION"
+                in home.stdout), home.stdout[-2000:]
+        assert f"curl -sS &quot;{url}/api/resolve?project=PROJECT&amp;" in home.stdout
         resolve = run(["curl", "-sS", "--cacert", str(cert), f"{url}/api/resolve?torch=2.8.0%2Bcu128"])
         assert f'"index_url":"{url}/cu128/torch2.8/simple/"' in resolve.stdout.replace(" ", ""), resolve.stdout
         login = run(["curl", "-sS", "--cacert", str(cert), "-o", "/dev/null", "-D", "-",

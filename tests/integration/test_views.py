@@ -499,41 +499,49 @@ def test_api_variants(corpus):
 
 
 @pytest.mark.parametrize(
-    "query, view",
+    "query, project, view, version",
     [
-        ("torch=2.8.0%2Bcu128", "/cu128/torch2.8/simple/"),
-        ("torch=2.8.0%2Bcu128&abi=1", "/cu128/torch2.8/cxx11abi1/simple/"),
-        ("torch=2.9.1%2Bcu130", "/cu130/torch2.9/simple/"),
-        ("torch=2.6.0%2Bcu126&abi=0", "/cu126/torch2.6/cxx11abi0/simple/"),
-        ("torch=2.8.0%2Bcpu", "/cpu/torch2.8/simple/"),
+        ("torch=2.8.0%2Bcu128", PROJECT, "/cu128/torch2.8/simple/", "1.2.0"),
+        ("torch=2.8.0%2Bcu128&abi=1", PROJECT, "/cu128/torch2.8/cxx11abi1/simple/", "1.2.0"),
+        ("torch=2.9.1%2Bcu130", PROJECT, "/cu130/torch2.9/simple/", "1.2.0"),
+        # 1.2.0 dropped torch 2.6: the newest version in the view is pinned.
+        ("torch=2.6.0%2Bcu126&abi=0", PROJECT, "/cu126/torch2.6/cxx11abi0/simple/", "1.1.0"),
+        ("torch=2.8.0%2Bcpu", "wf-cpu-ops", "/cpu/torch2.8/simple/", "0.5.0"),
+        # A PyPI torch: no label, torch.version.cuda says which CUDA.
+        ("torch=2.9.0&cuda=12.9", PROJECT, "/cu129/torch2.9/simple/", "1.2.0"),
     ],
 )
-def test_api_resolve(corpus, query, view):
+def test_api_resolve(corpus, query, project, view, version):
     server = corpus.server
-    resp = server.get(f"/api/resolve?{query}&project=WF_Kernels")
+    resp = server.get(f"/api/resolve?{query}&project={project.upper().replace('-', '_')}")
     assert resp.status == 200, resp.text[:300]
     doc = resp.json()
     assert doc["view"] == view
     assert doc["index_url"] == server.url + view
-    assert doc["pip"] == f"pip install --extra-index-url {server.url}{view} {PROJECT}"
-    # The resolved view is a working view.
-    assert server.get(f"{view}{PROJECT}/").status == 200
+    assert doc["version"] == version
+    assert doc["pip"] == (f"pip install --extra-index-url {server.url}{view} "
+                          f"--only-binary {project} {project}=={version}")
+    # The resolved view is a working view that lists the pinned version.
+    assert any(f"-{version}+" in name for name in view_files(server, view, project))
 
 
 def test_api_resolve_without_backend_and_errors(corpus):
     server = corpus.server
+    # No label and no cuda=: the CUDA of PyTorch 2.8's PyPI wheels (12.8), said in a note.
     doc = server.get("/api/resolve?torch=2.8.0").json()
-    assert doc["view"] == "/torch2.8/simple/"
-    assert doc["notes"], "a torch version without a CUDA label gives no caveat"
-    assert view_files(server, "/torch2.8/simple/") == sorted(
-        kernel_file(f"{v}+{label}", py)
-        for v, label in {"1.0.0": "cu128torch2.8", "1.1.0": "cu128torch2.8",
-                         "1.2.0": "cu129torch2.8"}.items()
-        for py in PYTHONS
+    assert doc["view"] == "/cu128/torch2.8/simple/"
+    assert doc["backend_source"] == "pypi-default"
+    assert doc["notes"] and "assumed CUDA 12.8" in doc["notes"][0], doc["notes"]
+    assert view_files(server, "/cu128/torch2.8/simple/") == sorted(
+        kernel_file(f"{v}+cu128torch2.8", py) for v in CORPUS for py in PYTHONS
     )
     for query in ("torch=banana", "", "torch=2.8.0%2Bcu128&abi=maybe"):
         bad = server.get(f"/api/resolve?{query}")
         assert bad.status == 400, f"{query!r}: {bad.status} {bad.text[:200]}"
+    # No build of the project in the view: 404 with the nearest builds.
+    missing = server.get(f"/api/resolve?torch=2.9.0&cuda=12.6&project={PROJECT}")
+    assert missing.status == 404, missing.text[:300]
+    assert missing.json()["nearest"][0]["view"] == "/cu128/torch2.9/simple/"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -328,11 +328,19 @@ def run(cmd: list[str], *, timeout: float = CLI_TIMEOUT, **kwargs) -> subprocess
 class Server:
     """One `wheelforge serve` process on 127.0.0.1 with a free port."""
 
-    def __init__(self, binary: Path, data_dir: Path, log_path: Path, extra_args: list[str]):
+    def __init__(
+        self,
+        binary: Path,
+        data_dir: Path,
+        log_path: Path,
+        extra_args: list[str],
+        env: dict[str, str] | None = None,
+    ):
         self.binary = binary
         self.data_dir = data_dir
         self.log_path = log_path
         self.extra_args = extra_args
+        self.env = env or {}
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.stopped_by_us = False
@@ -350,7 +358,11 @@ class Server:
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=clean_env()
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                env=clean_env(**self.env),
             )
         finally:
             log.close()

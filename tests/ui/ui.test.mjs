@@ -203,7 +203,9 @@ test("home page shows counts and the search finds a project", track(async () => 
   await page.goto(base + "/");
   await checkPage(page);
   assert.match(await page.textContent("main"), /3\s+projects/);
-  assert.match(await page.textContent("main"), new RegExp(`pip install --extra-index-url ${base}/simple/`));
+  assert.match(await page.textContent("main"), new RegExp(`pip install --extra-index-url ${base}/simple/ --only-binary PROJECT PROJECT==VERSION`));
+  assert.match(await page.textContent("main"), /cuda=torch\.version\.cuda/);
+  assert.match(await page.textContent("main"), /poetry source add --secondary wheelforge/);
   await shoot(page, "home");
   await page.fill("#q", "flash");
   await Promise.all([page.waitForNavigation(), page.click("form.search button[type=submit]")]);
@@ -270,6 +272,32 @@ function runPipCommand(command) {
   return target;
 }
 
+test("before a choice the project page shows a default command that pip installs, and how to find your torch", track(async () => {
+  const page = await newPage();
+  await page.goto(base + "/project/flash-attn/");
+  // The newest torch series whose PyPI CUDA (2.9: 12.8) has no build is skipped; 2.8's has one.
+  assert.match(await page.textContent("#picker-result"), /flash-attn 2\.8\.3 built for PyTorch 2\.8 from PyPI \(CUDA 12\.8\)/);
+  const command = (await page.textContent("#default-command")).trim();
+  assert.equal(command, `pip install --extra-index-url ${base}/cu128/torch2.8/simple/ --only-binary flash-attn flash-attn==2.8.3`);
+  assert.equal((await page.textContent("#torch-check")).trim(), 'python -c "import torch; print(torch.__version__, torch.version.cuda)"');
+  assert.match(await page.textContent("#resolve-command"), new RegExp(`${base}/api/resolve\\?project=flash-attn&.*cuda=torch\\.version\\.cuda`));
+  // The CUDA menu speaks torch.version.cuda.
+  const labels = await page.$$eval("#pick-backend option", (os) => os.map((o) => o.textContent.trim()));
+  assert.deepEqual(labels, ["Choose…", "12.6 (cu126)", "12.8 (cu128)", "13.0 (cu130)"]);
+  await checkPage(page);
+  await shoot(page, "project-default");
+  const target = runPipCommand("python3.12 -m " + command);
+  assert.ok(fs.existsSync(path.join(target, "flash_attn-2.8.3+cu128torch2.8.dist-info")), fs.readdirSync(target).join(", "));
+  // Once a choice is made the default gives way to the chosen command.
+  await page.selectOption("#pick-torch", "2.9");
+  await page.selectOption("#pick-backend", "cu130");
+  await page.selectOption("#pick-python", "3.13");
+  await page.waitForSelector("#pip-command:has-text('cu130/torch2.9')");
+  assert.equal(await page.$("#default-command"), null);
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+}));
+
 test("the picker's command installs the expected file with pip", track(async () => {
   const page = await newPage();
   await page.goto(base + "/project/flash-attn/");
@@ -279,7 +307,7 @@ test("the picker's command installs the expected file with pip", track(async () 
   // With JavaScript the result updates in place.
   await page.waitForSelector("#pip-command:has-text('cu128/torch2.8')");
   const command = (await page.textContent("#pip-command")).trim();
-  assert.equal(command, `python3.12 -m pip install --extra-index-url ${base}/cu128/torch2.8/simple/ flash-attn==2.8.3`);
+  assert.equal(command, `python3.12 -m pip install --extra-index-url ${base}/cu128/torch2.8/simple/ --only-binary flash-attn flash-attn==2.8.3`);
   assert.match(page.url(), /torch=2\.8/);
   await checkPage(page);
   await shoot(page, "picker-result");
@@ -297,12 +325,12 @@ test("the picker's command installs the expected file with pip", track(async () 
   await plain.selectOption("#pick-python", "3.13");
   await Promise.all([plain.waitForNavigation(), plain.click("#picker-form button[type=submit]")]);
   const noJs = (await plain.textContent("#pip-command")).trim();
-  assert.equal(noJs, `python3.13 -m pip install --extra-index-url ${base}/cu130/torch2.9/simple/ flash-attn==2.8.3`);
+  assert.equal(noJs, `python3.13 -m pip install --extra-index-url ${base}/cu130/torch2.9/simple/ --only-binary flash-attn flash-attn==2.8.3`);
   // A missing cell says so.
   await plain.selectOption("#pick-torch", "2.7");
   await plain.selectOption("#pick-backend", "cu130");
   await Promise.all([plain.waitForNavigation(), plain.click("#picker-form button[type=submit]")]);
-  assert.match(await plain.textContent("#no-build"), /No build of flash-attn 2\.8\.3 for torch 2\.7, cu130, Python 3\.13/);
+  assert.match(await plain.textContent("#no-build"), /No build of flash-attn 2\.8\.3 for torch 2\.7, CUDA 13\.0, Python 3\.13/);
   await plain.context().close();
 }));
 

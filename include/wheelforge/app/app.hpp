@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "wheelforge/build/runner.hpp"
 #include "wheelforge/core/build.hpp"
 #include "wheelforge/core/records.hpp"
 #include "wheelforge/util/result.hpp"
@@ -33,6 +34,7 @@ struct Overrides {
   std::optional<std::string> private_reads;
   std::optional<std::string> tls_cert;
   std::optional<std::string> tls_key;
+  std::optional<std::string> base_url;
 };
 
 /// The effective configuration. A new setting is a field here, one in Overrides and one row
@@ -63,9 +65,13 @@ struct Settings {
   /// HTTPS: PEM certificate chain and private key files (re-read on SIGHUP); both empty: HTTP.
   std::string tls_cert;
   std::string tls_key;
+  /// The URL this server is reached at ("https://wheels.example.com", a path prefix allowed,
+  /// no trailing slash): what {server} stands for in the build runner's torch_index, and
+  /// where `wheelforge build` finds the server. Empty: derived from `listen` (server_url()).
+  std::string base_url;
 
   /// Where these settings came from, so that a reload (SIGHUP) can load them again:
-  /// load_settings(settings.config_file, settings.overrides).
+  /// check_configuration(settings.config_file, settings.overrides).
   std::optional<std::filesystem::path> config_file;
   Overrides overrides;
 };
@@ -73,31 +79,71 @@ struct Settings {
 /// Read when no --config is given and the file exists.
 inline constexpr const char* kDefaultConfigFile = "/etc/wheelforge/wheelforge.toml";
 
-/// The configuration file to read: `given` when set (load_settings then fails if it is
+/// The configuration file to read: `given` when set (check_configuration then fails if it is
 /// missing), else kDefaultConfigFile when it exists, else none.
 [[nodiscard]] std::optional<std::filesystem::path> resolve_config_file(
     const std::optional<std::string>& given);
 
-/// The outcome of loading settings: the settings, or every problem found (each starts with
-/// the setting's name and says where the bad value came from).
-struct SettingsCheck {
-  std::optional<Settings> settings;
-  std::vector<std::string> problems;
+/// The whole configuration file, read once: the server's settings (top-level keys, with the
+/// environment and flags over them) and the build runner's [build] and [recipes] tables.
+struct Configuration {
+  Settings settings;
+  /// [build] and [recipes]; no recipes leaves the runner off.
+  build::RunnerConfig build;
 };
 
-/// Defaults, then the TOML file (if given), then WHEELFORGE_* environment variables (an empty
-/// one counts as unset), then the overrides. Unknown keys and wrongly typed values in the file
-/// are problems even when overridden; values are validated once the winner is known.
-[[nodiscard]] SettingsCheck check_settings(const std::optional<std::filesystem::path>& config_file,
-                                           const Overrides& overrides);
+/// The outcome of loading the configuration.
+struct ConfigCheck {
+  /// Set when `problems` is empty.
+  std::optional<Configuration> config;
+  /// What makes the configuration unusable, every one of them: syntax errors, unknown keys
+  /// (with the table they are in and the closest known key), wrongly typed or invalid values,
+  /// invalid recipes and matrices, matrix values without a configured interpreter or CUDA
+  /// toolkit. Each starts with the key's name (or "unknown setting") and says where the value
+  /// came from when that is not the file.
+  std::vector<std::string> problems;
+  /// What [build] names that this host lacks: an interpreter that does not exist or is not
+  /// executable, a CUDA home without bin/nvcc. Problems for `config check`; warnings for
+  /// serve, its reload and `wheelforge build` (jobs of the cells that need them fail).
+  /// Checked even when there are other problems.
+  std::vector<std::string> host_problems;
+};
 
-/// check_settings() as a Result: every problem, joined with "; ", in one invalid error.
-[[nodiscard]] Result<Settings> load_settings(
+/// Reads the configuration: defaults, then the TOML file (if given, parsed once), then
+/// WHEELFORGE_* environment variables (an empty one counts as unset), then the overrides.
+/// Unknown keys and wrongly typed values in the file are problems even when overridden;
+/// values are validated once the winner is known. Blocks on the file system (the file, and
+/// the interpreters and CUDA homes [build] names).
+[[nodiscard]] ConfigCheck check_configuration(
     const std::optional<std::filesystem::path>& config_file, const Overrides& overrides);
 
-/// The settings as a TOML document that load_settings() reads back to the same values.
+/// check_configuration() as a Result: every problem, joined with "; ", in one invalid error.
+/// Host problems are not errors here (see ConfigCheck).
+[[nodiscard]] Result<Configuration> load_configuration(
+    const std::optional<std::filesystem::path>& config_file, const Overrides& overrides);
+
+/// What the build host lacks of what `host` names (ConfigCheck::host_problems). Blocks on the
+/// file system.
+[[nodiscard]] std::vector<std::string> build_host_problems(const build::HostConfig& host);
+
+/// Every key the configuration file accepts, as dotted paths in file order: "listen",
+/// "build.torch_index", "build.python.*" (a table of user-named entries),
+/// "recipes.*.source.git", "recipes.*.matrix.exclude.torch", ... (documentation checks).
+[[nodiscard]] std::vector<std::string> configuration_keys();
+
+/// The settings as a TOML document that check_configuration() reads back to the same values.
 /// Settings marked secret in the table are shown as a comment without their value.
 [[nodiscard]] std::string settings_to_toml(const Settings& settings);
+
+/// A short description of the build runner's configuration, as TOML comment lines
+/// ("# build runner: ..."), for `config check`.
+[[nodiscard]] std::string build_summary(const build::RunnerConfig& build);
+
+/// The URL the server described by `settings` is reached at: base_url when set, else
+/// http(s)://HOST:PORT from `listen` (https when tls_cert is set; a wildcard host 0.0.0.0 or
+/// [::] becomes the loopback address of its family). Fails with invalid when listen has port 0
+/// (the port is only known once the server runs) and base_url is empty.
+[[nodiscard]] Result<std::string> server_url(const Settings& settings);
 
 /// "30s", "2m", "1h", "1m30s", or a bare number of seconds -> seconds.
 [[nodiscard]] std::optional<std::chrono::seconds> parse_duration(std::string_view text);
@@ -119,9 +165,11 @@ void init_logging();
 
 /// `wheelforge serve`: runs until SIGTERM/SIGINT; prints "listening on http://HOST:PORT".
 /// Speaks the systemd protocol when run under it (READY/STATUS/WATCHDOG/RELOADING/STOPPING,
-/// socket activation). On SIGHUP it calls `reload` (if given) for fresh settings, applies
-/// what can change at runtime, and reloads the catalog.
-int serve(const Settings& settings, const std::function<Result<Settings>()>& reload = {});
+/// socket activation). On SIGHUP it calls `reload` (if given) for a fresh configuration and
+/// applies what can change at runtime (upload limit, TLS files, base_url, the build runner's
+/// [build] and [recipes] for jobs that start afterwards); a configuration with problems is
+/// not applied, and each problem is logged. Then it reloads the catalog.
+int serve(const Configuration& config, const std::function<ConfigCheck()>& reload = {});
 
 /// `wheelforge ingest`: imports files and directory trees (*.whl, *.tar.gz found in them).
 int ingest(const Settings& settings, const std::vector<std::filesystem::path>& paths);
@@ -148,11 +196,17 @@ int yank(const Settings& settings, const std::string& project,
          const std::optional<std::string>& version, const std::optional<std::string>& filename,
          const std::optional<std::string>& reason);
 
-/// `wheelforge build`: runs one build request in this process with progress on stdout;
-/// `server_url` is what {server} stands for in the torch index. Exit 0 when every job
-/// succeeded.
-int build(const Settings& settings, const core::BuildRequest& request,
-          const std::string& server_url);
+/// `wheelforge build`: runs one build request in this process. Prints each job's log path,
+/// its state changes, a live tail of its log and, at the end, each job's final state and
+/// elapsed time and the total; a terminal gets colours and a status line, anything else plain
+/// lines without control characters. SIGINT or SIGTERM cancels the build's jobs (their process
+/// trees are killed and they are recorded cancelled) and ends with 130 or 143. `server_url`
+/// (when given) is what {server} stands for in the torch index; otherwise server_url() of the
+/// settings. Exit 0 when every job succeeded, 1 when one did not, 2 on a bad request or
+/// configuration. Blocks signals SIGINT and SIGTERM for the process: call before any thread
+/// starts (it sets up logging itself).
+int build(const Configuration& config, const core::BuildRequest& request,
+          const std::optional<std::string>& server_url);
 
 /// `wheelforge delete`: removes a file from every page; its name stays reserved.
 int delete_file(const Settings& settings, const std::string& filename);

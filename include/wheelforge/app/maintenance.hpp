@@ -23,29 +23,36 @@ namespace wf::app {
 
 /// How blobs get into a backup.
 enum class BlobCopy {
-  link_or_copy,  ///< hard link when DEST is on the same filesystem, else copy
-  always_copy,   ///< independent copies (protects against damage to the original files)
+  /// Independent copies: a reflink (FICLONE: shared extents, copy-on-write) where the
+  /// filesystem can make one, else a byte copy (copy_file_range); damage to a live file after
+  /// the backup does not reach the copy.
+  copy,
+  /// Hard links where DEST is on the same filesystem (else copies): no space, no time, but a
+  /// link is the live file itself, so corruption of one is corruption of both.
+  link,
 };
 
 struct BackupOptions {
   std::filesystem::path dest;
-  BlobCopy copy = BlobCopy::link_or_copy;
+  BlobCopy copy = BlobCopy::copy;
 };
 
 struct BackupReport {
   std::size_t files = 0;
   std::size_t projects = 0;
   std::size_t tokens = 0;
-  std::size_t blobs = 0;  ///< distinct blobs written into DEST
-  std::size_t linked = 0;
-  std::size_t copied = 0;
+  std::size_t blobs = 0;      ///< distinct blobs written into DEST
+  std::size_t linked = 0;     ///< hard links (BlobCopy::link)
+  std::size_t copied = 0;     ///< independent copies, reflinks included
+  std::size_t reflinked = 0;  ///< of the copies, those made as reflinks
   std::uint64_t bytes = 0;
   std::vector<std::string> missing;  ///< sha256 of referenced blobs absent from the store
   std::vector<std::string> corrupt;  ///< sha256 of copied blobs whose bytes did not match
 };
 
 /// Writes DEST/wheelforge.db (a consistent snapshot of the catalog taken while the server may
-/// be writing), then every blob that snapshot references into DEST/blobs/, then
+/// be writing), then every blob that snapshot references into DEST/blobs/ (copied, each
+/// verified against its sha256 and fsynced, or hard-linked: see BlobCopy), then
 /// DEST/BACKUP-INFO last: a DEST without it is incomplete. DEST is a complete data directory:
 /// serving it (--data-dir DEST) restores the index as of the snapshot.
 /// Fails with conflict when DEST exists and is not an empty directory, not_found when
@@ -102,15 +109,25 @@ struct FsckReport {
   /// With repair: where each corrupt blob was moved, and the orphans removed.
   std::vector<std::filesystem::path> quarantined;
   std::vector<std::string> removed_orphans;
+  /// With repair: blobs recorded as damaged by this run (missing or corrupt); the files that
+  /// reference them are withdrawn from the index (pages, 503 at their URLs).
+  std::vector<BlobProblem> withdrawn;
+  /// Blobs recorded as damaged earlier that are intact again (restored by hand); with repair
+  /// their record was dropped and their files are served again.
+  std::vector<BlobProblem> intact_again;
 
   /// True when every referenced blob is present and intact.
   [[nodiscard]] bool clean() const { return missing.empty() && corrupt.empty(); }
 };
 
 /// Hashes every referenced blob (file and METADATA) and compares it with its name and the
-/// size its rows record; lists orphans and stray files. With repair, removes old orphans and
-/// moves corrupt blobs to DATA_DIR/quarantine/ (rows are never changed: a row whose blob is
-/// missing needs a restore from a backup or `wheelforge delete`).
+/// size its rows record; lists orphans and stray files. With repair, removes old orphans,
+/// moves corrupt blobs to DATA_DIR/quarantine/ and records every missing or corrupt blob as
+/// damaged in the catalog (Catalog::mark_damaged), so that a server on the same data
+/// directory stops offering the files that need them (it notices at its next catalog poll;
+/// their URLs answer 503 at once, as the blob is gone). Rows are never removed: ingesting the
+/// same file again heals it, or `wheelforge delete` removes it. A damaged blob found intact
+/// again (restored from a backup) is served again.
 /// Fails with not_found when data_dir holds no catalog, unavailable when another maintenance
 /// command holds the lock, io on filesystem errors.
 [[nodiscard]] Result<FsckReport> check_data_dir(const std::filesystem::path& data_dir,
@@ -127,8 +144,9 @@ int gc(const Settings& settings, const GcOptions& options);
 /// that removes them; 0 when clean, 1 when problems remain, 2 when the check could not run.
 int fsck(const Settings& settings, const FsckOptions& options);
 
-/// `wheelforge config check`: prints the effective configuration as TOML and returns 0, or
-/// prints every problem (one per line, on stderr) and returns 2.
+/// `wheelforge config check`: prints the effective configuration as TOML (the build runner's
+/// as comment lines) and returns 0, or prints every problem, those of the build host included
+/// (one per line, on stderr), and returns 2.
 int config_check(const std::optional<std::filesystem::path>& config_file,
                  const Overrides& overrides);
 

@@ -1,38 +1,68 @@
 #pragma once
-// Giving a built wheel a local version label (DOMAIN.md §4), for packages whose build cannot
-// set the label itself. Part of the archive module, the only one that touches libarchive.
+// Rewriting a built wheel's name and tags: its local version label (DOMAIN.md §4), for packages
+// whose build cannot set the label itself; its PEP 427 build tag, for rebuilds of a file name
+// that is already published; its platform tags, for a `linux_x86_64` wheel whose binaries
+// qualify for a manylinux tag (core/manylinux.hpp). Part of the archive module, the only one
+// that touches libarchive.
 
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "wheelforge/archive/reader.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::archive {
 
-/// Writes a copy of `wheel` whose version is `{public version}+{label}` into `out_dir`
-/// (created when missing) and returns the new file's path. `new_local_label` may start with
-/// '+'; it is normalized (lower case, '-' and '_' as '.') and must then match
-/// `[a-z0-9]+(\.[a-z0-9]+)*`. A local label the wheel already has is replaced.
+/// What rewrite_wheel changes; every field left empty keeps what the wheel has.
+struct WheelChanges {
+  /// The new local version label (`cu128torch2.8`, may start with '+'), replacing any the wheel
+  /// has. Normalized (lower case, '-' and '_' as '.'); must then match
+  /// `[a-z0-9]+(\.[a-z0-9]+)*`.
+  std::optional<std::string> local_label;
+  /// The new PEP 427 build tag (`1`, `2`, ...; a digit, then letters, digits, '_' and '.'):
+  /// goes into the file name and into WHEEL's `Build:` line, replacing any the wheel has.
+  std::optional<std::string> build_tag;
+  /// The new platform tags, replacing the whole platform tag set (`{"manylinux_2_28_x86_64"}`,
+  /// or `{"manylinux_2_17_x86_64", "manylinux2014_x86_64"}`): in this order in the file name
+  /// (joined by '.') and in WHEEL's `Tag:` lines. Each is letters, digits and '_' (PEP 425
+  /// platform tags are lower case: `linux_x86_64`, `manylinux_2_28_aarch64`); no duplicates.
+  std::optional<std::vector<std::string>> platform_tags;
+};
+
+/// Writes a copy of `wheel` with `changes` applied into `out_dir` (created when missing), in one
+/// pass, and returns the new file's path.
 ///
-/// The copy has: the file name `{name}-{version}(-{build})?-{py}-{abi}-{plat}.whl` with the
-/// name PEP 503-normalized and '-' escaped as '_', the version PEP 440-normalized, the build
-/// and compressed tags as in the old name; `.dist-info/` and `.data/` directories renamed to
-/// `{name}-{version}`; the `Version:` line of METADATA rewritten (every other byte kept); WHEEL
-/// unchanged when its `Tag:` lines are the file name's expanded tags, otherwise those lines
-/// replaced by them; a RECORD listing every file with its sha256 and size (RECORD itself
-/// with neither; RECORD.jws and RECORD.p7s, which the change invalidates, are dropped). Other
-/// members keep their bytes, order, modes and times; `.dist-info` members come last, RECORD
-/// at the very end; files are deflated. The file appears under its final name only when
-/// complete (temp file, fsync, rename): a failure leaves nothing in `out_dir`. A file of the
-/// same name there is replaced. Blocks on file I/O.
+/// The copy has: the file name `{name}-{version}(-{build})?-{py}-{abi}-{plat}.whl` with the name
+/// PEP 503-normalized and '-' escaped as '_', the version PEP 440-normalized (with the new label,
+/// if any), the build tag and platform tags new or as in the old name, the python and ABI tags
+/// as in the old name; `.dist-info/` and `.data/` directories renamed to `{name}-{version}`;
+/// the `Version:` line of METADATA rewritten when the label changes (every other byte kept,
+/// METADATA untouched otherwise); WHEEL unchanged when its `Tag:` lines are the new file name's
+/// expanded tags and its `Build:` line agrees, otherwise those lines replaced (Tag lines where
+/// the first one was, `Build:` in place or added after the last line); a RECORD listing every
+/// file with its sha256 and size (RECORD itself with neither; RECORD.jws and RECORD.p7s, which
+/// the change invalidates, are dropped). Other members keep their bytes, order, modes and times;
+/// `.dist-info` members come last, RECORD at the very end; files are deflated. The file appears
+/// under its final name only when complete (temp file, fsync, rename): a failure leaves nothing
+/// in `out_dir`. A file of the same name there is replaced. The new file name must parse as a
+/// wheel's (core::parse_dist_filename). Blocks on file I/O.
 ///
-/// Fails with Errc::invalid when the label is invalid, the file name is not a wheel's, the
-/// wheel fails read_wheel's checks (layout, names, .dist-info), a member name is not UTF-8 (the
-/// copy's names carry the zip UTF-8 flag), METADATA's Name or public Version contradicts the
-/// file name, METADATA does not have exactly one Version header, WHEEL is not a version-1 WHEEL
+/// Fails with Errc::invalid when the label, build tag or a platform tag is invalid, the new file
+/// name is not valid, the file name is not a wheel's, the wheel fails read_wheel's checks
+/// (layout, names, .dist-info), a member name is not UTF-8 (the copy's names carry the zip
+/// UTF-8 flag), METADATA's Name or public Version contradicts the file name, METADATA does not
+/// have exactly one Version header (when the label changes), WHEEL is not a version-1 WHEEL
 /// file, a member is neither a file nor a directory, two members would get the same name, or
 /// member data is damaged; with Errc::io or Errc::storage_full when reading or writing fails.
+[[nodiscard]] Result<std::filesystem::path> rewrite_wheel(const std::filesystem::path& wheel,
+                                                          const WheelChanges& changes,
+                                                          const std::filesystem::path& out_dir,
+                                                          const Limits& limits = {});
+
+/// rewrite_wheel with only a new local label (see WheelChanges::local_label).
 [[nodiscard]] Result<std::filesystem::path> retag_wheel(const std::filesystem::path& wheel,
                                                         std::string_view new_local_label,
                                                         const std::filesystem::path& out_dir,

@@ -67,6 +67,13 @@ struct BlobRef {
   std::uint64_t size = 0;  ///< the size the row records for this blob
 };
 
+/// A blob that `fsck --repair` found damaged (corrupt: moved to quarantine, or missing).
+struct DamagedBlob {
+  std::string sha256;
+  std::string detail;  ///< what was wrong, e.g. "content has sha256 ..."
+  Micros found_at = 0;
+};
+
 class Catalog {
  public:
   /// What insert_file() did, and the row stored under the name.
@@ -83,7 +90,8 @@ class Catalog {
   /// `publish` runs inside the transaction, after the name was found free and before the row
   /// is written: the caller publishes the file's blobs there, so that concurrent uploads of one
   /// name (from any process) never publish a blob that no row will reference. A failing
-  /// `publish` aborts the insert with its error.
+  /// `publish` aborts the insert with its error. Blobs published anew are intact: damage
+  /// records of the file's two blobs are dropped.
   [[nodiscard]] virtual Result<Inserted> insert_file(
       const NewFile& file, const std::function<Status()>& publish = {}) = 0;
 
@@ -137,6 +145,31 @@ class Catalog {
   /// Every blob a file row references: one entry per row and role (file bytes, METADATA),
   /// sorted by file name, read in one transaction. Deleted files reference nothing.
   [[nodiscard]] virtual Result<std::vector<BlobRef>> referenced_blobs() = 0;
+
+  /// Heals a damaged file with its own bytes: in one write transaction, checks that
+  /// `filename` is recorded with `sha256`, runs `publish` (the caller publishes the file's
+  /// blobs again there) and drops the damage records of the file's blobs, which bumps the
+  /// generation. Returns the row (no longer damaged). Errc::not_found when no such row,
+  /// conflict when it holds other bytes; a failing `publish` changes nothing.
+  [[nodiscard]] virtual Result<core::FileRecord> restore_file(
+      std::string_view filename, std::string_view sha256,
+      const std::function<Status()>& publish) = 0;
+
+  /// Records a damaged blob (fsck --repair): the files that reference it disappear from every
+  /// page and their URLs answer 503. `quarantine` runs first inside the write transaction, so
+  /// that no upload publishes the blob meanwhile; it moves the blob aside and returns false
+  /// when the blob turned out to be fine (then nothing is recorded). Returns whether the
+  /// blob was recorded; the generation moves when it was.
+  [[nodiscard]] virtual Result<bool> mark_damaged(
+      std::string_view sha256, std::string_view detail,
+      const std::function<Result<bool>()>& quarantine) = 0;
+
+  /// Drops the damage records of these blobs (found intact again, e.g. restored from a
+  /// backup). The generation moves when a record was dropped.
+  [[nodiscard]] virtual Status clear_damaged(const std::vector<std::string>& sha256s) = 0;
+
+  /// Every damaged blob, sorted by sha256.
+  [[nodiscard]] virtual Result<std::vector<DamagedBlob>> damaged_blobs() = 0;
 
   /// Writes a consistent copy of the whole catalog into the new file `dest` while other
   /// processes keep reading and writing (SQLite online backup from one read transaction).

@@ -30,6 +30,9 @@ struct FileRecord {
   WheelTags tags;  ///< wheels only
   /// What the local version label and the requirements say about torch/CUDA/ABI.
   VariantHints hints;
+  /// Its file or METADATA blob was found damaged (corrupt or missing) by `fsck --repair`:
+  /// not listed anywhere, its URLs answer 503 until the same bytes are ingested again.
+  bool damaged = false;
 };
 
 /// Who may upload new files to a project besides admins. A project is claimed by the token

@@ -27,6 +27,7 @@ struct Limits {
 enum class Outcome {
   stored,     ///< new file published
   identical,  ///< same name and bytes already present: nothing changed
+  restored,   ///< same name and bytes as a damaged file (see fsck): its blobs published again
 };
 
 struct Ingested {
@@ -50,12 +51,15 @@ class Ingestor {
   void set_max_file_size(std::uint64_t bytes) { max_file_size_.store(bytes); }
   [[nodiscard]] store::BlobStore& store() { return store_; }
 
-  /// Validates a finished temp file uploaded under `filename` and publishes it.
+  /// Validates a finished temp file uploaded under `filename` and publishes it. The same
+  /// bytes as a damaged file (core::FileRecord::damaged) heal it: Outcome::restored.
   /// Errors: invalid (bad name, archive or metadata: every problem listed), conflict (the
   /// name exists with other bytes; message starts "File already exists"), too_large,
-  /// storage_full, io, forbidden (the project is claimed by another uploader; see
-  /// core/claims.hpp). On any error nothing is left behind: the temp file is removed, no
-  /// row is written. `uploader` defaults to an admin (local commands, the build runner).
+  /// forbidden (the project is claimed by another uploader; see core/claims.hpp), and the
+  /// server's own: storage_full, unavailable (the data directory is not writable), io (a
+  /// storage fault such as EIO). On any error nothing is left behind: the temp file is
+  /// removed, no blob is published, no row is written. `uploader` defaults to an admin (local
+  /// commands, the build runner).
   [[nodiscard]] Result<Ingested> ingest(store::TempFile temp, std::string_view filename,
                                         const core::Uploader& uploader = {});
 

@@ -25,14 +25,42 @@ struct VersionFiles {
 [[nodiscard]] std::string render_variants(std::string_view project,
                                           std::span<const VersionFiles> versions);
 
-/// GET /api/resolve: which view fits an installed torch, and the pip line that uses it.
+/// GET /api/resolve: which view fits an installed torch, and the install commands that use it.
 struct Resolution {
   std::string torch;  ///< as given (torch.__version__)
   core::ViewSelector selector;
-  std::string base_url;  ///< "http://host:port"
+  std::string backend_source;  ///< core::backend_source_name of how the backend was chosen
+  std::string base_url;        ///< "http://host:port"
   std::optional<std::string> project;
-  std::vector<std::string> notes;  ///< caveats, e.g. no CUDA label in the torch version
+  /// The newest version of the project with a wheel in the view (not yanked where one is).
+  std::optional<std::string> version;
+  std::vector<std::string> notes;  ///< caveats, e.g. an assumed CUDA version
 };
+
+/// The answer: view, index URL and the pip and uv lines. Every line pins the version (or
+/// says PROJECT==VERSION when no project was named) and names the project in --only-binary, so
+/// that pip never falls back to building an sdist of another version from another index.
 [[nodiscard]] std::string render_resolution(const Resolution& r);
+
+/// The pip arguments that install `requirement` of `project` from `index_url`:
+/// "--extra-index-url URL --only-binary PROJECT PROJECT==VERSION". Shared by every install
+/// command wheelforge prints.
+[[nodiscard]] std::string pip_install_args(std::string_view index_url, std::string_view project,
+                                           std::string_view version);
+
+/// Builds of a project that exist for one torch/backend/ABI combination (a "cell").
+struct NearbyBuilds {
+  core::ViewSelector view;            ///< the cell, which is also the view that lists them
+  std::vector<std::string> versions;  ///< public versions with a wheel there, newest first
+  std::vector<std::string> python;    ///< python tags of those wheels, sorted
+};
+
+/// The 404 of /api/resolve when the project has no wheel in the resolved view: the resolution
+/// (without commands), `message`, and the nearest cells that do have builds.
+[[nodiscard]] std::string render_no_build(const Resolution& r, std::string_view message,
+                                          std::span<const NearbyBuilds> nearest);
+
+/// {"error": message} for the API's other refusals.
+[[nodiscard]] std::string render_api_error(std::string_view message);
 
 }  // namespace wf::render

@@ -54,8 +54,11 @@ class Snapshot {
   [[nodiscard]] std::size_t file_count() const { return file_count_; }
   [[nodiscard]] std::size_t project_count() const { return projects_.size(); }
 
-  /// The file with this exact name, or nullptr.
+  /// The file with this exact name, or nullptr. Damaged files are not found here (nor listed
+  /// on any page): see find_damaged().
   [[nodiscard]] const core::FileRecord* find_file(std::string_view filename) const;
+  /// The damaged file (FileRecord::damaged) with this exact name, or nullptr.
+  [[nodiscard]] const core::FileRecord* find_damaged(std::string_view filename) const;
   /// The project with this normalized name, or nullptr.
   [[nodiscard]] const core::ProjectRecord* find_project(std::string_view normalized) const;
 
@@ -110,6 +113,7 @@ class Snapshot {
   std::vector<std::shared_ptr<const ProjectData>> projects_;  // sorted by name
   std::size_t file_count_ = 0;
   std::unordered_map<std::string_view, const core::FileRecord*> file_by_name_;
+  std::unordered_map<std::string_view, const core::FileRecord*> damaged_by_name_;
   std::unordered_map<std::string_view, std::size_t> project_by_name_;
   /// Indices into the project's files chosen for a view.
   std::vector<std::size_t> select(const core::ViewSelector& view, std::size_t project) const;

@@ -8,6 +8,10 @@
 // Batch writers defer those syncs (Sync::deferred) and make a whole batch durable with one
 // flush() before they record it anywhere.
 // Every function blocks on the filesystem: call from worker threads.
+//
+// Errors are the server's, never the client's: storage_full on ENOSPC/EDQUOT; unavailable when
+// this process may not write the data directory (read-only filesystem, permissions), with a
+// message naming the directory; io for any other fault (EIO above all).
 
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +26,11 @@
 namespace wf::store {
 
 class BlobStore;
+
+/// The store's own wording of a filesystem error under `data_dir`: an unavailable error
+/// (read-only, permission denied) names the data directory and what the administrator must
+/// do; other errors are returned as they are.
+[[nodiscard]] Error store_error(const std::filesystem::path& data_dir, Error error);
 
 /// When a write is made durable.
 enum class Sync {
@@ -40,15 +49,17 @@ class TempFile {
   TempFile& operator=(const TempFile&) = delete;
   ~TempFile();
 
-  /// Appends bytes. Fails with storage_full on ENOSPC/EDQUOT, io otherwise.
+  /// Appends bytes. Fails with storage_full on ENOSPC/EDQUOT, unavailable when the data
+  /// directory is not writable, io otherwise.
   [[nodiscard]] Status write(const void* data, std::size_t size);
   /// write() in two halves for callers that store and hash a chunk on two threads at once
   /// (they touch disjoint state): every chunk goes through both, in the same order, and
   /// neither runs concurrently with itself or with write() or finish().
   [[nodiscard]] Status write_unhashed(const void* data, std::size_t size);
   void hash(const void* data, std::size_t size);
-  /// fsyncs the data (unless deferred) and fixes the digest. Must be called once before
-  /// commit().
+  /// fsyncs the data (unless deferred) and fixes the digest. Must succeed before commit()
+  /// and before sha256() means anything: after a failure (io on EIO) the file's content on
+  /// disk is unknown.
   [[nodiscard]] Status finish(Sync sync = Sync::now);
 
   [[nodiscard]] std::uint64_t size() const { return size_; }
@@ -58,10 +69,11 @@ class TempFile {
 
  private:
   friend class BlobStore;
-  TempFile(std::filesystem::path path, UniqueFd fd);
+  TempFile(std::filesystem::path path, UniqueFd fd, std::filesystem::path data_dir);
   void discard();
 
   std::filesystem::path path_;
+  std::filesystem::path data_dir_;  ///< for error messages
   UniqueFd fd_;
   std::unique_ptr<crypto::Hasher> hasher_;
   std::uint64_t size_ = 0;
@@ -81,11 +93,17 @@ class BlobStore {
   [[nodiscard]] Result<TempFile> create_temp() const;
 
   /// Publishes a finished temp file under its sha256 (idempotent: an existing blob with the
-  /// same hash is kept and the temp file dropped). Returns the blob path.
+  /// same hash is replaced by the same bytes). Returns the blob path. When the rename worked
+  /// but the directory could not be synced, a blob that did not exist before is removed again.
   [[nodiscard]] Result<std::filesystem::path> commit(TempFile temp, Sync sync = Sync::now) const;
 
   /// Stores small bytes (e.g. METADATA) as a blob; returns their sha256.
   [[nodiscard]] Result<std::string> put(std::string_view bytes, Sync sync = Sync::now) const;
+
+  /// Removes a blob that the caller published a moment ago, inside the catalog transaction
+  /// that published it and before any row references it: undoes the publish of a file that
+  /// could not be recorded. Never use it on a blob that a row may reference.
+  [[nodiscard]] Status withdraw(std::string_view sha256) const;
 
   /// Makes every deferred write durable: one syncfs() of the filesystem holding the store,
   /// which also writes back other dirty files of that filesystem. Fails with io.
@@ -100,6 +118,7 @@ class BlobStore {
   /// This process's temp session directory (inside DATA_DIR/tmp/).
   [[nodiscard]] const std::filesystem::path& tmp_dir() const { return tmp_dir_; }
   [[nodiscard]] const std::filesystem::path& blobs_dir() const { return blobs_dir_; }
+  [[nodiscard]] const std::filesystem::path& data_dir() const { return data_dir_; }
 
   BlobStore(const BlobStore&) = delete;
   BlobStore& operator=(const BlobStore&) = delete;
@@ -107,9 +126,14 @@ class BlobStore {
   ~BlobStore();
 
  private:
-  BlobStore(std::filesystem::path blobs, std::filesystem::path tmp, UniqueFd lock)
-      : blobs_dir_(std::move(blobs)), tmp_dir_(std::move(tmp)), lock_(std::move(lock)) {}
+  BlobStore(std::filesystem::path data_dir, std::filesystem::path blobs, std::filesystem::path tmp,
+            UniqueFd lock)
+      : data_dir_(std::move(data_dir)),
+        blobs_dir_(std::move(blobs)),
+        tmp_dir_(std::move(tmp)),
+        lock_(std::move(lock)) {}
 
+  std::filesystem::path data_dir_;
   std::filesystem::path blobs_dir_;
   std::filesystem::path tmp_dir_;
   UniqueFd lock_;

@@ -27,6 +27,12 @@ struct Site {
 [[nodiscard]] std::string render_home(const snapshot::Snapshot& snap, const Site& site,
                                       std::string_view query);
 
+/// The shell one-liner that asks /api/resolve which view and pip line fit the torch of the
+/// Python on PATH: it sends torch.__version__, torch.version.cuda, torch.version.hip and the
+/// C++ ABI, and curl prints the answer (also a 404's JSON with the nearest builds). `project`
+/// goes in as given ("PROJECT" for a placeholder).
+[[nodiscard]] std::string resolve_command(std::string_view base_url, std::string_view project);
+
 /// What the picker of a project page asks for; values not on the project's axes are ignored.
 struct Selection {
   std::string version;  ///< public version; empty: the latest

@@ -11,7 +11,13 @@
 
 namespace wf {
 
-/// Maps errno to an Error: ENOSPC/EDQUOT -> storage_full, everything else -> io.
+/// What kind of failure an errno value is: ENOSPC/EDQUOT -> storage_full; EROFS/EACCES/EPERM
+/// -> unavailable (this process may not write there: a read-only filesystem or permissions,
+/// which only an administrator can change); everything else (EIO above all) -> io. None of
+/// them is a client's fault.
+[[nodiscard]] Errc errno_code(int err);
+
+/// An Error with errno_code(err) and the message "<what>: <strerror(err)>".
 [[nodiscard]] Error errno_error(int err, std::string_view what);
 
 /// fsync(2) on a directory so that a rename inside it is durable.

@@ -141,7 +141,7 @@ TEST_F(MaintenanceTest, BackupCopiesTheCatalogAndTheBlobsItReferences) {
   const auto orphan = add_orphan("nobody");
 
   const fs::path dest = root_ / "backup";
-  auto report = backup_data_dir(data_, BackupOptions{dest, BlobCopy::link_or_copy});
+  auto report = backup_data_dir(data_, BackupOptions{dest, BlobCopy::link});
   ASSERT_TRUE(report) << report.error().message;
   EXPECT_EQ(report->files, 2U);
   EXPECT_EQ(report->projects, 1U);
@@ -182,16 +182,29 @@ TEST_F(MaintenanceTest, BackupCopiesTheCatalogAndTheBlobsItReferences) {
   EXPECT_TRUE(fsck_report->orphans.empty());
 }
 
-TEST_F(MaintenanceTest, BackupCanCopyInsteadOfLinking) {
+TEST_F(MaintenanceTest, BackupCopiesByDefault) {
   const auto a = add_file("demo-1.0-py3-none-any.whl", "wheel bytes", "Name: demo\n");
   const fs::path dest = root_ / "backup";
-  auto report = backup_data_dir(data_, BackupOptions{dest, BlobCopy::always_copy});
+  BackupOptions options;
+  options.dest = dest;
+  EXPECT_EQ(options.copy, BlobCopy::copy);
+  auto report = backup_data_dir(data_, options);
   ASSERT_TRUE(report) << report.error().message;
   EXPECT_EQ(report->copied, 2U);
+  EXPECT_LE(report->reflinked, report->copied);  // reflinks where the filesystem can
   EXPECT_EQ(report->linked, 0U);
   const fs::path copy = dest / fs::relative(blob(a.sha256), data_);
   EXPECT_EQ(read_all(copy), "wheel bytes");
   EXPECT_NE(inode_of(copy), inode_of(blob(a.sha256)));
+  struct stat st {};
+  ASSERT_EQ(::stat(blob(a.sha256).c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 1U);
+  const std::string info = read_all(dest / "BACKUP-INFO");
+  EXPECT_NE(info.find("copied = 2\n"), std::string::npos) << info;
+  EXPECT_NE(info.find("hardlinked = 0\n"), std::string::npos) << info;
+  // Damage to the live file after the backup does not reach the copy.
+  overwrite(blob(a.sha256), "wheel bytez");
+  EXPECT_EQ(read_all(copy), "wheel bytes");
   EXPECT_EQ(fs::status(copy).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
 }
@@ -201,24 +214,24 @@ TEST_F(MaintenanceTest, BackupRefusesANonEmptyDestinationAndAMissingDataDirector
   const fs::path dest = root_ / "backup";
   fs::create_directories(dest);
   std::ofstream(dest / "something") << "x";
-  auto report = backup_data_dir(data_, BackupOptions{dest, BlobCopy::link_or_copy});
+  auto report = backup_data_dir(data_, BackupOptions{dest, BlobCopy::link});
   ASSERT_FALSE(report);
   EXPECT_EQ(report.error().code, Errc::conflict);
   EXPECT_FALSE(fs::exists(dest / "wheelforge.db"));
 
   std::ofstream(root_ / "a-file") << "x";
-  report = backup_data_dir(data_, BackupOptions{root_ / "a-file", BlobCopy::link_or_copy});
+  report = backup_data_dir(data_, BackupOptions{root_ / "a-file", BlobCopy::link});
   ASSERT_FALSE(report);
   EXPECT_EQ(report.error().code, Errc::conflict);
 
-  report = backup_data_dir(root_ / "typo", BackupOptions{root_ / "b2", BlobCopy::link_or_copy});
+  report = backup_data_dir(root_ / "typo", BackupOptions{root_ / "b2", BlobCopy::link});
   ASSERT_FALSE(report);
   EXPECT_EQ(report.error().code, Errc::not_found);
   EXPECT_FALSE(fs::exists(root_ / "typo" / "wheelforge.db"));
 
   // An existing empty directory is fine.
   fs::create_directories(root_ / "empty");
-  EXPECT_TRUE(backup_data_dir(data_, BackupOptions{root_ / "empty", BlobCopy::link_or_copy}));
+  EXPECT_TRUE(backup_data_dir(data_, BackupOptions{root_ / "empty", BlobCopy::link}));
 }
 
 TEST_F(MaintenanceTest, BackupReportsMissingAndCorruptBlobs) {
@@ -226,7 +239,7 @@ TEST_F(MaintenanceTest, BackupReportsMissingAndCorruptBlobs) {
   const auto b = add_file("demo-2.0-py3-none-any.whl", "other bytes", "Name: demo\nV: 2\n");
   fs::remove(blob(a.sha256));
   overwrite(blob(b.sha256), "Other bytes");
-  auto report = backup_data_dir(data_, BackupOptions{root_ / "backup", BlobCopy::always_copy});
+  auto report = backup_data_dir(data_, BackupOptions{root_ / "backup", BlobCopy::copy});
   ASSERT_TRUE(report) << report.error().message;
   EXPECT_EQ(report->missing, std::vector<std::string>{a.sha256});
   EXPECT_EQ(report->corrupt, std::vector<std::string>{b.sha256});
@@ -326,9 +339,19 @@ TEST_F(MaintenanceTest, FsckFindsMissingCorruptAndOrphanBlobs) {
   EXPECT_TRUE(fs::exists(blob(orphan)));
   EXPECT_TRUE(fs::exists(blob(bad.sha256)));
 
+  auto generation = catalog_->generation();
+  ASSERT_TRUE(generation);
   auto repaired = check_data_dir(data_, FsckOptions{true, seconds{0}});
   ASSERT_TRUE(repaired) << repaired.error().message;
   EXPECT_FALSE(repaired->clean());  // the rows still lack their blobs
+  // Both damaged blobs are recorded: a server stops offering their files.
+  ASSERT_EQ(repaired->withdrawn.size(), 2U);
+  EXPECT_GT(*catalog_->generation(), *generation);
+  auto contents = catalog_->load();
+  ASSERT_TRUE(contents);
+  for (const auto& f : contents->files) {
+    EXPECT_EQ(f.damaged, f.filename != "demo-1.0-py3-none-any.whl") << f.filename;
+  }
   ASSERT_EQ(repaired->quarantined.size(), 1U);
   EXPECT_EQ(repaired->quarantined[0].parent_path(), data_ / "quarantine");
   EXPECT_EQ(read_all(repaired->quarantined[0]), "other bytez");
@@ -342,11 +365,45 @@ TEST_F(MaintenanceTest, FsckFindsMissingCorruptAndOrphanBlobs) {
   ASSERT_TRUE(after);
   EXPECT_EQ(after->missing.size(), 2U);
   EXPECT_TRUE(after->corrupt.empty());
+  EXPECT_NE(after->missing[0].detail.find("found damaged earlier"), std::string::npos);
+  // A second repair records nothing new.
+  generation = catalog_->generation();
+  auto again = check_data_dir(data_, FsckOptions{true, seconds{0}});
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->withdrawn.empty());
+  EXPECT_EQ(*catalog_->generation(), *generation);
   ASSERT_TRUE(catalog_->delete_file("demo-2.0-py3-none-any.whl"));
   ASSERT_TRUE(catalog_->delete_file("demo-3.0-py3-none-any.whl"));
   after = check_data_dir(data_, FsckOptions{false, seconds{0}});
   ASSERT_TRUE(after);
   EXPECT_TRUE(after->clean());
+  // The records of blobs no file needs any more go with the next repair.
+  EXPECT_EQ(catalog_->damaged_blobs()->size(), 2U);
+  ASSERT_TRUE(check_data_dir(data_, FsckOptions{true, seconds{0}}));
+  EXPECT_TRUE(catalog_->damaged_blobs()->empty());
+}
+
+TEST_F(MaintenanceTest, ABlobRestoredByHandIsServedAgainAfterRepair) {
+  const auto a = add_file("demo-1.0-py3-none-any.whl", "wheel bytes", "Name: demo\n");
+  overwrite(blob(a.sha256), "wheel bytez");
+  auto repaired = check_data_dir(data_, FsckOptions{true, seconds{0}});
+  ASSERT_TRUE(repaired) << repaired.error().message;
+  ASSERT_EQ(repaired->quarantined.size(), 1U);
+  EXPECT_TRUE((*catalog_->find_file("demo-1.0-py3-none-any.whl"))->damaged);
+
+  // The good bytes are copied back (from a backup): the blob store alone does not heal.
+  ASSERT_TRUE(store_->put("wheel bytes"));
+  auto check = check_data_dir(data_, FsckOptions{false, seconds{0}});
+  ASSERT_TRUE(check);
+  EXPECT_TRUE(check->clean());
+  ASSERT_EQ(check->intact_again.size(), 1U);
+  EXPECT_EQ(check->intact_again[0].sha256, a.sha256);
+  EXPECT_TRUE((*catalog_->find_file("demo-1.0-py3-none-any.whl"))->damaged);
+  auto healed = check_data_dir(data_, FsckOptions{true, seconds{0}});
+  ASSERT_TRUE(healed);
+  EXPECT_EQ(healed->intact_again.size(), 1U);
+  EXPECT_FALSE((*catalog_->find_file("demo-1.0-py3-none-any.whl"))->damaged);
+  EXPECT_TRUE(catalog_->damaged_blobs()->empty());
 }
 
 TEST_F(MaintenanceTest, FsckComparesTheRecordedSize) {

@@ -46,10 +46,17 @@ class SettingsTest : public ::testing::Test {
     return p;
   }
 
-  /// The problems reported, or a failure when the settings loaded.
-  static std::vector<std::string> problems_of(const SettingsCheck& c) {
-    EXPECT_FALSE(c.settings.has_value());
+  /// The problems reported, or a failure when the configuration loaded.
+  static std::vector<std::string> problems_of(const ConfigCheck& c) {
+    EXPECT_FALSE(c.config.has_value());
     return c.problems;
+  }
+
+  /// The settings part of the one loader.
+  static Result<Settings> load_settings(const std::optional<fs::path>& file, const Overrides& o) {
+    auto c = load_configuration(file, o);
+    if (!c) return c.error();
+    return std::move(c->settings);
   }
 
   static bool has_problem_starting(const std::vector<std::string>& problems,
@@ -116,7 +123,7 @@ max_connections = 0
 shutdown_grace = "2d"
 access_log = "maybe"
 )");
-  const auto problems = problems_of(check_settings(path, {}));
+  const auto problems = problems_of(check_configuration(path, {}));
   EXPECT_EQ(problems.size(), 9U);
   for (const char* name :
        {"data_dir: ", "listen: invalid port in 'x:99999'", "max_upload_size: expected a size",
@@ -128,7 +135,7 @@ access_log = "maybe"
   // Each problem says where the value came from.
   for (const auto& p : problems) EXPECT_NE(p.find(path.string()), std::string::npos) << p;
 
-  // load_settings reports the same problems in one error.
+  // load_configuration reports the same problems in one error.
   auto s = load_settings(path, {});
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().code, Errc::invalid);
@@ -144,7 +151,7 @@ TEST_F(SettingsTest, EveryInvalidEnvironmentValueIsReportedByName) {
       {"WHEELFORGE_SHUTDOWN_GRACE", "2h"},    {"WHEELFORGE_ACCESS_LOG", "perhaps"},
   };
   for (const auto& [var, value] : bad) ::setenv(var, value, 1);
-  const auto problems = problems_of(check_settings(std::nullopt, {}));
+  const auto problems = problems_of(check_configuration(std::nullopt, {}));
   EXPECT_EQ(problems.size(), bad.size());
   for (const char* name :
        {"listen: ", "max_upload_size: ", "worker_threads: ", "read_timeout: ", "idle_timeout: ",
@@ -167,7 +174,7 @@ TEST_F(SettingsTest, EveryInvalidFlagIsReportedByName) {
   o.max_connections = "1000001";
   o.shutdown_grace = "";
   o.access_log = "2";
-  const auto problems = problems_of(check_settings(std::nullopt, o));
+  const auto problems = problems_of(check_configuration(std::nullopt, o));
   EXPECT_EQ(problems.size(), 9U);
   for (const char* prefix :
        {"data_dir: must not be empty (from --data-dir)",
@@ -179,7 +186,7 @@ TEST_F(SettingsTest, EveryInvalidFlagIsReportedByName) {
 }
 
 TEST_F(SettingsTest, UnknownKeysWrongTypesAndSyntaxErrorsAreProblems) {
-  auto problems = problems_of(check_settings(write_config(R"(
+  auto problems = problems_of(check_configuration(write_config(R"(
 listen = 8080
 worker_threads = "4"
 access_log = 1
@@ -187,7 +194,7 @@ colour = "blue"
 [server]
 port = 1
 )"),
-                                             {}));
+                                                  {}));
   EXPECT_EQ(problems.size(), 5U);
   EXPECT_TRUE(has_problem_starting(problems, "listen: expected a string"));
   EXPECT_TRUE(has_problem_starting(problems, "worker_threads: expected an integer"));
@@ -195,7 +202,7 @@ port = 1
   EXPECT_TRUE(has_problem_starting(problems, "unknown setting 'colour'"));
   EXPECT_TRUE(has_problem_starting(problems, "unknown setting 'server'"));
 
-  problems = problems_of(check_settings(write_config("listen = \"unterminated\n"), {}));
+  problems = problems_of(check_configuration(write_config("listen = \"unterminated\n"), {}));
   ASSERT_EQ(problems.size(), 1U);
   EXPECT_TRUE(
       has_problem_starting(problems, "config: " + (dir_ / "wheelforge.toml").string() + ":1:"))
@@ -206,7 +213,7 @@ TEST_F(SettingsTest, FileProblemsAndFlagProblemsAreReportedTogether) {
   Overrides o;
   o.worker_threads = "100";
   const auto problems =
-      problems_of(check_settings(write_config("listen = \"x:99999\"\nfoo = 1\n"), o));
+      problems_of(check_configuration(write_config("listen = \"x:99999\"\nfoo = 1\n"), o));
   EXPECT_EQ(problems.size(), 3U);
   EXPECT_TRUE(has_problem_starting(problems, "listen: "));
   EXPECT_TRUE(has_problem_starting(problems, "unknown setting 'foo'"));

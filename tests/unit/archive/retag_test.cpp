@@ -4,10 +4,8 @@
 #include <archive_entry.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "archive/shell.hpp"
 #include "archive/zip_builder.hpp"
 #include "wheelforge/archive/reader.hpp"
 #include "wheelforge/crypto/digest.hpp"
@@ -29,6 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 using fixtures::build_zip;
 using fixtures::Compression;
+using fixtures::quote;
+using fixtures::shell;
 using fixtures::ZipEntry;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -81,6 +82,13 @@ std::vector<Member> read_members(const fs::path& path) {
     out.push_back(std::move(m));
   }
   return out;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 std::vector<std::string> names(const std::vector<Member>& members) {
@@ -160,22 +168,6 @@ void verify_record(const std::vector<Member>& members, std::string_view dist_inf
     EXPECT_EQ(it->second.second, std::to_string(m.data.size())) << m.name;
   }
   EXPECT_EQ(listed.size(), files);
-}
-
-// Runs a shell command; returns its exit status and its output.
-std::pair<int, std::string> shell(const std::string& command) {
-  std::string output;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  char buffer[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-std::string quote(const fs::path& p) {
-  return "'" + p.string() + "'";
 }
 
 class RetagTest : public ::testing::Test {
@@ -461,6 +453,154 @@ TEST_F(RetagTest, OutputDependsOnlyOnTheInput) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Build tags and platform tags (rewrite_wheel)
+
+TEST_F(RetagTest, SetsABuildTag) {
+  const fs::path in = demo_wheel("1.0+cu128torch2.8");
+  WheelChanges changes;
+  changes.build_tag = "1";
+  auto result = rewrite_wheel(in, changes, out_);
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->filename(), "demo_pkg-1.0+cu128torch2.8-1-cp311-cp311-linux_x86_64.whl");
+  const std::string dist_info = "demo_pkg-1.0+cu128torch2.8.dist-info";
+  const auto members = read_members(*result);
+  // The version does not change: METADATA keeps every byte.
+  EXPECT_EQ(find(members, dist_info + "/METADATA")->data, metadata_for("1.0+cu128torch2.8"));
+  EXPECT_EQ(find(members, dist_info + "/WHEEL")->data, kWheelFile + "Build: 1\n");
+  verify_record(members, dist_info);
+  EXPECT_TRUE(read_wheel(*result, "demo_pkg", "1.0+cu128torch2.8"));
+}
+
+TEST_F(RetagTest, ReplacesABuildTag) {
+  const std::string stem = "demo_pkg-1.0";
+  const fs::path in =
+      write(stem + "-2-py3-none-any.whl",
+            {{stem + ".dist-info/METADATA", metadata_for("1.0")},
+             {stem + ".dist-info/WHEEL",
+              "Wheel-Version: 1.0\r\nBuild: 2\r\nTag: py3-none-any\r\nBuild: 2\r\n"}});
+  WheelChanges changes;
+  changes.build_tag = "3a";
+  auto result = rewrite_wheel(in, changes, out_);
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->filename(), "demo_pkg-1.0-3a-py3-none-any.whl");
+  EXPECT_EQ(find(read_members(*result), stem + ".dist-info/WHEEL")->data,
+            "Wheel-Version: 1.0\r\nBuild: 3a\r\nTag: py3-none-any\r\n");
+
+  // A WHEEL without Tag lines gets the Build line before the end of its headers.
+  const fs::path bare =
+      write("demo_pkg-1.0-py3-none-any.whl", {{stem + ".dist-info/METADATA", metadata_for("1.0")},
+                                              {stem + ".dist-info/WHEEL", "Wheel-Version: 1.0"}});
+  changes.build_tag = "7";
+  result = rewrite_wheel(bare, changes, dir_ / "bare");
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(find(read_members(*result), stem + ".dist-info/WHEEL")->data,
+            "Wheel-Version: 1.0\nTag: py3-none-any\nBuild: 7\n");
+}
+
+TEST_F(RetagTest, ReplacesThePlatformTags) {
+  const fs::path in = demo_wheel("1.0");
+  WheelChanges changes;
+  changes.platform_tags = std::vector<std::string>{"manylinux_2_28_x86_64"};
+  auto result = rewrite_wheel(in, changes, out_);
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->filename(), "demo_pkg-1.0-cp311-cp311-manylinux_2_28_x86_64.whl");
+  auto members = read_members(*result);
+  EXPECT_EQ(find(members, "demo_pkg-1.0.dist-info/WHEEL")->data,
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+            "Tag: cp311-cp311-manylinux_2_28_x86_64\n");
+  EXPECT_EQ(find(members, "demo_pkg-1.0.dist-info/METADATA")->data, metadata_for("1.0"));
+  verify_record(members, "demo_pkg-1.0.dist-info");
+
+  // manylinux_2_17 with its legacy alias, as the manylinux assessment gives them.
+  changes.platform_tags = std::vector<std::string>{"manylinux_2_17_x86_64", "manylinux2014_x86_64"};
+  result = rewrite_wheel(in, changes, dir_ / "alias");
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->filename(),
+            "demo_pkg-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl");
+  members = read_members(*result);
+  EXPECT_EQ(find(members, "demo_pkg-1.0.dist-info/WHEEL")->data,
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+            "Tag: cp311-cp311-manylinux_2_17_x86_64\nTag: cp311-cp311-manylinux2014_x86_64\n");
+}
+
+TEST_F(RetagTest, LabelBuildTagAndPlatformTagsTogether) {
+  const fs::path in = demo_wheel("2.8.3+cu126torch2.8");
+  WheelChanges changes;
+  changes.local_label = "cu128torch2.8";
+  changes.build_tag = "2";
+  changes.platform_tags = std::vector<std::string>{"manylinux_2_34_x86_64"};
+  auto result = rewrite_wheel(in, changes, out_);
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->filename(),
+            "demo_pkg-2.8.3+cu128torch2.8-2-cp311-cp311-manylinux_2_34_x86_64.whl");
+  const std::string dist_info = "demo_pkg-2.8.3+cu128torch2.8.dist-info";
+  const auto members = read_members(*result);
+  EXPECT_EQ(find(members, dist_info + "/METADATA")->data, metadata_for("2.8.3+cu128torch2.8"));
+  EXPECT_EQ(find(members, dist_info + "/WHEEL")->data,
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+            "Tag: cp311-cp311-manylinux_2_34_x86_64\nBuild: 2\n");
+  verify_record(members, dist_info);
+  EXPECT_TRUE(read_wheel(*result, "demo_pkg", "2.8.3+cu128torch2.8"));
+}
+
+TEST_F(RetagTest, NoChangesGiveANormalizedCopy) {
+  const fs::path in = demo_wheel("1.0_RC1");
+  auto result = rewrite_wheel(in, WheelChanges{}, out_);
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->filename(), "demo_pkg-1.0rc1-cp311-cp311-linux_x86_64.whl");
+  const auto members = read_members(*result);
+  EXPECT_EQ(find(members, "demo_pkg-1.0rc1.dist-info/WHEEL")->data, kWheelFile);
+  EXPECT_EQ(find(members, "demo_pkg-1.0rc1.dist-info/METADATA")->data, metadata_for("1.0_RC1"));
+  verify_record(members, "demo_pkg-1.0rc1.dist-info");
+}
+
+TEST_F(RetagTest, RejectsBadBuildAndPlatformTags) {
+  const fs::path in = demo_wheel("1.0");
+  for (const char* build : {"", "a1", "1-2", "1 2", "1/2", "+1"}) {
+    WheelChanges changes;
+    changes.build_tag = build;
+    auto result = rewrite_wheel(in, changes, out_);
+    ASSERT_FALSE(result) << build;
+    EXPECT_EQ(result.error().code, Errc::invalid);
+    EXPECT_THAT(result.error().message, HasSubstr("build tag")) << build;
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{}, "the platform tag set is empty"},
+      {{""}, "platform tag '' is not valid"},
+      {{"many-linux"}, "platform tag 'many-linux' is not valid"},
+      {{"manylinux_2_17_x86_64.manylinux2014_x86_64"}, "is not valid"},
+      {{"linux_x86_64", "linux_x86_64"}, "platform tag 'linux_x86_64' is given twice"},
+  };
+  for (const auto& [tags, message] : cases) {
+    WheelChanges changes;
+    changes.platform_tags = tags;
+    auto result = rewrite_wheel(in, changes, out_);
+    ASSERT_FALSE(result) << message;
+    EXPECT_EQ(result.error().code, Errc::invalid);
+    EXPECT_THAT(result.error().message, HasSubstr(message));
+  }
+  // All problems at once.
+  WheelChanges all;
+  all.local_label = "cu 128";
+  all.build_tag = "x";
+  all.platform_tags = std::vector<std::string>{"a b"};
+  const std::string message = rewrite_wheel(in, all, out_).error().message;
+  EXPECT_THAT(message, HasSubstr("local version label"));
+  EXPECT_THAT(message, HasSubstr("build tag 'x'"));
+  EXPECT_THAT(message, HasSubstr("platform tag 'a b'"));
+  EXPECT_FALSE(fs::exists(out_));
+}
+
+TEST_F(RetagTest, RejectsANameTooLongForAFileName) {
+  WheelChanges changes;
+  changes.platform_tags = std::vector<std::string>{std::string(250, 'x')};
+  auto result = rewrite_wheel(demo_wheel("1.0"), changes, out_);
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, Errc::invalid);
+  EXPECT_THAT(result.error().message, HasSubstr("the new file name"));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Rejections
 
 TEST_F(RetagTest, RejectsBadLabels) {
@@ -663,6 +803,39 @@ TEST_F(RetagTest, PipInstallsTheResult) {
   ASSERT_TRUE(retagged) << retagged.error().message;
   expect_pip_installs(*retagged, "demo-pkg==1.0+cpu", "demo_pkg-1.0+cpu.dist-info");
   EXPECT_TRUE(fs::exists(dir_ / ("file-" + retagged->filename().string()) / "bin" / "demo-tool"));
+}
+
+TEST_F(RetagTest, WheelUnpackAcceptsBuildAndPlatformTags) {
+  if (!python_has(kSystemPython, "wheel")) {
+    GTEST_SKIP() << kSystemPython << " -m wheel is not available (Debian package python3-wheel)";
+  }
+  WheelChanges changes;
+  changes.local_label = "cu128torch2.8";
+  changes.build_tag = "1";
+  changes.platform_tags = std::vector<std::string>{"manylinux_2_17_x86_64", "manylinux2014_x86_64"};
+  auto result = rewrite_wheel(demo_wheel("1.0"), changes, out_);
+  ASSERT_TRUE(result) << result.error().message;
+  expect_wheel_unpacks(*result);
+}
+
+TEST_F(RetagTest, PipInstallsManylinuxWheelsAndPrefersTheHigherBuild) {
+  if (!python_has(kPipPython, "pip")) GTEST_SKIP() << kPipPython << " with pip is not available";
+  const fs::path in = demo_wheel("2.8.3+cu128torch2.8");
+  // Builds 1 and 2 of one version side by side, as a rebuild publishes them.
+  WheelChanges changes;
+  changes.platform_tags = std::vector<std::string>{"manylinux_2_17_x86_64", "manylinux2014_x86_64"};
+  changes.build_tag = "1";
+  auto first = rewrite_wheel(in, changes, out_);
+  ASSERT_TRUE(first) << first.error().message;
+  changes.build_tag = "2";
+  auto second = rewrite_wheel(in, changes, out_);
+  ASSERT_TRUE(second) << second.error().message;
+  expect_pip_installs(*first, "demo-pkg==2.8.3+cu128torch2.8",
+                      "demo_pkg-2.8.3+cu128torch2.8.dist-info");
+  // Found by name, pip takes the higher build: its WHEEL says so.
+  const fs::path by_name = dir_ / ("name-" + first->filename().string());
+  EXPECT_THAT(read_file(by_name / "demo_pkg-2.8.3+cu128torch2.8.dist-info" / "WHEEL"),
+              HasSubstr("Build: 2"));
 }
 
 TEST_F(RetagTest, PipRejectsAWheelWithAnInconsistentVersion) {

@@ -425,6 +425,93 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
             (core::ProjectClaim{core::ClaimKind::token, token->id}));
 }
 
+TEST_F(CatalogTest, DamagedBlobsWithdrawTheirFilesUntilPublishedAgain) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat) << cat.error().message;
+  const std::string a(64, 'a');
+  const std::string b(64, 'b');
+  NewFile first = wheel("demo_pkg-1.0-py3-none-any.whl", a);
+  NewFile second = wheel("demo_pkg-2.0-py3-none-any.whl", b);  // shares the METADATA blob
+  ASSERT_TRUE((*cat)->insert_file(first));
+  ASSERT_TRUE((*cat)->insert_file(second));
+  auto gen = (*cat)->generation();
+  ASSERT_TRUE(gen);
+
+  // A blob that turns out to be fine is not recorded, and nothing changes.
+  auto kept = (*cat)->mark_damaged(a, "content has sha256 x", [] { return Result<bool>(false); });
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_FALSE(*kept);
+  EXPECT_EQ(*(*cat)->generation(), *gen);
+  EXPECT_TRUE((*cat)->damaged_blobs()->empty());
+
+  // The quarantine runs inside the transaction; its failure records nothing.
+  auto failed = (*cat)->mark_damaged(
+      a, "x", [] { return Result<bool>(make_error(Errc::io, "move: Input/output error")); });
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code, Errc::io);
+  EXPECT_TRUE((*cat)->damaged_blobs()->empty());
+
+  bool ran = false;
+  auto marked = (*cat)->mark_damaged(a, "content has sha256 x", [&] {
+    ran = true;
+    return Result<bool>(true);
+  });
+  ASSERT_TRUE(marked);
+  EXPECT_TRUE(*marked && ran);
+  EXPECT_GT(*(*cat)->generation(), *gen);  // a running server notices
+  auto damaged = (*cat)->damaged_blobs();
+  ASSERT_TRUE(damaged);
+  ASSERT_EQ(damaged->size(), 1U);
+  EXPECT_EQ(damaged->front().sha256, a);
+  EXPECT_EQ(damaged->front().detail, "content has sha256 x");
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  ASSERT_EQ(contents->files.size(), 2U);
+  EXPECT_TRUE(contents->files[0].damaged);
+  EXPECT_FALSE(contents->files[1].damaged);
+  EXPECT_TRUE((*(*cat)->find_file(first.file.filename))->damaged);
+
+  // A shared METADATA blob withdraws every file that needs it.
+  ASSERT_TRUE((*cat)->mark_damaged(std::string(64, 'm'), "missing", {}));
+  contents = (*cat)->load_project("demo-pkg");
+  ASSERT_TRUE(contents);
+  EXPECT_TRUE(contents->files[0].damaged && contents->files[1].damaged);
+
+  // Restoring the first file publishes its blobs again and drops both records.
+  auto other = (*cat)->restore_file(first.file.filename, b, [] { return ok_status(); });
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().code, Errc::conflict);
+  auto refused = (*cat)->restore_file(first.file.filename, a, [] {
+    return Status(make_error(Errc::io, "fsync: Input/output error"));
+  });
+  ASSERT_FALSE(refused);
+  EXPECT_EQ((*cat)->damaged_blobs()->size(), 2U);
+  gen = (*cat)->generation();
+  bool published = false;
+  auto restored = (*cat)->restore_file(first.file.filename, a, [&] {
+    published = true;
+    return ok_status();
+  });
+  ASSERT_TRUE(restored) << restored.error().message;
+  EXPECT_TRUE(published);
+  EXPECT_FALSE(restored->damaged);
+  EXPECT_EQ(restored->sha256, a);
+  EXPECT_GT(*(*cat)->generation(), *gen);
+  EXPECT_TRUE((*cat)->damaged_blobs()->empty());
+  contents = (*cat)->load();
+  EXPECT_FALSE(contents->files[0].damaged || contents->files[1].damaged);
+  EXPECT_EQ((*cat)->restore_file("nothing-1.0-py3-none-any.whl", a, {}).error().code,
+            Errc::not_found);
+
+  // A new file that publishes a damaged blob heals it too; clear_damaged drops records.
+  ASSERT_TRUE((*cat)->mark_damaged(b, "missing", {}));
+  ASSERT_TRUE((*cat)->mark_damaged(std::string(64, 'c'), "missing", {}));
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-3.0-py3-none-any.whl", b)));
+  ASSERT_EQ((*cat)->damaged_blobs()->size(), 1U);
+  ASSERT_TRUE((*cat)->clear_damaged({std::string(64, 'c')}));
+  EXPECT_TRUE((*cat)->damaged_blobs()->empty());
+}
+
 TEST(Scope, RoundTrip) {
   for (Scope s : {Scope::read, Scope::upload, Scope::admin})
     EXPECT_EQ(parse_scope(scope_name(s)), s);

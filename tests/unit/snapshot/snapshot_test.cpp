@@ -40,6 +40,35 @@ TEST(Snapshot, OrdersFilesByVersion) {
   EXPECT_EQ(s->file_count(), 3U);
 }
 
+TEST(Snapshot, DamagedFilesAreOnNoPageButFoundAsDamaged) {
+  auto c = contents(3, {{"a", {"1.0", "2.0"}}});
+  c.files[1].damaged = true;
+  c.files[1].sha256 = std::string(64, 'd');
+  auto s = Snapshot::build(c);
+  const std::string body = page(*s, "a");
+  EXPECT_NE(body.find("a-1.0-"), std::string::npos);
+  EXPECT_EQ(body.find("a-2.0-"), std::string::npos);
+  EXPECT_EQ(s->file_count(), 1U);
+  EXPECT_EQ(s->files_of("a").size(), 1U);
+  EXPECT_EQ(s->find_file("a-2.0-py3-none-any.whl"), nullptr);
+  ASSERT_NE(s->find_damaged("a-2.0-py3-none-any.whl"), nullptr);
+  EXPECT_EQ(s->find_damaged("a-2.0-py3-none-any.whl")->sha256, std::string(64, 'd'));
+  EXPECT_EQ(s->find_damaged("a-1.0-py3-none-any.whl"), nullptr);
+  core::ViewSelector cpu;
+  cpu.backend = core::Backend::cpu;
+  EXPECT_EQ(s->view_files_of(cpu, "a").size(), 1U);
+
+  // The same after an update of the project, and back once healed.
+  auto healed = contents(4, {{"a", {"1.0", "2.0"}}});
+  auto updated = Snapshot::update(*s, "a", healed);
+  EXPECT_NE(updated->find_file("a-2.0-py3-none-any.whl"), nullptr);
+  EXPECT_EQ(updated->find_damaged("a-2.0-py3-none-any.whl"), nullptr);
+  EXPECT_EQ(updated->file_count(), 2U);
+  auto again = Snapshot::update(*updated, "a", c);
+  EXPECT_EQ(page(*again, "a"), body);
+  EXPECT_NE(again->find_damaged("a-2.0-py3-none-any.whl"), nullptr);
+}
+
 TEST(Snapshot, UpdateMatchesAFullBuild) {
   auto before = Snapshot::build(contents(5, {{"a", {"1.0"}}, {"c", {"2.0", "1.0"}}}));
   // A file added to an existing project.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -136,6 +137,40 @@ TEST_F(BlobStoreTest, PutIsIdempotent) {
   EXPECT_EQ(*a, *b);
   EXPECT_EQ(count_files((*store)->blobs_dir()), 1U);
   EXPECT_FALSE((*store)->contains("not-a-hash"));
+}
+
+TEST_F(BlobStoreTest, AStoreThatMayNotBeWrittenNamesItsDataDirectory) {
+  const Error ro = store_error(dir_, errno_error(EROFS, "create temp file in /x/tmp/s-1"));
+  EXPECT_EQ(ro.code, Errc::unavailable);
+  EXPECT_EQ(ro.message, "the data directory " + dir_.string() +
+                            " is not writable (create temp file in /x/tmp/s-1: Read-only file "
+                            "system): the server cannot store files until an administrator makes "
+                            "it writable");
+  const Error io = store_error(dir_, errno_error(EIO, "fsync x"));
+  EXPECT_EQ(io.code, Errc::io);
+  EXPECT_EQ(io.message, "fsync x: Input/output error");
+
+  // A real one: the session directory taken away under a live store.
+  auto store = BlobStore::open(dir_);
+  ASSERT_TRUE(store);
+  EXPECT_EQ((*store)->data_dir(), dir_);
+  fs::remove_all((*store)->tmp_dir());
+  auto temp = (*store)->create_temp();
+  ASSERT_FALSE(temp);
+  EXPECT_EQ(temp.error().code, Errc::io);
+  EXPECT_NE(temp.error().message.find((*store)->tmp_dir().string()), std::string::npos);
+}
+
+TEST_F(BlobStoreTest, WithdrawUndoesAPublish) {
+  auto store = BlobStore::open(dir_);
+  ASSERT_TRUE(store);
+  auto sha = (*store)->put("Name: demo\n");
+  ASSERT_TRUE(sha);
+  EXPECT_TRUE((*store)->contains(*sha));
+  EXPECT_TRUE((*store)->withdraw(*sha));
+  EXPECT_FALSE((*store)->contains(*sha));
+  EXPECT_TRUE((*store)->withdraw(*sha));  // already gone: fine
+  EXPECT_FALSE((*store)->withdraw("not-a-hash"));
 }
 
 }  // namespace

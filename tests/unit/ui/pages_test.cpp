@@ -83,13 +83,21 @@ TEST(UiPages, PickerGivesTheViewCommandOrSaysNothingFits) {
   const auto ok = render_project(*snap, site, "flash-attn", Selection{"", "2.8", "cu128", "3.12"});
   ASSERT_TRUE(ok);
   EXPECT_NE(ok->find("python3.12 -m pip install --extra-index-url "
-                     "https://idx.example/cu128/torch2.8/simple/ flash-attn==2.8.3"),
+                     "https://idx.example/cu128/torch2.8/simple/ --only-binary flash-attn "
+                     "flash-attn==2.8.3"),
             std::string::npos);
+  EXPECT_NE(ok->find("uv pip install --python 3.12 --extra-index-url "
+                     "https://idx.example/cu128/torch2.8/simple/ --only-binary flash-attn "
+                     "flash-attn==2.8.3"),
+            std::string::npos);
+  // Once chosen, no default command.
+  EXPECT_EQ(ok->find("default-command"), std::string::npos);
   // abi3 wheels fit every later Python.
   const auto abi3 =
       render_project(*snap, site, "flash-attn", Selection{"", "2.7", "cu126", "3.12"});
   ASSERT_TRUE(abi3);
-  EXPECT_NE(abi3->find("/cu126/torch2.7/simple/ flash-attn==2.8.3"), std::string::npos);
+  EXPECT_NE(abi3->find("/cu126/torch2.7/simple/ --only-binary flash-attn flash-attn==2.8.3"),
+            std::string::npos);
   // The cu128 view falls back to a lower CUDA minor of the same major, as pip would see it.
   const auto fallback =
       render_project(*snap, site, "flash-attn", Selection{"", "2.7", "cu128", "3.11"});
@@ -99,9 +107,100 @@ TEST(UiPages, PickerGivesTheViewCommandOrSaysNothingFits) {
   const auto none =
       render_project(*snap, site, "flash-attn", Selection{"", "2.8", "cu126", "3.12"});
   ASSERT_TRUE(none);
-  EXPECT_NE(none->find("No build of flash-attn 2.8.3 for torch 2.8, cu126, Python 3.12"),
+  EXPECT_NE(none->find("No build of flash-attn 2.8.3 for torch 2.8, CUDA 12.6, Python 3.12"),
             std::string::npos);
   EXPECT_FALSE(render_project(*snap, site, "nope", Selection{}));
+}
+
+TEST(UiPages, DefaultCommandAndTorchHintBeforeAChoice) {
+  auto snap = corpus(std::nullopt);
+  const Site site{"https://idx.example", "", false};
+  const auto html = render_project(*snap, site, "flash-attn", Selection{});
+  ASSERT_TRUE(html);
+  // torch 2.8's PyPI wheels are CUDA 12.8, and 2.8.3 has a build for it.
+  EXPECT_NE(html->find("flash-attn 2.8.3 built for PyTorch 2.8 from PyPI (CUDA 12.8)"),
+            std::string::npos);
+  EXPECT_NE(html->find(R"(<code id="default-command">pip install --extra-index-url )"
+                       "https://idx.example/cu128/torch2.8/simple/ --only-binary flash-attn "
+                       "flash-attn==2.8.3</code>"),
+            std::string::npos);
+  EXPECT_NE(
+      html->find(R"x(python -c "import torch; print(torch.__version__, torch.version.cuda)")x"),
+      std::string::npos);
+  EXPECT_NE(html->find(R"(<code id="resolve-command">curl -sS &quot;https://idx.example/)"
+                       "api/resolve?project=flash-attn&amp;"),
+            std::string::npos);
+  // The CUDA menu speaks torch.version.cuda.
+  EXPECT_NE(html->find(">12.8 (cu128)</option>"), std::string::npos);
+}
+
+TEST(UiPages, DefaultCommandFallsBackToTheWidestCell) {
+  catalog::Contents c;
+  c.projects.push_back(core::ProjectRecord{"flash-attn", "flash_attn", 1, {}});
+  // torch 2.9's PyPI CUDA is 12.8; only CUDA 13.0 builds exist, one of them for two Pythons.
+  c.files.push_back(wheel("1.0+cu130torch2.9", "cp311"));
+  c.files.push_back(wheel("1.0+cu130torch2.9", "cp312"));
+  c.files.push_back(wheel("1.0+cu130torch2.8", "cp312"));
+  for (std::size_t i = 0; i < c.files.size(); ++i) {
+    c.files[i].id = static_cast<std::int64_t>(i + 1);
+    c.files[i].sha256 = std::string(63, 'c') + static_cast<char>('0' + i);
+  }
+  auto snap = snapshot::Snapshot::build(std::move(c));
+  const auto html = render_project(*snap, Site{"http://h", "", false}, "flash-attn", Selection{});
+  ASSERT_TRUE(html);
+  EXPECT_NE(html->find("flash-attn 1.0 built for torch 2.9, CUDA 13.0"), std::string::npos);
+  EXPECT_NE(html->find("http://h/cu130/torch2.9/simple/ --only-binary flash-attn flash-attn==1.0"),
+            std::string::npos);
+}
+
+TEST(UiPages, SdistOnlyVersionIsNotRefusedByOnlyBinary) {
+  catalog::Contents c;
+  c.projects.push_back(core::ProjectRecord{"plain", "plain", 1, {}});
+  core::FileRecord sdist;
+  sdist.id = 1;
+  sdist.project = "plain";
+  sdist.version = "1.0";
+  sdist.kind = core::DistKind::sdist;
+  sdist.filename = "plain-1.0.tar.gz";
+  sdist.sha256 = std::string(64, 'd');
+  c.files.push_back(sdist);
+  core::FileRecord wheel_file = sdist;
+  wheel_file.id = 2;
+  wheel_file.version = "2.0";
+  wheel_file.kind = core::DistKind::wheel;
+  wheel_file.filename = "plain-2.0-py3-none-any.whl";
+  wheel_file.sha256 = std::string(64, 'e');
+  wheel_file.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
+  c.files.push_back(wheel_file);
+  auto snap = snapshot::Snapshot::build(std::move(c));
+  const Site site{"http://h", "", false};
+  const auto latest = render_project(*snap, site, "plain", Selection{});
+  ASSERT_TRUE(latest);
+  EXPECT_NE(latest->find("pip install --extra-index-url http://h/simple/ --only-binary plain "
+                         "plain==2.0"),
+            std::string::npos);
+  const auto old = render_project(*snap, site, "plain", Selection{"1.0", "", "", ""});
+  ASSERT_TRUE(old);
+  EXPECT_NE(old->find("pip install --extra-index-url http://h/simple/ plain==1.0</code>"),
+            std::string::npos);
+  EXPECT_EQ(old->find("torch-hint"), std::string::npos) << "no torch hint without variants";
+}
+
+TEST(UiPages, HomeCommandsArePinnedAndPassTorchVersionCuda) {
+  auto snap = corpus(std::nullopt);
+  const auto home = render_home(*snap, Site{"http://h", "", false}, "");
+  EXPECT_NE(home.find("pip install --extra-index-url http://h/simple/ --only-binary PROJECT "
+                      "PROJECT==VERSION"),
+            std::string::npos);
+  EXPECT_NE(home.find("cuda=torch.version.cuda, hip=torch.version.hip"), std::string::npos);
+  EXPECT_NE(home.find("poetry source add --priority=explicit wheelforge http://h/simple/"),
+            std::string::npos);
+  EXPECT_NE(home.find("poetry source add --secondary wheelforge http://h/simple/"),
+            std::string::npos);
+  EXPECT_EQ(resolve_command("http://h", "x"),
+            "curl -sS \"http://h/api/resolve?project=x&$(python -c 'import torch, urllib.parse "
+            "as p; print(p.urlencode(dict(torch=torch.__version__, cuda=torch.version.cuda, "
+            "hip=torch.version.hip, abi=int(torch._C._GLIBCXX_USE_CXX11_ABI))))')\"");
 }
 
 TEST(UiPages, CanonicalSelectionDropsValuesOffTheAxes) {

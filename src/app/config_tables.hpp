@@ -1,0 +1,39 @@
+#pragma once
+// Internal to the app module: the pieces of the configuration loader (settings.cpp) that read
+// the build runner's tables (build_config.cpp). toml++ stays inside app.
+
+#include <toml++/toml.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wheelforge/build/runner.hpp"
+
+namespace wf::app::detail {
+
+/// " (did you mean 'KNOWN'?)" for the entry of `known` closest to `key` (a small edit
+/// distance, or one a prefix of the other), or "" when none is close.
+[[nodiscard]] std::string did_you_mean(std::string_view key,
+                                       const std::vector<std::string_view>& known);
+
+/// "unknown setting 'KEY' in WHERE" plus did_you_mean(); WHERE names the table ("[build]",
+/// "[recipes.demo.matrix]") or the file for top-level keys.
+[[nodiscard]] std::string unknown_key(std::string_view key, std::string_view where,
+                                      const std::vector<std::string_view>& known);
+
+/// Reads [build] and [recipes] of the parsed file into `config`, adding every problem (each
+/// starts with the dotted key, e.g. "recipes.demo.timeout: ..."). Whatever could be read is
+/// kept in `config` even when there are problems, so that the host can still be checked.
+void read_build_tables(const toml::table& root, build::RunnerConfig& config,
+                       std::vector<std::string>& problems);
+
+/// What the host lacks of what `host` names: interpreters that do not exist or are not
+/// executable files, CUDA homes that are not directories or have no executable bin/nvcc.
+/// Blocks on the file system (stat, access).
+[[nodiscard]] std::vector<std::string> check_build_host(const build::HostConfig& host);
+
+/// The keys read_build_tables() accepts, as dotted paths ("build.python.*", "recipes.*.env.*").
+[[nodiscard]] std::vector<std::string> build_keys();
+
+}  // namespace wf::app::detail

@@ -1,0 +1,85 @@
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "archive/archive_source.hpp"
+#include "archive/member_checks.hpp"
+#include "archive/member_source.hpp"
+#include "archive/zip_layout.hpp"
+#include "wheelforge/archive/elf.hpp"
+
+namespace wf::archive {
+namespace {
+
+constexpr std::string_view kElfMagic =
+    "\x7f"
+    "ELF";
+constexpr std::uint16_t kMethodStored = 0;
+
+bool is_directory(const ZipMember& m) {
+  return !m.name.empty() && m.name.back() == '/';
+}
+
+}  // namespace
+
+Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(const std::filesystem::path& wheel,
+                                                              const InspectLimits& limits) {
+  auto file = open_archive_file(wheel);
+  if (!file) return file.error();
+  const int fd = file->fd.get();
+
+  // The same layout checks as read_wheel: nothing is inflated from a zip that readers could
+  // disagree about.
+  CappedProblems problems;
+  auto members = scan_zip_layout(fd, file->size, limits.max_members, problems);
+  if (!members) return members.error();
+  if (!problems.empty()) return problems.to_error();
+  std::sort(members->begin(), members->end(), [](const ZipMember& a, const ZipMember& b) {
+    return a.local_header_offset < b.local_header_offset;
+  });
+
+  InflateBudget budget{limits.max_inflated_bytes, limits.max_inflated_bytes, false};
+  std::vector<core::WheelBinary> out;
+  for (const ZipMember& m : *members) {
+    if (is_directory(m) || m.uncompressed_size < kElfMagic.size()) continue;
+    auto data = member_data_offset(fd, m);
+    if (!data) return data.error();
+
+    std::unique_ptr<ByteSource> source;
+    if (m.method == kMethodStored) {
+      if (m.compressed_size != m.uncompressed_size) {
+        return make_error(Errc::invalid, "stored member " + quote_name(m.name) +
+                                             " has different compressed and uncompressed sizes");
+      }
+      source = make_region_source(fd, *data, m.uncompressed_size);
+    } else {
+      source =
+          std::make_unique<InflatingMemberSource>(fd, m, file->size, budget, limits.max_passes);
+    }
+
+    // A member that cannot even be started is a damaged wheel, not a damaged binary.
+    auto magic = source->read_at(0, kElfMagic.size());
+    if (!magic) return magic.error();
+    if (*magic != kElfMagic) continue;
+    if (out.size() >= limits.max_binaries) {
+      return make_error(Errc::invalid, "the wheel has more than " +
+                                           std::to_string(limits.max_binaries) + " ELF members");
+    }
+
+    core::WheelBinary binary;
+    binary.path = m.name;
+    binary.size = m.uncompressed_size;
+    auto elf = read_elf(*source, limits.elf);
+    if (elf) {
+      binary.elf = std::move(*elf);
+    } else if (budget.exhausted || elf.error().code != Errc::invalid) {
+      return elf.error();
+    } else {
+      binary.problem = elf.error().message;
+    }
+    out.push_back(std::move(binary));
+  }
+  return out;
+}
+
+}  // namespace wf::archive
