@@ -1452,7 +1452,9 @@ def test_cli_build_beside_a_building_server_shares_its_budget(harness):
         assert ended["state"] == "cancelled", admin.describe(ended)
         stdout, stderr = cli.communicate(timeout=FAULT_TIMEOUT)
         assert cli.returncode == 0, f"exit {cli.returncode}\n{stdout}\n{stderr[-2000:]}"
-        assert stdout.splitlines()[-1] == "1 succeeded, 0 failed", stdout
+        assert re.fullmatch(r"1 succeeded, 0 failed in \S+", stdout.splitlines()[-1]), stdout
+        # Its live tail showed why it waited.
+        assert "==> waiting for the build budget: 1 job(s) of this data directory hold" in stdout, stdout
         done = admin.job(queued["id"])
         assert done["state"] == "succeeded", admin.describe(done)
         assert done["started_at"] >= ended["finished_at"], (done["started_at"], ended["finished_at"])
