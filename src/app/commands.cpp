@@ -679,7 +679,9 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   build::Runner runner(build_config, *executor, **jobs, *dir->catalog, *dir->store, ingestor,
                        settings.data_dir);
   runner.set_server_url(url);
-  auto created = runner.submit(request);
+  // A one-off runner beside a possibly serving one: its build is reserved for it as it is
+  // recorded, and it runs its own jobs and takes over none.
+  auto created = runner.submit_own(request);
   if (!created) return report(created.error(), 2);
   const auto& [b, queued] = *created;
   if (queued.empty()) {
@@ -708,8 +710,6 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
                                      : replace_all(torch_index, "{server}", url));
   std::fflush(stdout);
 
-  // A one-off runner beside a possibly serving one: it runs its own jobs and takes over none.
-  runner.restrict_to_build(b.id);
   if (auto st = runner.start(build::Runner::Recovery::leave); !st) {
     std::cerr << "error: " << st.error().message << "\n";
     return 1;

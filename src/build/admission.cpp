@@ -248,6 +248,16 @@ Status AdmissionLedger::reserve_build(std::int64_t build_id) {
   });
 }
 
+Status AdmissionLedger::reserve_new_build(
+    const std::function<std::optional<std::int64_t>()>& create) {
+  return update([&](Entries& e) {
+    const auto build_id = create();
+    if (!build_id) return false;
+    e.reservations.push_back(Entries::Reservation{owner_, *build_id});
+    return true;
+  });
+}
+
 Result<LedgerView> AdmissionLedger::view() {
   LedgerView v;
   auto st = update([&](Entries& e) {

@@ -80,6 +80,11 @@ class AdmissionLedger {
   [[nodiscard]] Status release(std::int64_t job_id);
   /// Records that this runner alone runs the jobs of `build_id` while it lives.
   [[nodiscard]] Status reserve_build(std::int64_t build_id);
+  /// Runs `create` under the ledger's lock and reserves the build it returns (none when it
+  /// returns nullopt): a runner that reads the ledger after listing queued jobs never sees
+  /// the new build's jobs unreserved.
+  [[nodiscard]] Status reserve_new_build(
+      const std::function<std::optional<std::int64_t>()>& create);
   /// What other live runners hold.
   [[nodiscard]] Result<LedgerView> view();
   /// Removes every entry of this instance.

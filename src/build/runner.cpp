@@ -90,13 +90,38 @@ void note_in_log(const fs::path& log, std::string_view line) {
 
 }  // namespace
 
-Status Runner::start(Recovery recovery) {
+Status Runner::open_ledger() {
+  if (ledger_) return ok_status();
   if (auto st = make_directories(builds_dir_ / "envs"); !st) return st;
   auto ledger = AdmissionLedger::open(builds_dir_ / "admission");
   if (!ledger) return ledger.error();
   ledger_ = std::move(*ledger);
-  if (only_build_) {
+  return ok_status();
+}
+
+Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> Runner::submit_own(
+    const core::BuildRequest& request) {
+  if (auto st = open_ledger(); !st) return st.error();
+  Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> created =
+      make_error(Errc::internal, "the build was not submitted");
+  auto st = ledger_->reserve_new_build([&]() -> std::optional<std::int64_t> {
+    created = submit(request);
+    if (!created) return std::nullopt;
+    return created->first.id;
+  });
+  if (!st) return st.error();
+  if (created) {
+    only_build_ = created->first.id;
+    only_build_reserved_ = true;
+  }
+  return created;
+}
+
+Status Runner::start(Recovery recovery) {
+  if (auto st = open_ledger(); !st) return st;
+  if (only_build_ && !only_build_reserved_) {
     if (auto st = ledger_->reserve_build(*only_build_); !st) return st;
+    only_build_reserved_ = true;
   }
   if (recovery == Recovery::requeue_interrupted) {
     // Jobs that another live runner on this data directory holds are running, not

@@ -107,6 +107,12 @@ class Runner {
   /// other runners on the data directory to leave them alone while this process lives. Call
   /// before start().
   void restrict_to_build(std::int64_t build_id) { only_build_ = build_id; }
+  /// submit() and restrict_to_build() in one, for a one-off runner (`wheelforge build`): the
+  /// build is reserved for this runner in the same moment its jobs appear, so a serving runner
+  /// on the data directory never starts one of them. Also fails (io) when the admission ledger
+  /// cannot be opened. Call before start().
+  [[nodiscard]] Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> submit_own(
+      const core::BuildRequest& request);
   /// Stops scheduling; running builds are killed and left interrupted, so that the next
   /// start() requeues them. Blocks until the job threads have ended.
   void stop();
@@ -137,6 +143,7 @@ class Runner {
 
  private:
   struct Running;
+  [[nodiscard]] Status open_ledger();
   [[nodiscard]] std::string job_tag(std::int64_t job_id) const;
   int kill_job_processes(std::int64_t job_id) const;
   void schedule_loop();
@@ -162,6 +169,7 @@ class Runner {
   std::thread scheduler_;
   std::vector<std::thread> job_threads_;
   std::optional<std::int64_t> only_build_;
+  bool only_build_reserved_ = false;
   std::set<std::int64_t> waiting_noted_;  // queued jobs whose log says they wait for the budget
 };
 

@@ -161,6 +161,18 @@ TEST_F(Ledger, ReservationsAndGrantsAreSeenByOthersUntilReleased) {
   EXPECT_TRUE(seen->builds_of_others.empty() && seen->jobs_of_others.empty());
 }
 
+TEST_F(Ledger, NewBuildIsReservedInTheSameLockedUpdate) {
+  auto mine = open();
+  auto other = open();
+  // The build `create` returns is reserved; nothing when it returns none.
+  ASSERT_TRUE(mine->reserve_new_build([]() -> std::optional<std::int64_t> { return 9; }));
+  ASSERT_TRUE(
+      mine->reserve_new_build([]() -> std::optional<std::int64_t> { return std::nullopt; }));
+  auto seen = other->view();
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->builds_of_others, std::set<std::int64_t>{9});
+}
+
 TEST_F(Ledger, UnopenableLedgerNamesItsPath) {
   auto l = AdmissionLedger::open(dir_ / "missing" / "admission");
   ASSERT_FALSE(l);
@@ -247,8 +259,19 @@ TEST_F(Admission, OneOffRunnerAndServingRunnerShareOneBudget) {
   script_host(cli_fake);
   script_build(cli_fake);
   auto cli = bed.make_runner(&cli_fake);
-  const auto cli_job = bed.submit(*cli, "demo");
-  cli->restrict_to_build(cli_job.build_id);
+  core::BuildRequest request;
+  request.recipe = "demo";
+  request.version = "1.0.0";
+  auto created = cli->submit_own(request);
+  ASSERT_TRUE(created) << created.error().message;
+  ASSERT_EQ(created->second.size(), 1U);
+  const auto cli_job = created->second.front();
+  // Reserved as it was recorded: the serving runner sees it before the command even starts.
+  auto reserved = AdmissionLedger::open(bed.data_dir / "builds" / "admission");
+  ASSERT_TRUE(reserved);
+  auto seen = (*reserved)->view();
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen->builds_of_others, std::set<std::int64_t>{cli_job.build_id});
   ASSERT_TRUE(cli->start(Runner::Recovery::leave));
   // The server's job holds every core: the command's job waits for the budget.
   bed.wait_until(cli_job.id, [&](const catalog::JobRecord&) {
