@@ -67,6 +67,16 @@ bool is_distribution(const std::filesystem::path& p) {
   return name.ends_with(".whl") || name.ends_with(".tar.gz");
 }
 
+/// What the ingest path accepts: the upload size limit and the archive policy.
+ingest::Limits ingest_limits(const Settings& settings) {
+  ingest::Limits limits;
+  limits.max_file_size = settings.max_upload_size;
+  limits.max_inflated_size = settings.max_inflated_size;
+  limits.max_compression_ratio = settings.max_compression_ratio;
+  limits.max_archive_members = settings.max_archive_members;
+  return limits;
+}
+
 }  // namespace
 
 namespace {
@@ -179,9 +189,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   if (!listen) return report(listen.error(), 2);
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
-  ingest::Limits limits;
-  limits.max_file_size = settings.max_upload_size;
-  ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
+  ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
   const Notifier notifier = Notifier::from_environment();
 
   // The build runner runs when recipes are configured. What the host lacks (interpreters,
@@ -296,7 +304,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
           } else {
             const Settings& now = fresh.config->settings;
             const build::RunnerConfig& build = fresh.config->build;
-            ingestor.set_max_file_size(now.max_upload_size);
+            ingestor.set_limits(ingest_limits(now));
             if (!settings.tls_cert.empty()) {
               if (auto st = server.reload_tls(); !st) outcome += "; TLS: " + st.error().message;
             }
@@ -353,9 +361,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
 int ingest(const Settings& settings, const std::vector<std::filesystem::path>& paths) {
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
-  ingest::Limits limits;
-  limits.max_file_size = settings.max_upload_size;
-  ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
+  ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
 
   std::vector<std::filesystem::path> files;
   int rejected = 0;
@@ -672,9 +678,7 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   if (!dir) return report(dir.error(), 1);
   auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
   if (!jobs) return report(jobs.error(), 1);
-  ingest::Limits limits;
-  limits.max_file_size = settings.max_upload_size;
-  ingest::Ingestor ingestor(*dir->store, *dir->catalog, limits);
+  ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
   const auto executor = build::make_local_executor();
   build::Runner runner(build_config, *executor, **jobs, *dir->catalog, *dir->store, ingestor,
                        settings.data_dir);

@@ -127,6 +127,21 @@ const std::array kSpecs{
            return apply_size(s.max_upload_size, text, 1, "a size such as 1048576, 512M or 8G");
          },
          [](const Settings& s) { return format_size(s.max_upload_size); }},
+    Spec{"max_inflated_size", &Overrides::max_inflated_size, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_size(s.max_inflated_size, text, 1, "a size such as 1048576, 512M or 16G");
+         },
+         [](const Settings& s) { return format_size(s.max_inflated_size); }},
+    Spec{"max_compression_ratio", &Overrides::max_compression_ratio, kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_count(s.max_compression_ratio, text, 1, 1'000'000);
+         },
+         [](const Settings& s) { return std::to_string(s.max_compression_ratio); }},
+    Spec{"max_archive_members", &Overrides::max_archive_members, kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_count(s.max_archive_members, text, 1, 100'000'000);
+         },
+         [](const Settings& s) { return std::to_string(s.max_archive_members); }},
     Spec{"worker_threads", &Overrides::worker_threads, kTomlInteger, false,
          [](Settings& s, std::string_view text) {
            return apply_count(s.worker_threads, text, 1, 64);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <new>
+#include <optional>
 
 namespace wf::archive {
 
@@ -95,11 +96,12 @@ Result<std::string> read_member_data(struct ::archive* a, struct archive_entry* 
     return make_error(Errc::invalid, std::string(what) + " inflates to more than " +
                                          std::to_string(max_bytes) + " bytes");
   };
-  // The declared size may lie in either direction, so it only lets us fail early; the cap on
-  // what actually comes out of the decompressor is what protects us.
-  if (archive_entry_size_is_set(entry) != 0 && archive_entry_size(entry) >= 0 &&
-      static_cast<std::uint64_t>(archive_entry_size(entry)) > max_bytes) {
-    return too_large();
+  // A declared size above the cap fails early; a declared size below what the decompressor
+  // yields is a lie, and inflation stops there rather than at the cap.
+  std::optional<std::uint64_t> declared;
+  if (archive_entry_size_is_set(entry) != 0 && archive_entry_size(entry) >= 0) {
+    declared = static_cast<std::uint64_t>(archive_entry_size(entry));
+    if (*declared > max_bytes) return too_large();
   }
   std::string out;
   std::vector<char> buffer(std::size_t{64} * 1024U);
@@ -110,6 +112,12 @@ Result<std::string> read_member_data(struct ::archive* a, struct archive_entry* 
     }
     if (n == 0) break;
     const auto count = static_cast<std::size_t>(n);
+    if (declared && count > *declared - out.size()) {
+      return make_error(Errc::invalid, std::string(what) +
+                                           " cannot be read: it inflates to more than its "
+                                           "declared size of " +
+                                           std::to_string(*declared) + " bytes");
+    }
     if (count > max_bytes - out.size()) return too_large();
     out.append(buffer.data(), count);
   }

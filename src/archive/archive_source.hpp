@@ -67,7 +67,8 @@ class FdSource {
 /// in messages.
 /// Fails with Errc::invalid: "{what} inflates to more than {max_bytes} bytes" (declared or
 /// actual size; inflation stops at the cap), or "{what} cannot be read: ..." on a data error
-/// (bad CRC, wrong size, damaged stream).
+/// (bad CRC, wrong size, damaged stream, more data than the entry declares: inflation stops
+/// at the declared size).
 [[nodiscard]] Result<std::string> read_member_data(struct ::archive* a, struct archive_entry* entry,
                                                    std::string_view what, std::uint64_t max_bytes);
 

@@ -87,14 +87,19 @@ std::string check_dist_info(const std::vector<ZipMember>& members, std::string_v
                  " does not match the file name (expected " +
                  quote_name(expected_dist_info(expected_name, expected_version)) + ")");
   }
+  // RECORD is what installers check every file against (PEP 427, PEP 376): a wheel without
+  // one cannot be verified, and pip refuses it at install time.
   bool has_metadata = false;
   bool has_wheel = false;
+  bool has_record = false;
   for (const auto& m : members) {
     has_metadata = has_metadata || m.name == dir + "/METADATA";
     has_wheel = has_wheel || m.name == dir + "/WHEEL";
+    has_record = has_record || m.name == dir + "/RECORD";
   }
   if (!has_metadata) problems.add(dir + "/METADATA is missing");
   if (!has_wheel) problems.add(dir + "/WHEEL is missing");
+  if (!has_record) problems.add(dir + "/RECORD is missing");
   return dir;
 }
 

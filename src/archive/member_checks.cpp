@@ -71,6 +71,43 @@ bool check_member_name(std::string_view name, CappedProblems& problems) {
   return clean;
 }
 
+std::optional<std::string> inflated_size_problem(std::string_view what, std::uint64_t inflated,
+                                                 std::uint64_t archive_size, const Limits& limits,
+                                                 Total total) {
+  const std::string subject(what);
+  if (inflated > limits.max_inflated_bytes) {
+    const std::string limit = std::to_string(limits.max_inflated_bytes) + " bytes";
+    if (total == Total::running) {
+      return subject + " inflates to more than the limit of " + limit + " (max_inflated_size)";
+    }
+    return subject + " inflates to " + std::to_string(inflated) +
+           " bytes, more than the limit of " + limit + " (max_inflated_size)";
+  }
+  const std::uint64_t ratio = limits.max_compression_ratio;
+  // Saturating: a huge ratio setting must not wrap around to a small allowance.
+  const std::uint64_t allowed =
+      archive_size != 0 && ratio > UINT64_MAX / archive_size ? UINT64_MAX : ratio * archive_size;
+  if (inflated <= limits.ratio_floor_bytes || inflated <= allowed) return std::nullopt;
+  const std::string size = "its size of " + std::to_string(archive_size) + " bytes";
+  if (total == Total::running) {
+    return subject + " inflates to more than " + std::to_string(ratio) + " times " + size +
+           ", the limit (max_compression_ratio)";
+  }
+  const std::uint64_t actual = archive_size == 0 ? inflated : inflated / archive_size;
+  return subject + " inflates to " + std::to_string(inflated) + " bytes, " +
+         std::to_string(actual) + " times " + size + ", more than the limit of " +
+         std::to_string(ratio) + " times (max_compression_ratio)";
+}
+
+std::string too_many_members(std::optional<std::uint64_t> count, const Limits& limits) {
+  const std::string limit = std::to_string(limits.max_members);
+  if (!count) {
+    return "the archive has more than " + limit + " members, the limit (max_archive_members)";
+  }
+  return "the archive has " + std::to_string(*count) + " members, more than the limit of " + limit +
+         " (max_archive_members)";
+}
+
 std::string_view top_component(std::string_view name) {
   return name.substr(0, name.find('/'));
 }

@@ -721,7 +721,7 @@ Result<fs::path> Retagger::run(const WheelChanges& changes, const fs::path& out_
   // The same layout and .dist-info checks as read_wheel, so that retagging accepts exactly the
   // wheels the index accepts.
   CappedProblems layout_problems;
-  auto members = scan_zip_layout(file_.fd.get(), file_.size, limits_.max_members, layout_problems);
+  auto members = scan_zip_layout(file_.fd.get(), file_.size, limits_, layout_problems);
   if (!members) return members.error();
   old_dist_info_ =
       check_dist_info(*members, filename_.name, filename_.version_text, layout_problems);

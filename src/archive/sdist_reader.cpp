@@ -9,6 +9,7 @@
 
 #include "archive/archive_source.hpp"
 #include "archive/member_checks.hpp"
+#include "archive/zip_layout.hpp"
 #include "wheelforge/archive/reader.hpp"
 
 namespace wf::archive {
@@ -53,6 +54,25 @@ bool symlink_stays_inside(std::string_view link_name, std::string_view target) {
   return true;
 }
 
+// What a member is when it is none of the types an sdist may hold (files, directories, links),
+// or nullptr. Installers that unpack an sdist would create these on the build host: a device
+// node or FIFO to read from, or a sparse file that claims far more disk than it carries.
+const char* refused_type(struct archive_entry* entry) {
+  if (archive_entry_sparse_count(entry) > 0) return "a sparse file";
+  switch (archive_entry_filetype(entry)) {
+    case AE_IFCHR:
+      return "a character device";
+    case AE_IFBLK:
+      return "a block device";
+    case AE_IFIFO:
+      return "a FIFO";
+    case AE_IFSOCK:
+      return "a socket";
+    default:
+      return nullptr;
+  }
+}
+
 // The rules every sdist member must follow, checked as the stream passes.
 class SdistChecker {
  public:
@@ -65,6 +85,10 @@ class SdistChecker {
     }
     const std::string_view name(raw_name);
     if (!check_member_name(name, problems_)) return false;
+    if (const char* type = refused_type(entry)) {
+      problems_.add("member " + quote_name(name) + " is " + type +
+                    " (an sdist holds files, directories and links only)");
+    }
     const std::string_view key = without_trailing_slash(name);
     if (!names_.insert(std::string(key)).second)
       problems_.add("duplicate member name " + quote_name(key));
@@ -130,6 +154,13 @@ Result<std::string> read_sdist_pkg_info(const std::filesystem::path& path, const
   }
 
   SdistChecker checker;
+  auto zip_end = find_zip_end_record(file->fd.get(), file->size);
+  if (!zip_end) return zip_end.error();
+  if (*zip_end) {
+    checker.problems().add(
+        "the sdist is also a zip archive (a zip end-of-central-directory record at offset " +
+        std::to_string(**zip_end) + "): zip and tar readers would see different files");
+  }
   std::optional<std::string> pkg_info;
   std::uint64_t members = 0;
   std::uint64_t declared_bytes = 0;
@@ -143,17 +174,16 @@ Result<std::string> read_sdist_pkg_info(const std::filesystem::path& path, const
       return make_error(Errc::invalid, "cannot read the sdist: " + archive_error(reader.get()));
     }
     if (++members > limits.max_members) {
-      return make_error(Errc::invalid, "the archive has more than " +
-                                           std::to_string(limits.max_members) + " members");
+      return make_error(Errc::invalid, too_many_members(std::nullopt, limits));
     }
     // Skipping a member still inflates it, so a gzip bomb is stopped by the sizes the tar
     // headers declare, before the work is done.
     if (archive_entry_size_is_set(entry) != 0 && archive_entry_size(entry) > 0) {
-      declared_bytes += static_cast<std::uint64_t>(archive_entry_size(entry));
-      if (declared_bytes > limits.max_sdist_inflated_bytes) {
-        return make_error(Errc::invalid, "the sdist inflates to more than " +
-                                             std::to_string(limits.max_sdist_inflated_bytes) +
-                                             " bytes");
+      const auto size = static_cast<std::uint64_t>(archive_entry_size(entry));
+      declared_bytes = size > UINT64_MAX - declared_bytes ? UINT64_MAX : declared_bytes + size;
+      if (auto problem = inflated_size_problem("the sdist", declared_bytes, file->size, limits,
+                                               Total::running)) {
+        return make_error(Errc::invalid, std::move(*problem));
       }
     }
     if (checker.check(entry) && !pkg_info) {

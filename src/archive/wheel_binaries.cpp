@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,14 @@ Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(const std::filesys
   const int fd = file->fd.get();
 
   // The same layout checks as read_wheel: nothing is inflated from a zip that readers could
-  // disagree about.
+  // disagree about. The declared sizes are read_wheel's to judge (the archive policy); here
+  // the inflate budget bounds the work.
+  Limits layout;
+  layout.max_members = limits.max_members;
+  layout.max_inflated_bytes = UINT64_MAX;
+  layout.max_compression_ratio = UINT64_MAX;
   CappedProblems problems;
-  auto members = scan_zip_layout(fd, file->size, limits.max_members, problems);
+  auto members = scan_zip_layout(fd, file->size, layout, problems);
   if (!members) return members.error();
   if (!problems.empty()) return problems.to_error();
   std::sort(members->begin(), members->end(), [](const ZipMember& a, const ZipMember& b) {

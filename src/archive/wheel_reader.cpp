@@ -20,7 +20,7 @@ Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_
   // Layout and names first, from our own reading of the zip structure, so that nothing is
   // decompressed from an archive that zip readers could disagree about.
   CappedProblems problems;
-  auto members = scan_zip_layout(file->fd.get(), file->size, limits.max_members, problems);
+  auto members = scan_zip_layout(file->fd.get(), file->size, limits, problems);
   if (!members) return members.error();
   const std::string dir = check_dist_info(*members, expected_name, expected_version, problems);
   if (!problems.empty()) return problems.to_error();

@@ -402,14 +402,10 @@ void check_extents(std::vector<Extent>& extents, std::uint64_t directory_offset,
 }  // namespace
 
 Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
-                                               std::uint64_t max_members,
-                                               CappedProblems& problems) {
+                                               const Limits& limits, CappedProblems& problems) {
   auto cd = locate_central_directory(fd, file_size);
   if (!cd) return cd.error();
-  if (cd->entries > max_members) {
-    return invalid("the archive has " + std::to_string(cd->entries) +
-                   " members, more than the limit of " + std::to_string(max_members));
-  }
+  if (cd->entries > limits.max_members) return invalid(too_many_members(cd->entries, limits));
   if (cd->entries > cd->size / kCentralSize) {
     return invalid("the central directory is too small for its " + std::to_string(cd->entries) +
                    " entries");
@@ -420,6 +416,16 @@ Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
 
   auto members = read_central_directory(fd, *cd, problems);
   if (!members) return members.error();
+  // From the declared sizes, before anything is inflated.
+  std::uint64_t inflated = 0;
+  for (const auto& m : *members) {
+    inflated =
+        m.uncompressed_size > UINT64_MAX - inflated ? UINT64_MAX : inflated + m.uncompressed_size;
+  }
+  if (auto problem =
+          inflated_size_problem("the wheel", inflated, file_size, limits, Total::complete)) {
+    problems.add(std::move(*problem));
+  }
   check_member_fields(*members, problems);
 
   std::vector<Extent> extents;
@@ -431,6 +437,45 @@ Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
   }
   check_extents(extents, cd->offset, problems);
   return members;
+}
+
+Result<std::optional<std::uint64_t>> find_zip_end_record(int fd, std::uint64_t file_size) {
+  using Found = std::optional<std::uint64_t>;
+  if (file_size < kEndSize) return Found{};
+  const auto tail_size =
+      static_cast<std::size_t>(std::min<std::uint64_t>(file_size, kEndSize + kMaxComment));
+  const std::uint64_t tail_offset = file_size - tail_size;
+  auto tail = read_at(fd, tail_offset, tail_size);
+  if (!tail) return tail.error();
+  const auto central_signature_at = [&](std::uint64_t offset) -> Result<bool> {
+    if (offset > file_size || file_size - offset < 4) return false;
+    auto bytes = read_at(fd, offset, 4);
+    if (!bytes) return bytes.error();
+    return le32(*bytes, 0) == kCentralSignature;
+  };
+  for (std::size_t i = tail_size - kEndSize + 1; i-- > 0;) {
+    if (le32(*tail, i) != kEndSignature) continue;
+    const std::uint64_t at = tail_offset + i;
+    const std::uint16_t entries = le16(*tail, i + 10);
+    const std::uint32_t size = le32(*tail, i + 12);
+    const std::uint32_t offset = le32(*tail, i + 16);
+    if (entries == 0 && size == 0) return Found{at};
+    // Zip64: the 32-bit fields are saturated and the locator sits right before the record.
+    if ((entries == kMax16 || size == kMax32 || offset == kMax32) && at >= kZip64LocatorSize) {
+      auto locator = read_at(fd, at - kZip64LocatorSize, 4);
+      if (!locator) return locator.error();
+      if (le32(*locator, 0) == kZip64LocatorSignature) return Found{at};
+    }
+    auto at_offset = central_signature_at(offset);
+    if (!at_offset) return at_offset.error();
+    if (*at_offset) return Found{at};
+    if (size <= at) {
+      auto before_record = central_signature_at(at - size);
+      if (!before_record) return before_record.error();
+      if (*before_record) return Found{at};
+    }
+  }
+  return Found{};
 }
 
 }  // namespace wf::archive

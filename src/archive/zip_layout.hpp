@@ -7,6 +7,7 @@
 // unambiguous before we read anything from it.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,14 +30,25 @@ struct ZipMember {
 /// Reads and checks the layout of the zip open at `fd`, which is `file_size` bytes long, with
 /// positional reads (the descriptor's offset is untouched). Returns the members in
 /// central-directory order.
-/// Fails with Errc::invalid when the file is not a zip, has more than `max_members` members,
-/// or its end records or central directory cannot be trusted (trailing or prepended data,
-/// multi-volume, truncated); with Errc::io on a read error.
+/// Fails with Errc::invalid when the file is not a zip, has more than `limits.max_members`
+/// members, or its end records or central directory cannot be trusted (trailing or prepended
+/// data, multi-volume, truncated); with Errc::io on a read error.
 /// Problems of single members (names, duplicates, encryption, compression method, local header
 /// disagreeing with the central directory, overlapping members, unexplained bytes between
-/// members) are added to `problems`; the members are still returned.
+/// members) and member sizes adding up to more than `limits` allow (inflated_size_problem) are
+/// added to `problems`; the members are still returned.
 [[nodiscard]] Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
-                                                             std::uint64_t max_members,
+                                                             const Limits& limits,
                                                              CappedProblems& problems);
+
+/// Where a zip reader would find an end-of-central-directory record in the file open at `fd`
+/// (`file_size` bytes): the offset of a record in the last 64 KiB + 22 bytes whose central
+/// directory (at its recorded offset, or right before the record as readers that tolerate
+/// prepended data assume) starts with a central-directory signature, or that describes an
+/// empty zip. nullopt when there is none. For files that must not be zips: a signature alone,
+/// which compressed data contains by chance, is not enough. Fails with Errc::io on a read
+/// error.
+[[nodiscard]] Result<std::optional<std::uint64_t>> find_zip_end_record(int fd,
+                                                                       std::uint64_t file_size);
 
 }  // namespace wf::archive

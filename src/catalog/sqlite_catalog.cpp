@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -144,7 +145,18 @@ CREATE TABLE IF NOT EXISTS damaged_blobs (
 CREATE TRIGGER IF NOT EXISTS damaged_ins AFTER INSERT ON damaged_blobs BEGIN UPDATE meta SET generation = generation + 1; END;
 CREATE TRIGGER IF NOT EXISTS damaged_del AFTER DELETE ON damaged_blobs BEGIN UPDATE meta SET generation = generation + 1; END;
 )sql",
-    // 7: the toolchain a job's build verified and used (nvcc, torch and Python, each with the
+    // 7: one file per canonical name (core::canonical_file_key): spellings of one file name,
+    // and the sdists of one release, share a key, live or deleted. The key is not UNIQUE:
+    // databases written before it may hold two rows with one key, which are kept; the check
+    // runs inside insert_file's write transaction. Rows that predate this are filled in by
+    // backfill_canonical() right after the migration.
+    R"sql(
+ALTER TABLE files ADD COLUMN canonical TEXT NOT NULL DEFAULT '';
+ALTER TABLE deleted_files ADD COLUMN canonical TEXT NOT NULL DEFAULT '';
+CREATE INDEX files_canonical ON files(canonical);
+CREATE INDEX deleted_files_canonical ON deleted_files(canonical);
+)sql",
+    // 8: the toolchain a job's build verified and used (nvcc, torch and Python, each with the
     // version it reported), so that a wheel's label can be traced to what built it.
     R"sql(
 ALTER TABLE jobs ADD COLUMN nvcc_path TEXT NOT NULL DEFAULT '';
@@ -331,12 +343,19 @@ class SqliteCatalog final : public Catalog {
       if (auto st = exec(pragma); !st) return st;
     }
     if (auto st = migrate(); !st) return st;
+    if (auto st = backfill_canonical(); !st) return st;
     return backfill_hints();
   }
 
   Result<std::optional<core::FileRecord>> find_file(std::string_view filename) override {
     std::lock_guard lock(mu_);
     return find_file_locked(filename);
+  }
+
+  Result<std::optional<core::FileRecord>> find_same_file(std::string_view filename,
+                                                         std::string_view sha256) override {
+    std::lock_guard lock(mu_);
+    return find_canonical_locked(filename, sha256);
   }
 
   Result<Inserted> insert_file(const NewFile& nf, const std::function<Status()>& publish) override {
@@ -434,9 +453,13 @@ class SqliteCatalog final : public Catalog {
     }
     const core::FileRecord f = **found;
     Stmt reserve(db_,
-                 "INSERT OR REPLACE INTO deleted_files (filename, project, sha256, deleted_at)"
-                 " VALUES (?, ?, ?, ?)");
-    reserve.bind(1, f.filename).bind(2, f.project).bind(3, f.sha256).bind(4, now_micros());
+                 "INSERT OR REPLACE INTO deleted_files (filename, project, sha256, deleted_at,"
+                 " canonical) VALUES (?, ?, ?, ?, ?)");
+    reserve.bind(1, f.filename)
+        .bind(2, f.project)
+        .bind(3, f.sha256)
+        .bind(4, now_micros())
+        .bind(5, core::canonical_file_key(f.filename));
     Stmt del(db_, "DELETE FROM files WHERE id = ?");
     del.bind(1, f.id);
     if (reserve.step() != SQLITE_DONE || del.step() != SQLITE_DONE) {
@@ -447,13 +470,14 @@ class SqliteCatalog final : public Catalog {
 
   Result<bool> is_reserved(std::string_view filename) override {
     std::lock_guard lock(mu_);
-    Stmt s(db_, "SELECT 1 FROM deleted_files WHERE filename = ?");
-    if (!s.valid()) return sqlite_error(db_, "prepare reserved-name lookup");
-    s.bind(1, filename);
-    const int rc = s.step();
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return sqlite_error(db_, "reserved-name lookup");
+    auto found = find_reservation_locked(filename);
+    if (!found) return found.error();
+    return found->has_value();
+  }
+
+  Result<std::optional<DeletedFile>> find_reservation(std::string_view filename) override {
+    std::lock_guard lock(mu_);
+    return find_reservation_locked(filename);
   }
 
   Result<TokenRecord> revoke_token(std::int64_t id) override {
@@ -665,6 +689,53 @@ class SqliteCatalog final : public Catalog {
     return exec("COMMIT");
   }
 
+  // Computes the canonical keys of rows stored before keys existed. Rows whose keys collide
+  // stay as they are (both files remain served); only new files are held to the rule.
+  Status backfill_canonical() {
+    for (const char* table : {"files", "deleted_files"}) {
+      // Read first: after the first open there is nothing to do, and no process should wait
+      // for the write lock (held by a long ingest batch, say) just to find that out.
+      int rc = SQLITE_OK;
+      {
+        const std::string pending =
+            std::string("SELECT 1 FROM ") + table + " WHERE canonical = '' LIMIT 1";
+        Stmt check(db_, pending.c_str());
+        if (!check.valid()) return sqlite_error(db_, "prepare canonical-name check");
+        rc = check.step();
+      }  // finalized: its read ends before the write transaction starts
+      if (rc == SQLITE_DONE) continue;
+      if (rc != SQLITE_ROW) return sqlite_error(db_, "canonical-name check");
+      if (auto st = exec("BEGIN IMMEDIATE"); !st) return st;
+      std::vector<std::pair<std::string, std::string>> updates;  // filename, key
+      {
+        const std::string sql =
+            std::string("SELECT filename FROM ") + table + " WHERE canonical = ''";
+        Stmt s(db_, sql.c_str());
+        if (!s.valid()) {
+          (void)exec("ROLLBACK");
+          return sqlite_error(db_, "prepare canonical-name backfill");
+        }
+        while (s.step() == SQLITE_ROW) {
+          std::string filename = s.text(0);
+          std::string key = core::canonical_file_key(filename);
+          updates.emplace_back(std::move(filename), std::move(key));
+        }
+      }
+      const std::string sql =
+          std::string("UPDATE ") + table + " SET canonical = ? WHERE filename = ?";
+      for (const auto& [filename, key] : updates) {
+        Stmt u(db_, sql.c_str());
+        u.bind(1, key).bind(2, filename);
+        if (u.step() != SQLITE_DONE) {
+          (void)exec("ROLLBACK");
+          return sqlite_error(db_, "backfill canonical names");
+        }
+      }
+      if (auto st = exec("COMMIT"); !st) return st;
+    }
+    return ok_status();
+  }
+
   // Computes the variant hints of rows stored before hints existed (or by an older parser).
   Status backfill_hints() {
     if (auto st = exec("BEGIN IMMEDIATE"); !st) return st;
@@ -736,6 +807,38 @@ class SqliteCatalog final : public Catalog {
     return sqlite_error(db_, "file lookup");
   }
 
+  /// The live file whose name is `filename` after normalization (core::canonical_file_key).
+  /// Databases from before the rule may hold several: the one with these bytes, else the one
+  /// of this exact name, else the oldest.
+  Result<std::optional<core::FileRecord>> find_canonical_locked(std::string_view filename,
+                                                                std::string_view sha256) {
+    const std::string sql = std::string("SELECT ") + kFileColumns +
+                            " FROM files f JOIN projects p ON p.id = f.project_id"
+                            " WHERE f.canonical = ?"
+                            " ORDER BY f.sha256 = ? DESC, f.filename = ? DESC, f.id LIMIT 1";
+    Stmt s(db_, sql.c_str());
+    if (!s.valid()) return sqlite_error(db_, "prepare file lookup");
+    s.bind(1, core::canonical_file_key(filename)).bind(2, sha256).bind(3, filename);
+    const int rc = s.step();
+    if (rc == SQLITE_ROW) return std::optional<core::FileRecord>(read_file_row(s));
+    if (rc == SQLITE_DONE) return std::optional<core::FileRecord>();
+    return sqlite_error(db_, "file lookup");
+  }
+
+  /// The deleted file whose name is `filename` after normalization, if any.
+  Result<std::optional<DeletedFile>> find_reservation_locked(std::string_view filename) {
+    Stmt s(db_,
+           "SELECT filename, project, sha256 FROM deleted_files WHERE canonical = ?"
+           " ORDER BY filename = ? DESC, deleted_at LIMIT 1");
+    if (!s.valid()) return sqlite_error(db_, "prepare reserved-name lookup");
+    s.bind(1, core::canonical_file_key(filename)).bind(2, filename);
+    const int rc = s.step();
+    if (rc == SQLITE_ROW)
+      return std::optional<DeletedFile>(DeletedFile{s.text(0), s.text(1), s.text(2)});
+    if (rc == SQLITE_DONE) return std::optional<DeletedFile>();
+    return sqlite_error(db_, "reserved-name lookup");
+  }
+
   Result<Inserted> insert_file_locked(const NewFile& nf, const std::function<Status()>& publish) {
     const core::FileRecord& f = nf.file;
     // Claims first: an uploader learns nothing about a project it may not upload to.
@@ -743,16 +846,24 @@ class SqliteCatalog final : public Catalog {
     if (!claim) return claim.error();
     const auto decision = core::decide_upload(*claim, nf.uploader, f.project);
     if (decision == core::ClaimDecision::forbidden) return std::pair{InsertOutcome::forbidden, f};
-    auto existing = find_file_locked(f.filename);
+    // Spellings of one name are one file: inside this write transaction, so that two uploads
+    // of different spellings (from any process) cannot both win.
+    auto existing = find_canonical_locked(f.filename, f.sha256);
     if (!existing) return existing.error();
     if (existing->has_value()) {
       const auto outcome =
           (*existing)->sha256 == f.sha256 ? InsertOutcome::identical : InsertOutcome::conflict;
       return std::pair{outcome, **existing};
     }
-    Stmt reserved(db_, "SELECT 1 FROM deleted_files WHERE filename = ?");
-    reserved.bind(1, f.filename);
-    if (reserved.step() == SQLITE_ROW) return std::pair{InsertOutcome::conflict, f};
+    auto reserved = find_reservation_locked(f.filename);
+    if (!reserved) return reserved.error();
+    if (reserved->has_value()) {
+      core::FileRecord deleted;
+      deleted.filename = (*reserved)->filename;
+      deleted.project = (*reserved)->project;
+      deleted.sha256 = (*reserved)->sha256;
+      return std::pair{InsertOutcome::reserved, std::move(deleted)};
+    }
     if (publish) {
       if (auto st = publish(); !st) return st.error();
     }
@@ -780,9 +891,10 @@ class SqliteCatalog final : public Catalog {
              "INSERT INTO files (project_id, filename, version, kind, sha256, size, upload_time,"
              " requires_python, metadata_sha256, metadata_size, build_tag, python_tag, abi_tag,"
              " platform_tag, requires_dist, backend, cuda_major, cuda_minor, rocm_major,"
-             " rocm_minor, torch_major, torch_minor, cxx11_abi, label_extra, hints_version)"
-             " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
-             " FROM projects WHERE name = ?");
+             " rocm_minor, torch_major, torch_minor, cxx11_abi, label_extra, hints_version,"
+             " canonical)"
+             " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+             " ? FROM projects WHERE name = ?");
     if (!ins.valid()) return sqlite_error(db_, "prepare file insert");
     ins.bind(1, f.filename)
         .bind(2, f.version)
@@ -799,7 +911,7 @@ class SqliteCatalog final : public Catalog {
         .bind(13, f.tags.platform_tag)
         .bind(14, requires_dist);
     bind_hints(ins, 15, f.hints);
-    ins.bind(24, kHintsVersion).bind(25, f.project);
+    ins.bind(24, kHintsVersion).bind(25, core::canonical_file_key(f.filename)).bind(26, f.project);
     if (ins.step() != SQLITE_DONE) return sqlite_error(db_, "insert file");
     core::FileRecord stored = f;
     stored.id = sqlite3_last_insert_rowid(db_);

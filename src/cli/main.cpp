@@ -49,6 +49,14 @@ struct Common {
     }
     cmd->add_option("--max-upload-size", overrides.max_upload_size,
                     "largest accepted file, e.g. 8G (default 8G)");
+    cmd->add_option("--max-inflated-size", overrides.max_inflated_size,
+                    "largest total of the member sizes an archive declares, e.g. 16G "
+                    "(default 16G)");
+    cmd->add_option("--max-compression-ratio", overrides.max_compression_ratio,
+                    "largest ratio of an archive's inflated size to its size, judged above "
+                    "16 MiB inflated (default 100)");
+    cmd->add_option("--max-archive-members", overrides.max_archive_members,
+                    "most members in an archive (default 200000)");
   }
 
   [[nodiscard]] std::optional<std::filesystem::path> config_file() const {

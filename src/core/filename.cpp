@@ -1,5 +1,7 @@
 #include "wheelforge/core/filename.hpp"
 
+#include <algorithm>
+
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -135,6 +137,30 @@ void parse_sdist(std::string_view stem, DistFilename& out, Problems& problems) {
   if (auto parsed = check_version(version, problems)) out.version = std::move(*parsed);
 }
 
+// PEP 427 compares build tags as (number, rest): leading zeros of the number carry nothing.
+std::string canonical_build_tag(std::string_view tag) {
+  std::size_t zeros = 0;
+  while (zeros + 1 < tag.size() && tag[zeros] == '0' && tag[zeros + 1] >= '0' &&
+         tag[zeros + 1] <= '9') {
+    ++zeros;
+  }
+  return std::string(tag.substr(zeros));
+}
+
+// A compressed tag set as a set: lower-case (tags are case-insensitive), sorted, no repeats.
+std::string canonical_tag_set(std::string_view set) {
+  std::vector<std::string> tags;
+  for (const auto part : split(set, '.')) tags.push_back(to_lower(part));
+  std::sort(tags.begin(), tags.end());
+  tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+  std::string out;
+  for (const auto& tag : tags) {
+    if (!out.empty()) out += '.';
+    out += tag;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> WheelTags::python_tags() const {
@@ -175,6 +201,24 @@ Result<DistFilename> parse_dist_filename(std::string_view filename) {
   }
   out.normalized_name = normalize_name(out.name);
   return out;
+}
+
+std::string canonical_file_key(const DistFilename& name) {
+  std::string escaped = name.normalized_name;
+  std::replace(escaped.begin(), escaped.end(), '-', '_');
+  std::string key = escaped + "-" + name.version.canonical_str();
+  if (name.kind == DistKind::sdist) return key + std::string(kSdistSuffix);
+  if (name.tags.build_tag) key += "-" + canonical_build_tag(*name.tags.build_tag);
+  key += "-" + canonical_tag_set(name.tags.python_tag);
+  key += "-" + canonical_tag_set(name.tags.abi_tag);
+  key += "-" + canonical_tag_set(name.tags.platform_tag);
+  return key + std::string(kWheelSuffix);
+}
+
+std::string canonical_file_key(std::string_view filename) {
+  auto parsed = parse_dist_filename(filename);
+  if (!parsed) return std::string(filename);
+  return canonical_file_key(*parsed);
 }
 
 }  // namespace wf::core

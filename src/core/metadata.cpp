@@ -128,6 +128,19 @@ std::string required_field(const std::vector<Field>& fields, std::string_view na
   return std::move(*value);
 }
 
+// Metadata versions this parser understands: 1.0, 1.1, 1.2 and every 2.x. The specification
+// says a tool must refuse a major version it does not know and may read a newer minor version
+// of one it knows (2.x only adds fields), so "3.0" is refused and "2.5" accepted.
+bool is_known_metadata_version(std::string_view text) {
+  const auto dot = text.find('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view major = text.substr(0, dot);
+  const std::string_view minor = text.substr(dot + 1);
+  if (!parse_u64(minor)) return false;
+  if (major == "1") return minor == "0" || minor == "1" || minor == "2";
+  return major == "2";
+}
+
 }  // namespace
 
 Result<CoreMetadata> parse_core_metadata(std::string_view bytes) {
@@ -139,6 +152,10 @@ Result<CoreMetadata> parse_core_metadata(std::string_view bytes) {
   Problems problems;
   CoreMetadata out;
   out.metadata_version = required_field(fields, "Metadata-Version", problems);
+  if (!out.metadata_version.empty() && !is_known_metadata_version(out.metadata_version)) {
+    problems.add("Metadata-Version \"" + sanitize_for_log(out.metadata_version, 40) +
+                 "\" is not supported (known: 1.0, 1.1, 1.2 and 2.x)");
+  }
   out.name = required_field(fields, "Name", problems);
   out.version = required_field(fields, "Version", problems);
   out.requires_python = single_field(fields, "Requires-Python", problems);

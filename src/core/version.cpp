@@ -269,9 +269,13 @@ Result<Version> Version::parse(std::string_view text) {
 }
 
 std::string Version::public_str() const {
+  return public_str(release_.size());
+}
+
+std::string Version::public_str(std::size_t release_segments) const {
   std::string out;
   if (epoch_ != 0) out += std::to_string(epoch_) + "!";
-  for (std::size_t i = 0; i < release_.size(); ++i) {
+  for (std::size_t i = 0; i < release_segments && i < release_.size(); ++i) {
     if (i != 0) out.push_back('.');
     out += std::to_string(release_[i]);
   }
@@ -299,6 +303,14 @@ std::string Version::local_str() const {
 
 std::string Version::str() const {
   std::string out = public_str();
+  if (!local_.empty()) out += "+" + local_str();
+  return out;
+}
+
+std::string Version::canonical_str() const {
+  std::size_t segments = release_.size();
+  while (segments > 1 && release_[segments - 1] == 0) --segments;
+  std::string out = public_str(segments);
   if (!local_.empty()) out += "+" + local_str();
   return out;
 }

@@ -56,6 +56,16 @@ Result<std::string> LegacyUpload::finish() {
   if (const auto protocol = field("protocol_version"); !protocol.empty() && protocol != "1") {
     problems.add("unsupported protocol_version '" + sanitize_for_log(protocol) + "' (expected 1)");
   }
+  // twine, poetry and pdm always send filetype; a form without it was not made by them, and
+  // the field must agree with the file so that no tool files a wheel as a source release.
+  const std::string filetype = field("filetype");
+  const bool filetype_known = filetype == "bdist_wheel" || filetype == "sdist";
+  if (filetype.empty()) {
+    problems.add("missing filetype (expected bdist_wheel for a wheel or sdist for an sdist)");
+  } else if (!filetype_known) {
+    problems.add("unknown filetype '" + sanitize_for_log(filetype) +
+                 "' (expected bdist_wheel or sdist)");
+  }
   if (!filename_ || !file_done_) {
     problems.add("missing 'content' part with the distribution file");
     return problems.to_error();
@@ -79,13 +89,12 @@ Result<std::string> LegacyUpload::finish() {
                      "' does not match the file name's version '" + parsed->version.str() + "'");
       }
     }
-    if (const auto filetype = field("filetype"); !filetype.empty()) {
-      const bool wheel = parsed->kind == core::DistKind::wheel;
-      if ((filetype == "bdist_wheel") != wheel || (filetype == "sdist") == wheel) {
-        problems.add("filetype '" + sanitize_for_log(filetype) + "' does not match the file " +
-                     (wheel ? "(a wheel: bdist_wheel)" : "(an sdist: sdist)"));
-      }
-    }
+  }
+  if (parsed && filetype_known &&
+      (filetype == "bdist_wheel") != (parsed->kind == core::DistKind::wheel)) {
+    problems.add(
+        "filetype '" + filetype + "' does not match the file " +
+        (parsed->kind == core::DistKind::wheel ? "(a wheel: bdist_wheel)" : "(an sdist: sdist)"));
   }
   // The file name itself is checked (with all its problems) by the ingest path.
   const auto check_digest = [&](const char* field_name, const std::string& actual) {

@@ -24,8 +24,9 @@ class LegacyUpload final : public MultipartSink {
   [[nodiscard]] Status feed(std::string_view chunk);
 
   /// Ends the body and checks the form: `:action` (`submit` is gone: 410; anything but
-  /// `file_upload`: 400), `protocol_version` 1, a `content` file, `name`/`version`/`filetype`
-  /// consistent with the file name, and every digest that was sent equal to the file's.
+  /// `file_upload`: 400), `protocol_version` 1, a `content` file, `name`/`version` consistent
+  /// with the file name when sent, `filetype` sent (`bdist_wheel` or `sdist`) and consistent
+  /// with the file name, and every digest that was sent equal to the file's.
   /// Returns the file name to ingest under; every problem is reported together. A failure to
   /// make the received file durable (fsync) is returned as the store's error (io,
   /// unavailable, storage_full), before any digest is compared.

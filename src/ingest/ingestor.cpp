@@ -18,15 +18,54 @@
 
 namespace wf::ingest {
 
-std::string already_exists_message(std::string_view filename) {
-  return "File already exists: " + sanitize_for_log(filename, 300) +
-         " is stored with different content; files are immutable, upload a new version or "
-         "build tag instead";
+namespace {
+
+constexpr std::size_t kNameInMessage = 300;
+
+std::string name_for_message(std::string_view filename) {
+  return sanitize_for_log(filename, kNameInMessage);
 }
 
-std::string reserved_message(std::string_view filename) {
-  return "File already exists: " + sanitize_for_log(filename, 300) +
-         " was deleted and its name stays reserved; upload a new version or build tag instead";
+bool is_sdist_name(std::string_view filename) {
+  const auto parsed = core::parse_dist_filename(filename);
+  return parsed && parsed->kind == core::DistKind::sdist;
+}
+
+}  // namespace
+
+std::string already_exists_message(std::string_view filename, const core::FileRecord& existing) {
+  const std::string name = name_for_message(filename);
+  if (existing.filename == filename) {
+    return "File already exists: " + name +
+           " is stored with different content; files are immutable, upload a new version or "
+           "build tag instead";
+  }
+  if (existing.kind == core::DistKind::sdist) {
+    return "File already exists: " + name + ": only one sdist per release, and " +
+           existing.project + " " + existing.version + " has " +
+           name_for_message(existing.filename) + " already; upload a new version instead";
+  }
+  return "File already exists: " + name + " is the same file name as the stored " +
+         name_for_message(existing.filename) +
+         " (project, version and tags compared after normalization), with different content; "
+         "files are immutable, upload a new version or build tag instead";
+}
+
+std::string reserved_message(std::string_view filename, const catalog::DeletedFile& deleted) {
+  const std::string name = name_for_message(filename);
+  if (deleted.filename == filename) {
+    return "File already exists: " + name +
+           " was deleted and its name stays reserved; upload a new version or build tag instead";
+  }
+  if (is_sdist_name(deleted.filename)) {
+    return "File already exists: " + name + ": only one sdist per release, and this release's " +
+           name_for_message(deleted.filename) +
+           " was deleted; its name stays reserved, upload a new version instead";
+  }
+  return "File already exists: " + name + " is the same file name as the deleted " +
+         name_for_message(deleted.filename) +
+         " (project, version and tags compared after normalization), whose name stays "
+         "reserved; upload a new version or build tag instead";
 }
 
 namespace {
@@ -48,6 +87,9 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
 
   archive::Limits alimits;
   alimits.max_metadata_bytes = limits.max_metadata_size;
+  alimits.max_members = limits.max_archive_members;
+  alimits.max_inflated_bytes = limits.max_inflated_size;
+  alimits.max_compression_ratio = limits.max_compression_ratio;
   const char* metadata_name = "METADATA";
   if (v.name.kind == core::DistKind::wheel) {
     auto contents = archive::read_wheel(file, v.name.normalized_name, v.name.version_text, alimits);
@@ -117,32 +159,39 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
   }
   if (auto st = temp.finish(sync); !st) return st.error();
 
-  auto existing = catalog.find_file(filename);
+  // Checked again inside the catalog's write transaction; checked here too so that a repeated
+  // upload is answered without reading the archive.
+  auto existing = catalog.find_same_file(filename, temp.sha256());
   if (!existing) return existing.error();
+  // Identical bytes under any spelling are the stored file: answered as such, or, when it is
+  // damaged, read again (under its stored name, the one its contents agree with) to heal it.
+  std::string_view name = filename;
   if (existing->has_value()) {
     if ((*existing)->sha256 != temp.sha256()) {
-      return make_error(Errc::conflict, already_exists_message(filename));
+      return make_error(Errc::conflict, already_exists_message(filename, **existing));
     }
-    // A damaged file is healed by its own bytes; they are read again below for its METADATA.
     if (!(*existing)->damaged) return Prepare(Ingested{Outcome::identical, **existing, {}});
+    name = (*existing)->filename;
   } else {
-    auto reserved = catalog.is_reserved(filename);
+    auto reserved = catalog.find_reservation(filename);
     if (!reserved) return reserved.error();
-    if (*reserved) return make_error(Errc::conflict, reserved_message(filename));
+    if (reserved->has_value()) {
+      return make_error(Errc::conflict, reserved_message(filename, **reserved));
+    }
   }
 
-  auto v = validate(temp.path(), filename, limits);
+  auto v = validate(temp.path(), name, limits);
   if (!v) return v.error();
   const bool restore = existing->has_value();
   if (restore && crypto::sha256_hex(v->metadata_bytes) != (*existing)->metadata_sha256) {
-    return make_error(Errc::internal, "the METADATA read from " + std::string(filename) +
+    return make_error(Errc::internal, "the METADATA read from " + std::string(name) +
                                           " differs from the one recorded for it");
   }
 
   catalog::NewFile nf;
   nf.uploader = uploader;
   core::FileRecord& f = nf.file;
-  f.filename = std::string(filename);
+  f.filename = std::string(name);
   f.project = v->name.normalized_name;
   f.version = v->name.version.str();
   f.kind = v->name.kind;
@@ -185,8 +234,15 @@ Result<Ingested> to_ingested(const catalog::Catalog::Inserted& inserted,
       break;
     case catalog::InsertOutcome::forbidden:
       return make_error(Errc::forbidden, core::not_owner_message(nf.file.project));
+    case catalog::InsertOutcome::reserved: {
+      const core::FileRecord& deleted = inserted.second;
+      return make_error(
+          Errc::conflict,
+          reserved_message(nf.file.filename, catalog::DeletedFile{deleted.filename, deleted.project,
+                                                                  deleted.sha256}));
+    }
   }
-  return make_error(Errc::conflict, already_exists_message(nf.file.filename));
+  return make_error(Errc::conflict, already_exists_message(nf.file.filename, inserted.second));
 }
 
 // Heals a damaged file: its blobs published again (with their own syncs), its damage

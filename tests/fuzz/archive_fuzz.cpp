@@ -22,7 +22,7 @@ wf::archive::Limits fuzz_limits() {
   wf::archive::Limits limits;
   limits.max_metadata_bytes = 64 * 1024;
   limits.max_members = 64;
-  limits.max_sdist_inflated_bytes = 1024 * 1024;
+  limits.max_inflated_bytes = 1024 * 1024;
   return limits;
 }
 

@@ -1,5 +1,5 @@
 // parse_dist_filename on arbitrary bytes: no crash, and an accepted name is consistent with
-// the rules the contract states.
+// the rules the contract states; its canonical key (canonical_file_key) is a fixed point.
 
 #include <cstdint>
 
@@ -36,6 +36,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& tag : f.tags.platform_tags()) WF_FUZZ_CHECK(!tag.empty());
   } else {
     WF_FUZZ_CHECK(input.ends_with(".tar.gz"));
+  }
+  // A key that is itself a valid file name (canonical versions can be longer than the
+  // spelling, "1-1" -> "1.post1", and pass the length limit) keys to itself.
+  const std::string key = wf::core::canonical_file_key(f);
+  WF_FUZZ_CHECK(wf::core::canonical_file_key(std::string_view(input)) == key);
+  if (const auto again = wf::core::parse_dist_filename(key)) {
+    WF_FUZZ_CHECK(again->kind == f.kind);
+    WF_FUZZ_CHECK(again->version == f.version);
+    WF_FUZZ_CHECK(wf::core::canonical_file_key(*again) == key);
   }
   return 0;
 }

@@ -100,8 +100,14 @@ def metadata_text(
     requires_python: str | None = None,
     requires_dist: tuple[str, ...] = (),
     summary: str = "wheelforge integration test package",
+    metadata_format: str = "2.1",
 ) -> str:
-    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {summary}"]
+    lines = [
+        f"Metadata-Version: {metadata_format}",
+        f"Name: {name}",
+        f"Version: {version}",
+        f"Summary: {summary}",
+    ]
     if requires_python:
         lines.append(f"Requires-Python: {requires_python}")
     lines.extend(f"Requires-Dist: {req}" for req in requires_dist)
@@ -136,16 +142,19 @@ def make_wheel(
     requires_dist: tuple[str, ...] = (),
     metadata_name: str | None = None,
     metadata_version: str | None = None,
+    metadata_format: str = "2.1",
     omit: tuple[str, ...] = (),
     filename: str | None = None,
     padding: int = 0,
+    extra: tuple[tuple[str, bytes], ...] = (),
 ) -> Artifact:
     """Writes a small, valid, importable wheel into `directory` and returns it.
 
     `metadata_name` / `metadata_version` put other values into METADATA than into the file
-    name; `omit` leaves out archive members by base name ("METADATA", "WHEEL", "RECORD");
-    `filename` overrides the file name on disk; `padding` adds a data file of that many
-    incompressible bytes (for size limits)."""
+    name, `metadata_format` another Metadata-Version; `omit` leaves out archive members by base
+    name ("METADATA", "WHEEL", "RECORD"); `filename` overrides the file name on disk;
+    `padding` adds a data file of that many incompressible bytes (for size limits); `extra`
+    adds (path, data) members to the package, listed in RECORD."""
     directory.mkdir(parents=True, exist_ok=True)
     module = module or dist_name(name).lower()
     value = value if value is not None else f"{name} {version}"
@@ -155,6 +164,7 @@ def make_wheel(
         metadata_version or version,
         requires_python=requires_python,
         requires_dist=requires_dist,
+        metadata_format=metadata_format,
     ).encode()
     purelib = "true" if tag.endswith("-any") else "false"
     wheel_meta = (
@@ -166,6 +176,7 @@ def make_wheel(
     ]
     if padding:
         members.append((f"{module}/padding.bin", os.urandom(padding)))
+    members.extend(extra)
     if "METADATA" not in omit:
         members.append((f"{distinfo}/METADATA", metadata))
     if "WHEEL" not in omit:
@@ -190,18 +201,27 @@ def _expand_tags(tag: str) -> list[str]:
 
 
 def make_sdist(
-    directory: Path, name: str, version: str, *, requires_python: str | None = None
+    directory: Path,
+    name: str,
+    version: str,
+    *,
+    requires_python: str | None = None,
+    metadata_format: str = "2.1",
+    filename: str | None = None,
 ) -> Artifact:
-    """Writes `<name>-<version>.tar.gz` with `<name>-<version>/PKG-INFO` and a module."""
+    """Writes `<name>-<version>.tar.gz` (or `filename`) with `<name>-<version>/PKG-INFO` and a
+    module; `metadata_format` is PKG-INFO's Metadata-Version."""
     directory.mkdir(parents=True, exist_ok=True)
     base = f"{dist_name(name).lower()}-{version}"
-    pkg_info = metadata_text(name, version, requires_python=requires_python).encode()
+    pkg_info = metadata_text(
+        name, version, requires_python=requires_python, metadata_format=metadata_format
+    ).encode()
     members = {
         f"{base}/PKG-INFO": pkg_info,
         f"{base}/pyproject.toml": b'[build-system]\nrequires = []\nbuild-backend = "none"\n',
         f"{base}/{dist_name(name).lower()}/__init__.py": b"VALUE = 1\n",
     }
-    path = directory / f"{base}.tar.gz"
+    path = directory / (filename or f"{base}.tar.gz")
     with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tf:
         for member, data in members.items():
             info = tarfile.TarInfo(member)
@@ -509,6 +529,43 @@ def catalog_filenames(data_dir: Path) -> list[str]:
 
 def store_state(data_dir: Path) -> StoreState:
     return StoreState(_tree(data_dir / "blobs"), _tree(data_dir / "tmp"), catalog_rows(data_dir))
+
+
+def page_etags(server: Server, project: str) -> dict[str, str | None]:
+    """The ETags of the pages a stored file of `project` would change: /simple/ and the
+    project's page (HTML and JSON) and its web UI page. None for a page that answers 404."""
+    pages = {
+        "/simple/ (HTML)": ("/simple/", "text/html"),
+        "/simple/ (JSON)": ("/simple/", JSON_TYPE),
+        f"/simple/{project}/ (HTML)": (f"/simple/{project}/", "text/html"),
+        f"/simple/{project}/ (JSON)": (f"/simple/{project}/", JSON_TYPE),
+        f"/project/{project}/": (f"/project/{project}/", "text/html"),
+    }
+    out: dict[str, str | None] = {}
+    for key, (target, accept) in pages.items():
+        resp = server.get(target, {"Accept": accept})
+        assert resp.status in (200, 404), f"GET {target} -> {resp.status}: {resp.text[:200]}"
+        out[key] = resp.header("ETag") if resp.status == 200 else None
+    return out
+
+
+def assert_nothing_stored(
+    data_dir: Path, server: Server, project: str, before: tuple[StoreState, dict], what: str
+) -> None:
+    """After a refusal: no new blob, temp file or catalog row since `before` (polled briefly,
+    a temp file may be removed just after the answer), and the pages' ETags unchanged.
+    `before` is (store_state(data_dir), page_etags(server, project)), taken before the
+    upload."""
+    state, etags = before
+    if not wait_for(lambda: store_state(data_dir) == state, timeout=3.0):
+        now = store_state(data_dir)
+        raise AssertionError(
+            f"{what} left something behind:\n"
+            f"  new blobs: {sorted(now.blobs - state.blobs)}\n"
+            f"  new tmp: {sorted(now.tmp - state.tmp)}\n"
+            f"  rows before: {state.rows}\n  rows after: {now.rows}"
+        )
+    assert page_etags(server, project) == etags, f"{what} changed the pages"
 
 
 def wait_for(predicate, timeout: float = 5.0, interval: float = 0.1):

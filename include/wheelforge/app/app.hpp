@@ -23,6 +23,9 @@ struct Overrides {
   std::optional<std::string> data_dir;
   std::optional<std::string> listen;
   std::optional<std::string> max_upload_size;
+  std::optional<std::string> max_inflated_size;
+  std::optional<std::string> max_compression_ratio;
+  std::optional<std::string> max_archive_members;
   std::optional<std::string> worker_threads;
   std::optional<std::string> network_threads;
   std::optional<std::string> read_timeout;
@@ -43,6 +46,13 @@ struct Settings {
   std::filesystem::path data_dir = "data";
   std::string listen = "127.0.0.1:8080";
   std::uint64_t max_upload_size = 8ULL * 1024 * 1024 * 1024;
+  /// The archive policy for uploads and imports (README, Security): the largest total of the
+  /// member sizes an archive declares (a torch CUDA wheel: 2 to 4 GiB), the largest ratio of
+  /// that total to the file's size (judged above 16 MiB inflated; real wheels: 2 to 10), and
+  /// the most members.
+  std::uint64_t max_inflated_size = 16ULL * 1024 * 1024 * 1024;
+  std::size_t max_compression_ratio = 100;
+  std::size_t max_archive_members = 200'000;
   /// Threads for blocking work (SQLite, hashing, archive reads, fsync); 1..64.
   std::size_t worker_threads = 2;
   /// Threads that serve connections; 0 (the default): one per CPU core. 0..64.

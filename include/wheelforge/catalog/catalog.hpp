@@ -41,11 +41,21 @@ struct NewFile {
   core::Uploader uploader;
 };
 
+/// Names are compared after normalization (core::canonical_file_key): "the same file name"
+/// below includes every spelling of it, and an sdist of a release that has one.
 enum class InsertOutcome {
   inserted,   ///< a new row
   identical,  ///< a row with the same file name and sha256 existed already
   conflict,   ///< a row with the same file name and another sha256 exists
   forbidden,  ///< the project is claimed by another uploader; nothing was written
+  reserved,   ///< the same file name belonged to a deleted file; nothing was written
+};
+
+/// A deleted file, whose name stays reserved.
+struct DeletedFile {
+  std::string filename;
+  std::string project;
+  std::string sha256;
 };
 
 /// Everything the server needs to answer reads, loaded in one consistent transaction.
@@ -76,7 +86,8 @@ struct DamagedBlob {
 
 class Catalog {
  public:
-  /// What insert_file() did, and the row stored under the name.
+  /// What insert_file() did, and the row stored under the name (for `reserved`: the deleted
+  /// file's name, project and sha256).
   using Inserted = std::pair<InsertOutcome, core::FileRecord>;
 
   virtual ~Catalog() = default;
@@ -85,8 +96,16 @@ class Catalog {
   [[nodiscard]] virtual Result<std::optional<core::FileRecord>> find_file(
       std::string_view filename) = 0;
 
+  /// The file recorded under this name or another spelling of it (core::canonical_file_key;
+  /// for an sdist: the sdist of the same release), if any. Databases written before the rule
+  /// may hold several (all are kept and served): the one with `sha256` is returned first,
+  /// then the one of this exact name.
+  [[nodiscard]] virtual Result<std::optional<core::FileRecord>> find_same_file(
+      std::string_view filename, std::string_view sha256) = 0;
+
   /// Records a file (and its project, created on first upload) in one write transaction.
-  /// Returns the outcome and the stored row (the existing one for identical/conflict).
+  /// Returns the outcome and the stored row (the existing one for identical/conflict, which
+  /// may be spelled differently: see find_same_file).
   /// `publish` runs inside the transaction, after the name was found free and before the row
   /// is written: the caller publishes the file's blobs there, so that concurrent uploads of one
   /// name (from any process) never publish a blob that no row will reference. A failing
@@ -135,12 +154,17 @@ class Catalog {
       std::string_view project, const std::optional<std::string>& version,
       const std::optional<std::string>& filename, const std::optional<std::string>& reason) = 0;
 
-  /// Removes a file from the catalog and reserves its name forever (a later upload of the same
-  /// name is a conflict). The blob stays until garbage collection. Errc::not_found if absent.
+  /// Removes the file of this exact name from the catalog and reserves its name forever, in
+  /// every spelling (a later upload of the same name is InsertOutcome::reserved). The blob
+  /// stays until garbage collection. Errc::not_found if absent.
   [[nodiscard]] virtual Result<core::FileRecord> delete_file(std::string_view filename) = 0;
 
-  /// True when the name belonged to a deleted file.
+  /// True when the name, or another spelling of it, belonged to a deleted file.
   [[nodiscard]] virtual Result<bool> is_reserved(std::string_view filename) = 0;
+
+  /// The deleted file whose name is this name or another spelling of it, if any.
+  [[nodiscard]] virtual Result<std::optional<DeletedFile>> find_reservation(
+      std::string_view filename) = 0;
 
   /// Every blob a file row references: one entry per row and role (file bytes, METADATA),
   /// sorted by file name, read in one transaction. Deleted files reference nothing.

@@ -43,4 +43,19 @@ struct DistFilename {
 /// part counts, invalid project names, versions and tags. All problems are reported together.
 [[nodiscard]] Result<DistFilename> parse_dist_filename(std::string_view filename);
 
+/// The identity of a distribution file for the rule "one file per name": two file names with
+/// the same key are the same file, whatever their spelling. Compared after normalization:
+/// - the project name per PEP 503 (case, and PEP 427's '_' escape of '-' and '.');
+/// - the version per PEP 440 equality (Version::canonical_str(): "1.0" is "1.0.0");
+/// - wheels: the build tag by its number and rest (PEP 427 sorts "01" as 1), and the three
+///   compressed tag sets as sets of lower-case tags ("py2.py3" is "py3.py2");
+/// - sdists: name and version only, so that a release has at most one sdist (Warehouse's rule),
+///   whatever its archive format.
+/// The key reads like a file name ("demo_pkg-1-py3-none-any.whl", "demo_pkg-1.tar.gz") but is
+/// for comparison only. Pure.
+[[nodiscard]] std::string canonical_file_key(const DistFilename& name);
+
+/// canonical_file_key() of a file name; a name that does not parse is its own key.
+[[nodiscard]] std::string canonical_file_key(std::string_view filename);
+
 }  // namespace wf::core

@@ -28,6 +28,11 @@ class Version {
   [[nodiscard]] std::string str() const;
   /// Normalized form without the local label.
   [[nodiscard]] std::string public_str() const;
+  /// PEP 440's canonical form, as Warehouse groups releases (packaging's
+  /// canonicalize_version): str() without the trailing zero segments of the release, so that
+  /// versions PEP 440 calls equal have one spelling ("1.0", "1.0.0" and "v1" give "1",
+  /// "1.0.0+CU128" gives "1+cu128").
+  [[nodiscard]] std::string canonical_str() const;
   /// Normalized local label ("cu128torch2.8", separators as '.'), empty when none.
   [[nodiscard]] std::string local_str() const;
 
@@ -49,6 +54,9 @@ class Version {
   }
 
  private:
+  /// public_str() with only the first `release_segments` segments of the release.
+  [[nodiscard]] std::string public_str(std::size_t release_segments) const;
+
   std::uint64_t epoch_ = 0;
   std::vector<std::uint64_t> release_;
   std::optional<std::pair<PreKind, std::uint64_t>> pre_;

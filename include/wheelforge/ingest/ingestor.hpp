@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wheelforge/archive/reader.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/records.hpp"
 #include "wheelforge/store/blob_store.hpp"
@@ -22,6 +23,11 @@ struct Limits {
   std::uint64_t max_file_size = 8ULL * 1024 * 1024 * 1024;
   /// Largest METADATA / PKG-INFO / WHEEL accepted, inflated.
   std::uint64_t max_metadata_size = 4ULL * 1024 * 1024;
+  /// The archive policy (see archive::Limits): most members, largest total of the declared
+  /// member sizes, largest ratio of that total to the file's size.
+  std::uint64_t max_archive_members = archive::Limits{}.max_members;
+  std::uint64_t max_inflated_size = archive::Limits{}.max_inflated_bytes;
+  std::uint64_t max_compression_ratio = archive::Limits{}.max_compression_ratio;
 };
 
 enum class Outcome {
@@ -39,22 +45,37 @@ struct Ingested {
 class Ingestor {
  public:
   Ingestor(store::BlobStore& store, catalog::Catalog& catalog, Limits limits)
-      : store_(store), catalog_(catalog), max_file_size_(limits.max_file_size), limits_(limits) {}
+      : store_(store), catalog_(catalog), limits_(limits) {
+    set_limits(limits);
+  }
 
-  /// The limits in force (a copy: the file size limit can change at runtime).
+  /// The limits in force (a copy: they can change at runtime).
   [[nodiscard]] Limits limits() const {
     Limits l = limits_;
     l.max_file_size = max_file_size_.load();
+    l.max_archive_members = max_archive_members_.load();
+    l.max_inflated_size = max_inflated_size_.load();
+    l.max_compression_ratio = max_compression_ratio_.load();
     return l;
   }
-  /// Changes the file size limit for uploads that start from now on (configuration reload).
-  void set_max_file_size(std::uint64_t bytes) { max_file_size_.store(bytes); }
+  /// Changes the file size limit and the archive policy for files checked from now on
+  /// (configuration reload); max_metadata_size stays.
+  void set_limits(const Limits& limits) {
+    max_file_size_.store(limits.max_file_size);
+    max_archive_members_.store(limits.max_archive_members);
+    max_inflated_size_.store(limits.max_inflated_size);
+    max_compression_ratio_.store(limits.max_compression_ratio);
+  }
   [[nodiscard]] store::BlobStore& store() { return store_; }
 
-  /// Validates a finished temp file uploaded under `filename` and publishes it. The same
-  /// bytes as a damaged file (core::FileRecord::damaged) heal it: Outcome::restored.
+  /// Validates a finished temp file uploaded under `filename` and publishes it. File names are
+  /// compared after normalization (core::canonical_file_key): identical bytes under another
+  /// spelling of a stored name are `identical` (the stored file is returned). The same bytes
+  /// as a damaged file (core::FileRecord::damaged), under any spelling, heal it:
+  /// Outcome::restored.
   /// Errors: invalid (bad name, archive or metadata: every problem listed), conflict (the
-  /// name exists with other bytes; message starts "File already exists"), too_large,
+  /// name, or another spelling of it, exists with other bytes or belonged to a deleted file;
+  /// a release already has an sdist; message starts "File already exists"), too_large,
   /// forbidden (the project is claimed by another uploader; see core/claims.hpp), and the
   /// server's own: storage_full, unavailable (the data directory is not writable), io (a
   /// storage fault such as EIO). On any error nothing is left behind: the temp file is
@@ -84,13 +105,21 @@ class Ingestor {
 
   store::BlobStore& store_;
   catalog::Catalog& catalog_;
-  std::atomic<std::uint64_t> max_file_size_;
   Limits limits_;
+  std::atomic<std::uint64_t> max_file_size_{0};
+  std::atomic<std::uint64_t> max_archive_members_{0};
+  std::atomic<std::uint64_t> max_inflated_size_{0};
+  std::atomic<std::uint64_t> max_compression_ratio_{0};
 };
 
-/// The 409 message for a name that exists with other content.
-[[nodiscard]] std::string already_exists_message(std::string_view filename);
-/// The 409 message for the name of a deleted file.
-[[nodiscard]] std::string reserved_message(std::string_view filename);
+/// The 409 message for `filename` when `existing` is stored under it, or under another
+/// spelling of it (catalog::Catalog::find_same_file), with other content. Starts with
+/// "File already exists" (what `twine upload --skip-existing` looks for).
+[[nodiscard]] std::string already_exists_message(std::string_view filename,
+                                                 const core::FileRecord& existing);
+/// The 409 message for `filename` when it, or another spelling of it, was the name of the
+/// deleted file `deleted`.
+[[nodiscard]] std::string reserved_message(std::string_view filename,
+                                           const catalog::DeletedFile& deleted);
 
 }  // namespace wf::ingest

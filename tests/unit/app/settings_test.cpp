@@ -85,6 +85,41 @@ TEST_F(SettingsTest, DefaultsWithoutFileEnvironmentOrFlags) {
   EXPECT_FALSE(s->config_file.has_value());
 }
 
+TEST_F(SettingsTest, ArchivePolicyDefaultsAndValues) {
+  auto s = load_settings(std::nullopt, {});
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->max_inflated_size, 16ULL << 30U);
+  EXPECT_EQ(s->max_compression_ratio, 100U);
+  EXPECT_EQ(s->max_archive_members, 200'000U);
+
+  const auto path = write_config(R"(
+max_inflated_size = "4G"
+max_compression_ratio = 20
+max_archive_members = 5000
+)");
+  s = load_settings(path, {});
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->max_inflated_size, 4ULL << 30U);
+  EXPECT_EQ(s->max_compression_ratio, 20U);
+  EXPECT_EQ(s->max_archive_members, 5000U);
+  EXPECT_NE(settings_to_toml(*s).find("max_inflated_size = \"4G\"\nmax_compression_ratio = 20\n"
+                                      "max_archive_members = 5000\n"),
+            std::string::npos)
+      << settings_to_toml(*s);
+
+  Overrides bad;
+  bad.max_inflated_size = "0";
+  bad.max_compression_ratio = "0";
+  bad.max_archive_members = "lots";
+  const auto problems = problems_of(check_configuration(std::nullopt, bad));
+  EXPECT_EQ(problems.size(), 3U);
+  for (const char* prefix :
+       {"max_inflated_size: expected a size", "max_compression_ratio: expected a whole number",
+        "max_archive_members: expected a whole number"}) {
+    EXPECT_TRUE(has_problem_starting(problems, prefix)) << prefix;
+  }
+}
+
 TEST_F(SettingsTest, FileValuesAreRead) {
   const auto path = write_config(R"(
 data_dir = "/srv/wheels"

@@ -809,6 +809,7 @@ class WheelBinariesTest : public ElfTest {
                      "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n");
     all.emplace_back("demo-1.0.dist-info/WHEEL",
                      "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n");
+    all.emplace_back("demo-1.0.dist-info/RECORD", "");
     const fs::path path = dir_ / name;
     write_bytes(path, build_zip(all));
     return path;
@@ -869,7 +870,9 @@ TEST_F(WheelBinariesTest, ADeflatedMemberTakesTwoPasses) {
   auto file = open_archive_file(path);
   ASSERT_TRUE(file);
   CappedProblems problems;
-  auto members = scan_zip_layout(file->fd.get(), file->size, 100, problems);
+  Limits layout;
+  layout.max_members = 100;
+  auto members = scan_zip_layout(file->fd.get(), file->size, layout, problems);
   ASSERT_TRUE(members && problems.empty());
   const ZipMember& member = members->front();
   auto data = member_data_offset(file->fd.get(), member);

@@ -306,6 +306,7 @@ TEST_F(RetagTest, NormalizesTheProjectName) {
                 {"Demo.Pkg-1.0.dist-info/METADATA",
                  "Metadata-Version: 2.1\nName: Demo.Pkg\nVersion: 1.0\n"},
                 {"Demo.Pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n"},
+                {"Demo.Pkg-1.0.dist-info/RECORD", ""},
             });
   auto result = retag_wheel(in, "cpu", out_);
   ASSERT_TRUE(result) << result.error().message;
@@ -360,6 +361,7 @@ TEST_F(RetagTest, StreamsLargeMembers) {
                                 {"demo_pkg/_D.so", big},
                                 {"demo_pkg-1.0.dist-info/METADATA", metadata_for("1.0")},
                                 {"demo_pkg-1.0.dist-info/WHEEL", kWheelFile},
+                                {"demo_pkg-1.0.dist-info/RECORD", ""},
                             });
   auto result = retag_wheel(in, "cu130torch2.11", out_);
   ASSERT_TRUE(result) << result.error().message;
@@ -378,6 +380,7 @@ TEST_F(RetagTest, RewritesWheelTagsThatDisagreeWithTheFileName) {
                             {
                                 {"demo_pkg-1.0.dist-info/METADATA", metadata_for("1.0")},
                                 {"demo_pkg-1.0.dist-info/WHEEL", crlf_wheel},
+                                {"demo_pkg-1.0.dist-info/RECORD", ""},
                             });
   auto result = retag_wheel(in, "cu128", out_);
   ASSERT_TRUE(result) << result.error().message;
@@ -394,6 +397,7 @@ TEST_F(RetagTest, KeepsWheelTagsInAnyOrderWhenTheyAgree) {
                             {
                                 {"demo_pkg-1.0.dist-info/METADATA", metadata_for("1.0")},
                                 {"demo_pkg-1.0.dist-info/WHEEL", wheel},
+                                {"demo_pkg-1.0.dist-info/RECORD", ""},
                             });
   auto result = retag_wheel(in, "cu128", out_);
   ASSERT_TRUE(result) << result.error().message;
@@ -405,6 +409,7 @@ TEST_F(RetagTest, AddsWheelTagsWhenThereAreNone) {
                             {
                                 {"demo_pkg-1.0.dist-info/METADATA", metadata_for("1.0")},
                                 {"demo_pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0"},
+                                {"demo_pkg-1.0.dist-info/RECORD", ""},
                             });
   auto result = retag_wheel(in, "cpu", out_);
   ASSERT_TRUE(result) << result.error().message;
@@ -419,6 +424,7 @@ TEST_F(RetagTest, QuotesRecordPathsThatNeedIt) {
                 {"demo_pkg/a,b \"c\".txt", "odd name"},
                 {"demo_pkg-1.0.dist-info/METADATA", metadata_for("1.0")},
                 {"demo_pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n"},
+                {"demo_pkg-1.0.dist-info/RECORD", ""},
             });
   auto result = retag_wheel(in, "cpu", out_);
   ASSERT_TRUE(result) << result.error().message;
@@ -477,7 +483,8 @@ TEST_F(RetagTest, ReplacesABuildTag) {
       write(stem + "-2-py3-none-any.whl",
             {{stem + ".dist-info/METADATA", metadata_for("1.0")},
              {stem + ".dist-info/WHEEL",
-              "Wheel-Version: 1.0\r\nBuild: 2\r\nTag: py3-none-any\r\nBuild: 2\r\n"}});
+              "Wheel-Version: 1.0\r\nBuild: 2\r\nTag: py3-none-any\r\nBuild: 2\r\n"},
+             {stem + ".dist-info/RECORD", ""}});
   WheelChanges changes;
   changes.build_tag = "3a";
   auto result = rewrite_wheel(in, changes, out_);
@@ -489,7 +496,8 @@ TEST_F(RetagTest, ReplacesABuildTag) {
   // A WHEEL without Tag lines gets the Build line before the end of its headers.
   const fs::path bare =
       write("demo_pkg-1.0-py3-none-any.whl", {{stem + ".dist-info/METADATA", metadata_for("1.0")},
-                                              {stem + ".dist-info/WHEEL", "Wheel-Version: 1.0"}});
+                                              {stem + ".dist-info/WHEEL", "Wheel-Version: 1.0"},
+                                              {stem + ".dist-info/RECORD", ""}});
   changes.build_tag = "7";
   result = rewrite_wheel(bare, changes, dir_ / "bare");
   ASSERT_TRUE(result) << result.error().message;
@@ -639,6 +647,7 @@ TEST_F(RetagTest, RejectsWhatReadWheelRejects) {
   const fs::path wrong =
       write("demo_pkg-1.0-py3-none-any.whl", {{"other-1.0.dist-info/METADATA", metadata_for("1.0")},
                                               {"other-1.0.dist-info/WHEEL", kWheelFile},
+                                              {"other-1.0.dist-info/RECORD", ""},
                                               {"../evil", ""}});
   const std::string message = retag_wheel(wrong, "cpu", out_).error().message;
   EXPECT_THAT(message, HasSubstr("does not match the file name"));
@@ -650,7 +659,8 @@ TEST_F(RetagTest, RejectsMetadataThatContradictsTheFileName) {
   const fs::path in = write(
       "demo_pkg-1.0-py3-none-any.whl",
       {{"demo_pkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: other\nVersion: 1.1\n"},
-       {"demo_pkg-1.0.dist-info/WHEEL", "Wheel-Version: 2.0\n"}});
+       {"demo_pkg-1.0.dist-info/WHEEL", "Wheel-Version: 2.0\n"},
+       {"demo_pkg-1.0.dist-info/RECORD", ""}});
   auto result = retag_wheel(in, "cpu", out_);
   ASSERT_FALSE(result);
   EXPECT_EQ(result.error().code, Errc::invalid);
@@ -666,7 +676,8 @@ TEST_F(RetagTest, RejectsMetadataWithoutASingleVersionHeader) {
         "Metadata-Version: 2.1\nName: demo-pkg\n\nVersion: 1.0\n"}) {
     const fs::path in =
         write("demo_pkg-1.0-py3-none-any.whl", {{"demo_pkg-1.0.dist-info/METADATA", metadata},
-                                                {"demo_pkg-1.0.dist-info/WHEEL", kWheelFile}});
+                                                {"demo_pkg-1.0.dist-info/WHEEL", kWheelFile},
+                                                {"demo_pkg-1.0.dist-info/RECORD", ""}});
     auto result = retag_wheel(in, "cpu", out_);
     ASSERT_FALSE(result) << metadata;
     EXPECT_EQ(result.error().code, Errc::invalid);
@@ -679,7 +690,8 @@ TEST_F(RetagTest, RewritesAFoldedVersionHeader) {
       write("demo_pkg-1.0-py3-none-any.whl",
             {{"demo_pkg-1.0.dist-info/METADATA",
               "Metadata-Version: 2.1\nName: demo-pkg\nversion:\t1.0\n  \nSummary: s\n"},
-             {"demo_pkg-1.0.dist-info/WHEEL", kWheelFile}});
+             {"demo_pkg-1.0.dist-info/WHEEL", kWheelFile},
+             {"demo_pkg-1.0.dist-info/RECORD", ""}});
   auto result = retag_wheel(in, "cpu", out_);
   ASSERT_TRUE(result) << result.error().message;
   EXPECT_EQ(find(read_members(*result), "demo_pkg-1.0+cpu.dist-info/METADATA")->data,
@@ -692,7 +704,8 @@ TEST_F(RetagTest, RejectsMembersThatWouldCollide) {
             {{"demo_pkg-1.0.data/purelib/x.py", ""},
              {"demo_pkg-1.0+cpu.data/purelib/x.py", ""},
              {"demo_pkg-1.0.dist-info/METADATA", metadata_for("1.0")},
-             {"demo_pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n"}});
+             {"demo_pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n"},
+             {"demo_pkg-1.0.dist-info/RECORD", ""}});
   auto result = retag_wheel(in, "cpu", out_);
   ASSERT_FALSE(result);
   EXPECT_THAT(result.error().message, HasSubstr("two members would be named"));
@@ -704,7 +717,8 @@ TEST_F(RetagTest, RejectsMemberNamesThatAreNotUtf8) {
   const fs::path in = write("demo_pkg-1.0-py3-none-any.whl",
                             {{"demo_pkg/caf\xe9.txt", "latin-1 name"},
                              {"demo_pkg-1.0.dist-info/METADATA", metadata_for("1.0")},
-                             {"demo_pkg-1.0.dist-info/WHEEL", kWheelFile}});
+                             {"demo_pkg-1.0.dist-info/WHEEL", kWheelFile},
+                             {"demo_pkg-1.0.dist-info/RECORD", ""}});
   auto result = retag_wheel(in, "cpu", out_);
   ASSERT_FALSE(result);
   EXPECT_EQ(result.error().code, Errc::invalid);
@@ -717,7 +731,8 @@ TEST_F(RetagTest, RejectsDamagedMemberData) {
   const fs::path in = write("demo_pkg-1.0-py3-none-any.whl",
                             {bad,
                              {"demo_pkg-1.0.dist-info/METADATA", metadata_for("1.0")},
-                             {"demo_pkg-1.0.dist-info/WHEEL", kWheelFile}});
+                             {"demo_pkg-1.0.dist-info/WHEEL", kWheelFile},
+                             {"demo_pkg-1.0.dist-info/RECORD", ""}});
   auto result = retag_wheel(in, "cpu", out_);
   ASSERT_FALSE(result);
   EXPECT_EQ(result.error().code, Errc::invalid);

@@ -37,7 +37,7 @@ Limits limits(std::uint64_t metadata_bytes, std::uint64_t members, std::uint64_t
   Limits l;
   l.max_metadata_bytes = metadata_bytes;
   l.max_members = members;
-  l.max_sdist_inflated_bytes = inflated_bytes;
+  l.max_inflated_bytes = inflated_bytes;
   return l;
 }
 
@@ -124,9 +124,80 @@ TEST_F(SdistReaderTest, AppliesTheLimits) {
   EXPECT_EQ(failure(gzip(build_tar(entries)), limits(1000, 200'000, 1U << 30U)),
             "demo_pkg-1.0/PKG-INFO inflates to more than 1000 bytes");
   EXPECT_EQ(failure(gzip(build_tar(sdist_entries())), limits(1U << 20U, 3, 1U << 30U)),
-            "the archive has more than 3 members");
+            "the archive has more than 3 members, the limit (max_archive_members)");
   EXPECT_EQ(failure(gzip(build_tar(sdist_entries())), limits(1U << 20U, 200'000, 50000)),
-            "the sdist inflates to more than 50000 bytes");
+            "the sdist inflates to more than the limit of 50000 bytes (max_inflated_size)");
+}
+
+TEST_F(SdistReaderTest, LimitsTheCompressionRatioAboveTheFloor) {
+  // The sizes the tar headers declare are what counts: the stream stops at the header that
+  // passes the limit, before its data is inflated.
+  auto entries = sdist_entries();
+  entries.push_back(TarEntry::file("demo_pkg-1.0/bomb.bin", "small"));
+  entries.back().declared_size = 20U << 20U;
+  const std::string bomb = gzip(build_tar(entries));
+  EXPECT_EQ(failure(bomb), "the sdist inflates to more than 100 times its size of " +
+                               std::to_string(bomb.size()) +
+                               " bytes, the limit (max_compression_ratio)");
+  Limits generous;
+  generous.max_compression_ratio = 1'000'000;
+  EXPECT_THAT(failure(bomb, generous), HasSubstr("cannot read the sdist"));  // truncated data
+
+  // Under the floor, the ratio is not judged (the file is still truncated).
+  entries.back().declared_size = 1U << 20U;
+  EXPECT_THAT(failure(gzip(build_tar(entries))), HasSubstr("cannot read the sdist"));
+}
+
+TEST_F(SdistReaderTest, RefusesDevicesFifosSocketsAndSparseFiles) {
+  auto entries = sdist_entries();
+  entries.push_back(TarEntry::special("demo_pkg-1.0/tty", TarEntry::Type::char_device));
+  entries.push_back(TarEntry::special("demo_pkg-1.0/disk", TarEntry::Type::block_device));
+  entries.push_back(TarEntry::special("demo_pkg-1.0/pipe", TarEntry::Type::fifo));
+  entries.push_back(TarEntry::sparse("demo_pkg-1.0/holes.bin", "data", 1U << 20U));
+  const std::string message = failure(gzip(build_tar(entries)));
+  const char* kOnly = " (an sdist holds files, directories and links only)";
+  EXPECT_THAT(message,
+              HasSubstr(std::string("member 'demo_pkg-1.0/tty' is a character device") + kOnly));
+  EXPECT_THAT(message,
+              HasSubstr(std::string("member 'demo_pkg-1.0/disk' is a block device") + kOnly));
+  EXPECT_THAT(message, HasSubstr(std::string("member 'demo_pkg-1.0/pipe' is a FIFO") + kOnly));
+  EXPECT_THAT(message,
+              HasSubstr(std::string("member 'demo_pkg-1.0/holes.bin' is a sparse file") + kOnly));
+
+  // Each alone is refused too, and the same entries as plain files are fine.
+  for (const auto type : {TarEntry::Type::char_device, TarEntry::Type::fifo}) {
+    auto one = sdist_entries();
+    one.push_back(TarEntry::special("demo_pkg-1.0/x", type));
+    EXPECT_THAT(failure(gzip(build_tar(one))), HasSubstr("member 'demo_pkg-1.0/x' is a "));
+  }
+  auto plain = sdist_entries();
+  plain.push_back(TarEntry::file("demo_pkg-1.0/holes.bin", "data"));
+  EXPECT_TRUE(read(gzip(build_tar(plain))));
+}
+
+TEST_F(SdistReaderTest, RefusesAnSdistThatIsAlsoAZip) {
+  const std::string sdist = gzip(build_tar(sdist_entries()));
+  const std::string zip =
+      fixtures::build_zip({{"demo_pkg/__init__.py", "import os\n"}, {"setup.py", "evil"}});
+  // A zip appended to the gzip stream: gzip readers stop at the end of their member, zip
+  // readers look at the end of the file.
+  const std::string polyglot = sdist + zip;
+  const std::string message = failure(polyglot);
+  EXPECT_THAT(message,
+              HasSubstr("the sdist is also a zip archive (a zip end-of-central-directory record "
+                        "at offset " +
+                        std::to_string(polyglot.size() - 22) + ")"));
+
+  // An empty zip's end record is a zip too.
+  EXPECT_THAT(failure(sdist + fixtures::build_zip({})), HasSubstr("is also a zip archive"));
+
+  // The signature alone, as compressed data may hold it by chance, is not a zip.
+  auto entries = sdist_entries();
+  entries.push_back(TarEntry::file("demo_pkg-1.0/sig.bin",
+                                   std::string("PK\x05\x06", 4) + std::string(40, '\x11')));
+  const std::string with_signature = gzip(build_tar(entries));  // stored blocks: visible
+  ASSERT_NE(with_signature.find(std::string("PK\x05\x06", 4)), std::string::npos);
+  EXPECT_TRUE(read(with_signature));
 }
 
 TEST_F(SdistReaderTest, RejectsATruncatedStream) {

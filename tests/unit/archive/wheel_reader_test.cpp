@@ -236,12 +236,12 @@ TEST_F(WheelReaderTest, StopsInflatingMetadataAtTheCap) {
   EXPECT_EQ(failure(build_zip(entries), metadata_cap(1000)),
             "demo_pkg-1.0+cu128.dist-info/METADATA inflates to more than 1000 bytes");
 
-  // Declaring a small size does not get past the cap (a small lie shows up as a size error,
-  // tested below).
+  // Declaring a small size does not get past the cap: inflation stops at the declared size.
   entries[2].data = std::string(2U << 20U, 'M');
   entries[2].uncompressed_size = 10;
   EXPECT_EQ(failure(build_zip(entries), metadata_cap(1000)),
-            "demo_pkg-1.0+cu128.dist-info/METADATA inflates to more than 1000 bytes");
+            "demo_pkg-1.0+cu128.dist-info/METADATA cannot be read: it inflates to more than its "
+            "declared size of 10 bytes");
 
   entries[3].data = std::string(2000, 'W');
   entries[2].data = kMetadata;
@@ -264,7 +264,70 @@ TEST_F(WheelReaderTest, ReportsDataErrorsOfMetadata) {
 
 TEST_F(WheelReaderTest, LimitsTheNumberOfMembers) {
   EXPECT_EQ(failure(build_zip(wheel_entries()), member_cap(4)),
-            "the archive has 5 members, more than the limit of 4");
+            "the archive has 5 members, more than the limit of 4 (max_archive_members)");
+  EXPECT_TRUE(read(build_zip(wheel_entries()), member_cap(5)));
+}
+
+TEST_F(WheelReaderTest, RequiresRecord) {
+  auto entries = wheel_entries();
+  entries.pop_back();
+  EXPECT_EQ(failure(build_zip(entries)), "demo_pkg-1.0+cu128.dist-info/RECORD is missing");
+  // A RECORD elsewhere does not count.
+  entries.emplace_back("demo_pkg/RECORD", "");
+  EXPECT_EQ(failure(build_zip(entries)), "demo_pkg-1.0+cu128.dist-info/RECORD is missing");
+}
+
+TEST_F(WheelReaderTest, LimitsTheDeclaredInflatedSizeWithoutInflating) {
+  auto entries = wheel_entries();
+  // Sizes as the central directory declares them; the member's data is never inflated.
+  entries[1].uncompressed_size = 3U << 20U;
+  Limits total;
+  total.max_inflated_bytes = 2U << 20U;
+  const std::string zip = build_zip(entries);
+  const std::string declared = std::to_string((3U << 20U) + 6 + kMetadata.size() + kWheel.size());
+  EXPECT_EQ(failure(zip, total), "the wheel inflates to " + declared +
+                                     " bytes, more than the limit of 2097152 bytes "
+                                     "(max_inflated_size)");
+  total.max_inflated_bytes = 4U << 20U;
+  EXPECT_TRUE(read(zip, total));
+}
+
+TEST_F(WheelReaderTest, LimitsTheCompressionRatioAboveTheFloor) {
+  auto entries = wheel_entries();
+  entries[1].uncompressed_size = 20U << 20U;  // a few KiB that claim 20 MiB: a bomb
+  const std::string zip = build_zip(entries);
+  const std::string message = failure(zip);
+  EXPECT_THAT(message, HasSubstr("the wheel inflates to "));
+  EXPECT_THAT(message, HasSubstr(" times its size of " + std::to_string(zip.size()) +
+                                 " bytes, more than the limit of 100 times "
+                                 "(max_compression_ratio)"));
+
+  // Under the floor, the ratio is not judged.
+  entries[1].uncompressed_size = 10U << 20U;
+  EXPECT_TRUE(read(build_zip(entries)));
+
+  // At the limit exactly is accepted, one byte more is not.
+  Limits ratio;
+  ratio.ratio_floor_bytes = 0;
+  ratio.max_compression_ratio = 3;
+  entries[1].uncompressed_size = 0;
+  const std::uint64_t others = 6 + kMetadata.size() + kWheel.size();
+  const std::uint64_t size = build_zip(entries).size();  // sizes do not change the zip's size
+  entries[1].uncompressed_size = 3 * size - others;
+  EXPECT_TRUE(read(build_zip(entries), ratio));
+  entries[1].uncompressed_size = 3 * size - others + 1;
+  EXPECT_THAT(failure(build_zip(entries), ratio), HasSubstr("(max_compression_ratio)"));
+}
+
+TEST_F(WheelReaderTest, ReportsTheSizeLimitWithTheOtherProblems) {
+  auto entries = wheel_entries();
+  entries[1].uncompressed_size = 20U << 20U;
+  entries.pop_back();  // RECORD
+  entries.emplace_back("../evil.py", "x");
+  const std::string message = failure(build_zip(entries));
+  EXPECT_THAT(message, HasSubstr("(max_compression_ratio)"));
+  EXPECT_THAT(message, HasSubstr("RECORD is missing"));
+  EXPECT_THAT(message, HasSubstr("member name '../evil.py' contains a '..' component"));
 }
 
 TEST_F(WheelReaderTest, RejectsEncryptionAndUnsupportedCompression) {

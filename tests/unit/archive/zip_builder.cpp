@@ -214,30 +214,68 @@ std::string build_tar(const std::vector<TarEntry>& entries) {
       }
       field(at, digits);
     };
-    const bool is_file = e.type == TarEntry::Type::file;
+    const bool has_data = e.type == TarEntry::Type::file || e.type == TarEntry::Type::sparse;
+    const bool sparse = e.type == TarEntry::Type::sparse;
     field(0, e.name);
     octal(100, 8, e.type == TarEntry::Type::directory ? 0755U : 0644U);
     octal(108, 8, 0);
     octal(116, 8, 0);
-    octal(124, 12, is_file ? e.data.size() : 0U);
+    // A sparse header's size is what is stored; the real size follows the sparse map.
+    const std::uint64_t size =
+        has_data ? (sparse ? e.data.size() : e.declared_size.value_or(e.data.size())) : 0U;
+    octal(124, 12, size);
     octal(136, 12, 0);
     field(148, "        ");
-    const char type = e.type == TarEntry::Type::file        ? '0'
-                      : e.type == TarEntry::Type::directory ? '5'
-                      : e.type == TarEntry::Type::symlink   ? '2'
-                                                            : '1';
+    char type = '0';
+    switch (e.type) {
+      case TarEntry::Type::file:
+        type = '0';
+        break;
+      case TarEntry::Type::hardlink:
+        type = '1';
+        break;
+      case TarEntry::Type::symlink:
+        type = '2';
+        break;
+      case TarEntry::Type::char_device:
+        type = '3';
+        break;
+      case TarEntry::Type::block_device:
+        type = '4';
+        break;
+      case TarEntry::Type::directory:
+        type = '5';
+        break;
+      case TarEntry::Type::fifo:
+        type = '6';
+        break;
+      case TarEntry::Type::sparse:
+        type = 'S';
+        break;
+    }
     header[156] = type;
     field(157, e.link_target);
-    field(257, std::string_view("ustar\0"
-                                "00",
-                                8));
+    if (sparse) {
+      // Old GNU header: magic "ustar  \0", one sparse extent (offset, length) at 386, not
+      // extended (482), the real size at 483.
+      field(257, std::string_view("ustar  \0", 8));
+      octal(386, 12, 0);
+      octal(398, 12, e.data.size());
+      octal(483, 12, e.declared_size.value_or(e.data.size()));
+    } else {
+      field(257, std::string_view("ustar\0"
+                                  "00",
+                                  8));
+      octal(329, 8, 0);  // device major and minor
+      octal(337, 8, 0);
+    }
     unsigned sum = 0;
     for (const char c : header) sum += static_cast<unsigned char>(c);
     std::array<char, 8> checksum{};
     std::snprintf(checksum.data(), checksum.size(), "%06o", sum);
     field(148, std::string_view(checksum.data(), 7));
     out += header;
-    if (is_file) {
+    if (has_data) {
       out += e.data;
       out.append((512U - e.data.size() % 512U) % 512U, '\0');
     }

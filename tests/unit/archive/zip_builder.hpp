@@ -63,25 +63,38 @@ struct ZipOptions {
                                     const ZipOptions& options = {});
 
 struct TarEntry {
-  enum class Type { file, directory, symlink, hardlink };
+  enum class Type { file, directory, symlink, hardlink, char_device, block_device, fifo, sparse };
   std::string name;  ///< at most 100 bytes
-  std::string data;  ///< file contents
+  std::string data;  ///< file contents (for `sparse`: the one stored extent, at offset 0)
   Type type = Type::file;
   std::string link_target;
+  /// The size written into the header instead of the data's (a lie, for hostile archives);
+  /// for `sparse`: the file's real size, which the sparse map's holes make up.
+  std::optional<std::uint64_t> declared_size;
 
   static TarEntry file(std::string name, std::string data) {
-    return {std::move(name), std::move(data), Type::file, {}};
+    return {std::move(name), std::move(data), Type::file, {}, {}};
   }
-  static TarEntry directory(std::string name) { return {std::move(name), {}, Type::directory, {}}; }
+  static TarEntry directory(std::string name) {
+    return {std::move(name), {}, Type::directory, {}, {}};
+  }
   static TarEntry symlink(std::string name, std::string target) {
-    return {std::move(name), {}, Type::symlink, std::move(target)};
+    return {std::move(name), {}, Type::symlink, std::move(target), {}};
   }
   static TarEntry hardlink(std::string name, std::string target) {
-    return {std::move(name), {}, Type::hardlink, std::move(target)};
+    return {std::move(name), {}, Type::hardlink, std::move(target), {}};
+  }
+  static TarEntry special(std::string name, Type type) {
+    return {std::move(name), {}, type, {}, {}};
+  }
+  /// An old-GNU sparse file (type 'S'): `data` stored, then holes up to `real_size`.
+  static TarEntry sparse(std::string name, std::string data, std::uint64_t real_size) {
+    return {std::move(name), std::move(data), Type::sparse, {}, real_size};
   }
 };
 
-/// An uncompressed ustar archive, with the two terminating zero blocks.
+/// An uncompressed ustar archive (old-GNU headers for sparse files), with the two terminating
+/// zero blocks.
 [[nodiscard]] std::string build_tar(const std::vector<TarEntry>& entries);
 
 /// Writes `bytes` to `path`, replacing it.

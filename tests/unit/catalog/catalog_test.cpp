@@ -299,7 +299,166 @@ TEST_F(CatalogTest, DeleteReservesTheName) {
   EXPECT_EQ((*cat)->delete_file(name).error().code, Errc::not_found);
   auto again = (*cat)->insert_file(wheel(name, std::string(64, 'a')));
   ASSERT_TRUE(again);
-  EXPECT_EQ(again->first, InsertOutcome::conflict);
+  EXPECT_EQ(again->first, InsertOutcome::reserved);
+  EXPECT_EQ(again->second.filename, name);
+  EXPECT_EQ(again->second.sha256, std::string(64, 'a'));
+}
+
+TEST_F(CatalogTest, SpellingsOfOneNameAreOneFile) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  const std::string stored = "demo_pkg-1.0-py2.py3-none-any.whl";
+  auto first = wheel(stored, std::string(64, 'a'));
+  first.file.tags = core::WheelTags{std::nullopt, "py2.py3", "none", "any"};
+  ASSERT_EQ((*cat)->insert_file(first)->first, InsertOutcome::inserted);
+
+  for (const char* spelling :
+       {"Demo_Pkg-1.0-py3.py2-none-any.whl", "demo.pkg-1.0.0-py2.py3-none-any.whl",
+        "DEMO_PKG-1-PY3.py2-None-Any.whl"}) {
+    auto same = (*cat)->insert_file(wheel(spelling, std::string(64, 'a')));
+    ASSERT_TRUE(same) << same.error().message;
+    EXPECT_EQ(same->first, InsertOutcome::identical) << spelling;
+    EXPECT_EQ(same->second.filename, stored) << spelling;
+    auto other = (*cat)->insert_file(wheel(spelling, std::string(64, 'b')));
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->first, InsertOutcome::conflict) << spelling;
+    EXPECT_EQ(other->second.filename, stored) << spelling;
+    EXPECT_EQ(other->second.sha256, std::string(64, 'a'));
+
+    auto found = (*cat)->find_same_file(spelling, std::string(64, 'c'));
+    ASSERT_TRUE(found);
+    ASSERT_TRUE(found->has_value()) << spelling;
+    EXPECT_EQ((*found)->filename, stored);
+    EXPECT_FALSE((*cat)->find_file(spelling)->has_value()) << "find_file is exact";
+  }
+  // Other tags, versions or build tags are other files.
+  for (const char* different :
+       {"demo_pkg-1.0-py3-none-any.whl", "demo_pkg-1.0.1-py2.py3-none-any.whl",
+        "demo_pkg-1.0-1-py2.py3-none-any.whl"}) {
+    EXPECT_EQ((*cat)->insert_file(wheel(different, std::string(64, 'd')))->first,
+              InsertOutcome::inserted)
+        << different;
+  }
+  EXPECT_EQ((*cat)->load()->files.size(), 4U);
+}
+
+TEST_F(CatalogTest, OneSdistPerRelease) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  auto sdist = [](std::string filename, std::string sha) {
+    NewFile nf = wheel(std::move(filename), std::move(sha));
+    nf.file.kind = core::DistKind::sdist;
+    nf.file.tags = {};
+    return nf;
+  };
+  ASSERT_EQ((*cat)->insert_file(sdist("demo_pkg-1.0.tar.gz", std::string(64, 'a')))->first,
+            InsertOutcome::inserted);
+  auto second = (*cat)->insert_file(sdist("Demo-Pkg-1.0.0.tar.gz", std::string(64, 'b')));
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->first, InsertOutcome::conflict);
+  EXPECT_EQ(second->second.filename, "demo_pkg-1.0.tar.gz");
+  EXPECT_EQ(second->second.kind, core::DistKind::sdist);
+  // A wheel of the release, and the sdist of another release, are other files.
+  EXPECT_EQ(
+      (*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'c')))->first,
+      InsertOutcome::inserted);
+  EXPECT_EQ((*cat)->insert_file(sdist("demo_pkg-1.1.tar.gz", std::string(64, 'd')))->first,
+            InsertOutcome::inserted);
+}
+
+TEST_F(CatalogTest, DeletionReservesEverySpellingOfTheName) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  const std::string name = "demo_pkg-1.0-py3-none-any.whl";
+  ASSERT_TRUE((*cat)->insert_file(wheel(name, std::string(64, 'a'))));
+  ASSERT_TRUE((*cat)->delete_file(name));
+  const std::string other = "Demo.Pkg-1.0.0-py3-none-any.whl";
+  EXPECT_TRUE(*(*cat)->is_reserved(other));
+  auto reservation = (*cat)->find_reservation(other);
+  ASSERT_TRUE(reservation);
+  ASSERT_TRUE(reservation->has_value());
+  EXPECT_EQ((*reservation)->filename, name);
+  EXPECT_EQ((*reservation)->project, "demo-pkg");
+  for (const char sha : {'a', 'b'}) {
+    auto again = (*cat)->insert_file(wheel(other, std::string(64, sha)));
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->first, InsertOutcome::reserved);
+    EXPECT_EQ(again->second.filename, name);
+  }
+  EXPECT_FALSE(*(*cat)->is_reserved("demo_pkg-1.0-py2.py3-none-any.whl"));
+}
+
+TEST_F(CatalogTest, InsertFilesHoldsABatchToOneFilePerName) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  const std::vector<NewFile> files = {
+      wheel("Demo_Pkg-1.0-py3-none-any.whl", std::string(64, 'a')),
+      wheel("demo.pkg-1.0-py3-none-any.whl", std::string(64, 'b')),
+      wheel("demo_pkg-1.0.0-py3-none-any.whl", std::string(64, 'a')),
+  };
+  auto results = (*cat)->insert_files(
+      files, [](std::size_t) { return ok_status(); }, [] { return ok_status(); });
+  ASSERT_TRUE(results);
+  EXPECT_EQ((*results)[0]->first, InsertOutcome::inserted);
+  EXPECT_EQ((*results)[1]->first, InsertOutcome::conflict);
+  EXPECT_EQ((*results)[1]->second.filename, "Demo_Pkg-1.0-py3-none-any.whl");
+  EXPECT_EQ((*results)[2]->first, InsertOutcome::identical);
+  EXPECT_EQ((*cat)->load()->files.size(), 1U);
+}
+
+TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
+  {
+    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    ASSERT_TRUE(cat);
+    ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
+    ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-2.0-py3-none-any.whl", std::string(64, 'c'))));
+    ASSERT_TRUE((*cat)->delete_file("demo_pkg-2.0-py3-none-any.whl"));
+  }
+  // Make the database look as if an older wheelforge, which compared names exactly, had
+  // written it, with a second spelling of the same file name.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const std::string older =
+      "ALTER TABLE jobs DROP COLUMN nvcc_path; ALTER TABLE jobs DROP COLUMN nvcc_version;"
+      " ALTER TABLE jobs DROP COLUMN torch_version; ALTER TABLE jobs DROP COLUMN torch_cuda;"
+      " ALTER TABLE jobs DROP COLUMN python_path; ALTER TABLE jobs DROP COLUMN python_version;"
+      " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
+      " ALTER TABLE files DROP COLUMN canonical;"
+      " ALTER TABLE deleted_files DROP COLUMN canonical;"
+      " INSERT INTO files (project_id, filename, version, kind, sha256, size, upload_time,"
+      "  metadata_sha256, metadata_size, python_tag, abi_tag, platform_tag)"
+      " SELECT project_id, 'Demo.Pkg-1.0.0-py3-none-any.whl', '1.0.0', kind, '" +
+      std::string(64, 'b') +
+      "', size, upload_time, metadata_sha256, metadata_size, python_tag, abi_tag, platform_tag"
+      " FROM files;"
+      " PRAGMA user_version = 6;";
+  ASSERT_EQ(sqlite3_exec(db, older.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat) << cat.error().message;
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  ASSERT_EQ(contents->files.size(), 2U) << "both colliding files are kept";
+
+  // Identical bytes to either stored file are that file; other bytes conflict.
+  for (const char sha : {'a', 'b'}) {
+    auto same = (*cat)->insert_file(wheel("DEMO_PKG-1.0-py3-none-any.whl", std::string(64, sha)));
+    ASSERT_TRUE(same);
+    EXPECT_EQ(same->first, InsertOutcome::identical);
+    EXPECT_EQ(same->second.sha256, std::string(64, sha));
+  }
+  auto other = (*cat)->insert_file(wheel("DEMO_PKG-1.0-py3-none-any.whl", std::string(64, 'z')));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->first, InsertOutcome::conflict);
+  // The deleted file's reservation now covers its other spellings too.
+  auto reserved =
+      (*cat)->insert_file(wheel("Demo.Pkg-2.0.0-py3-none-any.whl", std::string(64, 'c')));
+  ASSERT_TRUE(reserved);
+  EXPECT_EQ(reserved->first, InsertOutcome::reserved);
+  EXPECT_EQ(reserved->second.filename, "demo_pkg-2.0-py3-none-any.whl");
+  EXPECT_EQ((*cat)->load()->files.size(), 2U);
 }
 
 TEST_F(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
@@ -397,6 +556,9 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
                          " ALTER TABLE jobs DROP COLUMN torch_cuda;"
                          " ALTER TABLE jobs DROP COLUMN python_path;"
                          " ALTER TABLE jobs DROP COLUMN python_version;"
+                         " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
+                         " ALTER TABLE files DROP COLUMN canonical;"
+                         " ALTER TABLE deleted_files DROP COLUMN canonical;"
                          " DROP TRIGGER projects_upd;"
                          " ALTER TABLE projects DROP COLUMN owner_token_id;"
                          " ALTER TABLE projects DROP COLUMN claimed_by;"

@@ -107,7 +107,7 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
                          " ALTER TABLE jobs DROP COLUMN torch_cuda;"
                          " ALTER TABLE jobs DROP COLUMN python_path;"
                          " ALTER TABLE jobs DROP COLUMN python_version;"
-                         " PRAGMA user_version = 6;",
+                         " PRAGMA user_version = 7;",
                          nullptr, nullptr, &err),
             SQLITE_OK)
       << (err ? err : "");

@@ -222,5 +222,78 @@ TEST(Filename, VeryLongInputIsRejectedWithABoundedMessage) {
   EXPECT_LT(parsed.error().message.size(), 1000U);
 }
 
+std::string key(std::string_view filename) {
+  const auto parsed = parse_dist_filename(filename);
+  EXPECT_TRUE(parsed.ok()) << filename;
+  return parsed.ok() ? canonical_file_key(*parsed) : std::string();
+}
+
+TEST(CanonicalFileKey, SpellingsOfOneFileShareTheKey) {
+  const std::vector<std::vector<std::string_view>> same = {
+      // Project name: PEP 503 normalization, PEP 427 escaping.
+      {"demo_pkg-1.0-py3-none-any.whl", "Demo_Pkg-1.0-py3-none-any.whl",
+       "demo.pkg-1.0-py3-none-any.whl", "DEMO__pkg-1.0-py3-none-any.whl"},
+      // Version: PEP 440 equality.
+      {"demo-1.0-py3-none-any.whl", "demo-1.0.0-py3-none-any.whl", "demo-1-py3-none-any.whl"},
+      {"demo-1.0rc1-py3-none-any.whl", "demo-1.0.0RC1-py3-none-any.whl",
+       "demo-1.0c1-py3-none-any.whl"},
+      {"kern-2.8.3+cu128torch2.8-cp312-cp312-linux_x86_64.whl",
+       "kern-2.8.3+CU128TORCH2.8-cp312-cp312-linux_x86_64.whl",
+       "kern-2.8.3.0+cu128torch2.8-cp312-cp312-linux_x86_64.whl"},
+      // Compressed tag sets: sets, case-insensitive.
+      {"demo-1.0-py2.py3-none-any.whl", "demo-1.0-py3.py2-none-any.whl",
+       "demo-1.0-PY3.py2.py3-none-ANY.whl"},
+      {"demo-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+       "demo-1.0-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"},
+      // Build tags by number and rest.
+      {"demo-1.0-1-py3-none-any.whl", "demo-1.0-01-py3-none-any.whl"},
+      {"demo-1.0-2abc-py3-none-any.whl", "demo-1.0-002abc-py3-none-any.whl"},
+      // One sdist per release, however its name is spelled.
+      {"demo_pkg-1.0.tar.gz", "Demo.Pkg-1.0.0.tar.gz", "demo-pkg-1.0.tar.gz"},
+  };
+  for (const auto& group : same) {
+    for (const auto name : group) {
+      EXPECT_EQ(key(name), key(group.front())) << name << " vs " << group.front();
+    }
+  }
+}
+
+TEST(CanonicalFileKey, DifferentFilesHaveDifferentKeys) {
+  const std::vector<std::string_view> distinct = {
+      "demo-1.0-py3-none-any.whl",
+      "demo-1.0.1-py3-none-any.whl",
+      "demo-1.0.post0-py3-none-any.whl",
+      "demo-1.0+cu128-py3-none-any.whl",
+      "demo-1.0+cu128.0-py3-none-any.whl",
+      "demo-1.0-1-py3-none-any.whl",
+      "demo-1.0-1a-py3-none-any.whl",
+      "demo-1.0-py2.py3-none-any.whl",
+      "demo-1.0-py3-abi3-any.whl",
+      "demo-1.0-py3-none-linux_x86_64.whl",
+      "demo-1.0-py3.cp311-none-any.whl",
+      "demo_x-1.0-py3-none-any.whl",
+      "demo-1.0.tar.gz",
+      "demo-1.0.1.tar.gz",
+      "demo-x-1.0.tar.gz",
+  };
+  std::vector<std::string> keys;
+  for (const auto name : distinct) keys.push_back(key(name));
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    for (std::size_t j = i + 1; j < keys.size(); ++j) {
+      EXPECT_NE(keys[i], keys[j]) << distinct[i] << " vs " << distinct[j];
+    }
+  }
+}
+
+TEST(CanonicalFileKey, ReadsLikeTheNormalizedFileName) {
+  EXPECT_EQ(key("Demo.Pkg-1.0.0-py3.py2-none-any.whl"), "demo_pkg-1-py2.py3-none-any.whl");
+  EXPECT_EQ(key("Foo-2.0-01x-cp311-cp311-linux_x86_64.whl"),
+            "foo-2-1x-cp311-cp311-linux_x86_64.whl");
+  EXPECT_EQ(key("Demo.Pkg-1.0.tar.gz"), "demo_pkg-1.tar.gz");
+  // The string overload parses; a name that does not parse stands for itself.
+  EXPECT_EQ(canonical_file_key(std::string_view("Demo.Pkg-1.0.tar.gz")), "demo_pkg-1.tar.gz");
+  EXPECT_EQ(canonical_file_key(std::string_view("not a file name")), "not a file name");
+}
+
 }  // namespace
 }  // namespace wf::core

@@ -135,6 +135,28 @@ TEST(CoreMetadata, ReportsEveryMissingRequiredField) {
   EXPECT_TRUE(contains(blank.error().message, "Version is empty"));
 }
 
+TEST(CoreMetadata, MetadataVersionMustBeKnown) {
+  for (const char* known : {"1.0", "1.1", "1.2", "2.0", "2.1", "2.2", "2.3", "2.4", "2.5"}) {
+    const auto parsed =
+        parse_core_metadata(std::string("Metadata-Version: ") + known + "\nName: p\nVersion: 1\n");
+    EXPECT_TRUE(parsed.ok()) << known << ": " << parsed.error().message;
+  }
+  for (const char* unknown : {"3.0", "1.3", "0.9", "2", "2.x", "two", "2.1.1", "10.0", "-2.1"}) {
+    const auto parsed = parse_core_metadata(std::string("Metadata-Version: ") + unknown +
+                                            "\nName: p\nVersion: 1\n");
+    ASSERT_FALSE(parsed.ok()) << unknown;
+    EXPECT_EQ(parsed.error().code, Errc::invalid);
+    EXPECT_TRUE(contains(parsed.error().message,
+                         std::string("Metadata-Version \"") + unknown + "\" is not supported"))
+        << parsed.error().message;
+  }
+  // Reported together with the other problems.
+  const auto both = parse_core_metadata("Metadata-Version: 3.0\nName: p\n");
+  ASSERT_FALSE(both.ok());
+  EXPECT_TRUE(contains(both.error().message, "3.0"));
+  EXPECT_TRUE(contains(both.error().message, "Version is missing"));
+}
+
 TEST(CoreMetadata, RequiredFieldsInTheBodyDoNotCount) {
   const auto parsed = parse_core_metadata("Metadata-Version: 2.1\n\nName: pkg\nVersion: 1.0\n");
   ASSERT_FALSE(parsed.ok());

@@ -368,5 +368,31 @@ TEST(Version, PreDevPostInteractions) {
   EXPECT_LT(v("1.0.post1.dev9"), v("1.0.post1"));
 }
 
+TEST(Version, CanonicalFormDropsTrailingZerosAsPackagingDoes) {
+  // packaging.utils.canonicalize_version, which Warehouse groups releases by.
+  EXPECT_EQ(v("1.0").canonical_str(), "1");
+  EXPECT_EQ(v("1.0.0").canonical_str(), "1");
+  EXPECT_EQ(v("v1").canonical_str(), "1");
+  EXPECT_EQ(v("0.0").canonical_str(), "0");
+  EXPECT_EQ(v("1.0.1").canonical_str(), "1.0.1");
+  EXPECT_EQ(v("1.10.0").canonical_str(), "1.10");
+  EXPECT_EQ(v("2.0.0rc1").canonical_str(), "2rc1");
+  EXPECT_EQ(v("1.0.0-1").canonical_str(), "1.post1");
+  EXPECT_EQ(v("0!1.0.dev3").canonical_str(), "1.dev3");
+  EXPECT_EQ(v("2!1.0").canonical_str(), "2!1");
+  EXPECT_EQ(v("1.0.0+CU128_Torch2.8").canonical_str(), "1+cu128.torch2.8");
+  EXPECT_EQ(v("2.8.0+cu128").canonical_str(), "2.8+cu128");
+  // Numeric local segments compare as numbers.
+  EXPECT_EQ(v("1.0+abc.01").canonical_str(), v("1+abc.1").canonical_str());
+  // Equal versions have one canonical form, unequal ones different forms.
+  for (const auto& [a, b] : {std::pair{"1.0", "1.0.0.0"}, std::pair{"1.0rc1", "1.0.0c1"},
+                             std::pair{"1.0.post0", "1.0.0-0"}}) {
+    EXPECT_EQ(v(a), v(b)) << a << " " << b;
+    EXPECT_EQ(v(a).canonical_str(), v(b).canonical_str()) << a << " " << b;
+  }
+  EXPECT_NE(v("1.0+cu128torch2.8").canonical_str(), v("1.0+cu128.torch2.8").canonical_str());
+  EXPECT_NE(v("1.0.post0").canonical_str(), v("1.0").canonical_str());
+}
+
 }  // namespace
 }  // namespace wf::core
