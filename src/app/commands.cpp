@@ -195,6 +195,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   // The build runner runs when recipes are configured. What the host lacks (interpreters,
   // CUDA toolkits) fails those cells' jobs, not the server.
   std::unique_ptr<catalog::JobStore> job_store;
+  const std::unique_ptr<build::Executor> executor = build::make_local_executor();
   std::unique_ptr<build::Runner> runner;
   std::function<void()> on_ingested;  // set once the server exists
   if (!configuration.build.recipes.empty()) {
@@ -205,8 +206,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
     if (!jobs) return report(jobs.error(), 1);
     job_store = std::move(*jobs);
     runner =
-        std::make_unique<build::Runner>(configuration.build, *job_store, *dir->catalog, *dir->store,
-                                        ingestor, settings.data_dir, [&on_ingested] {
+        std::make_unique<build::Runner>(configuration.build, *executor, *job_store, *dir->catalog,
+                                        *dir->store, ingestor, settings.data_dir, [&on_ingested] {
                                           if (on_ingested) on_ingested();
                                         });
   }
@@ -679,10 +680,13 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
   if (!jobs) return report(jobs.error(), 1);
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
-  build::Runner runner(build_config, **jobs, *dir->catalog, *dir->store, ingestor,
+  const auto executor = build::make_local_executor();
+  build::Runner runner(build_config, *executor, **jobs, *dir->catalog, *dir->store, ingestor,
                        settings.data_dir);
   runner.set_server_url(url);
-  auto created = runner.submit(request);
+  // A one-off runner beside a possibly serving one: its build is reserved for it as it is
+  // recorded, and it runs its own jobs and takes over none.
+  auto created = runner.submit_own(request);
   if (!created) return report(created.error(), 2);
   const auto& [b, queued] = *created;
   if (queued.empty()) {
@@ -711,15 +715,12 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
                                      : replace_all(torch_index, "{server}", url));
   std::fflush(stdout);
 
-  // A one-off runner beside a possibly serving one: it runs its own jobs and takes over none.
-  runner.restrict_to_build(b.id);
   if (auto st = runner.start(build::Runner::Recovery::leave); !st) {
     std::cerr << "error: " << st.error().message << "\n";
     return 1;
   }
 
-  // Logs are read the way the server reads them, through the executor.
-  const auto executor = build::make_local_executor();
+  // Logs are read the way the server reads them, through the runner's executor.
   constexpr std::size_t kLogChunk = 256 * 1024;
   std::map<std::int64_t, std::uint64_t> offsets;
   std::vector<catalog::JobRecord> current = queued;
@@ -743,7 +744,7 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
     bool more = false;
     for (const auto& j : current) {
       auto& offset = offsets[j.id];
-      const std::string bytes = executor->read_log(runner.log_path(j.id), offset, kLogChunk);
+      const std::string bytes = runner.read_log(j.id, offset, kLogChunk);
       offset += bytes.size();
       more = more || bytes.size() == kLogChunk;
       progress.log(j.id, bytes);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <thread>
 
+#include "files.hpp"
 #include "wheelforge/util/fs.hpp"
 
 namespace wf::build {
@@ -25,11 +26,10 @@ class LocalExecutor final : public Executor {
  public:
   std::string_view name() const override { return "local"; }
 
+  Capacity capacity() override { return Capacity{available_memory_bytes(), available_cores()}; }
+
   Status prepare(const std::filesystem::path& work_dir) override {
-    std::error_code ec;
-    std::filesystem::create_directories(work_dir, ec);
-    if (ec) return make_error(Errc::io, "create " + work_dir.string() + ": " + ec.message());
-    return ok_status();
+    return make_directories(work_dir);
   }
 
   Result<std::unique_ptr<Execution>> start(const ProcessSpec& spec) override {
@@ -41,6 +41,12 @@ class LocalExecutor final : public Executor {
   std::string read_log(const std::filesystem::path& log, std::uint64_t offset,
                        std::size_t max) override {
     return read_file_chunk(log, offset, max);
+  }
+
+  LogChunk read_log_tail(const std::filesystem::path& log, std::size_t max) override {
+    LogChunk chunk;
+    chunk.data = build::read_log_tail(log, max, chunk.offset);
+    return chunk;
   }
 };
 

@@ -574,13 +574,21 @@ Result<ExitStatus> run_to_completion(const ProcessSpec& spec,
 }
 
 std::string read_log_tail(const fs::path& path, std::size_t max_bytes) {
-  if (max_bytes == 0) return {};
+  std::uint64_t offset = 0;
+  return read_log_tail(path, max_bytes, offset);
+}
+
+std::string read_log_tail(const fs::path& path, std::size_t max_bytes, std::uint64_t& offset) {
+  offset = 0;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return {};
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return {};
   const auto size = static_cast<std::uint64_t>(st.st_size);
+  offset = size;
+  if (max_bytes == 0) return {};
   const std::uint64_t start = size > max_bytes ? size - max_bytes : 0;
+  offset = start;
   // The log may grow while we read: stop at the size we saw.
   std::string out(static_cast<std::size_t>(size - start), '\0');
   std::size_t got = 0;
@@ -601,6 +609,7 @@ std::string read_log_tail(const fs::path& path, std::size_t max_bytes) {
       ++skip;
     }
     out.erase(0, skip);
+    offset += skip;
   }
   return out;
 }

@@ -156,6 +156,16 @@ ALTER TABLE deleted_files ADD COLUMN canonical TEXT NOT NULL DEFAULT '';
 CREATE INDEX files_canonical ON files(canonical);
 CREATE INDEX deleted_files_canonical ON deleted_files(canonical);
 )sql",
+    // 8: the toolchain a job's build verified and used (nvcc, torch and Python, each with the
+    // version it reported), so that a wheel's label can be traced to what built it.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN nvcc_path TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN nvcc_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN torch_version TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN torch_cuda TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN python_path TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN python_version TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // Bumped when the label parser learns something new, so that stored hints are recomputed.

@@ -43,7 +43,8 @@ class Query {
 
 constexpr const char* kJobColumns =
     "id, build_id, recipe, version, python, torch, cuda, state, reason, attempts, max_jobs,"
-    " nvcc_threads, wheel, created_at, started_at, finished_at";
+    " nvcc_threads, wheel, created_at, started_at, finished_at, nvcc_path, nvcc_version,"
+    " torch_version, torch_cuda, python_path, python_version";
 
 JobRecord read_job(const Query& q) {
   JobRecord j;
@@ -63,6 +64,12 @@ JobRecord read_job(const Query& q) {
   j.created_at = q.i64(13);
   j.started_at = q.opt_i64(14);
   j.finished_at = q.opt_i64(15);
+  j.toolchain.nvcc = q.str(16);
+  j.toolchain.nvcc_version = q.str(17);
+  j.toolchain.torch_version = q.str(18);
+  j.toolchain.torch_cuda = q.str(19);
+  j.toolchain.python = q.str(20);
+  j.toolchain.python_version = q.str(21);
   return j;
 }
 
@@ -216,7 +223,24 @@ class SqliteJobStore final : public JobStore {
     return ok_status();
   }
 
-  Result<std::vector<JobRecord>> requeue_interrupted() override {
+  Status record_toolchain(std::int64_t id, const Toolchain& t) override {
+    std::lock_guard lock(mu_);
+    Query u(db_,
+            "UPDATE jobs SET nvcc_path = ?, nvcc_version = ?, torch_version = ?, torch_cuda = ?,"
+            " python_path = ?, python_version = ? WHERE id = ?");
+    u.text(1, t.nvcc)
+        .text(2, t.nvcc_version)
+        .text(3, t.torch_version)
+        .text(4, t.torch_cuda)
+        .text(5, t.python)
+        .text(6, t.python_version)
+        .integer(7, id);
+    if (u.step() != SQLITE_DONE) return db_error(db_, "record toolchain");
+    return ok_status();
+  }
+
+  Result<std::vector<JobRecord>> requeue_interrupted(
+      const std::set<std::int64_t>& still_running) override {
     std::vector<JobRecord> running;
     for (const auto state :
          {core::JobState::preparing, core::JobState::building, core::JobState::retagging,
@@ -227,6 +251,7 @@ class SqliteJobStore final : public JobStore {
     }
     std::vector<JobRecord> requeued;
     for (const auto& j : running) {
+      if (still_running.contains(j.id)) continue;
       if (auto r =
               transition(j.id, core::JobState::interrupted,
                          "the server stopped during " + std::string(core::state_name(j.state)));

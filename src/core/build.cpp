@@ -276,7 +276,7 @@ Result<Recipe> validate_recipe(const Recipe& recipe) {
     problems.add("gb_per_job must be a number greater than 0");
   }
   if (recipe.timeout.count() <= 0) problems.add("the timeout must be positive");
-  for (const auto& requirement : recipe.build_requires) {
+  for (const auto& requirement : recipe.build_requires.value_or(std::vector<std::string>{})) {
     if (trim(requirement).empty()) problems.add("a build requirement is empty");
   }
 

@@ -156,7 +156,7 @@ Response builds(const Request& req, std::string_view body, build::Runner& runner
     if (!job) return error_response(job.error());
     if (!job->has_value()) return error_response(make_error(Errc::not_found, "no such job"));
     const std::uint64_t offset = parse_u64(req.query_param("offset")).value_or(0);
-    std::string chunk = read_file_chunk(runner.log_path(*id), offset, 1U << 20U);
+    std::string chunk = runner.read_log(*id, offset, 1U << 20U);
     Response r;
     r.set("Content-Type", "text/plain; charset=utf-8");
     r.set("X-Log-Next-Offset", std::to_string(offset + chunk.size()));

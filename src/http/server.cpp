@@ -775,7 +775,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           // The state is read before the log, so that a terminal state means the log is
           // complete when it is read.
           if (auto j = runner->jobs().find_job(job); j && j->has_value()) p.state = (*j)->state;
-          p.data = read_file_chunk(runner->log_path(job), offset, 64U * 1024U);
+          p.data = runner->read_log(job, offset, 64U * 1024U);
           return p;
         },
         [self = this->shared_from_this()](LogPoll p) {

@@ -411,7 +411,8 @@ struct Handler {
     page.now = now_micros();
     page.runner_enabled = ctx.runner != nullptr;
     if (ctx.runner == nullptr) return page;
-    for (const auto& [name, rc] : ctx.runner->config().recipes) {
+    const build::RunnerConfig config = ctx.runner->config();
+    for (const auto& [name, rc] : config.recipes) {
       ui::RecipeInfo info;
       info.name = name;
       info.project = rc.recipe.project;
@@ -521,15 +522,10 @@ struct Handler {
     page.job = **job;
     page.now = now_micros();
     page.error = std::move(error);
-    const auto path = ctx.runner->log_path(id);
-    std::error_code ec;
-    const std::uint64_t size = std::filesystem::file_size(path, ec);
-    if (!ec) {
-      const std::uint64_t from = size > kJobLogShown ? size - kJobLogShown : 0;
-      page.log = read_file_chunk(path, from, kJobLogShown);
-      page.log_offset = from + page.log.size();
-      page.log_truncated = from > 0;
-    }
+    build::LogChunk tail = ctx.runner->read_log_tail(id, kJobLogShown);
+    page.log = std::move(tail.data);
+    page.log_offset = tail.offset + page.log.size();
+    page.log_truncated = tail.offset > 0;
     return done(html(status, ui::render_job(site, page)));
   }
 
@@ -561,7 +557,7 @@ struct Handler {
       if (!job->has_value())
         return done(error_response(make_error(Errc::not_found, "no such job")));
       if (follow == "1") return UiResult{Response{}, id, offset, std::move(note)};
-      std::string chunk = read_file_chunk(ctx.runner->log_path(id), offset, 1U << 20U);
+      std::string chunk = ctx.runner->read_log(id, offset, 1U << 20U);
       Response r;
       r.set("Content-Type", "text/plain; charset=utf-8");
       r.set("Cache-Control", "no-store");

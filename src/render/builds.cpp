@@ -14,6 +14,17 @@ Json time_or_null(const std::optional<Micros>& t) {
   return t ? Json(iso8601_micros(*t)) : Json(nullptr);
 }
 
+// Each tool as {path, version} (torch: {version, cuda}), or null while it was not verified.
+Json toolchain_json(const catalog::Toolchain& t) {
+  const auto pair = [](const char* k1, const std::string& v1, const char* k2,
+                       const std::string& v2) {
+    return v1.empty() && v2.empty() ? Json(nullptr) : Json{{k1, v1}, {k2, v2}};
+  };
+  return Json{{"nvcc", pair("path", t.nvcc, "version", t.nvcc_version)},
+              {"torch", pair("version", t.torch_version, "cuda", t.torch_cuda)},
+              {"python", pair("path", t.python, "version", t.python_version)}};
+}
+
 Json job_json(const catalog::JobRecord& j) {
   return Json{{"id", j.id},
               {"build_id", j.build_id},
@@ -29,6 +40,7 @@ Json job_json(const catalog::JobRecord& j) {
               {"max_jobs", j.max_jobs},
               {"nvcc_threads", j.nvcc_threads},
               {"wheel", j.wheel},
+              {"toolchain", toolchain_json(j.toolchain)},
               {"created_at", iso8601_micros(j.created_at)},
               {"started_at", time_or_null(j.started_at)},
               {"finished_at", time_or_null(j.finished_at)},

@@ -144,6 +144,16 @@ mus::data job_data(const catalog::JobRecord& job, Micros now) {
   d.set("nvcc_threads",
         job.nvcc_threads == 0 ? std::string("—") : std::to_string(job.nvcc_threads));
   set_text(d, "wheel", job.wheel);
+  // The toolchain the runner verified: "path (version)" per tool, absent until verified.
+  const auto tool = [](const std::string& what, const std::string& version) {
+    if (what.empty()) return version;
+    return version.empty() ? what : what + " (" + version + ")";
+  };
+  set_text(d, "nvcc", tool(job.toolchain.nvcc, job.toolchain.nvcc_version));
+  set_text(d, "torch_build",
+           tool(job.toolchain.torch_version,
+                job.toolchain.torch_cuda.empty() ? "" : "CUDA " + job.toolchain.torch_cuda));
+  set_text(d, "python_build", tool(job.toolchain.python, job.toolchain.python_version));
   d.set("created", upload_date(job.created_at));
   d.set("started", time_or_dash(job.started_at));
   d.set("finished", time_or_dash(job.finished_at));

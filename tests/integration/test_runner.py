@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -47,6 +48,7 @@ from wfhelpers import (
     run,
     sha256_hex,
     wait_for,
+    write_static_index,
     write_zip,
 )
 
@@ -369,7 +371,8 @@ def write_demo_package(dest: Path) -> Path:
 FAKE_WHEEL = '''\
 """Stands in for a compiler in wheelforge's build runner tests: writes a pure-Python wheel of
 $WF_FAKE_PROJECT $WF_FAKE_VERSION (+$WF_FAKE_LOCAL_VERSION when set) into argv[1], recording the
-environment the build ran in and the torch it could import."""
+environment the build ran in, the torch it could import and the version of wf_build_dep (a
+build requirement some tests give it)."""
 
 import base64
 import hashlib
@@ -389,9 +392,16 @@ try:
     torch_version = torch.__version__
 except ImportError:
     torch_version = None
+try:
+    import wf_build_dep
+
+    build_dep = wf_build_dep.VERSION
+except ImportError:
+    build_dep = None
 package = project.replace("-", "_")
 dist_info = "%s-%s.dist-info" % (package, version)
-build_env = {"environ": dict(os.environ), "executable": sys.executable, "torch": torch_version}
+build_env = {"environ": dict(os.environ), "executable": sys.executable, "torch": torch_version,
+             "build_dep": build_dep}
 members = [
     (package + "/__init__.py", (
         "import json, pathlib\\n"
@@ -476,6 +486,8 @@ def fake_recipe(project: str, command: str, **extra) -> dict:
         "import_check": f"import {project.replace('-', '_')} as m; assert m.check()",
         "gb_per_job": 0.25,
         "timeout": "5m",
+        # The fake builds need no setuptools, wheel or ninja (the default requirements).
+        "build_requires": [],
         "matrix": {"python": ["3.11"], "torch": ["2.8"], "cuda": ["13.0"]},
     }
     recipe.update(extra)
@@ -504,15 +516,18 @@ def _toml_value(value) -> str:
     raise TypeError(f"no TOML for {value!r}")
 
 
-def write_config(path: Path, recipes: dict[str, dict], fake_source: Path | None = None, **build) -> Path:
-    """[build] with this host's Pythons and CUDA, then one [recipes.NAME] per recipe; a source
-    of {"path": "<fake>"} means `fake_source`."""
+def write_config(path: Path, recipes: dict[str, dict], fake_source: Path | None = None,
+                 cuda_homes: dict[str, Path] | None = None, **build) -> Path:
+    """[build] with this host's Pythons and CUDA (or `cuda_homes`), then one [recipes.NAME] per
+    recipe; a source of {"path": "<fake>"} means `fake_source`."""
     settings = {"memory_reserve": "1G", "max_concurrent_jobs": 2, "oom_retries": 2, **build}
     lines = ["[build]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
     lines += ["", "[build.python]"]
     lines += [f"{_toml_key(v)} = {_toml_value(str(p))}" for v, p in PYTHONS.items()]
-    lines += ["", "[build.cuda]", f'"13.0" = {_toml_value(str(CUDA_HOME))}']
+    lines += ["", "[build.cuda]"]
+    for version, home in (cuda_homes or {"13.0": CUDA_HOME}).items():
+        lines.append(f"{_toml_key(version)} = {_toml_value(str(home))}")
     for name, recipe in recipes.items():
         lines += ["", f"[recipes.{name}]"]
         for key, value in recipe.items():
@@ -1074,7 +1089,10 @@ def test_build_environment_is_minimal(fault_bed):
     seen = json.loads(verify_wheel(data)["wf_fake_warm/build_env.json"])
     env = {k: v for k, v in seen["environ"].items() if k not in SHELL_VARIABLES}
     data_dir = bed.h.data_dir.resolve()
-    venv_bin = data_dir / "builds" / "envs" / "py3.11-torch2.8-cu130" / "bin"
+    # The environment's directory is the cell and a hash of what makes the environment.
+    envs = sorted((data_dir / "builds" / "envs").glob("py3.11-torch2.8-cu130-*/"))
+    assert len(envs) == 1 and re.fullmatch(r"py3\.11-torch2\.8-cu130-[0-9a-f]{12}", envs[0].name), envs
+    venv_bin = envs[0] / "bin"
     expected = {
         "PATH": f"{venv_bin}:{CUDA_HOME}/bin:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(data_dir / "builds" / f"job-{job['id']}"),
@@ -1211,6 +1229,8 @@ def test_compile_error_fails_without_retry(fault_bed):
     assert job["attempts"] == 1, job
     assert "memory" not in job["reason"].lower(), job["reason"]
     assert re.search(r"exit(ed| status| code)? 1\b", job["reason"]), job["reason"]
+    # The reason names the cause: the compiler's first error line.
+    assert job["reason"] == "build failed (exit 1): kernel.cu(12): error: expected ';'", job["reason"]
     log = bed.admin.log_text(job["id"])
     assert "kernel.cu(12): error: expected ';'" in log, log[-2000:]
     assert "retrying" not in log and "attempt 2" not in log, log[-2000:]
@@ -1221,7 +1241,9 @@ def test_compile_error_fails_without_retry(fault_bed):
     assert resp.json()["state"] == "queued", resp.json()
     again = bed.admin.wait_jobs([job["id"]], FAULT_TIMEOUT)[job["id"]]
     assert again["state"] == "failed", bed.admin.describe(again)
-    assert bed.admin.log_text(job["id"]).count("kernel.cu(12): error: expected ';'") == 2
+    # The compiler's own line, once per run (the runner's "failed: ..." notes quote it too).
+    lines = bed.admin.log_text(job["id"]).splitlines()
+    assert lines.count("kernel.cu(12): error: expected ';'") == 2, lines[-40:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1368,10 +1390,12 @@ def test_cli_build_runs_one_cell_in_process(harness):
     assert wait_for(listed, 5.0), "the running server does not list the wheel the command built"
 
 
-def test_cli_build_beside_a_building_server_leaves_its_jobs_alone(harness):
+def test_cli_build_beside_a_building_server_shares_its_budget(harness):
     """`wheelforge build --server-url` names a server on the same data directory; when that
     server runs builds itself, the command must neither requeue nor take over the server's
-    running jobs, and its own job must still run."""
+    running job, and both share one admission budget (the host's memory and cores): the
+    command's job waits while the server's build holds the host, says so in its log, and runs
+    in the command's own process once the server's job has ended."""
     require_tools(nvcc=False)
     h = harness
     h.token("upload")
@@ -1390,26 +1414,374 @@ def test_cli_build_beside_a_building_server_leaves_its_jobs_alone(harness):
     upload_stand_in_torch(h, server, versions=("2.8.0+cu130",))
     admin = Admin(server, admin_token)
     job_id = admin.submit("long")["jobs"][0]["id"]
+    cli = None
     try:
         building = wait_for(
             lambda: len(read_pids(pids_file)) == 3 and admin.job(job_id)["state"] == "building",
             FAULT_TIMEOUT, 0.2)
         assert building, f"the server's build did not start:\n{admin.describe(admin.job(job_id))}"
-        try:
-            proc = h.cli("build", "--config", str(config), "--data-dir", str(h.data_dir),
-                         "--server-url", server.url, "quick", "1.0.0", timeout=90)
-            outcome = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-2000:]}"
-        except Exception as exc:  # noqa: BLE001 - a hang is reported with the job's state
-            proc, outcome = None, f"{type(exc).__name__}: {exc}"
+        cli = subprocess.Popen(
+            [str(h.binary), "build", "--config", str(config), "--data-dir", str(h.data_dir),
+             "--server-url", server.url, "quick", "1.0.0"],
+            cwd=h.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def cli_job() -> dict | None:
+            builds = admin.request("GET", "/admin/builds").json()["builds"]
+            quick = [b for b in builds if b["recipe"] == "quick"]
+            return admin.build(quick[0]["id"])["jobs"][0] if quick else None
+
+        def waiting() -> bool:
+            job = cli_job()
+            return job is not None and "waiting for the build budget" in admin.log_text(job["id"])
+
+        assert wait_for(waiting, 60, 0.2), (
+            f"the command's job does not wait for the server's build (job: {cli_job()})\n"
+            f"{admin.describe(admin.job(job_id))}")
+        queued = cli_job()
+        assert queued["state"] == "queued", admin.describe(queued)
+        assert cli.poll() is None, "the command ended while its job waited"
         job = admin.job(job_id)
         log = admin.log_text(job_id)
         assert "requeued" not in log and job["state"] == "building" and job["attempts"] == 1, (
-            f"the command disturbed the server's running job:\n{admin.describe(job)}\n"
-            f"--- wheelforge build ---\n{outcome}"
-        )
+            f"the command disturbed the server's running job:\n{admin.describe(job)}")
         assert len(read_pids(pids_file)) == 3, f"the server's build was started again: {read_pids(pids_file)}"
-        assert proc is not None and proc.returncode == 0, outcome
+
+        # The server's build ends; the command's job runs, in the command.
+        assert admin.request("POST", f"/admin/jobs/{job_id}/cancel").status == 200
+        ended = admin.wait_jobs([job_id], 30)[job_id]
+        assert ended["state"] == "cancelled", admin.describe(ended)
+        stdout, stderr = cli.communicate(timeout=FAULT_TIMEOUT)
+        assert cli.returncode == 0, f"exit {cli.returncode}\n{stdout}\n{stderr[-2000:]}"
+        assert re.fullmatch(r"1 succeeded, 0 failed in \S+", stdout.splitlines()[-1]), stdout
+        # Its live tail showed why it waited.
+        assert "==> waiting for the build budget: 1 job(s) of this data directory hold" in stdout, stdout
+        done = admin.job(queued["id"])
+        assert done["state"] == "succeeded", admin.describe(done)
+        assert done["started_at"] >= ended["finished_at"], (done["started_at"], ended["finished_at"])
+        assert done["wheel"] in h.filenames()
     finally:
+        if cli is not None and cli.poll() is None:
+            cli.kill()
+            cli.wait()
         admin.request("POST", f"/admin/jobs/{job_id}/cancel")
         wait_for(lambda: admin.job(job_id)["state"] in TERMINAL, 20)
         kill_leftovers(read_pids(pids_file), "sleep")
+
+
+# ---------------------------------------------------------------------------------------------
+# Part 4: the toolchain a cell claims is verified before building; build environments are
+# keyed by what makes them; a plain setuptools project builds with the default requirements.
+
+# This host has CUDA 13.0 only. A cu128 cell needs a CUDA 12.8 home to get past the toolkit
+# check and reach the torch check, so one test points it at a directory whose bin/nvcc is this
+# STAND-IN: it answers `--version` as nvcc 12.8 does, and nothing else (no build reaches it).
+FAKE_NVCC_12_8 = """\
+#!/bin/sh
+# STAND-IN for nvcc of CUDA 12.8 made by wheelforge's runner tests: --version only.
+if [ "$1" = "--version" ]; then
+  echo "nvcc: NVIDIA (R) Cuda compiler driver"
+  echo "Cuda compilation tools, release 12.8, V12.8.93"
+  exit 0
+fi
+echo "stand-in nvcc 12.8: only --version is supported" >&2
+exit 2
+"""
+
+
+def python_version(python: Path) -> str:
+    proc = run([python, "-c", "import platform; print(platform.python_version())"], timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def env_dirs(h: Harness, cell: str) -> list[Path]:
+    return sorted((h.data_dir / "builds" / "envs").glob(f"{cell}-*/"))
+
+
+def test_missing_cuda_home_is_refused_before_building(harness):
+    """A cell whose CUDA toolkit is not there is refused, naming the path, before any
+    environment, source or build step runs. Before this check, a cu128 cell on a host without
+    /usr/local/cuda-12.8 was built (by a build that never called nvcc, or with another CUDA
+    found on the PATH) and published as `+cu128`: the torch index here is the cu130 view for
+    every cell, so everything else a build needs is there."""
+    require_tools(nvcc=False)
+    h = harness
+    h.token("upload")
+    admin_token = h.token("admin")
+    missing = h.root / "no-such-cuda-12.8"
+    empty = h.path("cuda-12.6-without-nvcc")  # exists, but holds no bin/nvcc
+    empty.mkdir(parents=True, exist_ok=True)
+    config = write_config(
+        h.root / "wheelforge.toml",
+        {"nocuda": fake_recipe("wf-fake-nocuda", "{python} fake_wheel.py {out}",
+                               local_version_variable="WF_FAKE_LOCAL_VERSION",
+                               matrix={"python": ["3.11"], "torch": ["2.8"], "cuda": ["12.8", "12.6"]})},
+        fake_source=write_fake_source(h.path("src", "fake")),
+        cuda_homes={"13.0": CUDA_HOME, "12.8": missing, "12.6": empty},
+        torch_index="{server}/cu130/torch{torch}/simple/",
+    )
+    server = h.serve("--config", str(config))
+    upload_stand_in_torch(h, server, versions=("2.8.0+cu130",))
+    admin = Admin(server, admin_token)
+    created = admin.submit("nocuda")
+    jobs = admin.wait_jobs([j["id"] for j in created["jobs"]], FAULT_TIMEOUT)
+    homes = {"12.8": missing, "12.6": empty}
+    for job in jobs.values():
+        home = homes[job["cuda"]]
+        assert job["state"] == "failed", admin.describe(job)
+        assert job["reason"].startswith(
+            f"CUDA {job['cuda']}: no usable nvcc in the CUDA home {home} ("), job["reason"]
+        assert f"{home}/bin/nvcc" in job["reason"], job["reason"]
+        assert job["attempts"] == 0 and job["wheel"] == "", job
+        assert job["toolchain"] == {"nvcc": None, "torch": None, "python": None}, job["toolchain"]
+        log = admin.log_text(job["id"])
+        for later in (" -m venv ", "pip install", "[building]", "fake_wheel.py", "[ingesting]"):
+            assert later not in log, f"{later!r} ran after the toolkit check failed:\n{log}"
+    assert env_dirs(h, "py3.11-torch2.8-cu128") == [] and env_dirs(h, "py3.11-torch2.8-cu126") == []
+    assert not [f for f in h.filenames() if f.startswith("wf_fake_nocuda")], h.filenames()
+
+
+def test_torch_of_another_cuda_major_is_refused(harness):
+    """A cu128 label over a torch built for CUDA 13.0 is refused before building: the torch
+    index here serves the cu130 view to every cell (a configuration mistake), the cu128 cell's
+    CUDA home is the stand-in nvcc 12.8 above. The cu130 cell of the same recipe builds, and each
+    job records the nvcc, torch and Python it verified."""
+    require_tools(nvcc=True)
+    h = harness
+    h.token("upload")
+    admin_token = h.token("admin")
+    cuda_12_8 = h.path("cuda-12.8-stand-in")
+    (cuda_12_8 / "bin").mkdir(parents=True, exist_ok=True)
+    (cuda_12_8 / "bin" / "nvcc").write_text(FAKE_NVCC_12_8)
+    (cuda_12_8 / "bin" / "nvcc").chmod(0o755)
+    config = write_config(
+        h.root / "wheelforge.toml",
+        {"mixed": fake_recipe("wf-fake-mixed", "{python} fake_wheel.py {out}",
+                              local_version_variable="WF_FAKE_LOCAL_VERSION",
+                              matrix={"python": ["3.11"], "torch": ["2.8"], "cuda": ["12.8", "13.0"]})},
+        fake_source=write_fake_source(h.path("src", "fake")),
+        cuda_homes={"13.0": CUDA_HOME, "12.8": cuda_12_8},
+        torch_index="{server}/cu130/torch{torch}/simple/",
+    )
+    server = h.serve("--config", str(config))
+    upload_stand_in_torch(h, server, versions=("2.8.0+cu130",))
+    admin = Admin(server, admin_token)
+    created = admin.submit("mixed")
+    jobs = {j["cuda"]: j for j in admin.wait_jobs([j["id"] for j in created["jobs"]], FAULT_TIMEOUT).values()}
+    python = {"path": str(PYTHONS["3.11"]), "version": python_version(PYTHONS["3.11"])}
+
+    refused = jobs["12.8"]
+    assert refused["state"] == "failed", admin.describe(refused)
+    assert refused["reason"] == (
+        "torch 2.8.0+cu130 was built for CUDA 13.0, the cell is CUDA 12.8 (the CUDA major must match)"
+    ), refused["reason"]
+    assert refused["toolchain"] == {
+        "nvcc": {"path": f"{cuda_12_8}/bin/nvcc", "version": "12.8.93"},
+        "torch": {"version": "2.8.0+cu130", "cuda": "13.0"},
+        "python": python,
+    }, refused["toolchain"]
+    log = admin.log_text(refused["id"])
+    assert "==> [preparing] nvcc: Cuda compilation tools, release 12.8, V12.8.93" in log, log
+    assert "[building]" not in log and "fake_wheel.py" not in log, log
+    assert refused["attempts"] == 0 and refused["wheel"] == "", refused
+
+    built = jobs["13.0"]
+    assert built["state"] == "succeeded", admin.describe(built)
+    nvcc = run([NVCC, "--version"], timeout=60).stdout
+    release = re.search(r"release 13\.0, V(\d+\.\d+\.\d+)", nvcc)
+    assert release, nvcc
+    assert built["toolchain"] == {
+        "nvcc": {"path": str(NVCC), "version": release.group(1)},
+        "torch": {"version": "2.8.0+cu130", "cuda": "13.0"},
+        "python": python,
+    }, built["toolchain"]
+    log = admin.log_text(built["id"])
+    assert (f"==> [preparing] toolchain: nvcc {release.group(1)} ({NVCC}), torch 2.8.0+cu130 "
+            f"(CUDA 13.0), Python {python['version']} ({python['path']})") in log, log
+    assert [f for f in h.filenames() if f.startswith("wf_fake_mixed")] == [
+        "wf_fake_mixed-1.0.0+cu130torch2.8-py3-none-any.whl"], h.filenames()
+
+
+def build_dep_wheel(directory: Path, version: str) -> Artifact:
+    """wf-build-dep <version>: a pure-Python build requirement that only tells its version."""
+    metadata = f"Metadata-Version: 2.1\nName: wf-build-dep\nVersion: {version}\n"
+    files = {"wf_build_dep/__init__.py": f"VERSION = {version!r}\n".encode()}
+    return write_wheel(directory, "wf_build_dep", version, "py3-none-any", metadata, files)
+
+
+def test_changed_build_requires_rebuild_the_environment(harness):
+    """A build environment is made from the recipe's build requirements (and the interpreter,
+    the torch requirement and the index): when build_requires changes, the next build gets a
+    new environment with the new requirements instead of the old one; with no change, the
+    environment is reused."""
+    require_tools(nvcc=False)
+    h = harness
+    h.token("upload")
+    admin_token = h.token("admin")
+    source = write_fake_source(h.path("src", "fake"))
+    # Torch and the build requirement come from a static index of their own (as on an offline
+    # site with its own mirror), whose URL stays the same across the server's restarts: the
+    # index URL is part of what makes an environment.
+    write_static_index(h.path("mirror"), [stand_in_torch(h.path("wheels"), "2.8.0+cu130"),
+                                          build_dep_wheel(h.path("wheels"), "1.0"),
+                                          build_dep_wheel(h.path("wheels"), "2.0")])
+    mirror = h.static_index(h.root / "mirror")
+
+    def configure(requirement: str, version: str) -> Path:
+        # The fake build takes its version from the recipe's environment, which is not part of
+        # what makes the build environment.
+        return write_config(
+            h.root / "wheelforge.toml",
+            {"dep": fake_recipe("wf-fake-dep", "{python} fake_wheel.py {out}",
+                                local_version_variable="WF_FAKE_LOCAL_VERSION",
+                                env={"WF_FAKE_VERSION": version},
+                                build_requires=[requirement])},
+            fake_source=source,
+            torch_index=f"{mirror.url}/simple/",
+        )
+
+    def build(server: Server, version: str) -> tuple[dict, dict, str]:
+        admin = Admin(server, admin_token)
+        job = admin.run_one("dep", version=version)
+        assert job["state"] == "succeeded", admin.describe(job)
+        _entry, data = fetch_wheel(server, job["wheel"], "wf-fake-dep")
+        seen = json.loads(verify_wheel(data)["wf_fake_dep/build_env.json"])
+        return job, seen, admin.log_text(job["id"])
+
+    server = h.serve("--config", str(configure("wf-build-dep==1.0", "1.0.0")))
+    _job, seen, _log = build(server, "1.0.0")
+    assert seen["build_dep"] == "1.0", seen["build_dep"]
+    first_env = env_dirs(h, "py3.11-torch2.8-cu130")
+    assert len(first_env) == 1, first_env
+
+    server.stop()
+    server = h.serve("--config", str(configure("wf-build-dep==2.0", "1.0.1")))
+    _job, seen, log = build(server, "1.0.1")
+    assert seen["build_dep"] == "2.0", f"the build ran in the old environment: {seen['build_dep']}"
+    envs = env_dirs(h, "py3.11-torch2.8-cu130")
+    assert len(envs) == 2 and first_env[0] in envs, envs
+    second_env = next(e for e in envs if e != first_env[0])
+    assert seen["executable"].startswith(str(second_env.resolve())), (seen["executable"], second_env)
+    assert f"==> [preparing] environment {second_env.name}: torch==2.8.* wf-build-dep==2.0 from " in log, log
+
+    # Unchanged requirements: the environment is reused.
+    server.stop()
+    server = h.serve("--config", str(configure("wf-build-dep==2.0", "1.0.2")))
+    _job, seen, log = build(server, "1.0.2")
+    assert seen["build_dep"] == "2.0"
+    assert f"==> [preparing] environment {second_env.name} (reused)" in log, log
+    assert len(env_dirs(h, "py3.11-torch2.8-cu130")) == 2
+
+
+# A plain setuptools project (setup.py, no pyproject.toml) with a CUDA kernel: build_ext
+# compiles kernel.cu with nvcc into a shared library the package loads with ctypes.
+PLAIN_SETUP = '''\
+"""wf-plain-ext, a test package of wheelforge's runner tests: a plain setuptools project whose
+build_ext compiles kernel.cu with $CUDA_HOME/bin/nvcc (for the archs in TORCH_CUDA_ARCH_LIST)."""
+
+import os
+import subprocess
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class NvccBuildExt(build_ext):
+    def build_extension(self, ext):
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        archs = os.environ.get("TORCH_CUDA_ARCH_LIST", "8.0").replace(".", "").split(";")
+        command = [os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc"), "-shared",
+                   "-Xcompiler", "-fPIC", "-O2"]
+        command += ["-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in archs]
+        command += ["-o", target] + list(ext.sources)
+        print(" ".join(command), flush=True)
+        subprocess.run(command, check=True)
+
+
+setup(
+    name="wf-plain-ext",
+    version="1.0.0",
+    packages=["wf_plain_ext"],
+    ext_modules=[Extension("wf_plain_ext._kernel", ["kernel.cu"])],
+    cmdclass={"build_ext": NvccBuildExt},
+)
+'''
+
+PLAIN_INIT = '''\
+"""wf_plain_ext: loads the kernel library nvcc built; check() calls into it."""
+
+import ctypes
+import pathlib
+
+_HERE = pathlib.Path(__file__).resolve().parent
+
+
+def check():
+    library = ctypes.CDLL(str(next(_HERE.glob("_kernel*.so"))))
+    return library.wf_demo_answer() == 42
+'''
+
+# Upstream setuptools and wheel as wheels, for the server's index: the ones CPython 3.12 ships
+# for its own tests. (Debian's python3-setuptools-whl is patched for Debian's Python and fails
+# under other interpreters with "AttributeError: install_layout".)
+BUILD_TOOL_WHEELS = [
+    PYENV / "3.12.1" / "lib" / "python3.12" / "test" / "setuptools-67.6.1-py3-none-any.whl",
+    PYENV / "3.12.1" / "lib" / "python3.12" / "test" / "wheel-0.40.0-py3-none-any.whl",
+]
+
+
+def test_plain_setuptools_project_builds_with_the_default_requirements(harness):
+    """A recipe that names no build_requires gets setuptools and wheel in its environment (and
+    ninja, unless the host has one on the build's PATH), so a plain setuptools project builds
+    on Python 3.12, whose venvs come without setuptools. Offline, they come from the torch
+    index like torch does: here the server's own views, after uploading them."""
+    require_tools(nvcc=True)
+    missing = [str(p) for p in BUILD_TOOL_WHEELS if not p.exists()]
+    if missing:
+        pytest.skip(f"no offline setuptools/wheel wheels: {missing}")
+    ninja = shutil.which("ninja", path=f"{CUDA_HOME}/bin:/usr/local/bin:/usr/bin:/bin")
+    if ninja is None:
+        pytest.skip("no ninja on the build's PATH (Debian: ninja-build), and no ninja wheel here")
+    h = harness
+    h.token("upload")
+    admin_token = h.token("admin")
+    source = h.path("src", "wf-plain-ext")
+    (source / "wf_plain_ext").mkdir(parents=True)
+    (source / "setup.py").write_text(PLAIN_SETUP)
+    (source / "kernel.cu").write_text(DEMO_KERNEL)
+    (source / "wf_plain_ext" / "__init__.py").write_text(PLAIN_INIT)
+    config = write_config(
+        h.root / "wheelforge.toml",
+        {"plain": {
+            # What the README's example gives: no command, no build_requires.
+            "project": "wf-plain-ext",
+            "source": {"path": str(source)},
+            "arch_variable": "TORCH_CUDA_ARCH_LIST",
+            "arch_value": "8.0",
+            "import_check": "import wf_plain_ext; assert wf_plain_ext.check()",
+            "gb_per_job": 1.0,
+            "timeout": "10m",
+            "matrix": {"python": ["3.12"], "torch": ["2.8"], "cuda": ["13.0"]},
+        }},
+    )
+    server = h.serve("--config", str(config))
+    upload_stand_in_torch(h, server, versions=("2.8.0+cu130",))
+    for path in BUILD_TOOL_WHEELS:
+        name, version = path.name.split("-")[:2]
+        wheel = Artifact(path, name, version, b"")
+        resp = server.put_file(wheel, h.token("upload"))
+        assert resp.status == 201, f"PUT {wheel.filename} -> {resp.status}: {resp.text[:300]}"
+    admin = Admin(server, admin_token)
+    job = admin.run_one("plain", timeout=MATRIX_BUILD_TIMEOUT)
+    assert job["state"] == "succeeded", admin.describe(job)
+    assert job["wheel"] == "wf_plain_ext-1.0.0+cu130torch2.8-cp312-cp312-linux_x86_64.whl", job
+    log = admin.log_text(job["id"])
+    assert re.search(r"^==> \[preparing\] environment py3\.12-torch2\.8-cu130-[0-9a-f]{12}: "
+                     r"torch==2\.8\.\* setuptools wheel from ", log, re.M), log[-4000:]
+    assert f"==> [preparing] ninja: {ninja} (already there; not installed)" in log, log[-4000:]
+    assert job["wheel"] in view_files(server, "cu130/torch2.8", "wf-plain-ext")
+    _entry, data = fetch_wheel(server, job["wheel"], "wf-plain-ext")
+    members = verify_wheel(data)
+    libraries = [n for n in members if re.fullmatch(r"wf_plain_ext/_kernel.*\.so", n)]
+    assert len(libraries) == 1 and members[libraries[0]][:4] == b"\x7fELF", sorted(members)

@@ -144,6 +144,9 @@ class Process {
 /// The last max_bytes of a log file (the whole file if it is shorter), starting at a UTF-8
 /// character boundary. Empty if the file is missing or unreadable.
 [[nodiscard]] std::string read_log_tail(const std::filesystem::path& path, std::size_t max_bytes);
+/// The same, setting `offset` to where the returned bytes start in the file (0 when missing).
+[[nodiscard]] std::string read_log_tail(const std::filesystem::path& path, std::size_t max_bytes,
+                                        std::uint64_t& offset);
 
 /// PATH=/usr/local/bin:/usr/bin:/bin, HOME (the server's, or /tmp), LANG=C.UTF-8: the base
 /// that the runner adds its own variables to.

@@ -1,9 +1,11 @@
 #pragma once
 // The build runner: turns a build request (recipe × matrix subset) into persisted jobs and runs
-// them — prepare a (python, torch, CUDA) environment, build, label, smoke-test, ingest — with
-// memory-aware parallelism, OOM retries, timeouts and cancellation that kill whole process
-// trees, and crash recovery. Jobs run on the runner's own threads; every public method is
-// thread-safe and returns quickly (none waits for a build).
+// each job as a list of named steps (see src/build/steps.hpp): verify the CUDA toolkit,
+// prepare the (python, torch, CUDA) environment, verify torch and Python, fetch the source,
+// build, retag, smoke-test, ingest. Memory-aware parallelism shared by every runner on the
+// data directory, OOM retries, timeouts and cancellation that kill whole process trees, and
+// crash recovery. Commands run on an Executor the runner is given. Jobs run on the runner's own
+// threads; every public method is thread-safe and returns quickly (none waits for a build).
 
 #include <chrono>
 #include <condition_variable>
@@ -28,6 +30,9 @@
 
 namespace wf::build {
 
+class AdmissionLedger;
+struct JobContext;
+
 /// A recipe and the matrix it is built over.
 struct RecipeConfig {
   core::Recipe recipe;
@@ -36,22 +41,25 @@ struct RecipeConfig {
 
 /// What the build host offers.
 struct HostConfig {
-  /// CUDA version ("13.0") -> toolkit directory (CUDA_HOME).
+  /// CUDA version ("13.0") -> toolkit directory (CUDA_HOME). Before a cell is built, its
+  /// bin/nvcc must report exactly this version.
   std::map<std::string, std::filesystem::path> cuda_homes;
-  /// Python version ("3.12") -> interpreter.
+  /// Python version ("3.12") -> interpreter; it must report this major.minor.
   std::map<std::string, std::filesystem::path> pythons;
-  /// Where torch is installed from. Placeholders: {server} (this server's URL), {cuda}
-  /// ("cu130"), {torch} ("2.8"). The default uses this server's own variant views, so the
-  /// torch wheels it holds are found for the right CUDA.
+  /// Where torch and the build requirements are installed from. Placeholders: {server} (this
+  /// server's URL), {cuda} ("cu130"), {torch} ("2.8"). The default uses this server's own
+  /// variant views, so the torch wheels it holds are found for the right CUDA (and pure-Python
+  /// wheels such as setuptools are listed in every view).
   std::string torch_index = "{server}/{cuda}/torch{torch}/simple/";
   /// Use the torch already installed for each configured interpreter (environments see the
   /// interpreter's site-packages and torch is not installed into them) instead of installing
   /// it from torch_index: for hosts and images that come with their torch. The installed torch
-  /// must be of the cell's series.
+  /// must be of the cell's series and CUDA major.
   bool system_torch = false;
   /// Memory kept back from builds for the host and the server.
   std::uint64_t memory_reserve_bytes = 2ULL << 30U;
-  /// Jobs running at once; 0: as many as the memory and core budget admits.
+  /// Jobs running at once on this data directory (every runner on it counts); 0: as many as
+  /// the memory and core budget admits.
   unsigned max_concurrent_jobs = 0;
   /// Work directories (DATA_DIR/builds/job-<id>/): a succeeded job keeps only its log; a
   /// failed one keeps its sources, outputs and environments for inspection unless this is
@@ -68,10 +76,11 @@ struct RunnerConfig {
 
 class Runner {
  public:
-  /// `on_ingested` is called (on a runner thread) after a wheel was ingested.
-  Runner(RunnerConfig config, catalog::JobStore& jobs, catalog::Catalog& catalog,
-         store::BlobStore& store, ingest::Ingestor& ingestor, const std::filesystem::path& data_dir,
-         std::function<void()> on_ingested = {});
+  /// Commands run on `executor`, which must outlive the runner. `on_ingested` is called (on a
+  /// runner thread) after a wheel was ingested.
+  Runner(RunnerConfig config, Executor& executor, catalog::JobStore& jobs,
+         catalog::Catalog& catalog, store::BlobStore& store, ingest::Ingestor& ingestor,
+         const std::filesystem::path& data_dir, std::function<void()> on_ingested = {});
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
   ~Runner();
@@ -89,11 +98,21 @@ class Runner {
     leave,                ///< a one-off runner (`wheelforge build`): touch no other job
   };
   /// Starts scheduling; with Recovery::requeue_interrupted, first requeues the jobs a previous
-  /// process left running (ending their leftover processes).
+  /// process left running (ending their leftover processes), except those that a live runner
+  /// on the same data directory still runs. Fails when the builds directory cannot be created
+  /// or its admission ledger (DATA_DIR/builds/admission) cannot be opened.
   [[nodiscard]] Status start(Recovery recovery = Recovery::requeue_interrupted);
 
-  /// Runs only the jobs of this build (a one-off runner next to a serving one).
+  /// Runs only the jobs of this build (a one-off runner next to a serving one), and tells the
+  /// other runners on the data directory to leave them alone while this process lives. Call
+  /// before start().
   void restrict_to_build(std::int64_t build_id) { only_build_ = build_id; }
+  /// submit() and restrict_to_build() in one, for a one-off runner (`wheelforge build`): the
+  /// build is reserved for this runner in the same moment its jobs appear, so a serving runner
+  /// on the data directory never starts one of them. Also fails (io) when the admission ledger
+  /// cannot be opened. Call before start().
+  [[nodiscard]] Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> submit_own(
+      const core::BuildRequest& request);
   /// Stops scheduling; running builds are killed and left interrupted, so that the next
   /// start() requeues them. Blocks until the job threads have ended.
   void stop();
@@ -113,25 +132,34 @@ class Runner {
 
   /// The job's log file (it may not exist yet).
   [[nodiscard]] std::filesystem::path log_path(std::int64_t job_id) const;
+  /// Up to `max` bytes of the job's log from `offset`, through the executor; empty when there
+  /// is no more (or no log). Blocks on file I/O.
+  [[nodiscard]] std::string read_log(std::int64_t job_id, std::uint64_t offset, std::size_t max);
+  /// The last `max` bytes of the job's log, through the executor, and where they start.
+  [[nodiscard]] LogChunk read_log_tail(std::int64_t job_id, std::size_t max);
+
   /// A copy of the configuration (recipes as of the last set_recipes).
   [[nodiscard]] RunnerConfig config() const;
 
  private:
   struct Running;
+  [[nodiscard]] Status open_ledger();
   [[nodiscard]] std::string job_tag(std::int64_t job_id) const;
   int kill_job_processes(std::int64_t job_id) const;
   void schedule_loop();
-  void run_job(catalog::JobRecord job, core::Parallelism grant);
-  Status run_steps(const catalog::JobRecord& job, core::Parallelism parallelism, Running& running);
+  bool try_start(const catalog::JobRecord& job, const RecipeConfig& recipe);
+  void run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallelism grant);
+  void finish_job(JobContext& ctx, const Status& result);
 
   RunnerConfig config_;
+  Executor& executor_;
   catalog::JobStore& jobs_;
   catalog::Catalog& catalog_;
   store::BlobStore& store_;
   ingest::Ingestor& ingestor_;
   std::filesystem::path builds_dir_;
   std::function<void()> on_ingested_;
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<AdmissionLedger> ledger_;
 
   mutable std::mutex mu_;  // guards config_.recipes, server_url_, running_, stopping_
   std::condition_variable cv_;
@@ -140,10 +168,9 @@ class Runner {
   std::map<std::int64_t, std::shared_ptr<Running>> running_;
   std::thread scheduler_;
   std::vector<std::thread> job_threads_;
-  std::uint64_t budget_bytes_ = 0;
-  unsigned cores_ = 1;
-  std::mutex env_mu_;  // one environment set-up at a time per runner
   std::optional<std::int64_t> only_build_;
+  bool only_build_reserved_ = false;
+  std::set<std::int64_t> waiting_noted_;  // queued jobs whose log says they wait for the budget
 };
 
 }  // namespace wf::build

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,18 @@ struct BuildRecord {
   Micros created_at = 0;
 };
 
+/// The toolchain a job's build actually used, as the runner verified it before building
+/// (empty fields: not verified yet, or the job ran before this was recorded).
+struct Toolchain {
+  std::string nvcc;            ///< path of the nvcc that was run
+  std::string nvcc_version;    ///< what it reported, e.g. "13.0.48"
+  std::string torch_version;   ///< torch.__version__ in the build environment
+  std::string torch_cuda;      ///< torch.version.cuda ("13.0")
+  std::string python;          ///< the configured interpreter the environment was made from
+  std::string python_version;  ///< e.g. "3.12.1"
+  friend bool operator==(const Toolchain&, const Toolchain&) = default;
+};
+
 struct JobRecord {
   std::int64_t id = 0;
   std::int64_t build_id = 0;
@@ -37,6 +50,7 @@ struct JobRecord {
   unsigned max_jobs = 0;
   unsigned nvcc_threads = 0;
   std::string wheel;  ///< file name of the ingested wheel, when succeeded
+  Toolchain toolchain;
   Micros created_at = 0;
   std::optional<Micros> started_at;
   std::optional<Micros> finished_at;
@@ -65,10 +79,14 @@ class JobStore {
   [[nodiscard]] virtual Status record_attempt(std::int64_t id, unsigned max_jobs,
                                               unsigned nvcc_threads) = 0;
   [[nodiscard]] virtual Status record_wheel(std::int64_t id, const std::string& wheel) = 0;
+  /// Records the toolchain the job's build uses (replacing what an earlier attempt recorded).
+  [[nodiscard]] virtual Status record_toolchain(std::int64_t id, const Toolchain& toolchain) = 0;
 
-  /// Startup recovery: every job in a running state becomes interrupted, then queued again.
-  /// Returns the requeued jobs.
-  [[nodiscard]] virtual Result<std::vector<JobRecord>> requeue_interrupted() = 0;
+  /// Startup recovery: every job in a running state becomes interrupted, then queued again,
+  /// except the jobs in `still_running` (another live process runs them). Returns the
+  /// requeued jobs.
+  [[nodiscard]] virtual Result<std::vector<JobRecord>> requeue_interrupted(
+      const std::set<std::int64_t>& still_running) = 0;
 
   /// True when a succeeded job already built this (recipe, version, cell).
   [[nodiscard]] virtual Result<bool> cell_built(const std::string& recipe,

@@ -53,8 +53,18 @@ struct Recipe {
   std::string import_check;  ///< Python code run against the installed wheel
   double gb_per_job = 4.0;   ///< peak memory of one compile job per nvcc thread, in GB (GiB)
   std::chrono::seconds timeout{7200};
-  std::vector<std::string> build_requires;  ///< requirements installed before the build
+  /// Requirements installed into the build environment besides torch, from the torch index.
+  /// nullopt (the recipe says nothing): kDefaultBuildRequires. An empty list installs nothing.
+  std::optional<std::vector<std::string>> build_requires;
 };
+
+/// The build requirements of a recipe that names none: what a plain setuptools project needs
+/// under `pip wheel --no-build-isolation` (Python 3.12 venvs come without setuptools), and
+/// ninja, which torch.utils.cpp_extension uses to compile in parallel (without it, one file at
+/// a time). The runner leaves out what is there already: ninja when a `ninja` program is on
+/// the build's PATH; setuptools and wheel, with the interpreter's own torch (system_torch),
+/// when the interpreter has them.
+inline constexpr std::string_view kDefaultBuildRequires[] = {"setuptools", "wheel", "ninja"};
 
 /// Checks a recipe and returns it with `project` PEP 503-normalized. Fails with Errc::invalid
 /// listing every problem: empty or badly formed name ([A-Za-z0-9._-], starting alphanumeric),

@@ -420,7 +420,10 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   const std::string older =
-      "DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
+      "ALTER TABLE jobs DROP COLUMN nvcc_path; ALTER TABLE jobs DROP COLUMN nvcc_version;"
+      " ALTER TABLE jobs DROP COLUMN torch_version; ALTER TABLE jobs DROP COLUMN torch_cuda;"
+      " ALTER TABLE jobs DROP COLUMN python_path; ALTER TABLE jobs DROP COLUMN python_version;"
+      " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
       " ALTER TABLE files DROP COLUMN canonical;"
       " ALTER TABLE deleted_files DROP COLUMN canonical;"
       " INSERT INTO files (project_id, filename, version, kind, sha256, size, upload_time,"
@@ -547,7 +550,13 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db,
-                         "DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
+                         "ALTER TABLE jobs DROP COLUMN nvcc_path;"
+                         " ALTER TABLE jobs DROP COLUMN nvcc_version;"
+                         " ALTER TABLE jobs DROP COLUMN torch_version;"
+                         " ALTER TABLE jobs DROP COLUMN torch_cuda;"
+                         " ALTER TABLE jobs DROP COLUMN python_path;"
+                         " ALTER TABLE jobs DROP COLUMN python_version;"
+                         " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
                          " ALTER TABLE files DROP COLUMN canonical;"
                          " ALTER TABLE deleted_files DROP COLUMN canonical;"
                          " DROP TRIGGER projects_upd;"

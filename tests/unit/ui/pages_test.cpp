@@ -234,3 +234,29 @@ TEST(UiFormat, SizesAndDurations) {
 
 }  // namespace
 }  // namespace wf::ui
+
+namespace wf::ui {
+namespace {
+
+TEST(UiJob, ShowsTheVerifiedToolchainOnceRecorded) {
+  const Site site{"http://h", "token", true};
+  JobPage page;
+  page.job.id = 7;
+  page.job.build_id = 3;
+  page.job.recipe = "flash-attn";
+  page.job.version = "2.8.3";
+  page.job.cell = core::Cell{"3.12", {2, 8}, {12, 8}};
+  page.job.state = core::JobState::building;
+  const std::string before = render_job(site, page);
+  EXPECT_EQ(before.find("<dt>nvcc</dt>"), std::string::npos);
+  page.job.toolchain =
+      catalog::Toolchain{"/usr/local/cuda-12.8/bin/nvcc", "12.8.93", "2.8.0+cu128", "12.8",
+                         "/usr/bin/python3.12",           "3.12.1"};
+  const std::string after = render_job(site, page);
+  EXPECT_NE(after.find("/usr/local/cuda-12.8/bin/nvcc (12.8.93)"), std::string::npos) << after;
+  EXPECT_NE(after.find("2.8.0+cu128 (CUDA 12.8)"), std::string::npos) << after;
+  EXPECT_NE(after.find("/usr/bin/python3.12 (3.12.1)"), std::string::npos) << after;
+}
+
+}  // namespace
+}  // namespace wf::ui

@@ -1,0 +1,142 @@
+#include "job_context.hpp"
+
+#include <fstream>
+
+#include "wheelforge/core/build_failure.hpp"
+
+namespace wf::build {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A failed command's cause is looked for in at most this much of its output (the end of it).
+constexpr std::size_t kCauseWindow = 1U << 20U;
+
+}  // namespace
+
+void set_env(Env& env, const std::string& key, std::string value) {
+  for (auto& [k, v] : env) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  env.emplace_back(key, std::move(value));
+}
+
+std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (const char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+JobContext::JobContext(catalog::JobRecord job_, RecipeConfig recipe_, HostConfig host_,
+                       Executor& executor_, JobServices services_, const StopFlags& stop_,
+                       fs::path builds_dir_, std::string server_url_, std::string job_tag_,
+                       core::Parallelism grant)
+    : job(std::move(job_)),
+      recipe(std::move(recipe_.recipe)),
+      host(std::move(host_)),
+      executor(executor_),
+      services(std::move(services_)),
+      stop(stop_),
+      builds_dir(std::move(builds_dir_)),
+      work_dir(builds_dir / ("job-" + std::to_string(job.id))),
+      log(work_dir / "log.txt"),
+      server_url(std::move(server_url_)),
+      job_tag(std::move(job_tag_)),
+      parallelism(grant),
+      base_env(minimal_environment()),
+      step_timeout(std::chrono::duration_cast<std::chrono::milliseconds>(recipe.timeout)) {
+  set_env(base_env, "PIP_CONFIG_FILE", "/dev/null");
+  set_env(base_env, "PIP_DISABLE_PIP_VERSION_CHECK", "1");
+  set_env(base_env, "PIP_NO_CACHE_DIR", "1");
+  set_env(base_env, "PIP_NO_INPUT", "1");
+  set_env(base_env, "HOME", work_dir.string());
+  set_env(base_env, "WHEELFORGE_JOB", job_tag);
+}
+
+bool JobContext::stopped() const {
+  return stop.cancel.load() || stop.interrupted.load();
+}
+
+Status JobContext::advance(core::JobState to) {
+  if (stopped()) return make_error(Errc::unavailable, "stopped");
+  auto t = services.jobs.transition(job.id, to);
+  if (!t) return t.error();
+  job.state = to;
+  return ok_status();
+}
+
+void JobContext::note(std::string_view line) const {
+  std::ofstream stream(log, std::ios::app);
+  stream << "==> " << line << "\n";
+}
+
+ProcessSpec JobContext::command(std::vector<std::string> argv, Env env, fs::path cwd,
+                                const fs::path& output) const {
+  ProcessSpec s;
+  s.argv = std::move(argv);
+  s.env = std::move(env);
+  s.cwd = std::move(cwd);
+  s.log_file = output.empty() ? log : output;
+  s.timeout = step_timeout;
+  return s;
+}
+
+Result<ExitStatus> JobContext::run(const ProcessSpec& spec) const {
+  return run_on(executor, spec, [this] { return stopped(); });
+}
+
+std::uint64_t JobContext::output_size(const fs::path& file) const {
+  const LogChunk end = executor.read_log_tail(file, 0);
+  return end.offset;
+}
+
+std::string JobContext::cause(const fs::path& output, std::uint64_t from) const {
+  LogChunk tail = executor.read_log_tail(output, kCauseWindow);
+  if (tail.offset < from) {
+    tail.data.erase(
+        0, static_cast<std::size_t>(std::min<std::uint64_t>(from - tail.offset, tail.data.size())));
+  }
+  const std::string found = core::failure_cause(tail.data);
+  return found.empty() ? found : ": " + found;
+}
+
+std::string JobContext::failure(std::string_view what, const ExitStatus& status,
+                                const fs::path& output, std::uint64_t from) const {
+  return std::string(what) + " failed (" + status.describe() + ")" + cause(output, from);
+}
+
+Status JobContext::run_checked(std::string_view what, const ProcessSpec& spec) const {
+  std::string line;
+  for (const auto& a : spec.argv) line += (line.empty() ? "" : " ") + a;
+  note("[" + std::string(core::state_name(job.state)) + "] " + line);
+  const std::uint64_t from = output_size(spec.log_file);
+  auto status = run(spec);
+  if (!status)
+    return make_error(status.error().code, std::string(what) + ": " + status.error().message);
+  if (status->success()) return ok_status();
+  if (stopped()) return make_error(Errc::unavailable, "stopped");
+  return make_error(Errc::internal, failure(what, *status, spec.log_file, from));
+}
+
+fs::path JobContext::venv_python(const fs::path& venv) {
+  return venv / "bin" / "python";
+}
+
+}  // namespace wf::build

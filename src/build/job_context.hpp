@@ -1,0 +1,117 @@
+#pragma once
+// What the steps of one job share: the job and the configuration it started with, the
+// services it may use, the paths and environment of its work, and what earlier steps found.
+// A job context lives on its job's thread; only `cancel` and `interrupted` are touched by
+// other threads.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "wheelforge/build/executor.hpp"
+#include "wheelforge/build/runner.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/catalog/jobs.hpp"
+#include "wheelforge/core/build.hpp"
+#include "wheelforge/ingest/ingestor.hpp"
+#include "wheelforge/store/blob_store.hpp"
+
+namespace wf::build {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+/// Sets `key` in `env` (replacing an earlier value, keeping its position).
+void set_env(Env& env, const std::string& key, std::string value);
+/// `s` in single quotes for /bin/sh.
+[[nodiscard]] std::string shell_quote(std::string_view s);
+/// `s` with every `from` replaced by `to`.
+[[nodiscard]] std::string replace_all(std::string s, std::string_view from, std::string_view to);
+
+/// The services a job uses besides its executor.
+struct JobServices {
+  catalog::JobStore& jobs;
+  catalog::Catalog& catalog;
+  store::BlobStore& store;
+  ingest::Ingestor& ingestor;
+  std::function<void()> on_ingested;
+};
+
+/// Set from other threads: the job is cancelled (record it cancelled) or the runner is stopping
+/// (leave it resumable).
+struct StopFlags {
+  std::atomic<bool> cancel{false};
+  std::atomic<bool> interrupted{false};
+};
+
+struct JobContext {
+  JobContext(catalog::JobRecord job, RecipeConfig recipe, HostConfig host, Executor& executor,
+             JobServices services, const StopFlags& stop, std::filesystem::path builds_dir,
+             std::string server_url, std::string job_tag, core::Parallelism grant);
+
+  // ---- Given when the job starts
+  catalog::JobRecord job;
+  core::Recipe recipe;  ///< a copy: a configuration reload does not change a running job
+  HostConfig host;
+  Executor& executor;
+  JobServices services;
+  const StopFlags& stop;
+  std::filesystem::path builds_dir;  ///< DATA_DIR/builds
+  std::filesystem::path work_dir;    ///< DATA_DIR/builds/job-<id>
+  std::filesystem::path log;         ///< work_dir/log.txt
+  std::string server_url;
+  /// WHEELFORGE_JOB=<builds dir>#<id>: carried by every process of the job, so that a
+  /// restarted runner can find what a killed one left running.
+  std::string job_tag;
+  core::Parallelism parallelism;  ///< halved by OOM retries
+  /// Base environment of every command: minimal_environment() plus quiet, offline pip
+  /// settings, HOME in the work directory and WHEELFORGE_JOB.
+  Env base_env;
+  std::chrono::milliseconds step_timeout{0};  ///< the recipe's timeout, per command
+
+  // ---- Found by the steps
+  std::filesystem::path python;     ///< the configured interpreter of the cell
+  std::filesystem::path cuda_home;  ///< the configured toolkit of the cell
+  std::string torch_index;          ///< torch_index with its placeholders filled in
+  std::filesystem::path env_dir;    ///< the build environment (DATA_DIR/builds/envs/<key>)
+  std::filesystem::path src;        ///< the source tree the build command runs in
+  std::filesystem::path out;        ///< where the build command puts the wheel
+  std::filesystem::path wheel;      ///< the built (and retagged) wheel
+  catalog::Toolchain toolchain;     ///< what the verification steps found
+
+  /// True once the job is cancelled or the runner is stopping.
+  [[nodiscard]] bool stopped() const;
+  /// Records the job's new state (Errc::unavailable "stopped" once stopped()).
+  [[nodiscard]] Status advance(core::JobState to);
+  /// Appends "==> <line>" to the job's log (marked so that it stands out from tool output).
+  void note(std::string_view line) const;
+  /// A command of this job: `argv` in `cwd` with `env`, output appended to the log (or to
+  /// `output` when given), limited by the recipe's timeout.
+  [[nodiscard]] ProcessSpec command(std::vector<std::string> argv, Env env,
+                                    std::filesystem::path cwd,
+                                    const std::filesystem::path& output = {}) const;
+  /// Runs a command on the executor to its end (cancelled when the job is stopped). Fails
+  /// only when it cannot start.
+  [[nodiscard]] Result<ExitStatus> run(const ProcessSpec& spec) const;
+  /// Runs a step's command, noting it in the log first; a failure becomes an Error
+  /// "<what> failed (<exit status>): <cause>", the cause read from the command's output by
+  /// core::failure_cause.
+  [[nodiscard]] Status run_checked(std::string_view what, const ProcessSpec& spec) const;
+  /// ": <first line naming a cause>" in the output written to `output` since `from` (its last
+  /// MiB), by core::failure_cause; empty when no line names one.
+  [[nodiscard]] std::string cause(const std::filesystem::path& output, std::uint64_t from) const;
+  /// "<what> failed (<status>)" with the cause found in the output written since `from`.
+  [[nodiscard]] std::string failure(std::string_view what, const ExitStatus& status,
+                                    const std::filesystem::path& output, std::uint64_t from) const;
+  /// The size of a log or output file (0 when missing), through the executor.
+  [[nodiscard]] std::uint64_t output_size(const std::filesystem::path& file) const;
+  /// The path of the environment's (or any venv's) interpreter.
+  [[nodiscard]] static std::filesystem::path venv_python(const std::filesystem::path& venv);
+};
+
+}  // namespace wf::build

@@ -1,0 +1,135 @@
+#include "wheelforge/core/toolchain.hpp"
+
+#include "wheelforge/core/variant.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::core {
+namespace {
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// The digits and dots that start `s` ("12.8.93, more" -> "12.8.93").
+std::string_view leading_version(std::string_view s) {
+  std::size_t n = 0;
+  while (n < s.size() && (is_digit(s[n]) || s[n] == '.')) ++n;
+  while (n > 0 && s[n - 1] == '.') --n;
+  return s.substr(0, n);
+}
+
+std::string shown(std::string_view s) {
+  return sanitize_for_log(s, 120);
+}
+
+}  // namespace
+
+std::optional<NvccVersion> parse_nvcc_version(std::string_view output) {
+  std::optional<NvccVersion> found;
+  for (const std::string_view line : split(output, '\n')) {
+    const std::size_t at = line.find("release ");
+    if (at == std::string_view::npos) continue;
+    const std::string_view release = leading_version(line.substr(at + 8));
+    const auto cuda = parse_cuda_version(release);
+    if (!cuda) continue;
+    NvccVersion v{*cuda, std::string(release)};
+    if (const std::size_t vpos = line.find(", V", at); vpos != std::string_view::npos) {
+      const std::string_view full = leading_version(line.substr(vpos + 3));
+      if (!full.empty()) v.full = std::string(full);
+    }
+    found = std::move(v);
+  }
+  return found;
+}
+
+std::string_view environment_probe_script() {
+  // Printed as key=value lines: no JSON parser is needed on our side, and values never hold a
+  // newline (versions, a path, one exception line).
+  return "import platform, sys\n"
+         "print('python_version=' + platform.python_version())\n"
+         "print('python_executable=' + sys.executable)\n"
+         "try:\n"
+         "    import torch\n"
+         "except BaseException as e:\n"
+         "    print('torch_error=' + (type(e).__name__ + ': ' + str(e)).replace('\\n', ' '))\n"
+         "else:\n"
+         "    print('torch_version=' + str(torch.__version__))\n"
+         "    cuda = getattr(getattr(torch, 'version', None), 'cuda', None)\n"
+         "    print('torch_cuda=' + ('None' if cuda is None else str(cuda)))\n";
+}
+
+Result<EnvironmentProbe> parse_environment_probe(std::string_view output) {
+  EnvironmentProbe p;
+  bool torch_cuda_seen = false;
+  for (std::string_view line : split(output, '\n')) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::size_t eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = line.substr(0, eq);
+    const std::string value(line.substr(eq + 1));
+    if (key == "python_version") {
+      p.python_version = value;
+    } else if (key == "python_executable") {
+      p.python_executable = value;
+    } else if (key == "torch_version") {
+      p.torch_version = value;
+    } else if (key == "torch_cuda") {
+      torch_cuda_seen = true;
+      p.torch_cuda = value == "None" ? std::nullopt : std::optional<std::string>(value);
+    } else if (key == "torch_error") {
+      p.torch_error = value;
+    }
+  }
+  if (p.python_version.empty()) {
+    return make_error(Errc::invalid, "the environment probe printed no python_version");
+  }
+  if (!p.torch_version.empty() && !torch_cuda_seen) p.torch_cuda.reset();
+  return p;
+}
+
+Status check_python(const Cell& cell, std::string_view python_version) {
+  const auto parts = split(python_version, '.');
+  if (parts.size() >= 2 && std::string(parts[0]) + "." + std::string(parts[1]) == cell.python) {
+    return ok_status();
+  }
+  return make_error(
+      Errc::invalid,
+      "Python " + cell.python + " cell, but the interpreter is Python " + shown(python_version));
+}
+
+Status check_torch(const Cell& cell, const EnvironmentProbe& probe) {
+  if (probe.torch_version.empty()) {
+    return make_error(
+        Errc::invalid,
+        "torch cannot be imported in the build environment" +
+            (probe.torch_error.empty() ? std::string() : " (" + shown(probe.torch_error) + ")"));
+  }
+  const auto series = torch_series_of_version(probe.torch_version);
+  if (!series || *series != cell.torch) {
+    return make_error(Errc::invalid, "torch " + shown(probe.torch_version) +
+                                         " is not of the cell's series " + cell.torch.str());
+  }
+  if (!probe.torch_cuda) {
+    return make_error(Errc::invalid, "torch " + shown(probe.torch_version) +
+                                         " is a CPU build (torch.version.cuda is None), the "
+                                         "cell is CUDA " +
+                                         cell.cuda.str());
+  }
+  const std::string_view cuda = *probe.torch_cuda;
+  const std::string_view major = cuda.substr(0, cuda.find('.'));
+  if (major != std::to_string(cell.cuda.major)) {
+    return make_error(Errc::invalid,
+                      "torch " + shown(probe.torch_version) + " was built for CUDA " + shown(cuda) +
+                          ", the cell is CUDA " + cell.cuda.str() + " (the CUDA major must match)");
+  }
+  return ok_status();
+}
+
+Status check_nvcc(const Cell& cell, const NvccVersion& found, std::string_view nvcc) {
+  if (found.release == cell.cuda) return ok_status();
+  return make_error(Errc::invalid, "CUDA " + cell.cuda.str() + " cell, but " + shown(nvcc) +
+                                       " is CUDA " + found.release.str() + " (V" +
+                                       shown(found.full) + ")");
+}
+
+}  // namespace wf::core

@@ -1,0 +1,97 @@
+#pragma once
+// A test bed for the build runner: a temporary data directory with a real catalog, blob store,
+// job store and ingestor, a FakeExecutor scripted as a working build host, and a runner
+// configuration with one recipe. Nothing here runs a compiler or Python: the fake answers
+// `nvcc --version`, the environment probe and the build command (which writes a small real
+// wheel, so that retagging and ingest run for real).
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "build/fake_executor.hpp"
+#include "wheelforge/build/runner.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/catalog/jobs.hpp"
+#include "wheelforge/ingest/ingestor.hpp"
+#include "wheelforge/store/blob_store.hpp"
+
+namespace wf::build::testing {
+
+// Paths the fake host pretends to have (nothing exists there: the fake runs nothing).
+inline constexpr std::string_view kPython = "/opt/wf-test/python3.12/bin/python3.12";
+inline constexpr std::string_view kCudaHome = "/opt/wf-test/cuda-13.0";
+inline constexpr std::string_view kSource = "/opt/wf-test/src/demo";
+inline constexpr std::string_view kServer = "http://127.0.0.1:9";
+
+/// What the fake host reports about its tools.
+struct HostScript {
+  std::string nvcc_release = "13.0";
+  std::string nvcc_full = "13.0.48";
+  std::string python_version = "3.12.1";
+  std::string torch_version = "2.8.0+cu130";
+  std::string torch_cuda = "13.0";  ///< "None" for a CPU torch
+  bool ninja_on_path = true;
+};
+
+/// Scripts `nvcc --version`, the environment probe and the ninja look-up. Rules added later
+/// come after these: add a failing rule first to override one.
+void script_host(FakeExecutor& fake, const HostScript& host = {});
+
+/// A pure-Python wheel of `project` at `version` (with its own RECORD) in `dir`.
+std::filesystem::path write_wheel(const std::filesystem::path& dir, std::string_view project,
+                                  std::string_view version);
+
+/// Scripts the recipe's build command ("fake-build ..."): it writes a wheel of `project`
+/// `version` into the job's out directory.
+void script_build(FakeExecutor& fake, std::string project = "demo-pkg",
+                  std::string version = "1.0.0");
+
+/// The recipe the bed configures: demo-pkg from a path source, built with "fake-build {out}",
+/// import check "import demo_pkg", 1 GiB per job, one arch, for Python 3.12 × torch 2.8 ×
+/// CUDA 13.0.
+RecipeConfig demo_recipe(std::string name = "demo", std::string project = "demo-pkg");
+
+class RunnerBed {
+ public:
+  explicit RunnerBed(std::string_view name);
+  ~RunnerBed();
+  RunnerBed(const RunnerBed&) = delete;
+  RunnerBed& operator=(const RunnerBed&) = delete;
+
+  std::filesystem::path data_dir;
+  std::unique_ptr<catalog::Catalog> catalog;
+  std::unique_ptr<store::BlobStore> store;
+  std::unique_ptr<catalog::JobStore> jobs;
+  std::unique_ptr<ingest::Ingestor> ingestor;
+  FakeExecutor fake;
+  RunnerConfig config;
+  std::atomic<int> ingested{0};
+
+  /// A runner over this bed's data directory with `config` (another executor if given).
+  std::unique_ptr<Runner> make_runner(Executor* executor = nullptr);
+  /// The bed's own runner (made on first use).
+  Runner& runner();
+  /// Starts the bed's runner; fails the test if it does not start.
+  Runner& start(Runner::Recovery recovery = Runner::Recovery::requeue_interrupted);
+  /// Submits a build of one cell and returns its job.
+  catalog::JobRecord submit(Runner& runner, const std::string& recipe = "demo", bool force = false);
+  catalog::JobRecord submit(const std::string& recipe = "demo") { return submit(runner(), recipe); }
+  /// Waits until the job is in a terminal state (or 60 s have passed) and returns it.
+  catalog::JobRecord wait_terminal(std::int64_t id);
+  /// Waits until `done(job)` holds (or 60 s have passed) and returns the job.
+  catalog::JobRecord wait_until(std::int64_t id,
+                                const std::function<bool(const catalog::JobRecord&)>& done);
+  /// The job's log.
+  [[nodiscard]] std::string log(std::int64_t id) const;
+  /// submit() + wait_terminal() on the started bed runner.
+  catalog::JobRecord run_one(const std::string& recipe = "demo");
+
+ private:
+  std::unique_ptr<Runner> runner_;
+};
+
+}  // namespace wf::build::testing

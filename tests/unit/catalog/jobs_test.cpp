@@ -1,0 +1,126 @@
+// The job store: the toolchain a job recorded, startup recovery that leaves jobs of live
+// runners alone, and a database from before the toolchain columns.
+
+#include "wheelforge/catalog/jobs.hpp"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "wheelforge/catalog/catalog.hpp"
+
+namespace wf::catalog {
+namespace {
+
+namespace fs = std::filesystem;
+
+class JobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("wf-jobs-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto cat = open_sqlite_catalog(db());  // creates and migrates the schema
+    ASSERT_TRUE(cat) << cat.error().message;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path db() const { return dir_ / "wheelforge.db"; }
+
+  std::unique_ptr<JobStore> open() {
+    auto j = open_sqlite_job_store(db());
+    EXPECT_TRUE(j) << j.error().message;
+    return std::move(*j);
+  }
+  static std::vector<core::Cell> cells(int n) {
+    std::vector<core::Cell> out;
+    for (int i = 0; i < n; ++i) out.push_back(core::Cell{"3.12", {2, 8 + i}, {13, 0}});
+    return out;
+  }
+  static BuildRecord build() {
+    BuildRecord b;
+    b.recipe = "demo";
+    b.version = "1.0.0";
+    return b;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(JobStoreTest, ToolchainIsRecordedAndReadBack) {
+  auto jobs = open();
+  auto created = jobs->create_build(build(), cells(1));
+  ASSERT_TRUE(created);
+  const auto id = created->second.front().id;
+  EXPECT_EQ(created->second.front().toolchain, Toolchain{});
+  Toolchain t{"/usr/local/cuda-12.8/bin/nvcc", "12.8.93", "2.8.0+cu128", "12.8",
+              "/usr/bin/python3.12",           "3.12.1"};
+  ASSERT_TRUE(jobs->record_toolchain(id, t));
+  auto found = jobs->find_job(id);
+  ASSERT_TRUE(found && found->has_value());
+  EXPECT_EQ((*found)->toolchain, t);
+  // A later attempt's verification replaces it.
+  t.torch_version = "2.8.1+cu128";
+  ASSERT_TRUE(jobs->record_toolchain(id, t));
+  EXPECT_EQ((*jobs->find_job(id))->toolchain.torch_version, "2.8.1+cu128");
+  // Transitions keep it.
+  ASSERT_TRUE(jobs->transition(id, core::JobState::preparing));
+  EXPECT_EQ((*jobs->find_job(id))->toolchain, t);
+}
+
+TEST_F(JobStoreTest, RecoveryRequeuesInterruptedJobsButNotThoseStillRunning) {
+  auto jobs = open();
+  auto created = jobs->create_build(build(), cells(3));
+  ASSERT_TRUE(created);
+  const auto& list = created->second;
+  for (const auto& j : list) {
+    ASSERT_TRUE(jobs->transition(j.id, core::JobState::preparing));
+    ASSERT_TRUE(jobs->transition(j.id, core::JobState::building));
+  }
+  auto requeued = jobs->requeue_interrupted({list[1].id});
+  ASSERT_TRUE(requeued);
+  ASSERT_EQ(requeued->size(), 2U);
+  EXPECT_EQ((*requeued)[0].id, list[0].id);
+  EXPECT_EQ((*requeued)[1].id, list[2].id);
+  EXPECT_EQ((*jobs->find_job(list[0].id))->state, core::JobState::queued);
+  EXPECT_EQ((*jobs->find_job(list[0].id))->reason, "requeued after an interruption");
+  EXPECT_EQ((*jobs->find_job(list[1].id))->state, core::JobState::building);
+  EXPECT_EQ((*jobs->find_job(list[2].id))->state, core::JobState::queued);
+}
+
+TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) {
+  {
+    auto jobs = open();
+    ASSERT_TRUE(jobs->create_build(build(), cells(1)));
+  }
+  // Make the database look as if an older wheelforge had written it.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "ALTER TABLE jobs DROP COLUMN nvcc_path;"
+                         " ALTER TABLE jobs DROP COLUMN nvcc_version;"
+                         " ALTER TABLE jobs DROP COLUMN torch_version;"
+                         " ALTER TABLE jobs DROP COLUMN torch_cuda;"
+                         " ALTER TABLE jobs DROP COLUMN python_path;"
+                         " ALTER TABLE jobs DROP COLUMN python_version;"
+                         " PRAGMA user_version = 7;",
+                         nullptr, nullptr, &err),
+            SQLITE_OK)
+      << (err ? err : "");
+  sqlite3_close(raw);
+  auto cat = open_sqlite_catalog(db());
+  ASSERT_TRUE(cat) << cat.error().message;
+  auto jobs = open();
+  auto all = jobs->jobs_in_state(core::JobState::queued);
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1U);
+  EXPECT_EQ(all->front().toolchain, Toolchain{});
+  EXPECT_EQ(all->front().cell.key(), "py3.12-torch2.8-cu130");
+}
+
+}  // namespace
+}  // namespace wf::catalog
