@@ -55,7 +55,10 @@ ldd "$binary" | while read -r first second third _; do
     cp -L "$path" "$bundle/lib/$name"
   fi
 done
-loader=$(cd "$bundle/glibc" && ls ld-linux*.so.* ld64.so.* 2>/dev/null | head -1 || true)
+loader=
+for candidate in "$bundle"/glibc/ld-linux*.so.* "$bundle"/glibc/ld64.so.*; do
+  if [ -e "$candidate" ]; then loader=$(basename "$candidate"); break; fi
+done
 [ -n "$loader" ] || { echo "bundle.sh: ldd named no dynamic loader" >&2; exit 1; }
 
 # The highest GLIBC_x.y the binary and the bundled libraries need.

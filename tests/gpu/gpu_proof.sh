@@ -173,7 +173,7 @@ PY
 }
 
 start=$(date +%s.%N)
-job=$(build '{"recipe": "gpu-demo", "version": "0.1.0"}' 1)
+build '{"recipe": "gpu-demo", "version": "0.1.0"}' 1 >/dev/null
 end=$(date +%s.%N)
 kill $sampler
 "$python" - "$work/job-1.json" <<'PY'
@@ -196,7 +196,7 @@ status=$(curl -s -o "$work/refused.txt" -w '%{http_code}' -u "__token__:$admin" 
 echo "build request with nothing to do: $status $(cat "$work/refused.txt")"
 [ "$status" = 409 ]
 echo 'REVISION = 2' >>"$src/wf_gpu_demo/__init__.py"
-job=$(build '{"recipe": "gpu-demo", "version": "0.1.0", "force": true, "yank_superseded": true}' 2)
+build '{"recipe": "gpu-demo", "version": "0.1.0", "force": true, "yank_superseded": true}' 2 >/dev/null
 "$python" - "$work/job-2.json" "$first_wheel" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
