@@ -56,8 +56,7 @@ std::string without_build_lines(std::string_view wheel) {
 
 }  // namespace
 
-Result<std::string> wheel_content_digest(const std::filesystem::path& wheel,
-                                         const Limits& limits) {
+Result<std::string> wheel_content_digest(const std::filesystem::path& wheel, const Limits& limits) {
   auto file = open_archive_file(wheel);
   if (!file) return file.error();
   Limits layout = limits;

@@ -29,16 +29,15 @@ std::string describe(const core::WheelBinary& b) {
   std::string line = b.path + " (" + elf.arch() + "): NEEDED " +
                      (elf.needed.empty() ? std::string("nothing") : joined(elf.needed, ", "));
   const auto glibc = core::highest_needed_version(elf, "GLIBC");
-  line += "; glibc floor " + (glibc ? glibc->substr(std::string_view("GLIBC_").size())
-                                    : std::string("none"));
+  line += "; glibc floor " +
+          (glibc ? glibc->substr(std::string_view("GLIBC_").size()) : std::string("none"));
   if (const auto cxx = core::highest_needed_version(elf, "GLIBCXX")) line += ", " + *cxx;
   return line;
 }
 
 bool starts_with_linux(const std::vector<std::string>& tags) {
-  return !tags.empty() && std::all_of(tags.begin(), tags.end(), [](const std::string& t) {
-           return t.starts_with("linux_");
-         });
+  return !tags.empty() && std::all_of(tags.begin(), tags.end(),
+                                      [](const std::string& t) { return t.starts_with("linux_"); });
 }
 
 }  // namespace
@@ -75,20 +74,18 @@ Status analyze_binaries(JobContext& ctx) {
       // Tagged manylinux by the build itself (auditwheel, cibuildwheel): it must not promise
       // an older glibc than its binaries need.
       const auto numbers = [](const std::string& glibc) {
-        return core::SymbolVersion::parse("GLIBC_" + glibc).numbers.value_or(
-            std::vector<std::uint32_t>{});
+        return core::SymbolVersion::parse("GLIBC_" + glibc)
+            .numbers.value_or(std::vector<std::uint32_t>{});
       };
       const std::string needed =
           core::glibc_of_platform_tag(assessment.policy->tag()).value_or(std::string());
       if (std::is_lt(core::compare_dotted(numbers(*claimed), numbers(needed)))) {
-        return make_error(Errc::invalid, "analyze binaries: the wheel is tagged " +
-                                             name->tags.platform_tag + " (glibc " + *claimed +
-                                             "), but its binaries need " +
-                                             assessment.policy->tag() + ": " +
-                                             assessment.summary());
+        return make_error(Errc::invalid,
+                          "analyze binaries: the wheel is tagged " + name->tags.platform_tag +
+                              " (glibc " + *claimed + "), but its binaries need " +
+                              assessment.policy->tag() + ": " + assessment.summary());
       }
-      ctx.note("[retagging] the wheel's own tag " + name->tags.platform_tag +
-               " is honest; kept");
+      ctx.note("[retagging] the wheel's own tag " + name->tags.platform_tag + " is honest; kept");
     }
   }
   archive::WheelChanges changes = ctx.changes;

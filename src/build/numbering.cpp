@@ -23,7 +23,7 @@ namespace {
 
 // The wheels of the catalog whose name is `key` whatever their build tag.
 struct Family {
-  std::optional<std::uint64_t> highest;  ///< over live and deleted files
+  std::optional<std::uint64_t> highest;     ///< over live and deleted files
   std::optional<core::FileRecord> current;  ///< the live file with the highest number
   std::uint64_t current_number = 0;
   std::vector<core::FileRecord> live;
@@ -64,7 +64,8 @@ Status number_build(JobContext& ctx) {
   if (!name) return make_error(Errc::internal, "built wheel: " + name.error().message);
   ctx.build_number = core::build_number(name->tags);
   auto family = family_of(ctx, core::rebuild_key(*name));
-  if (!family) return make_error(family.error().code, "number the build: " + family.error().message);
+  if (!family)
+    return make_error(family.error().code, "number the build: " + family.error().message);
   if (!family->highest) {
     ctx.note("[retagging] " + ctx.wheel.filename().string() +
              " is the first build of its file name");
@@ -87,15 +88,17 @@ Status number_build(JobContext& ctx) {
                        " (build " + std::to_string(family->current_number) +
                        "); nothing new to publish";
       (void)ctx.services.jobs.record_wheel(ctx.job.id, published.filename, ctx.build_number);
-      ctx.note("[retagging] " + ctx.wheel.filename().string() + " has the contents of the published " +
-               published.filename + ": nothing new to publish");
+      ctx.note("[retagging] " + ctx.wheel.filename().string() +
+               " has the contents of the published " + published.filename +
+               ": nothing new to publish");
       return ok_status();
     }
   }
   ctx.build_number = *family->highest + 1;
-  ctx.note("[retagging] " + ctx.wheel.filename().string() + " was published before (highest build " +
-           std::to_string(*family->highest) + (family->current ? ", other contents" : ", deleted") +
-           "): this rebuild is build " + std::to_string(ctx.build_number));
+  ctx.note("[retagging] " + ctx.wheel.filename().string() +
+           " was published before (highest build " + std::to_string(*family->highest) +
+           (family->current ? ", other contents" : ", deleted") + "): this rebuild is build " +
+           std::to_string(ctx.build_number));
   archive::WheelChanges changes;
   changes.build_tag = std::to_string(ctx.build_number);
   return rewrite_job_wheel(ctx, changes, "numbered");
@@ -116,8 +119,7 @@ void yank_superseded_builds(JobContext& ctx, const std::string& published) {
   for (std::size_t i = 0; i < family->live.size(); ++i) {
     const core::FileRecord& f = family->live[i];
     if (family->live_numbers[i] >= ctx.build_number || f.yanked) continue;
-    auto yanked =
-        ctx.services.catalog.set_yanked(f.project, std::nullopt, f.filename, reason);
+    auto yanked = ctx.services.catalog.set_yanked(f.project, std::nullopt, f.filename, reason);
     if (!yanked) {
       ctx.note("[ingesting] cannot yank " + f.filename + ": " + yanked.error().message);
       spdlog::warn("job={} cannot yank {}: {}", ctx.job.id, f.filename, yanked.error().message);

@@ -497,7 +497,8 @@ class SqliteCatalog final : public Catalog {
     s.bind(1, project);
     std::vector<DeletedFile> out;
     int rc = SQLITE_ROW;
-    while ((rc = s.step()) == SQLITE_ROW) out.push_back(DeletedFile{s.text(0), s.text(1), s.text(2)});
+    while ((rc = s.step()) == SQLITE_ROW)
+      out.push_back(DeletedFile{s.text(0), s.text(1), s.text(2)});
     if (rc != SQLITE_DONE) return sqlite_error(db_, "deleted-file listing");
     return out;
   }

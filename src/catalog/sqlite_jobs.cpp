@@ -141,8 +141,9 @@ class SqliteJobStore final : public JobStore {
 
   Result<std::optional<BuildRecord>> find_build(std::int64_t id) override {
     std::lock_guard lock(mu_);
-    Query q(db_, "SELECT id, recipe, version, force, yank_superseded, created_at FROM builds"
-                 " WHERE id = ?");
+    Query q(db_,
+            "SELECT id, recipe, version, force, yank_superseded, created_at FROM builds"
+            " WHERE id = ?");
     q.integer(1, id);
     if (q.step() == SQLITE_ROW) return std::optional<BuildRecord>(read_build(q));
     return std::optional<BuildRecord>();

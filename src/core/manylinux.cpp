@@ -640,7 +640,6 @@ ManylinuxAssessment assess_manylinux(std::span<const WheelBinary> binaries,
   return out;
 }
 
-
 std::optional<std::string> glibc_of_platform_tag(std::string_view tag) {
   // Legacy aliases (PEP 600): manylinux1 is 2_5, manylinux2010 2_12, manylinux2014 2_17.
   constexpr std::pair<std::string_view, std::string_view> kLegacy[] = {
@@ -672,8 +671,8 @@ std::optional<std::string> glibc_of_platform_tags(std::span<const std::string> t
   for (const auto& tag : tags) {
     auto glibc = glibc_of_platform_tag(tag);
     if (!glibc) continue;
-    const auto numbers = SymbolVersion::parse("GLIBC_" + *glibc).numbers.value_or(
-        std::vector<std::uint32_t>{});
+    const auto numbers =
+        SymbolVersion::parse("GLIBC_" + *glibc).numbers.value_or(std::vector<std::uint32_t>{});
     if (!lowest || std::is_lt(compare_dotted(numbers, lowest_numbers))) {
       lowest = std::move(glibc);
       lowest_numbers = numbers;

@@ -167,8 +167,7 @@ struct ManylinuxAssessment {
 /// The lowest glibc_of_platform_tag() of a wheel's platform tags (a wheel tagged
 /// `manylinux_2_17_x86_64.manylinux2014_x86_64` installs from glibc 2.17 on); nullopt when no
 /// tag is a manylinux one.
-[[nodiscard]] std::optional<std::string> glibc_of_platform_tags(
-    std::span<const std::string> tags);
+[[nodiscard]] std::optional<std::string> glibc_of_platform_tags(std::span<const std::string> tags);
 
 /// Assesses a wheel's binaries (as archive::inspect_wheel_binaries returns them) against the
 /// manylinux policies of their architecture, following the rules at the top of this file.

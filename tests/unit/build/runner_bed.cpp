@@ -85,8 +85,7 @@ fs::path out_dir_of(const ProcessSpec& spec) {
 
 void script_build(FakeExecutor& fake, std::string project, std::string version, std::string init,
                   int times) {
-  fake.on("fake-build",
-          Outcome::does([project, version, init](const ProcessSpec& spec) {
+  fake.on("fake-build", Outcome::does([project, version, init](const ProcessSpec& spec) {
             write_wheel(out_dir_of(spec), project, version, init);
           }),
           times);

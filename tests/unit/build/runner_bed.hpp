@@ -47,13 +47,14 @@ void script_host(FakeExecutor& fake, const HostScript& host = {});
 /// A pure-Python wheel of `project` at `version` (with its own RECORD) in `dir`, whose package
 /// holds `init` as its __init__.py.
 std::filesystem::path write_wheel(const std::filesystem::path& dir, std::string_view project,
-                                  std::string_view version, std::string_view init = "ANSWER = 42\n");
+                                  std::string_view version,
+                                  std::string_view init = "ANSWER = 42\n");
 
 /// A wheel of `project` at `version` tagged `tag` ("cp312-cp312-linux_x86_64") with these
 /// files besides its .dist-info (METADATA, WHEEL, RECORD), in `dir`.
-std::filesystem::path write_wheel_with(const std::filesystem::path& dir, std::string_view project,
-                                       std::string_view version, std::string_view tag,
-                                       const std::vector<std::pair<std::string, std::string>>& files);
+std::filesystem::path write_wheel_with(
+    const std::filesystem::path& dir, std::string_view project, std::string_view version,
+    std::string_view tag, const std::vector<std::pair<std::string, std::string>>& files);
 
 /// Scripts the recipe's build command ("fake-build ..."): it writes a wheel of `project`
 /// `version` (with `init` as its __init__.py) into the job's out directory; for `times` builds

@@ -462,10 +462,10 @@ class Binaries : public Steps {
   fs::path wheel_with(const fs::path& so, const std::string& platform = {}) {
     std::ifstream in(so, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-    return write_wheel_with(dir_ / "wheels" / so.filename(), "demo-pkg", "1.0.0",
-                            "cp312-cp312-" + (platform.empty() ? "linux_" + arch_ : platform),
-                            {{"demo_pkg/__init__.py", "from . import _C\n"},
-                             {"demo_pkg/_C.so", bytes}});
+    return write_wheel_with(
+        dir_ / "wheels" / so.filename(), "demo-pkg", "1.0.0",
+        "cp312-cp312-" + (platform.empty() ? "linux_" + arch_ : platform),
+        {{"demo_pkg/__init__.py", "from . import _C\n"}, {"demo_pkg/_C.so", bytes}});
   }
 
   // The highest GLIBC_x.y that `objdump -T` lists for `so`.
@@ -477,8 +477,8 @@ class Binaries : public Steps {
     for (std::size_t pos = out.find("GLIBC_"); pos != std::string::npos;
          pos = out.find("GLIBC_", pos + 1)) {
       std::size_t end = pos + 6;
-      while (end < out.size() && (std::isdigit(static_cast<unsigned char>(out[end])) != 0 ||
-                                  out[end] == '.')) {
+      while (end < out.size() &&
+             (std::isdigit(static_cast<unsigned char>(out[end])) != 0 || out[end] == '.')) {
         ++end;
       }
       const std::string text = out.substr(pos + 6, end - pos - 6);
@@ -544,8 +544,9 @@ TEST_F(Binaries, LinuxWheelGetsTheLowestHonestManylinuxTag) {
 
 TEST_F(Binaries, UnprovidedLibraryFailsTheJobWithItsName) {
   const fs::path stub = compile("libwfmissing.so", "int wf_missing(void) { return 1; }\n");
-  const fs::path so = compile("_C.so", "int wf_missing(void);\nint demo(void) { return wf_missing(); }\n",
-                              "-L" + fixtures::quote(dir_) + " -lwfmissing");
+  const fs::path so =
+      compile("_C.so", "int wf_missing(void);\nint demo(void) { return wf_missing(); }\n",
+              "-L" + fixtures::quote(dir_) + " -lwfmissing");
   ASSERT_TRUE(fs::exists(stub));
   script_host(bed.fake);
   script_build_copies(bed.fake, wheel_with(so));
@@ -563,18 +564,18 @@ TEST_F(Binaries, TorchAndCudaLibrariesAndTheWheelsOwnAreProvided) {
   compile("libc10.so", "int c10(void) { return 1; }\n");
   compile("libcudart.so.13", "int cudart(void) { return 1; }\n", "-Wl,-soname,libcudart.so.13");
   const fs::path own = compile("libdemo_helper.so", "int helper(void) { return 1; }\n");
-  const fs::path so = compile(
-      "_C.so", "int c10(void); int cudart(void); int helper(void);\n"
-               "int demo(void) { return c10() + cudart() + helper(); }\n",
-      "-L" + fixtures::quote(dir_) + " -lc10 -l:libcudart.so.13 -ldemo_helper");
+  const fs::path so =
+      compile("_C.so",
+              "int c10(void); int cudart(void); int helper(void);\n"
+              "int demo(void) { return c10() + cudart() + helper(); }\n",
+              "-L" + fixtures::quote(dir_) + " -lc10 -l:libcudart.so.13 -ldemo_helper");
   std::ifstream in(so, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), {});
   std::ifstream hin(own, std::ios::binary);
   const std::string helper((std::istreambuf_iterator<char>(hin)), {});
-  const fs::path wheel = write_wheel_with(dir_ / "wheels", "demo-pkg", "1.0.0",
-                                          "cp312-cp312-linux_" + arch_,
-                                          {{"demo_pkg/_C.so", bytes},
-                                           {"demo_pkg.libs/libdemo_helper.so", helper}});
+  const fs::path wheel =
+      write_wheel_with(dir_ / "wheels", "demo-pkg", "1.0.0", "cp312-cp312-linux_" + arch_,
+                       {{"demo_pkg/_C.so", bytes}, {"demo_pkg.libs/libdemo_helper.so", helper}});
   script_host(bed.fake);
   script_build_copies(bed.fake, wheel);
   const auto job = bed.run_one();
@@ -589,8 +590,8 @@ TEST_F(Binaries, ManylinuxTagOfTheBuildIsKeptWhenHonestAndRefusedWhenNot) {
   script_build_copies(bed.fake, wheel_with(so, "manylinux_2_28_" + arch_), 1);
   const auto honest = bed.run_one();
   ASSERT_EQ(honest.state, core::JobState::succeeded) << bed.log(honest.id);
-  EXPECT_EQ(honest.wheel, "demo_pkg-1.0.0+cu130torch2.8-cp312-cp312-manylinux_2_28_" + arch_ +
-                              ".whl");
+  EXPECT_EQ(honest.wheel,
+            "demo_pkg-1.0.0+cu130torch2.8-cp312-cp312-manylinux_2_28_" + arch_ + ".whl");
   EXPECT_THAT(bed.log(honest.id), HasSubstr("is honest; kept"));
 
   // A binary that needs a newer glibc than its tag promises. The objects gcc makes here need
@@ -601,8 +602,9 @@ TEST_F(Binaries, ManylinuxTagOfTheBuildIsKeptWhenHonestAndRefusedWhenNot) {
   script_build_copies(second.fake, wheel_with(so, "manylinux1_" + arch_));
   const auto dishonest = second.run_one();
   ASSERT_EQ(dishonest.state, core::JobState::failed);
-  EXPECT_THAT(dishonest.reason, HasSubstr("analyze binaries: the wheel is tagged manylinux1_" +
-                                          arch_ + " (glibc 2.5), but its binaries need manylinux_2_"));
+  EXPECT_THAT(dishonest.reason,
+              HasSubstr("analyze binaries: the wheel is tagged manylinux1_" + arch_ +
+                        " (glibc 2.5), but its binaries need manylinux_2_"));
 }
 
 TEST_F(Binaries, WheelOfAnotherArchitectureIsRefused) {
@@ -683,8 +685,9 @@ TEST_F(Steps, RebuildIsPublishedUnderTheNextBuildNumber) {
                                      "demo_pkg-1.0.0+cu130torch2.8-2-py3-none-any.whl",
                                      std::string(kLabelledWheel)));
   // The smoke test installed the numbered wheel.
-  EXPECT_EQ(bed.fake.commands_matching("--no-deps " + (bed.data_dir / "builds").string() + "/job-" +
-                                       std::to_string(third.id) + "/numbered/" + third.wheel)
+  EXPECT_EQ(bed.fake
+                .commands_matching("--no-deps " + (bed.data_dir / "builds").string() + "/job-" +
+                                   std::to_string(third.id) + "/numbered/" + third.wheel)
                 .size(),
             1U);
 }
@@ -741,9 +744,8 @@ TEST_F(Steps, YankSupersededYanksTheEarlierBuilds) {
                   "demo_pkg-1.0.0+cu130torch2.8-1-py3-none-any.whl yanked: superseded by build 2",
                   "demo_pkg-1.0.0+cu130torch2.8-2-py3-none-any.whl",
                   std::string(kLabelledWheel) + " yanked: superseded by build 2"));
-  EXPECT_THAT(bed.log(third.id),
-              HasSubstr("==> [ingesting] yanked " + std::string(kLabelledWheel) +
-                        " (superseded by build 2)"));
+  EXPECT_THAT(bed.log(third.id), HasSubstr("==> [ingesting] yanked " + std::string(kLabelledWheel) +
+                                           " (superseded by build 2)"));
   EXPECT_EQ(bed.ingested.load(), reloads + 1);
   auto build = bed.jobs->find_build(third.build_id);
   ASSERT_TRUE(build && build->has_value());

@@ -295,7 +295,6 @@ TEST(CanonicalFileKey, ReadsLikeTheNormalizedFileName) {
   EXPECT_EQ(canonical_file_key(std::string_view("not a file name")), "not a file name");
 }
 
-
 TEST(RebuildKey, EveryBuildOfOneWheelSharesIt) {
   const auto rkey = [](std::string_view filename) {
     const auto parsed = parse_dist_filename(filename);

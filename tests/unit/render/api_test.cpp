@@ -108,7 +108,6 @@ TEST(RenderApi, ErrorsAreJson) {
   EXPECT_EQ(j, json({{"error", "no such project: \"x\"\n"}}));
 }
 
-
 core::FileRecord wheel_file(std::string filename, std::string version, Micros uploaded) {
   core::FileRecord f;
   auto name = core::parse_dist_filename(filename);
@@ -125,12 +124,15 @@ core::FileRecord wheel_file(std::string filename, std::string version, Micros up
 
 TEST(RenderApi, VariantsShowBuildNumbersGlibcAndTheCurrentBuildOfEachCell) {
   std::vector<core::FileRecord> files = {
-      wheel_file("kern-1.0+cu128torch2.8-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-                 "1.0+cu128torch2.8", 1),
-      wheel_file("kern-1.0+cu128torch2.8-1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-                 "1.0+cu128torch2.8", 2),
-      wheel_file("kern-1.0+cu128torch2.8-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-                 "1.0+cu128torch2.8", 3),
+      wheel_file(
+          "kern-1.0+cu128torch2.8-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+          "1.0+cu128torch2.8", 1),
+      wheel_file(
+          "kern-1.0+cu128torch2.8-1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+          "1.0+cu128torch2.8", 2),
+      wheel_file(
+          "kern-1.0+cu128torch2.8-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+          "1.0+cu128torch2.8", 3),
       wheel_file("kern-1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl", "1.0+cu128torch2.8", 4),
   };
   files[2].yanked = "broken";  // build 2 is yanked: build 1 is the current one

@@ -46,7 +46,6 @@ TEST(RenderBuilds, JobToolchainNamesEachTool) {
   EXPECT_EQ(partial["toolchain"]["nvcc"]["version"], "13.0.88");
 }
 
-
 TEST(RenderBuilds, JobShowsItsBuildNumberAndGlibcFloor) {
   catalog::JobRecord j = job();
   const Json before = Json::parse(render_job(j));
@@ -81,8 +80,8 @@ TEST(RenderBuilds, RequestTakesYankSuperseded) {
   ASSERT_TRUE(absent) << absent.error().message;
   EXPECT_EQ(absent->yank_superseded, std::nullopt);
   EXPECT_FALSE(absent->force);
-  auto given =
-      parse_build_request(R"({"recipe": "fa", "version": "1.0", "force": true, "yank_superseded": false})");
+  auto given = parse_build_request(
+      R"({"recipe": "fa", "version": "1.0", "force": true, "yank_superseded": false})");
   ASSERT_TRUE(given) << given.error().message;
   EXPECT_EQ(given->yank_superseded, false);
   EXPECT_TRUE(given->force);

@@ -258,7 +258,6 @@ TEST(UiJob, ShowsTheVerifiedToolchainOnceRecorded) {
   EXPECT_NE(after.find("/usr/bin/python3.12 (3.12.1)"), std::string::npos) << after;
 }
 
-
 TEST(UiJob, ShowsTheBuildNumberAndGlibcFloorOnceKnown) {
   const Site site{"http://h", "token", true};
   JobPage page;
