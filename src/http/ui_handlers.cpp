@@ -442,6 +442,7 @@ struct Handler {
     r.recipe = std::string(trim(form_value(form, "recipe")));
     r.version = std::string(trim(form_value(form, "version")));
     r.force = !form_value(form, "force").empty();
+    if (!form_value(form, "yank_superseded").empty()) r.yank_superseded = true;
     Problems problems;
     if (r.recipe.empty()) problems.add("choose a recipe");
     if (r.version.empty()) problems.add("give a version");

@@ -12,7 +12,8 @@
 namespace wf::render {
 
 /// Parses {"recipe": "...", "version": "...", "matrix": {"python": [...], "torch": [...],
-/// "cuda": [...]}, "force": false}. Errc::invalid naming every problem (not JSON, missing or
+/// "cuda": [...]}, "force": false, "yank_superseded": false} (yank_superseded absent: the
+/// recipe's). Errc::invalid naming every problem (not JSON, missing or
 /// mistyped fields, unknown fields, unparsable torch series or CUDA versions).
 [[nodiscard]] Result<core::BuildRequest> parse_build_request(std::string_view json);
 
