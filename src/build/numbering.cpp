@@ -12,10 +12,9 @@
 // the build tag, RECORD and zip metadata do not count) publishes nothing: the job succeeds,
 // naming the file that is already there.
 
-#include <spdlog/spdlog.h>
-
 #include "steps.hpp"
 #include "wheelforge/core/filename.hpp"
+#include "wheelforge/util/log.hpp"
 
 namespace wf::build {
 
@@ -122,7 +121,7 @@ void yank_superseded_builds(JobContext& ctx, const std::string& published) {
     auto yanked = ctx.services.catalog.set_yanked(f.project, std::nullopt, f.filename, reason);
     if (!yanked) {
       ctx.note("[ingesting] cannot yank " + f.filename + ": " + yanked.error().message);
-      spdlog::warn("job={} cannot yank {}: {}", ctx.job.id, f.filename, yanked.error().message);
+      log::warn("job={} cannot yank {}: {}", ctx.job.id, f.filename, yanked.error().message);
       continue;
     }
     ctx.note("[ingesting] yanked " + f.filename + " (" + reason + ")");
