@@ -665,7 +665,7 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   const char* term = std::getenv("TERM");
   const bool terminal =
       ::isatty(STDOUT_FILENO) == 1 && (term == nullptr || std::string_view(term) != "dumb");
-  const char* no_color = std::getenv("NO_COLOR");  // https://no-color.org
+  const char* no_color = std::getenv("NO_COLOR");  // docs/formats.md, "Terminals"
   BuildProgress::Options options;
   options.terminal = terminal;
   options.color = terminal && (no_color == nullptr || *no_color == '\0');

@@ -624,7 +624,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     const auto& seg = req_.segments;
     if (!seg.empty() && seg[0] == "legacy" &&
         (seg.size() == 1 || (seg.size() == 2 && seg[1].empty()))) {
-      // twine, poetry and pdm never follow redirects: /legacy and /legacy/ are both answered.
+      // twine, poetry and pdm never follow redirects: /legacy and /legacy/ are both answered
+      // (docs/clients.md, "twine, poetry, pdm").
       if (req_.method != Method::post) return send(method_not_allowed("POST"));
       return begin_legacy();
     }
@@ -652,7 +653,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return send(std::move(r));
     }
     // Private mode: every read but the liveness probes needs a read (or higher) token. The 401
-    // carries WWW-Authenticate, which is what makes pip try .netrc, keyring or a prompt.
+    // carries WWW-Authenticate, which is what makes pip try .netrc, keyring or a prompt
+    // (docs/clients.md, "pip").
     if (srv_.config.private_reads && !(seg.size() == 1 && seg[0] == "healthz")) {
       if (auto allowed = authorize_token(catalog::Scope::read); !allowed) {
         if (recheck_token(allowed.error())) return;
@@ -1234,14 +1236,16 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   /// Finishes a twine-style form upload and ingests its file (worker thread). Unlike PUT, an
   /// identical file is a conflict: twine, poetry and pdm expect a repeated upload to fail,
-  /// and `twine upload --skip-existing` recognises the 409.
+  /// and `twine upload --skip-existing` recognises the 409 (docs/clients.md, "twine, poetry,
+  /// pdm").
   static Result<ingest::Ingested> ingest_form(Server::Impl& srv, LegacyUpload& form,
                                               const snapshot::Snapshot& tokens,
                                               const std::string& token) {
     auto filename = form.finish();
     if (!filename) {
       // When the form disagrees with its file, name what is wrong inside the file as well
-      // (twine fills name/version from METADATA, so the form often inherits the problem).
+      // (twine fills name/version from METADATA, so the form often inherits the problem:
+      // docs/clients.md, "twine, poetry, pdm").
       Error e = filename.error();
       if (e.code == Errc::invalid) {
         if (const auto name = form.received_filename(); name && !name->empty()) {
