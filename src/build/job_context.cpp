@@ -246,6 +246,12 @@ Status JobContext::run_checked(std::string_view what, const ProcessSpec& spec) c
   return make_error(Errc::internal, failure(what, *status, spec.log_file, from));
 }
 
+std::string JobContext::cell_torch_index() const {
+  std::string index = replace_all(host.torch_index, "{server}", server_url);
+  index = replace_all(index, "{cuda}", job.cell.cuda.tag());
+  return replace_all(index, "{torch}", job.cell.torch.str());
+}
+
 fs::path JobContext::venv_python(const fs::path& venv) {
   return venv / "bin" / "python";
 }

@@ -157,6 +157,8 @@ struct JobContext {
                                     const std::filesystem::path& output, std::uint64_t from) const;
   /// The size of a log or output file (0 when missing), through the executor.
   [[nodiscard]] std::uint64_t output_size(const std::filesystem::path& file) const;
+  /// host.torch_index with the placeholders filled in for this cell and server.
+  [[nodiscard]] std::string cell_torch_index() const;
   /// The path of the environment's (or any venv's) interpreter.
   [[nodiscard]] static std::filesystem::path venv_python(const std::filesystem::path& venv);
 };

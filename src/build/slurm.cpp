@@ -251,7 +251,8 @@ std::chrono::minutes time_limit(std::chrono::milliseconds timeout) {
 // Scripts
 
 std::vector<std::string> sbatch_argv(const SlurmConfig& config, const ProcessSpec& spec,
-                                     const fs::path& session_dir) {
+                                     const fs::path& session_dir,
+                                     const std::vector<std::string>& exported) {
   const CommandPlacement& p = spec.placement;
   std::vector<std::string> argv = {
       "sbatch",
@@ -262,6 +263,9 @@ std::vector<std::string> sbatch_argv(const SlurmConfig& config, const ProcessSpe
       "--nodes=1",
       "--ntasks=1",
   };
+  std::string exports;
+  for (const auto& name : exported) exports += (exports.empty() ? "" : ",") + name;
+  argv.push_back("--export=" + (exports.empty() ? std::string("NONE") : exports));
   if (p.where == Where::test) {
     argv.emplace_back("--cpus-per-task=1");
     const std::string& partition =
@@ -713,7 +717,17 @@ class SlurmExecutor final : public Executor {
         !st) {
       return st.error();
     }
-    const std::vector<std::string> argv = sbatch_argv(config_, spec, s.dir);
+    std::vector<std::string> exported;
+    if (containers_) {
+      // The engine's settings, by name (their values come from the server's environment).
+      for (const auto& [k, v] : engine_environment()) {
+        if (k != "PATH" && k != "HOME" && k != "USER" && k != "LOGNAME" && k != "LANG" &&
+            k != "TMPDIR") {
+          exported.push_back(k);
+        }
+      }
+    }
+    const std::vector<std::string> argv = sbatch_argv(config_, spec, s.dir, exported);
     auto submitted = client_(argv);
     const std::string what = std::string(where_name(p.where));
     if (!submitted) {
@@ -787,7 +801,7 @@ std::optional<ExitStatus> SlurmExecution::poll() {
   last_query_ = now;
   const SlurmJob job = owner_.query(session_.id);
   if (job.known && is_active_state(job.state)) {
-    if (job.state == "PENDING" && !noted_pending_) {
+    if (job.state == "PENDING" && !noted_pending_ && !job.reason.empty() && job.reason != "None") {
       noted_pending_ = true;
       note_in(spec_.placement.log, "[slurm] batch job " + session_.id + " is pending (" +
                                        job.reason + ")");

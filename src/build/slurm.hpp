@@ -78,10 +78,12 @@ struct SlurmJob {
 [[nodiscard]] std::chrono::minutes time_limit(std::chrono::milliseconds timeout);
 
 /// The sbatch command line of a batch job for `spec`'s job and placement, its agent in
-/// `session_dir`.
+/// `session_dir`. The job gets none of the server's environment (--export=NONE) but the
+/// variables named in `exported` (a container engine's settings).
 [[nodiscard]] std::vector<std::string> sbatch_argv(const SlurmConfig& config,
                                                    const ProcessSpec& spec,
-                                                   const std::filesystem::path& session_dir);
+                                                   const std::filesystem::path& session_dir,
+                                                   const std::vector<std::string>& exported);
 
 /// The agent a batch job runs (bash). `idle`: how long it waits for a command; `grace`:
 /// between SIGTERM and SIGKILL when the server stops a command (its timeout).

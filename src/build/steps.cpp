@@ -91,6 +91,8 @@ Status run_steps(JobContext& ctx) {
   std::size_t first = 0;
   if (ctx.resume) {
     if (auto st = ctx.load_checkpoint(); !st) return st;
+    // This server's URL, which may differ from the one that started the job.
+    ctx.torch_index = ctx.cell_torch_index();
     const bool built = at_or_after_build(ctx.completed_step);
     first = built ? build_step() + 1 : build_step();
     ctx.resume = !built && ctx.job.state == core::JobState::building;
