@@ -886,6 +886,12 @@ void read_build_tables(const toml::table& root, build::RunnerConfig& config,
       problems.push_back("build: expected a table [build], got " + spelled(*node));
     }
   }
+  if (!config.host.executor.container.images.empty() &&
+      config.host.executor.containers() == nullptr) {
+    problems.push_back(
+        "build.images: only when commands run in containers ([build.executor] kind = "
+        "\"podman\" or \"docker\", or kind = \"slurm\" with container)");
+  }
   if (const auto* node = root.get("recipes")) {
     if (const auto* table = node->as_table()) {
       for (const auto& [name, recipe] : *table) {

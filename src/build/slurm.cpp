@@ -224,9 +224,10 @@ ExitStatus ended_status(const SlurmJob& job, bool cancelled_by_us, bool started,
     return s;
   }
   if (job.state == "FAILED" || job.state == "COMPLETED") {
+    // Never a success: the command itself reported nothing.
     if (job.signal != 0) {
       s.signal = job.signal;
-    } else if (job.state == "FAILED") {
+    } else if (job.state == "FAILED" && job.exit_code != 0) {
       s.exited = true;
       s.code = job.exit_code;
     }

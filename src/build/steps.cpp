@@ -97,8 +97,10 @@ Status run_steps(JobContext& ctx) {
     first = built ? build_step() + 1 : build_step();
     ctx.resume = !built && ctx.job.state == core::JobState::building;
     if (built) {
-      // The steps after the build run again from the wheel the build produced (the checkpoint
-      // names the last one a later step rewrote).
+      // Steps after the build run again from the start: what still runs of them goes first.
+      ctx.executor.release(ctx.placement(), Executor::Release::abandoned);
+      // They start from the wheel the build produced (the checkpoint names the last one a
+      // later step rewrote).
       auto wheel = only_wheel(ctx.out);
       if (!wheel) return wheel.error();
       ctx.wheel = *wheel;
