@@ -41,6 +41,15 @@ std::string clean(std::string_view text) {
   return sanitize_for_log(text);
 }
 
+/// The names of a table's key rows, for hints.
+template <typename Rows>
+std::vector<std::string_view> row_names(const Rows& rows) {
+  std::vector<std::string_view> out;
+  out.reserve(rows.size());
+  for (const auto& row : rows) out.push_back(row.name);
+  return out;
+}
+
 /// Splits a core validation error ("a; b; c", see wf::Problems::to_error) into one problem each.
 void add_split(ProblemList& problems, const std::string& key, const std::string& message) {
   std::size_t start = 0;
@@ -148,7 +157,6 @@ void read_version_paths(const toml::node& node, const std::string& key, bool pyt
   }
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // [build.executor] and [build.images]
 
@@ -197,31 +205,31 @@ void slurm_word(const toml::node& node, const std::string& key, build::ExecutorC
 template <std::vector<std::string> build::ContainerConfig::*Field>
 void container_args(const toml::node& node, const std::string& key, build::ExecutorConfig& e,
                     ProblemList& problems) {
-  if (auto v = read_strings(node, key, "a list of arguments like [\"--opt\", \"value\"]",
-                            problems)) {
+  if (auto v =
+          read_strings(node, key, "a list of arguments like [\"--opt\", \"value\"]", problems)) {
     e.container.*Field = std::move(*v);
   }
 }
 
 const std::array kExecutorKeys{
-    ExecutorKey{"kind", Applies::any,
-                [](const toml::node& node, const std::string& key, build::ExecutorConfig& e,
-                   ProblemList& problems) {
-                  const auto v =
-                      read_choice(node, key, {"local", "podman", "docker", "slurm"}, problems);
-                  if (!v) return;
-                  if (*v == "podman") {
-                    e.kind = build::ExecutorConfig::Kind::podman;
-                    e.container.engine = build::ContainerConfig::Engine::podman;
-                  } else if (*v == "docker") {
-                    e.kind = build::ExecutorConfig::Kind::docker;
-                    e.container.engine = build::ContainerConfig::Engine::docker;
-                  } else if (*v == "slurm") {
-                    e.kind = build::ExecutorConfig::Kind::slurm;
-                  } else {
-                    e.kind = build::ExecutorConfig::Kind::local;
-                  }
-                }},
+    ExecutorKey{
+        "kind", Applies::any,
+        [](const toml::node& node, const std::string& key, build::ExecutorConfig& e,
+           ProblemList& problems) {
+          const auto v = read_choice(node, key, {"local", "podman", "docker", "slurm"}, problems);
+          if (!v) return;
+          if (*v == "podman") {
+            e.kind = build::ExecutorConfig::Kind::podman;
+            e.container.engine = build::ContainerConfig::Engine::podman;
+          } else if (*v == "docker") {
+            e.kind = build::ExecutorConfig::Kind::docker;
+            e.container.engine = build::ContainerConfig::Engine::docker;
+          } else if (*v == "slurm") {
+            e.kind = build::ExecutorConfig::Kind::slurm;
+          } else {
+            e.kind = build::ExecutorConfig::Kind::local;
+          }
+        }},
     ExecutorKey{"partition", Applies::slurm, slurm_word<&build::SlurmConfig::partition>},
     ExecutorKey{"account", Applies::slurm, slurm_word<&build::SlurmConfig::account>},
     ExecutorKey{"smoke_partition", Applies::slurm,
@@ -230,8 +238,9 @@ const std::array kExecutorKeys{
     ExecutorKey{"sbatch_args", Applies::slurm,
                 [](const toml::node& node, const std::string& key, build::ExecutorConfig& e,
                    ProblemList& problems) {
-                  if (auto v = read_strings(node, key, "a list of sbatch options like "
-                                                       "[\"--qos=normal\"]",
+                  if (auto v = read_strings(node, key,
+                                            "a list of sbatch options like "
+                                            "[\"--qos=normal\"]",
                                             problems)) {
                     e.slurm.sbatch_args = std::move(*v);
                   }
@@ -293,8 +302,8 @@ const std::array kExecutorKeys{
     ExecutorKey{"mounts", Applies::containers,
                 [](const toml::node& node, const std::string& key, build::ExecutorConfig& e,
                    ProblemList& problems) {
-                  auto v = read_strings(node, key, "a list like [\"/usr/local/cuda-12.8\"]",
-                                        problems);
+                  auto v =
+                      read_strings(node, key, "a list like [\"/usr/local/cuda-12.8\"]", problems);
                   if (!v) return;
                   bool ok = true;
                   for (const auto& mount : *v) {
@@ -326,23 +335,23 @@ void read_executor(const toml::node& node, const std::string& key, build::HostCo
                    ProblemList& problems) {
   const auto* table = node.as_table();
   if (table == nullptr) {
-    problems.push_back(key + ": expected a table [build.executor] with kind = \"local\", "
-                             "\"podman\", \"docker\" or \"slurm\", got " +
+    problems.push_back(key +
+                       ": expected a table [build.executor] with kind = \"local\", "
+                       "\"podman\", \"docker\" or \"slurm\", got " +
                        spelled(node));
     return;
   }
   build::ExecutorConfig e;
   std::vector<std::pair<std::string, Applies>> given;
   // kind first: the other keys are judged by it.
-  if (const auto* kind = table->get("kind")) kExecutorKeys[0].read(*kind, key + ".kind", e, problems);
+  if (const auto* kind = table->get("kind"))
+    kExecutorKeys[0].read(*kind, key + ".kind", e, problems);
   for (const auto& [k, value] : *table) {
     const std::string name(k.str());
     const auto row = std::find_if(kExecutorKeys.begin(), kExecutorKeys.end(),
                                   [&](const ExecutorKey& r) { return r.name == name; });
     if (row == kExecutorKeys.end()) {
-      std::vector<std::string_view> known;
-      for (const auto& r : kExecutorKeys) known.push_back(r.name);
-      problems.push_back(unknown_key(name, "[" + key + "]", known));
+      problems.push_back(unknown_key(name, "[" + key + "]", row_names(kExecutorKeys)));
       continue;
     }
     if (row->name == "kind") continue;
@@ -740,14 +749,6 @@ const std::array kRecipeKeys{
                            ProblemList& problems) { read_matrix(node, key, rc.matrix, problems); }},
 };
 
-template <typename Rows>
-std::vector<std::string_view> row_names(const Rows& rows) {
-  std::vector<std::string_view> out;
-  out.reserve(rows.size());
-  for (const auto& row : rows) out.push_back(row.name);
-  return out;
-}
-
 std::string listed(const std::map<std::string, fs::path>& entries) {
   std::string out;
   for (const auto& [version, path] : entries) out += (out.empty() ? "" : ", ") + version;
@@ -815,7 +816,8 @@ void read_recipe(const std::string& name, const toml::node& node, const build::H
     }
     for (const auto& cuda : missing) {
       std::string configured;
-      for (const auto& [k, v] : containers->images) configured += (configured.empty() ? "" : ", ") + k;
+      for (const auto& [k, v] : containers->images)
+        configured += (configured.empty() ? "" : ", ") + k;
       problems.push_back(key + ".matrix.cuda: " + cuda +
                          " has no image in [build.images] (configured: " +
                          (configured.empty() ? std::string("none") : configured) + ")");
@@ -988,7 +990,8 @@ std::string build_summary(const build::RunnerConfig& build) {
   const bool remote = e.remote_toolchain();
   out += "#   executor: " + std::string(build::kind_name(e.kind));
   if (e.kind == build::ExecutorConfig::Kind::slurm) {
-    out += " (partition " + (e.slurm.partition.empty() ? std::string("default") : e.slurm.partition) +
+    out += " (partition " +
+           (e.slurm.partition.empty() ? std::string("default") : e.slurm.partition) +
            ", smoke tests on " +
            (e.slurm.smoke_partition.empty() ? std::string("the same") : e.slurm.smoke_partition) +
            (e.slurm.gres.empty() ? std::string() : " with --gres=" + e.slurm.gres) +
@@ -1001,7 +1004,9 @@ std::string build_summary(const build::RunnerConfig& build) {
   }
   out += "\n";
   if (const auto* c = e.containers()) {
-    const auto image = [](const auto& kv) { return kv.first + " = " + sanitize_for_log(kv.second); };
+    const auto image = [](const auto& kv) {
+      return kv.first + " = " + sanitize_for_log(kv.second);
+    };
     out += "#   images: " + join(c->images, image) + "\n";
   }
   out += std::string("#   interpreters") + (remote ? " (inside the images / on the nodes)" : "") +

@@ -100,8 +100,8 @@ void flush_logs() {
 /// True when two [build] tables say the same.
 bool same_host(const build::HostConfig& a, const build::HostConfig& b) {
   return a.executor == b.executor && a.cuda_homes == b.cuda_homes && a.pythons == b.pythons &&
-         a.torch_index == b.torch_index &&
-         a.system_torch == b.system_torch && a.memory_reserve_bytes == b.memory_reserve_bytes &&
+         a.torch_index == b.torch_index && a.system_torch == b.system_torch &&
+         a.memory_reserve_bytes == b.memory_reserve_bytes &&
          a.max_concurrent_jobs == b.max_concurrent_jobs &&
          a.keep_failed_work_dirs == b.keep_failed_work_dirs && a.oom_retries == b.oom_retries;
 }

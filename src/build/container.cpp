@@ -25,8 +25,16 @@ constexpr std::chrono::seconds kClientTimeout{120};
 
 bool is_engine_variable(std::string_view name) {
   static constexpr std::string_view kNames[] = {
-      "PATH",          "HOME",           "USER",        "LOGNAME",          "LANG",
-      "TMPDIR",        "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "REGISTRY_AUTH_FILE",
+      "PATH",
+      "HOME",
+      "USER",
+      "LOGNAME",
+      "LANG",
+      "TMPDIR",
+      "XDG_RUNTIME_DIR",
+      "XDG_CONFIG_HOME",
+      "XDG_DATA_HOME",
+      "REGISTRY_AUTH_FILE",
   };
   if (name.starts_with("CONTAINERS_") || name.starts_with("DOCKER_")) return true;
   return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
@@ -36,7 +44,8 @@ bool is_engine_variable(std::string_view name) {
 // the container when the command is cancelled or runs out of time.
 class ContainerExecution final : public Execution {
  public:
-  ContainerExecution(Process client, std::vector<std::string> remove, std::chrono::milliseconds timeout)
+  ContainerExecution(Process client, std::vector<std::string> remove,
+                     std::chrono::milliseconds timeout)
       : client_(std::move(client)), remove_(std::move(remove)), timeout_(timeout) {}
 
   std::optional<ExitStatus> poll() override {
@@ -132,8 +141,8 @@ class ContainerExecutor final : public Executor {
                                            p.python + ") in [build.images]");
     }
     ContainerRun run;
-    run.name = container_name(p, std::string(where_name(p.where)) + "-" +
-                                     hex_encode(crypto::random_bytes(4)));
+    run.name = container_name(
+        p, std::string(where_name(p.where)) + "-" + hex_encode(crypto::random_bytes(4)));
     run.image = *image;
     run.memory = memory_arg(p.memory_bytes);
     if (p.cpus > 0) run.cpus = std::to_string(p.cpus);
@@ -194,10 +203,10 @@ class ContainerExecutor final : public Executor {
     version.emplace_back("version");
     auto answered = client_(version);
     if (!answered || !answered->status.success()) {
-      problems.push_back(
-          "build.executor: `" + command_line(version) + "` failed: " +
-          (answered ? answered->status.describe() + ": " + sanitize_for_log(trim(answered->output), 500)
-                    : answered.error().message));
+      problems.push_back("build.executor: `" + command_line(version) + "` failed: " +
+                         (answered ? answered->status.describe() + ": " +
+                                         sanitize_for_log(trim(answered->output), 500)
+                                   : answered.error().message));
       return problems;
     }
     notes.push_back(program + " answers");
@@ -208,11 +217,10 @@ class ContainerExecutor final : public Executor {
       inspect.push_back(image);
       auto found = client_(inspect);
       if (!found || !found->status.success()) {
-        problems.push_back("build.images." + key + ": image '" + sanitize_for_log(image) +
-                           "' is not on this host (" + program + " image inspect: " +
-                           (found ? sanitize_for_log(trim(found->output), 300)
-                                  : found.error().message) +
-                           ")");
+        problems.push_back(
+            "build.images." + key + ": image '" + sanitize_for_log(image) +
+            "' is not on this host (" + program + " image inspect: " +
+            (found ? sanitize_for_log(trim(found->output), 300) : found.error().message) + ")");
       } else {
         notes.push_back("image " + image + " is there");
       }

@@ -54,8 +54,8 @@ class LocalExecutor final : public Executor {
 }  // namespace
 
 Result<std::unique_ptr<Execution>> Executor::reattach(const ProcessSpec& /*spec*/) {
-  return make_error(Errc::not_found, "the " + std::string(name()) +
-                                         " executor does not re-attach to commands");
+  return make_error(Errc::not_found,
+                    "the " + std::string(name()) + " executor does not re-attach to commands");
 }
 
 void Executor::release(const CommandPlacement& /*job*/, Release /*how*/) {}

@@ -167,7 +167,8 @@ ExitStatus JobContext::wait(Execution& execution) const {
 }
 
 Status JobContext::save_checkpoint() const {
-  std::string text = "# what the steps of this job found (read when a restarted server resumes it)\n";
+  std::string text =
+      "# what the steps of this job found (read when a restarted server resumes it)\n";
   text += checkpoint_line("step", completed_step);
   text += checkpoint_line("python", python.string());
   text += checkpoint_line("cuda_home", cuda_home.string());
@@ -183,8 +184,8 @@ Status JobContext::save_checkpoint() const {
 Status JobContext::load_checkpoint() {
   auto text = read_small_file(work_dir / kCheckpoint, 1U << 20U);
   if (!text.ok()) {
-    return make_error(Errc::not_found, "no checkpoint in " + work_dir.string() + ": " +
-                                           text.error().message);
+    return make_error(Errc::not_found,
+                      "no checkpoint in " + work_dir.string() + ": " + text.error().message);
   }
   for (const auto line : split(text.value(), '\n')) {
     const std::size_t eq = line.find('=');

@@ -63,8 +63,8 @@ std::string command_line(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) {
     if (!out.empty()) out += ' ';
-    const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`;&|<>()*?[]{}!#~") ==
-                                         std::string::npos;
+    const bool plain =
+        !a.empty() && a.find_first_of(" \t\n'\"\\$`;&|<>()*?[]{}!#~") == std::string::npos;
     if (plain) {
       out += a;
       continue;

@@ -25,14 +25,13 @@ struct ClientOutput {
 
 /// Runs a client with `env` to its end (killed after `timeout`) and returns its output (at
 /// most 1 MiB). Fails when it cannot start (the program is missing). Blocks.
-[[nodiscard]] Result<ClientOutput> run_client(const std::vector<std::string>& argv,
-                                              const std::vector<std::pair<std::string, std::string>>& env,
-                                              std::chrono::seconds timeout);
+[[nodiscard]] Result<ClientOutput> run_client(
+    const std::vector<std::string>& argv,
+    const std::vector<std::pair<std::string, std::string>>& env, std::chrono::seconds timeout);
 
 /// How executors run their clients; tests replace it with a fake that records the command
 /// lines and answers from a script.
-using ClientRunner =
-    std::function<Result<ClientOutput>(const std::vector<std::string>& argv)>;
+using ClientRunner = std::function<Result<ClientOutput>(const std::vector<std::string>& argv)>;
 
 /// The environment clients run with: this server's own (the engine's and the cluster's
 /// settings come from it: CONTAINERS_CONF, DOCKER_HOST, SLURM_CONF, ...).

@@ -164,19 +164,17 @@ Status Runner::start(Recovery recovery) {
   }
   if (executor_.admission() == Executor::Admission::cluster) {
     log::info("build runner ({} executor): {} recipes; the cluster schedules the jobs{}",
-                 executor_.name(), config_.recipes.size(),
-                 config_.host.max_concurrent_jobs == 0
-                     ? std::string()
-                     : ", at most " + std::to_string(config_.host.max_concurrent_jobs) +
-                           " at once");
+              executor_.name(), config_.recipes.size(),
+              config_.host.max_concurrent_jobs == 0
+                  ? std::string()
+                  : ", at most " + std::to_string(config_.host.max_concurrent_jobs) + " at once");
   } else {
     const Capacity capacity = executor_.capacity();
     log::info(
         "build runner ({} executor): {} recipes, {:.1f} GiB available, {} cores; admission "
         "shared through {}",
-        executor_.name(), config_.recipes.size(),
-        static_cast<double>(capacity.memory_bytes) / kGiB, capacity.cores,
-        (builds_dir_ / "admission").string());
+        executor_.name(), config_.recipes.size(), static_cast<double>(capacity.memory_bytes) / kGiB,
+        capacity.cores, (builds_dir_ / "admission").string());
   }
   {
     std::lock_guard lock(mu_);
@@ -443,9 +441,8 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
     server = server_url_;
   }
   if (!resumed) job.state = core::JobState::preparing;
-  log::info("job={} {} {} {} {} (MAX_JOBS={} NVCC_THREADS={})", job.id, job.recipe,
-               job.version, job.cell.key(), resumed ? "resumed" : "started", grant.max_jobs,
-               grant.nvcc_threads);
+  log::info("job={} {} {} {} {} (MAX_JOBS={} NVCC_THREADS={})", job.id, job.recipe, job.version,
+            job.cell.key(), resumed ? "resumed" : "started", grant.max_jobs, grant.nvcc_threads);
   JobResources resources;
   if (executor_.admission() == Executor::Admission::cluster) {
     resources = cluster_resources(recipe);

@@ -122,8 +122,8 @@ std::string session_name(int n, Where where) {
 // Markers that say a batch job takes no more commands: the server ended it (`end`), the agent
 // left (`exited`: idle, or told to), Slurm ended it (`terminated`, `final`).
 bool session_closed(const fs::path& dir) {
-  return file_exists(dir / "end") || file_exists(dir / "exited") || file_exists(dir / "terminated") ||
-         file_exists(dir / "final");
+  return file_exists(dir / "end") || file_exists(dir / "exited") ||
+         file_exists(dir / "terminated") || file_exists(dir / "final");
 }
 
 int last_command(const fs::path& dir) {
@@ -187,8 +187,8 @@ SlurmJob parse_sacct_job(std::string_view output) {
 
 bool is_active_state(std::string_view state) {
   static constexpr std::array<std::string_view, 11> kEnded = {
-      "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED",      "NODE_FAIL",
-      "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "REVOKED", "SPECIAL_EXIT"};
+      "BOOT_FAIL",     "CANCELLED", "COMPLETED", "DEADLINE", "FAILED",      "NODE_FAIL",
+      "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT",   "REVOKED",  "SPECIAL_EXIT"};
   return !state.empty() && std::find(kEnded.begin(), kEnded.end(), state) == kEnded.end();
 }
 
@@ -258,7 +258,8 @@ std::vector<std::string> sbatch_argv(const SlurmConfig& config, const ProcessSpe
   std::vector<std::string> argv = {
       "sbatch",
       "--parsable",
-      "--job-name=wheelforge-job" + std::to_string(p.job_id) + "-" + std::string(where_name(p.where)),
+      "--job-name=wheelforge-job" + std::to_string(p.job_id) + "-" +
+          std::string(where_name(p.where)),
       "--chdir=" + session_dir.string(),
       "--output=" + (session_dir / "agent.out").string(),
       "--nodes=1",
@@ -408,17 +409,18 @@ std::string command_script(const ProcessSpec& spec, const ContainerConfig* conta
     char gb[64];
     std::snprintf(gb, sizeof gb, "%.17g", p.sizing->gb_per_job);
     // What Slurm granted decides; without a memory figure, the server's plan stands.
-    s += "wf_max_jobs=" + quote(planned_jobs) + " wf_nvcc_threads=" + quote(planned_threads) +
-         "\n";
+    s += "wf_max_jobs=" + quote(planned_jobs) + " wf_nvcc_threads=" + quote(planned_threads) + "\n";
     s += "if [ -n \"$wf_memory_mb\" ]; then\n";
-    s += "  set -- $(awk -v cpus=\"$wf_cpus\" -v mem_mb=\"$wf_memory_mb\" -v gb=" +
-         std::string(gb) + " -v archs=" + std::to_string(p.sizing->arch_count) +
-         " -v halvings=" + std::to_string(p.sizing->halvings) + " " +
-         quote(parallelism_awk()) + ")\n";
+    s +=
+        "  set -- $(awk -v cpus=\"$wf_cpus\" -v mem_mb=\"$wf_memory_mb\" -v gb=" + std::string(gb) +
+        " -v archs=" + std::to_string(p.sizing->arch_count) +
+        " -v halvings=" + std::to_string(p.sizing->halvings) + " " + quote(parallelism_awk()) +
+        ")\n";
     s += "  if [ -n \"$2\" ]; then wf_max_jobs=$1 wf_nvcc_threads=$2; fi\n";
     s += "fi\n";
     s += "echo \"==> [building] batch job ${SLURM_JOB_ID:-} on $(hostname) was granted $wf_cpus "
-         "CPU(s) and ${wf_memory_mb:-?} MiB: MAX_JOBS=$wf_max_jobs NVCC_THREADS=$wf_nvcc_threads\"\n";
+         "CPU(s) and ${wf_memory_mb:-?} MiB: MAX_JOBS=$wf_max_jobs "
+         "NVCC_THREADS=$wf_nvcc_threads\"\n";
     omitted = {"MAX_JOBS", "NVCC_THREADS"};
   }
   if (containers == nullptr) {
@@ -674,9 +676,9 @@ class SlurmExecutor final : public Executor {
 
  private:
   std::string script_for(const ProcessSpec& spec, const Session& session, int k) const {
-    return command_script(spec, containers_ ? &*containers_ : nullptr,
-                          container_name(spec.placement, "s" + std::to_string(session.n) + "-c" +
-                                                             std::to_string(k)));
+    return command_script(
+        spec, containers_ ? &*containers_ : nullptr,
+        container_name(spec.placement, "s" + std::to_string(session.n) + "-c" + std::to_string(k)));
   }
 
   std::vector<Session> sessions_of(const fs::path& work_dir) const {
@@ -713,8 +715,8 @@ class SlurmExecutor final : public Executor {
       return st.error();
     }
     const auto grace = std::chrono::duration_cast<std::chrono::seconds>(spec.kill_grace);
-    if (auto st = write_file_atomic(s.dir / "agent.sh",
-                                    agent_script(s.dir, config_.idle_timeout, grace));
+    if (auto st =
+            write_file_atomic(s.dir / "agent.sh", agent_script(s.dir, config_.idle_timeout, grace));
         !st) {
       return st.error();
     }
@@ -792,7 +794,8 @@ std::optional<ExitStatus> SlurmExecution::poll() {
         (void)write_file_atomic(file(".stop"), "timeout\n");
         stop_requested_ = true;
         note_in(spec_.placement.log, "[slurm] command " + std::to_string(number_) +
-                                         " of batch job " + session_.id + " timed out; stopping it");
+                                         " of batch job " + session_.id +
+                                         " timed out; stopping it");
       }
     }
   }
@@ -804,8 +807,8 @@ std::optional<ExitStatus> SlurmExecution::poll() {
   if (job.known && is_active_state(job.state)) {
     if (job.state == "PENDING" && !noted_pending_ && !job.reason.empty() && job.reason != "None") {
       noted_pending_ = true;
-      note_in(spec_.placement.log, "[slurm] batch job " + session_.id + " is pending (" +
-                                       job.reason + ")");
+      note_in(spec_.placement.log,
+              "[slurm] batch job " + session_.id + " is pending (" + job.reason + ")");
     }
     return std::nullopt;
   }
@@ -817,7 +820,8 @@ std::optional<ExitStatus> SlurmExecution::poll() {
   SlurmExecutor::mark_final(session_.dir, job);
   const bool agent_started = file_exists(session_.dir / "started");
   const bool command_started = file_exists(file(".started"));
-  if (!command_started && !cancel_requested_ && agent_started && file_exists(session_.dir / "exited")) {
+  if (!command_started && !cancel_requested_ && agent_started &&
+      file_exists(session_.dir / "exited")) {
     // The agent left (idle) just as this command came: run it in a new batch job.
     auto moved = owner_.resubmit(spec_);
     if (moved) {
@@ -827,9 +831,9 @@ std::optional<ExitStatus> SlurmExecution::poll() {
       return std::nullopt;
     }
   }
-  ExitStatus s = ended_status(job, cancel_requested_, agent_started,
-                              std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  owner_.session_limit(spec_)));
+  ExitStatus s = ended_status(
+      job, cancel_requested_, agent_started,
+      std::chrono::duration_cast<std::chrono::milliseconds>(owner_.session_limit(spec_)));
   if (!job.known) s.note += " (batch job " + session_.id + ")";
   note_in(spec_.placement.log, "[slurm] " + s.describe());
   status_ = s;
@@ -843,7 +847,8 @@ void SlurmExecution::cancel() {
   owner_.scancel(session_.id);
 }
 
-std::vector<std::string> SlurmExecutor::check(const fs::path& builds_dir, std::chrono::seconds limit,
+std::vector<std::string> SlurmExecutor::check(const fs::path& builds_dir,
+                                              std::chrono::seconds limit,
                                               std::vector<std::string>& notes) {
   std::vector<std::string> problems;
   const fs::path dir = builds_dir / (".slurm-check-" + hex_encode(crypto::random_bytes(6)));
@@ -863,16 +868,23 @@ std::vector<std::string> SlurmExecutor::check(const fs::path& builds_dir, std::c
   const std::string script =
       "#!/bin/bash\n"
       "# wheelforge config check: does this node see the server's builds directory?\n"
-      "cd " + quote(dir.string()) + " || exit 70\n"
+      "cd " +
+      quote(dir.string()) +
+      " || exit 70\n"
       "{ cat probe; hostname; } > seen.tmp && mv -f seen.tmp seen\n";
   if (auto st = write_file_atomic(dir / "check.sh", script); !st) {
     problems.push_back("build.executor: " + st.error().message);
     return problems;
   }
-  std::vector<std::string> argv = {"sbatch", "--parsable", "--job-name=wheelforge-check",
+  std::vector<std::string> argv = {"sbatch",
+                                   "--parsable",
+                                   "--job-name=wheelforge-check",
                                    "--chdir=" + dir.string(),
-                                   "--output=" + (dir / "out").string(), "--nodes=1",
-                                   "--ntasks=1", "--cpus-per-task=1", "--time=1"};
+                                   "--output=" + (dir / "out").string(),
+                                   "--nodes=1",
+                                   "--ntasks=1",
+                                   "--cpus-per-task=1",
+                                   "--time=1"};
   if (!config_.partition.empty()) argv.push_back("--partition=" + config_.partition);
   if (!config_.account.empty()) argv.push_back("--account=" + config_.account);
   argv.insert(argv.end(), config_.sbatch_args.begin(), config_.sbatch_args.end());
@@ -880,9 +892,9 @@ std::vector<std::string> SlurmExecutor::check(const fs::path& builds_dir, std::c
   auto submitted = client_(argv);
   const auto id = submitted ? parse_sbatch_id(submitted->output) : std::nullopt;
   if (!submitted || !submitted->status.success() || !id) {
-    problems.push_back("build.executor: sbatch failed: " +
-                       (submitted ? sanitize_for_log(trim(submitted->output), 500)
-                                  : submitted.error().message));
+    problems.push_back(
+        "build.executor: sbatch failed: " +
+        (submitted ? sanitize_for_log(trim(submitted->output), 500) : submitted.error().message));
     return problems;
   }
   const auto deadline = Clock::now() + limit;

@@ -110,9 +110,8 @@ Status run_steps(JobContext& ctx) {
              std::string(first < std::size(kSteps) ? kSteps[first].name : "") + "'" +
              (ctx.resume ? ", attaching to the build that ran" : ""));
   } else {
-    ctx.note("job " + std::to_string(ctx.job.id) + ": " + ctx.recipe.name + " " +
-             ctx.job.version + " for " + ctx.job.cell.key() + " (label +" +
-             core::local_label(ctx.job.cell) + ")");
+    ctx.note("job " + std::to_string(ctx.job.id) + ": " + ctx.recipe.name + " " + ctx.job.version +
+             " for " + ctx.job.cell.key() + " (label +" + core::local_label(ctx.job.cell) + ")");
   }
   for (std::size_t i = first; i < std::size(kSteps); ++i) {
     const Step& step = kSteps[i];
@@ -242,13 +241,14 @@ Status build_wheel(JobContext& ctx) {
       auto running = ctx.executor.reattach(spec);
       if (running) {
         ctx.note("[building] re-attached to attempt " + std::to_string(number) +
-                 ((*running)->remote_id().empty() ? std::string()
-                                                  : " (batch job " + (*running)->remote_id() + ")"));
+                 ((*running)->remote_id().empty()
+                      ? std::string()
+                      : " (batch job " + (*running)->remote_id() + ")"));
         from = ctx.attempt_log_offset;
         status = ctx.wait(**running);
       } else {
-        ctx.note("[building] attempt " + std::to_string(number) +
-                 " cannot be re-attached to (" + running.error().message + "); running it again");
+        ctx.note("[building] attempt " + std::to_string(number) + " cannot be re-attached to (" +
+                 running.error().message + "); running it again");
       }
     }
     if (!status) {

@@ -52,7 +52,7 @@ struct CommandPlacement {
   };
   Where where = Where::server;
   std::int64_t job_id = 0;
-  std::string job_tag;            ///< WHEELFORGE_JOB's value (<builds dir>#<job id>)
+  std::string job_tag;             ///< WHEELFORGE_JOB's value (<builds dir>#<job id>)
   std::filesystem::path work_dir;  ///< the job's work directory (DATA_DIR/builds/job-<id>)
   std::filesystem::path log;       ///< the job's log, for the executor's own notes
   std::filesystem::path envs_dir;  ///< where build environments live (DATA_DIR/builds/envs)

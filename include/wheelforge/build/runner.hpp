@@ -161,8 +161,7 @@ class Runner {
   int kill_job_processes(std::int64_t job_id) const;
   void schedule_loop();
   bool try_start(const catalog::JobRecord& job, const RecipeConfig& recipe);
-  void run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallelism grant,
-               bool resumed);
+  void run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallelism grant, bool resumed);
   [[nodiscard]] Demand demand_of(const catalog::JobRecord& job, const RecipeConfig& recipe) const;
   [[nodiscard]] JobResources cluster_resources(const RecipeConfig& recipe) const;
   [[nodiscard]] AdmissionLimits admission_limits(unsigned max_concurrent) const;

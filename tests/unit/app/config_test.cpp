@@ -454,14 +454,16 @@ cuda = ["12.8", "13.0"]
   ASSERT_NE(build::image_for(e.container, "13.0", "3.12"), nullptr);
   EXPECT_EQ(*build::image_for(e.container, "13.0", "3.12"), "example.com/builder:cuda13.0-py3.12");
   EXPECT_EQ(build::image_for(e.container, "13.0", "3.11"), nullptr);
-  EXPECT_EQ(*build::image_for(e.container, "12.8", "3.11"), "pytorch/manylinux2_28-builder:cuda12.8");
+  EXPECT_EQ(*build::image_for(e.container, "12.8", "3.11"),
+            "pytorch/manylinux2_28-builder:cuda12.8");
   EXPECT_EQ(checked.config->build.recipes.at("r").recipe.cpus, 32U);
   const std::string summary = build_summary(checked.config->build);
   EXPECT_NE(summary.find("executor: slurm (partition build, smoke tests on gpu with --gres=gpu:1, "
                          "in docker containers)"),
             std::string::npos)
       << summary;
-  EXPECT_NE(summary.find("images: 12.8 = pytorch/manylinux2_28-builder:cuda12.8"), std::string::npos)
+  EXPECT_NE(summary.find("images: 12.8 = pytorch/manylinux2_28-builder:cuda12.8"),
+            std::string::npos)
       << summary;
 }
 
@@ -518,7 +520,7 @@ python = ["3.12"]
 torch = ["2.8"]
 cuda = ["12.8", "13.0"]
 )"),
-                                             {});
+                                           {});
   EXPECT_FALSE(checked.config);
   expect_problems(
       checked.problems,
@@ -543,7 +545,7 @@ cuda = ["12.8", "13.0"]
 [build.executor]
 kind = "lokal"
 )"),
-                                           {});
+                                         {});
   EXPECT_FALSE(local.config);
   expect_problems(local.problems,
                   {"build.executor.kind: expected one of \"local\", \"podman\", \"docker\", "

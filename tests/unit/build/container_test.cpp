@@ -71,19 +71,18 @@ TEST(ContainerArgv, EveryCommandSeesOnlyItsJobAndTheMountsWithinItsGrant) {
   run.cpus = "4";
   run.user = "998:997";
   const std::string label = job_label(command(work, Where::build).placement);
-  EXPECT_THAT(
-      container_run_argv(podman(), command(work, Where::build), run),
-      ElementsAre("podman", "--runtime", "runc", "run", "--rm", "--init", "--name",
-                  "wf-abc-7-build-1", "--label", label, "--user", "998:997", "--network", "host",
-                  "--volume", "/data/builds/job-7:/data/builds/job-7:rw", "--volume",
-                  "/data/builds/envs:/data/builds/envs:rw", "--volume",
-                  "/usr/local/cuda-12.8:/usr/local/cuda-12.8:ro", "--volume",
-                  "/opt/cuda-13.0:/usr/local/cuda:ro", "--memory", "3073m", "--memory-swap",
-                  "3073m", "--cpus", "4", "--workdir", "/data/builds/job-7/src", "--env",
-                  "PATH=/data/envs/e/bin:/usr/local/cuda/bin:/usr/bin:/bin", "--env",
-                  "HOME=/data/builds/job-7", "--env", "MAX_JOBS=4", "--ulimit",
-                  "nofile=20000:20000", "builder:12.8", "/data/envs/e/bin/python", "-m", "pip",
-                  "wheel", "-w", "/data/builds/job-7/out"));
+  EXPECT_THAT(container_run_argv(podman(), command(work, Where::build), run),
+              ElementsAre("podman", "--runtime", "runc", "run", "--rm", "--init", "--name",
+                          "wf-abc-7-build-1", "--label", label, "--user", "998:997", "--network",
+                          "host", "--volume", "/data/builds/job-7:/data/builds/job-7:rw",
+                          "--volume", "/data/builds/envs:/data/builds/envs:rw", "--volume",
+                          "/usr/local/cuda-12.8:/usr/local/cuda-12.8:ro", "--volume",
+                          "/opt/cuda-13.0:/usr/local/cuda:ro", "--memory", "3073m", "--memory-swap",
+                          "3073m", "--cpus", "4", "--workdir", "/data/builds/job-7/src", "--env",
+                          "PATH=/data/envs/e/bin:/usr/local/cuda/bin:/usr/bin:/bin", "--env",
+                          "HOME=/data/builds/job-7", "--env", "MAX_JOBS=4", "--ulimit",
+                          "nofile=20000:20000", "builder:12.8", "/data/envs/e/bin/python", "-m",
+                          "pip", "wheel", "-w", "/data/builds/job-7/out"));
 }
 
 TEST(ContainerArgv, TheSmokeTestGetsTheGpusAsConfigured) {
@@ -173,7 +172,9 @@ class ContainerExecutorTest : public ::testing::Test {
     fs::create_directories(work_ / "src");
     const fs::path engine = dir_ / "engine";
     std::ofstream(engine) << "#!/bin/bash\n"
-                             "d=" << dir_.string() << "\n"
+                             "d="
+                          << dir_.string()
+                          << "\n"
                              "if [ \"$1\" = rm ]; then\n"
                              "  printf '%s\\n' \"$@\" > \"$d/rm-args.txt\"\n"
                              "  kill \"$(cat \"$d/run.pid\")\" 2>/dev/null\n"
@@ -298,7 +299,8 @@ TEST(ContainerExecutorClient, ReleaseRemovesWhatADeadServerLeftAndCheckNamesMiss
         }
         return out;
       });
-  const fs::path log = fs::path(::testing::TempDir()) / ("wf-container-log-" + std::to_string(::getpid()));
+  const fs::path log =
+      fs::path(::testing::TempDir()) / ("wf-container-log-" + std::to_string(::getpid()));
   CommandPlacement job;
   job.job_id = 7;
   job.job_tag = "/data/builds#7";
@@ -316,7 +318,8 @@ TEST(ContainerExecutorClient, ReleaseRemovesWhatADeadServerLeftAndCheckNamesMiss
   std::vector<std::string> notes;
   const auto problems = executor->check("/data/builds", 10s, notes);
   ASSERT_EQ(problems.size(), 1U);
-  EXPECT_THAT(problems[0], HasSubstr("build.images.13.0: image 'missing:13.0' is not on this host"));
+  EXPECT_THAT(problems[0],
+              HasSubstr("build.images.13.0: image 'missing:13.0' is not on this host"));
   EXPECT_THAT(notes, Contains("image builder:12.8 is there"));
 }
 

@@ -95,12 +95,12 @@ TEST(SlurmParse, SacctStateAndExitCode) {
 }
 
 TEST(SlurmParse, ActiveStates) {
-  for (const char* s : {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED",
-                        "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT"}) {
+  for (const char* s : {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
+                        "RESIZING", "SIGNALING", "STAGE_OUT"}) {
     EXPECT_TRUE(is_active_state(s)) << s;
   }
-  for (const char* s : {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY",
-                        "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "DEADLINE", ""}) {
+  for (const char* s : {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+                        "BOOT_FAIL", "PREEMPTED", "DEADLINE", ""}) {
     EXPECT_FALSE(is_active_state(s)) << s;
   }
 }
@@ -126,8 +126,9 @@ TEST(SlurmState, HowABatchJobsEndBecomesTheCommands) {
   EXPECT_THAT(foreign.describe(), HasSubstr("was cancelled in Slurm, not by wheelforge"));
   const ExitStatus timeout = ended_status(ended("TIMEOUT"), false, true, limit);
   EXPECT_TRUE(timeout.timed_out);
-  EXPECT_EQ(timeout.describe(), "timed out after 300s (Slurm job 12: TIMEOUT, its --time ran "
-                                "out on gpu7)");
+  EXPECT_EQ(timeout.describe(),
+            "timed out after 300s (Slurm job 12: TIMEOUT, its --time ran "
+            "out on gpu7)");
   // Out of memory reads as the OOM killer's SIGKILL: the OOM retry.
   const ExitStatus oom = ended_status(ended("OUT_OF_MEMORY", 0, 125), false, true, limit);
   EXPECT_FALSE(oom.exited);
@@ -235,7 +236,8 @@ class ScriptTest : public ::testing::Test {
   ~ScriptTest() override { fs::remove_all(dir_); }
 
   // Runs bash `script` with `env` to its end; its output (stdout and stderr).
-  std::string bash(const fs::path& script, const std::vector<std::pair<std::string, std::string>>& env) {
+  std::string bash(const fs::path& script,
+                   const std::vector<std::pair<std::string, std::string>>& env) {
     auto out = run_client({"/bin/bash", script.string()}, env, 60s);
     EXPECT_TRUE(out) << out.error().message;
     return out ? out->output : std::string();
@@ -296,10 +298,11 @@ TEST_F(ScriptTest, ACommandRunsWithExactlyItsEnvironmentAndTheJobsGrant) {
               {"NVCC_THREADS", "9"}};
   spec.placement.sizing = BuildSizing{0.5, 3, 1};
   write(work / "cmd-1.sh", command_script(spec, nullptr, "unused"));
-  const std::string printed =
-      bash(work / "cmd-1.sh", {{"PATH", "/usr/bin:/bin"}, {"SLURM_CPUS_PER_TASK", "4"},
-                               {"SLURM_MEM_PER_NODE", "3072"}, {"SLURM_JOB_ID", "31"},
-                               {"LEAKED", "from the job"}});
+  const std::string printed = bash(work / "cmd-1.sh", {{"PATH", "/usr/bin:/bin"},
+                                                       {"SLURM_CPUS_PER_TASK", "4"},
+                                                       {"SLURM_MEM_PER_NODE", "3072"},
+                                                       {"SLURM_JOB_ID", "31"},
+                                                       {"LEAKED", "from the job"}});
   EXPECT_EQ(printed, "") << "the output goes to the command's log";
   core::Resources res;
   res.available_memory_bytes = 3072ULL << 20U;
@@ -307,9 +310,9 @@ TEST_F(ScriptTest, ACommandRunsWithExactlyItsEnvironmentAndTheJobsGrant) {
   const core::Parallelism p = core::halve(core::compute_parallelism(res, 0.5, 3, 3072ULL << 20U));
   const std::string log = read_file(work / "log.txt");
   EXPECT_THAT(log, HasSubstr("==> [building] batch job 31 on "));
-  EXPECT_THAT(log, HasSubstr(" was granted 4 CPU(s) and 3072 MiB: MAX_JOBS=" +
-                             std::to_string(p.max_jobs) +
-                             " NVCC_THREADS=" + std::to_string(p.nvcc_threads) + "\n"));
+  EXPECT_THAT(
+      log, HasSubstr(" was granted 4 CPU(s) and 3072 MiB: MAX_JOBS=" + std::to_string(p.max_jobs) +
+                     " NVCC_THREADS=" + std::to_string(p.nvcc_threads) + "\n"));
   EXPECT_THAT(log, HasSubstr((work / "src").string() + "\n"));
   EXPECT_THAT(log, HasSubstr("ODD=it's \"quoted\" $HOME `x`\n"));
   EXPECT_THAT(log, HasSubstr("MAX_JOBS=" + std::to_string(p.max_jobs) + "\n"));
@@ -322,10 +325,10 @@ TEST_F(ScriptTest, AContainerCommandGetsTheGrantAsLimitsAndIsRemovedOnTerm) {
   const fs::path work = dir_ / "job-7";
   fs::create_directories(work / "bin");
   // A stand-in engine: records its arguments and the variables the command passes by name.
-  write(work / "bin" / "podman",
-        "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + (work / "args.txt").string() +
-            "\necho \"MAX_JOBS=$MAX_JOBS NVCC_THREADS=$NVCC_THREADS\" > " +
-            (work / "env.txt").string() + "\n");
+  write(work / "bin" / "podman", "#!/bin/sh\nprintf '%s\\n' \"$@\" > " +
+                                     (work / "args.txt").string() +
+                                     "\necho \"MAX_JOBS=$MAX_JOBS NVCC_THREADS=$NVCC_THREADS\" > " +
+                                     (work / "env.txt").string() + "\n");
   fs::permissions(work / "bin" / "podman", fs::perms::owner_all);
   ContainerConfig containers;
   containers.images = {{"12.8", "builder:12.8"}};
@@ -347,9 +350,9 @@ TEST_F(ScriptTest, AContainerCommandGetsTheGrantAsLimitsAndIsRemovedOnTerm) {
   EXPECT_EQ(args[0], "run");
   // The limits of what Slurm granted, right after `run`.
   const std::string user = std::to_string(::getuid()) + ":" + std::to_string(::getgid());
-  EXPECT_THAT(std::vector<std::string>(args.begin() + 1, args.begin() + 9),
-              ElementsAre("--cpus", "2", "--memory", "2048m", "--memory-swap", "2048m", "--user",
-                          user));
+  EXPECT_THAT(
+      std::vector<std::string>(args.begin() + 1, args.begin() + 9),
+      ElementsAre("--cpus", "2", "--memory", "2048m", "--memory-swap", "2048m", "--user", user));
   EXPECT_THAT(args, Contains("MAX_JOBS"));
   EXPECT_THAT(args, Not(Contains("MAX_JOBS=9")));
   EXPECT_THAT(args, Contains("builder:12.8"));
@@ -688,8 +691,9 @@ TEST_F(SlurmExecutorTest, AFailedSbatchFailsTheCommandWithItsMessage) {
         ClientOutput out;
         out.status.exited = true;
         out.status.code = 1;
-        out.output = "sbatch: error: Batch job submission failed: Invalid account or "
-                     "account/partition combination specified\n";
+        out.output =
+            "sbatch: error: Batch job submission failed: Invalid account or "
+            "account/partition combination specified\n";
         return out;
       });
   auto e = failing->start(command(Where::build));
