@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "build/runner_bed.hpp"
@@ -231,7 +233,20 @@ TEST_F(Resume, AJobStoppedAfterItsBuildRunsTheStepsAfterItAgain) {
   const auto released = bed.fake.releases();
   ASSERT_GE(released.size(), 1U);
   EXPECT_EQ(released.front(), (std::pair{stopped.id, Executor::Release::abandoned}));
-  EXPECT_THAT(bed.log(stopped.id), HasSubstr("(testing); resuming at step 'retag'"));
+  const std::string log = bed.log(stopped.id);
+  EXPECT_THAT(log, HasSubstr("(testing); resuming at step 'retag'"));
+  // They ran again from the wheel the build produced, not from the one they had rewritten.
+  const auto count = [&log](std::string_view what) {
+    std::size_t n = 0;
+    for (auto at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("demo_pkg-1.0.0-py3-none-any.whl gets the label +cu130torch2.8"), 2U) << log;
+  EXPECT_EQ(count("step: analyze binaries"), 2U) << log;
+  EXPECT_EQ(count("step: number the build"), 2U) << log;
+  EXPECT_EQ(done.wheel, "demo_pkg-1.0.0+cu130torch2.8-py3-none-any.whl");
+  EXPECT_EQ(done.build_number, 0U);
+  EXPECT_EQ(bed.ingested.load(), 1);
 }
 
 TEST_F(Resume, AJobStoppedBeforeItsBuildIsRequeuedAndItsWorkReleased) {
