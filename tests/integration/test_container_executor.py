@@ -115,7 +115,12 @@ def test_cuda_package_is_built_and_smoke_tested_in_the_image(container_engine, h
     server, admin = start_server(h, config)
     job = admin.run_one("demo", timeout=TIMEOUT)
     assert job["state"] == "succeeded", admin.describe(job)
-    assert job["wheel"] == "wf_demo_ext-1.0.0+cu130torch2.8-cp311-cp311-linux_x86_64.whl", job
+    # Built in the image, analyzed on the server: the manylinux tag of the image's glibc floor.
+    tag = re.fullmatch(r"wf_demo_ext-1\.0\.0\+cu130torch2\.8-cp311-cp311-manylinux_2_(\d+)_x86_64"
+                       r"(\.manylinux2014_x86_64)?\.whl", job["wheel"])
+    assert tag, job
+    floor = re.fullmatch(r"2\.(\d+)", job["glibc_floor"] or "")
+    assert floor and int(tag.group(1)) == max(17, int(floor.group(1))), job
     # The image's interpreter and the mounted toolkit, as the verification found them.
     assert job["toolchain"]["python"]["path"] == IMAGE_PYTHON, job
     assert job["toolchain"]["python"]["version"].startswith("3.11."), job
