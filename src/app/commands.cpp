@@ -99,8 +99,9 @@ void flush_logs() {
 
 /// True when two [build] tables say the same.
 bool same_host(const build::HostConfig& a, const build::HostConfig& b) {
-  return a.cuda_homes == b.cuda_homes && a.pythons == b.pythons && a.torch_index == b.torch_index &&
-         a.system_torch == b.system_torch && a.memory_reserve_bytes == b.memory_reserve_bytes &&
+  return a.executor == b.executor && a.cuda_homes == b.cuda_homes && a.pythons == b.pythons &&
+         a.torch_index == b.torch_index && a.system_torch == b.system_torch &&
+         a.memory_reserve_bytes == b.memory_reserve_bytes &&
          a.max_concurrent_jobs == b.max_concurrent_jobs &&
          a.keep_failed_work_dirs == b.keep_failed_work_dirs && a.oom_retries == b.oom_retries;
 }
@@ -161,7 +162,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   // The build runner runs when recipes are configured. What the host lacks (interpreters,
   // CUDA toolkits) fails those cells' jobs, not the server.
   std::unique_ptr<catalog::JobStore> job_store;
-  const std::unique_ptr<build::Executor> executor = build::make_local_executor();
+  const std::unique_ptr<build::Executor> executor =
+      build::make_executor(configuration.build.host.executor);
   std::unique_ptr<build::Runner> runner;
   std::function<void()> on_ingested;  // set once the server exists
   if (!configuration.build.recipes.empty()) {
@@ -646,7 +648,7 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
   if (!jobs) return report(jobs.error(), 1);
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
-  const auto executor = build::make_local_executor();
+  const auto executor = build::make_executor(build_config.host.executor);
   build::Runner runner(build_config, *executor, **jobs, *dir->catalog, *dir->store, ingestor,
                        settings.data_dir);
   runner.set_server_url(url);

@@ -273,11 +273,31 @@ std::optional<std::uint64_t> cgroup_memory_headroom() {
 }  // namespace
 
 std::string ExitStatus::describe() const {
-  if (cancelled) return "cancelled";
-  if (timed_out) return "timed out after " + format_duration(timeout);
-  if (exited) return "exit " + std::to_string(code);
-  if (signal != 0) return "killed by " + signal_name(signal);
-  return "unknown exit status";
+  std::string out;
+  if (cancelled) {
+    out = "cancelled";
+  } else if (timed_out) {
+    out = "timed out after " + format_duration(timeout);
+  } else if (exited) {
+    out = "exit " + std::to_string(code);
+  } else if (signal != 0) {
+    out = "killed by " + signal_name(signal);
+  } else {
+    out = "unknown exit status";
+  }
+  return note.empty() ? out : out + " (" + note + ")";
+}
+
+std::string_view where_name(CommandPlacement::Where where) {
+  switch (where) {
+    case CommandPlacement::Where::server:
+      return "server";
+    case CommandPlacement::Where::build:
+      return "build";
+    case CommandPlacement::Where::test:
+      return "test";
+  }
+  return "server";
 }
 
 Result<Process> Process::start(const ProcessSpec& spec) {

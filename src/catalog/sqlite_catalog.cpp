@@ -174,6 +174,11 @@ ALTER TABLE jobs ADD COLUMN glibc_floor TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN build_number INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE builds ADD COLUMN yank_superseded INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 10: the batch job a job's commands run in on a cluster (a Slurm job id), through which a
+    // restarted server re-attaches to it.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN executor_job TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // Bumped when the label parser learns something new, so that stored hints are recomputed.

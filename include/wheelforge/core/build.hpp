@@ -59,6 +59,10 @@ struct Recipe {
   /// A rebuild published under a higher build number yanks the builds of the same file name it
   /// supersedes ("superseded by build N"), unless a build request says otherwise.
   bool yank_superseded = false;
+  /// The most CPU cores one build of this recipe uses: on this host, a cap on the cores
+  /// admission grants it; on a cluster, what each of its batch jobs asks for. nullopt: no
+  /// cap on this host, the cluster executor's default there.
+  std::optional<unsigned> cpus;
 };
 
 /// The build requirements of a recipe that names none: what a plain setuptools project needs
@@ -76,7 +80,7 @@ inline constexpr std::string_view kDefaultBuildRequires[] = {"setuptools", "whee
 /// empty build command or one with a placeholder other than {python}, {out}, {src} (or an
 /// unclosed '{'), environment or variable names that are not [A-Za-z_][A-Za-z0-9_]*, duplicate
 /// environment names, an arch variable without a value or a value without a variable,
-/// gb_per_job not a finite number > 0, a timeout ≤ 0, empty build requirements.
+/// gb_per_job not a finite number > 0, a timeout ≤ 0, empty build requirements, cpus 0.
 [[nodiscard]] Result<Recipe> validate_recipe(const Recipe& recipe);
 
 /// Number of architectures in an arch list: entries separated by ';', ',' or whitespace
@@ -235,6 +239,8 @@ struct Parallelism {
 //   any non-terminal state → failed | cancelled
 //   preparing … ingesting → interrupted       (the server stopped while the job ran)
 //   interrupted → queued                      (requeued at startup)
+//   testing | ingesting → retagging           (a restarted server that re-attached to the job
+//                                              runs the steps after the build again)
 //   failed | cancelled → queued               (retry)
 // succeeded is final; failed and cancelled are terminal but may be retried.
 
