@@ -16,6 +16,7 @@
 
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/atomic_file.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 #include "wheelforge/util/time.hpp"
@@ -185,12 +186,6 @@ Result<HashResult> hash_file(const fs::path& path) {
   return hash_fd(fd.get(), path);
 }
 
-Status fsync_path(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid() || ::fsync(fd.get()) != 0) return errno_error(errno, "fsync " + path.string());
-  return ok_status();
-}
-
 /// Copies the rest of `in` to `out`: copy_file_range (in the kernel, no bytes through user
 /// space), else read and write where the filesystems cannot.
 Status copy_bytes(int in, int out, const fs::path& src, const fs::path& dest) {
@@ -227,38 +222,29 @@ struct Copied {
 
 /// Copies src to dest (a new file) through a temp file in dest's directory: a reflink
 /// (FICLONE) where the filesystem shares extents copy-on-write, else a byte copy. The copy
-/// itself is then hashed against `sha256` and fsynced. Returns its size, or Errc::invalid on a
-/// mismatch (then nothing is left at dest).
+/// itself is then hashed against `sha256` and fsynced; dest's directory is left to the caller
+/// (the backup syncs its directories once, deepest first). Returns its size, or Errc::invalid
+/// on a mismatch (then nothing is left at dest).
 Result<Copied> copy_verified(const fs::path& src, const fs::path& dest, std::string_view sha256) {
   UniqueFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid()) return errno_error(errno, "open " + src.string());
-  std::string tmpl = (dest.parent_path() / ".partial-XXXXXX").string();
-  UniqueFd out(::mkostemp(tmpl.data(), O_CLOEXEC));
-  if (!out.valid()) return errno_error(errno, "create temp file in " + dest.parent_path().string());
-  const fs::path tmp(tmpl);
-  auto fail = [&](Error e) -> Result<Copied> {
-    out.reset();
-    ::unlink(tmp.c_str());
-    return e;
-  };
+  auto out = AtomicFile::create(dest.parent_path(), ".partial-");
+  if (!out) return out.error();
   Copied copied;
-  copied.reflink = ::ioctl(out.get(), FICLONE, in.get()) == 0;
+  copied.reflink = ::ioctl(out->fd(), FICLONE, in.get()) == 0;
   if (!copied.reflink) {
-    if (auto st = copy_bytes(in.get(), out.get(), src, dest); !st) return fail(st.error());
+    if (auto st = copy_bytes(in.get(), out->fd(), src, dest); !st) return st.error();
   }
   // What is checked is what the backup holds.
-  auto hashed = hash_fd(out.get(), tmp);
-  if (!hashed) return fail(hashed.error());
+  auto hashed = hash_fd(out->fd(), out->temp_path());
+  if (!hashed) return hashed.error();
   if (hashed->sha256 != sha256) {
-    return fail(make_error(Errc::invalid, src.string() + ": content does not match its name"));
+    return make_error(Errc::invalid, src.string() + ": content does not match its name");
   }
   copied.size = hashed->size;
-  if (::fchmod(out.get(), 0444) != 0) return fail(errno_error(errno, "chmod " + tmp.string()));
-  if (::fsync(out.get()) != 0) return fail(errno_error(errno, "fsync " + tmp.string()));
-  out.reset();
-  if (::rename(tmp.c_str(), dest.c_str()) != 0) {
-    return fail(errno_error(errno, "rename to " + dest.string()));
-  }
+  if (auto st = out->set_mode(0444); !st) return st.error();
+  if (auto st = out->sync(); !st) return st.error();
+  if (auto st = out->commit(dest, Durability::deferred); !st) return st.error();
   return copied;
 }
 
@@ -386,7 +372,7 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
     if (auto st = fsync_dir(*it); !st) return st.error();
   }
-  if (auto st = fsync_path(db); !st) return st.error();
+  if (auto st = fsync_file(db); !st) return st.error();
 
   // 3. The marker that says the backup is complete.
   std::string info =

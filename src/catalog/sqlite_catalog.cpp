@@ -644,14 +644,7 @@ class SqliteCatalog final : public Catalog {
     }
     if (!result) return result;
     // The copy must be on disk before anything (BACKUP-INFO) says the backup is complete.
-    const int sync_fd = ::open(dest.c_str(), O_RDONLY | O_CLOEXEC);
-    if (sync_fd < 0 || ::fsync(sync_fd) != 0) {
-      const int err = errno;
-      if (sync_fd >= 0) ::close(sync_fd);
-      return errno_error(err, "fsync " + dest.string());
-    }
-    ::close(sync_fd);
-    return ok_status();
+    return fsync_file(dest);
   }
 
  private:

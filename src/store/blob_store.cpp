@@ -23,49 +23,10 @@ Error store_error(const fs::path& data_dir, Error error) {
   return error;
 }
 
-TempFile::TempFile(fs::path path, UniqueFd fd, fs::path data_dir)
-    : path_(std::move(path)),
+TempFile::TempFile(AtomicFile file, fs::path data_dir)
+    : file_(std::move(file)),
       data_dir_(std::move(data_dir)),
-      fd_(std::move(fd)),
       hasher_(std::make_unique<crypto::Hasher>(crypto::Algorithm::sha256)) {}
-
-TempFile::TempFile(TempFile&& o) noexcept
-    : path_(std::move(o.path_)),
-      data_dir_(std::move(o.data_dir_)),
-      fd_(std::move(o.fd_)),
-      hasher_(std::move(o.hasher_)),
-      size_(o.size_),
-      sha256_(std::move(o.sha256_)),
-      finished_(o.finished_) {
-  o.path_.clear();
-}
-
-TempFile& TempFile::operator=(TempFile&& o) noexcept {
-  if (this != &o) {
-    discard();
-    path_ = std::move(o.path_);
-    o.path_.clear();
-    data_dir_ = std::move(o.data_dir_);
-    fd_ = std::move(o.fd_);
-    hasher_ = std::move(o.hasher_);
-    size_ = o.size_;
-    sha256_ = std::move(o.sha256_);
-    finished_ = o.finished_;
-  }
-  return *this;
-}
-
-TempFile::~TempFile() {
-  discard();
-}
-
-void TempFile::discard() {
-  fd_.reset();
-  if (!path_.empty()) {
-    ::unlink(path_.c_str());
-    path_.clear();
-  }
-}
 
 Status TempFile::write(const void* data, std::size_t size) {
   if (auto st = write_unhashed(data, size); !st) return st;
@@ -74,17 +35,8 @@ Status TempFile::write(const void* data, std::size_t size) {
 }
 
 Status TempFile::write_unhashed(const void* data, std::size_t size) {
-  if (finished_ || !fd_.valid()) return make_error(Errc::internal, "write after finish");
-  const auto* p = static_cast<const char*>(data);
-  for (std::size_t left = size; left > 0;) {
-    const ssize_t n = ::write(fd_.get(), p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return store_error(data_dir_, errno_error(errno, "write " + path_.string()));
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  if (finished_) return make_error(Errc::internal, "write after finish");
+  if (auto st = file_.write(data, size); !st) return store_error(data_dir_, st.error());
   size_ += size;
   return ok_status();
 }
@@ -95,8 +47,8 @@ void TempFile::hash(const void* data, std::size_t size) {
 
 Status TempFile::finish(Sync sync) {
   if (finished_) return ok_status();
-  if (sync == Sync::now && ::fsync(fd_.get()) != 0) {
-    return store_error(data_dir_, errno_error(errno, "fsync " + path_.string()));
+  if (sync == Sync::now) {
+    if (auto st = file_.sync(); !st) return store_error(data_dir_, st.error());
   }
   sha256_ = hasher_->finish_hex();
   finished_ = true;
@@ -141,12 +93,9 @@ BlobStore::~BlobStore() {
 }
 
 Result<TempFile> BlobStore::create_temp() const {
-  std::string tmpl = (tmp_dir_ / "upload-XXXXXX").string();
-  UniqueFd fd(::mkostemp(tmpl.data(), O_CLOEXEC));
-  if (!fd.valid()) {
-    return store_error(data_dir_, errno_error(errno, "create temp file in " + tmp_dir_.string()));
-  }
-  return TempFile(fs::path(tmpl), std::move(fd), data_dir_);
+  auto file = AtomicFile::create(tmp_dir_, "upload-");
+  if (!file) return store_error(data_dir_, file.error());
+  return TempFile(std::move(*file), data_dir_);
 }
 
 fs::path BlobStore::blob_path(std::string_view sha256) const {
@@ -179,24 +128,12 @@ Result<fs::path> BlobStore::commit(TempFile temp, Sync sync) const {
   std::error_code ec;
   fs::create_directories(dest.parent_path(), ec);
   if (ec) return fail(errno_error(ec.value(), "create " + dest.parent_path().string()));
-  if (::fchmod(temp.fd_.get(), 0444) != 0) {
-    return fail(errno_error(errno, "chmod " + temp.path_.string()));
-  }
-  temp.fd_.reset();
-  struct stat st {};
-  const bool existed = ::lstat(dest.c_str(), &st) == 0;
-  // rename() replaces an existing blob atomically; its bytes are identical by construction.
-  if (::rename(temp.path_.c_str(), dest.c_str()) != 0) {
-    return fail(errno_error(errno, "publish blob " + temp.sha256()));
-  }
-  temp.path_.clear();
-  if (sync == Sync::now) {
-    if (auto synced = fsync_dir(dest.parent_path()); !synced) {
-      // The caller records nothing after a failure: a blob that is new here goes again.
-      if (!existed) ::unlink(dest.c_str());
-      return fail(synced.error());
-    }
-  }
+  if (auto st = temp.file_.set_mode(0444); !st) return fail(st.error());
+  // The rename replaces an existing blob atomically: its bytes are identical by construction.
+  // When the directory cannot be synced, a blob that is new here goes again: the caller
+  // records nothing after a failure.
+  const Durability durability = sync == Sync::now ? Durability::now : Durability::deferred;
+  if (auto st = temp.file_.commit(dest, durability); !st) return fail(st.error());
   return dest;
 }
 

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/util/atomic_file.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -43,11 +44,11 @@ enum class Sync {
 /// nothing behind.
 class TempFile {
  public:
-  TempFile(TempFile&&) noexcept;
-  TempFile& operator=(TempFile&&) noexcept;
+  TempFile(TempFile&&) noexcept = default;
+  TempFile& operator=(TempFile&&) noexcept = default;
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
-  ~TempFile();
+  ~TempFile() = default;
 
   /// Appends bytes. Fails with storage_full on ENOSPC/EDQUOT, unavailable when the data
   /// directory is not writable, io otherwise.
@@ -65,16 +66,14 @@ class TempFile {
   [[nodiscard]] std::uint64_t size() const { return size_; }
   /// Lower-case hex sha256 of everything written; valid after finish().
   [[nodiscard]] const std::string& sha256() const { return sha256_; }
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] const std::filesystem::path& path() const { return file_.temp_path(); }
 
  private:
   friend class BlobStore;
-  TempFile(std::filesystem::path path, UniqueFd fd, std::filesystem::path data_dir);
-  void discard();
+  TempFile(AtomicFile file, std::filesystem::path data_dir);
 
-  std::filesystem::path path_;
+  AtomicFile file_;                 ///< removed on destruction unless committed
   std::filesystem::path data_dir_;  ///< for error messages
-  UniqueFd fd_;
   std::unique_ptr<crypto::Hasher> hasher_;
   std::uint64_t size_ = 0;
   std::string sha256_;
