@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 
@@ -21,6 +22,38 @@ Error store_error(const fs::path& data_dir, Error error) {
                     "): the server cannot store files until an administrator makes it writable";
   }
   return error;
+}
+
+namespace {
+
+constexpr std::string_view kBlobsDir = "blobs";
+
+/// The layout in one place: `<blobs dir>/<aa>/<bb>/<sha256>`, as a plain string (the serving
+/// path builds it per request without std::filesystem).
+std::string blob_file_under(const std::string& blobs_dir, std::string_view sha256) {
+  std::string out;
+  out.reserve(blobs_dir.size() + sha256.size() + 8);
+  out += blobs_dir;
+  if (!out.empty() && out.back() != '/') out.push_back('/');
+  out.append(sha256.substr(0, 2));
+  out.push_back('/');
+  out.append(sha256.substr(2, 2));
+  out.push_back('/');
+  out.append(sha256);
+  return out;
+}
+
+}  // namespace
+
+fs::path blob_path_in(const fs::path& data_dir, std::string_view sha256) {
+  return blob_file_under((data_dir / kBlobsDir).native(), sha256);
+}
+
+std::vector<fs::path> blob_dirs_in(const fs::path& data_dir, std::string_view sha256) {
+  const fs::path blob = blob_path_in(data_dir, sha256);
+  const fs::path bb = blob.parent_path();
+  const fs::path aa = bb.parent_path();
+  return {bb, aa, aa.parent_path()};
 }
 
 TempFile::TempFile(AtomicFile file, fs::path data_dir)
@@ -56,7 +89,7 @@ Status TempFile::finish(Sync sync) {
 }
 
 Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
-  const fs::path blobs = data_dir / "blobs";
+  const fs::path blobs = data_dir / kBlobsDir;
   const fs::path tmp = data_dir / "tmp";
   std::error_code ec;
   fs::create_directories(blobs, ec);
@@ -66,6 +99,7 @@ Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
   // Several processes may share a data directory (the server and `wheelforge ingest`), so
   // each writes its temp files into a session directory of its own, guarded by an flock on
   // its lock file. A session directory whose lock can be taken belongs to a dead process.
+  std::size_t removed = 0;
   for (const auto& entry : fs::directory_iterator(tmp, ec)) {
     const fs::path lock_path = entry.path() / ".lock";
     if (entry.is_directory()) {
@@ -73,7 +107,7 @@ Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
       if (lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive
     }
     std::error_code rm_ec;
-    fs::remove_all(entry.path(), rm_ec);
+    if (fs::remove_all(entry.path(), rm_ec) > 0) ++removed;
   }
   std::string session_tmpl = (tmp / "s-XXXXXX").string();
   if (::mkdtemp(session_tmpl.data()) == nullptr) {
@@ -84,7 +118,8 @@ Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
   if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     return store_error(data_dir, errno_error(errno, "lock " + session.string()));
   }
-  return std::unique_ptr<BlobStore>(new BlobStore(data_dir, blobs, session, std::move(lock)));
+  return std::unique_ptr<BlobStore>(
+      new BlobStore(data_dir, blobs, session, std::move(lock), removed));
 }
 
 BlobStore::~BlobStore() {
@@ -103,17 +138,7 @@ fs::path BlobStore::blob_path(std::string_view sha256) const {
 }
 
 std::string BlobStore::blob_file(std::string_view sha256) const {
-  const std::string& dir = blobs_dir_.native();
-  std::string out;
-  out.reserve(dir.size() + sha256.size() + 8);
-  out += dir;
-  if (!out.empty() && out.back() != '/') out.push_back('/');
-  out.append(sha256.substr(0, 2));
-  out.push_back('/');
-  out.append(sha256.substr(2, 2));
-  out.push_back('/');
-  out.append(sha256);
-  return out;
+  return blob_file_under(blobs_dir_.native(), sha256);
 }
 
 bool BlobStore::contains(std::string_view sha256) const {
@@ -135,6 +160,59 @@ Result<fs::path> BlobStore::commit(TempFile temp, Sync sync) const {
   const Durability durability = sync == Sync::now ? Durability::now : Durability::deferred;
   if (auto st = temp.file_.commit(dest, durability); !st) return fail(st.error());
   return dest;
+}
+
+Result<BlobListing> BlobStore::list() const {
+  BlobListing listing;
+  std::error_code ec;
+  auto it = fs::recursive_directory_iterator(blobs_dir_, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;  // removed meanwhile
+      return errno_error(errno, "stat " + p.string());
+    }
+    if (S_ISDIR(st.st_mode)) continue;
+    const std::string name = p.filename().string();
+    if (!S_ISREG(st.st_mode) || !is_sha256_hex(name) || blob_path(name) != p) {
+      listing.unexpected.push_back(p);
+      continue;
+    }
+    listing.blobs.push_back(StoredBlob{name, p, st.st_dev, st.st_ino,
+                                       static_cast<std::uint64_t>(st.st_size),
+                                       std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)});
+  }
+  if (ec) return errno_error(ec.value(), "list " + blobs_dir_.string());
+  return listing;
+}
+
+Result<TakeOut> BlobStore::take_out(std::string_view sha256, dev_t dev, ino_t ino,
+                                    const fs::path& to) const {
+  if (!is_sha256_hex(sha256)) return make_error(Errc::internal, "take-out of a malformed sha256");
+  const fs::path from = blob_path(sha256);
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    if (errno == ENOENT) return TakeOut::vanished;
+    return errno_error(errno, "move " + from.string() + " to " + to.string());
+  }
+  struct stat st {};
+  if (::lstat(to.c_str(), &st) != 0) return errno_error(errno, "stat " + to.string());
+  if (st.st_dev != dev || st.st_ino != ino) {
+    if (::rename(to.c_str(), from.c_str()) != 0) {
+      return errno_error(errno, "put back " + from.string());
+    }
+    return TakeOut::replaced;
+  }
+  return TakeOut::moved;
+}
+
+Result<bool> BlobStore::remove_unless_replaced(const StoredBlob& blob) const {
+  const fs::path aside = tmp_dir_ / ("gc-" + blob.sha256);
+  auto taken = take_out(blob.sha256, blob.dev, blob.ino, aside);
+  if (!taken) return taken.error();
+  if (*taken != TakeOut::moved) return false;
+  if (::unlink(aside.c_str()) != 0) return errno_error(errno, "remove " + aside.string());
+  return true;
 }
 
 Result<std::string> BlobStore::put(std::string_view bytes, Sync sync) const {
