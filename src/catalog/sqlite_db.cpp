@@ -106,6 +106,10 @@ Result<Db> Db::open(const std::filesystem::path& path, OpenMode mode) {
     return failure(rc, sqlite3_system_errno(raw), path,
                    "open " + path.string() + ": " + sqlite3_errmsg(raw));
   }
+  // Messages name the file as SQLite resolved it (absolute), whatever the caller passed.
+  if (const char* file = sqlite3_db_filename(raw, "main"); file != nullptr && *file != '\0') {
+    db.path_ = file;
+  }
   if (mode != OpenMode::copy_target) {
     for (const char* pragma : {"PRAGMA busy_timeout=10000", "PRAGMA journal_mode=WAL",
                                "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {

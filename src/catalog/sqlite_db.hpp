@@ -86,6 +86,7 @@ class Db {
   ~Db();
 
   [[nodiscard]] sqlite3* get() const { return db_; }
+  /// The database file, absolute (as SQLite resolved it).
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
 
   /// The connection's last failure: "<what>: <SQLite's message>", mapped by failure().

@@ -75,6 +75,7 @@ class SqliteDbTest : public ::testing::Test {
 
 TEST_F(SqliteDbTest, ConnectionsGetTheSameSettings) {
   Db db = open();
+  EXPECT_EQ(db.path(), db_path());
   Stmt mode(db, "PRAGMA journal_mode");
   ASSERT_EQ(mode.step(), SQLITE_ROW);
   EXPECT_EQ(mode.text(0), "wal");
