@@ -89,7 +89,7 @@ struct JobContext {
   /// together in one rewrite.
   archive::WheelChanges changes;
   std::string glibc_floor;         ///< the highest GLIBC_x.y the wheel's binaries need
-  std::uint64_t build_number = 0;  ///< the wheel's PEP 427 build number (0: no build tag)
+  std::uint64_t build_number = 0;  ///< the wheel's build number (0: no build tag)
   /// Set when the job has nothing left to do (its wheel is published already): the remaining
   /// steps are skipped and the job succeeds with this as its reason.
   std::optional<std::string> done_early;

@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 #include <thread>
 
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
@@ -504,8 +504,8 @@ std::optional<ExitStatus> Process::poll() {
     // group_has_live_members just saw one, so the id cannot have been reused in between
     // unless every member died and the pid counter wrapped around in that instant.
     if (!leader_reaped_ || group_has_live_members(pid_)) {
-      spdlog::warn("build process group {} still alive {} ms after SIGTERM; sending SIGKILL", pid_,
-                   grace_.count());
+      log::warn("build process group {} still alive {} ms after SIGTERM; sending SIGKILL", pid_,
+                grace_.count());
       ::kill(-pid_, SIGKILL);
     }
     sigkill_sent_ = true;

@@ -1,7 +1,6 @@
 #include "wheelforge/build/runner.hpp"
 
 #include <signal.h>
-#include <spdlog/spdlog.h>
 
 #include <fstream>
 
@@ -11,6 +10,7 @@
 #include "steps.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
@@ -139,11 +139,11 @@ Status Runner::start(Recovery recovery) {
                                                         " process(es) left from the previous "
                                                         "attempt)"
                                                   : std::string()));
-      spdlog::info("job={} requeued after an interruption", j.id);
+      log::info("job={} requeued after an interruption", j.id);
     }
   }
   const Capacity capacity = executor_.capacity();
-  spdlog::info(
+  log::info(
       "build runner ({} executor): {} recipes, {:.1f} GiB available, {} cores; admission "
       "shared through {}",
       executor_.name(), config_.recipes.size(), static_cast<double>(capacity.memory_bytes) / kGiB,
@@ -255,8 +255,8 @@ Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> Runner:
   b.yank_superseded = request.yank_superseded.value_or(recipe->recipe.yank_superseded);
   auto created = jobs_.create_build(b, cells);
   if (!created) return created.error();
-  spdlog::info("build={} recipe={} version={}: {} job(s) queued", created->first.id, b.recipe,
-               b.version, created->second.size());
+  log::info("build={} recipe={} version={}: {} job(s) queued", created->first.id, b.recipe,
+            b.version, created->second.size());
   cv_.notify_all();
   return created;
 }
@@ -324,7 +324,7 @@ bool Runner::try_start(const catalog::JobRecord& job, const RecipeConfig& recipe
   limits.max_concurrent_jobs = config_.host.max_concurrent_jobs;
   auto admission = ledger_->admit(demand, limits, [this] { return executor_.capacity(); });
   if (!admission) {
-    spdlog::warn("job={} admission: {}", job.id, admission.error().message);
+    log::warn("job={} admission: {}", job.id, admission.error().message);
     return false;
   }
   if (!admission->grant) {
@@ -358,15 +358,15 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
     server = server_url_;
   }
   job.state = core::JobState::preparing;
-  spdlog::info("job={} {} {} {} started (MAX_JOBS={} NVCC_THREADS={})", job.id, job.recipe,
-               job.version, job.cell.key(), grant.max_jobs, grant.nvcc_threads);
+  log::info("job={} {} {} {} started (MAX_JOBS={} NVCC_THREADS={})", job.id, job.recipe,
+            job.version, job.cell.key(), grant.max_jobs, grant.nvcc_threads);
   JobContext ctx(job, std::move(recipe), std::move(host), executor_,
                  JobServices{jobs_, catalog_, store_, ingestor_, on_ingested_}, running->stop,
                  builds_dir_, std::move(server), job_tag(job.id), grant);
   const Status result = run_steps(ctx);
   finish_job(ctx, result);
   if (auto st = ledger_->release(job.id); !st) {
-    spdlog::warn("job={} admission ledger: {}", job.id, st.error().message);
+    log::warn("job={} admission ledger: {}", job.id, st.error().message);
   }
   {
     std::lock_guard lock(mu_);
@@ -387,31 +387,31 @@ void Runner::finish_job(JobContext& ctx, const Status& result) {
   if (ctx.stop.cancel) {
     ctx.note("cancelled: the process tree was killed");
     (void)jobs_.transition(id, core::JobState::cancelled, "cancelled while running");
-    spdlog::info("job={} cancelled", id);
+    log::info("job={} cancelled", id);
     return;
   }
   // Work-directory policy: a succeeded job keeps only its log (the wheel is in the store); a
   // failed one keeps everything for inspection unless configured otherwise.
   if (result.ok() || !ctx.host.keep_failed_work_dirs) {
     if (auto st = clear_directory_except(ctx.work_dir, "log.txt"); !st) {
-      spdlog::warn("job={} cleaning its work directory: {}", id, st.error().message);
+      log::warn("job={} cleaning its work directory: {}", id, st.error().message);
     }
   }
   if (!result) {
     ctx.note("failed: " + result.error().message);
     (void)jobs_.transition(id, core::JobState::failed, result.error().message);
-    spdlog::warn("job={} failed: {}", id, result.error().message);
+    log::warn("job={} failed: {}", id, result.error().message);
     return;
   }
   if (ctx.done_early) {
     ctx.note("succeeded: " + *ctx.done_early);
     (void)jobs_.transition(id, core::JobState::succeeded, *ctx.done_early);
-    spdlog::info("job={} succeeded: {}", id, *ctx.done_early);
+    log::info("job={} succeeded: {}", id, *ctx.done_early);
     return;
   }
   ctx.note("succeeded");
   (void)jobs_.transition(id, core::JobState::succeeded);
-  spdlog::info("job={} succeeded", id);
+  log::info("job={} succeeded", id);
 }
 
 }  // namespace wf::build

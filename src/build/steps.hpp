@@ -16,8 +16,9 @@
 //   7. analyze binaries       the wheel's ELF binaries: every NEEDED library provided, the
 //                             lowest honest manylinux tag for a linux_<arch> wheel; the label
 //                             and that tag are written in one rewrite
-//   8. number the build       a rebuild of a published file name gets the next PEP 427 build
-//                             tag; one identical to the published file ends the job (no-op)
+//   8. number the build       a rebuild of a published file name gets the next build tag
+//                             (docs/packaging.md, "Build tags"); one identical to the published
+//                             file ends the job (no-op)
 //   9. smoke test             a fresh environment installs the wheel and runs the import check
 //  10. ingest                 through the one ingest path, into the cell's variant views; with
 //                             yank_superseded, the builds it supersedes are yanked

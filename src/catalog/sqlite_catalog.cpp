@@ -167,7 +167,7 @@ ALTER TABLE jobs ADD COLUMN python_path TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN python_version TEXT NOT NULL DEFAULT '';
 )sql",
     // 9: what the runner found in a job's wheel and how it published it: the glibc floor of
-    // its binaries, its build number (the PEP 427 build tag a rebuild gets; 0: none), and
+    // its binaries, its build number (the build tag a rebuild gets; 0: none), and
     // whether a build yanks the builds its rebuilds supersede.
     R"sql(
 ALTER TABLE jobs ADD COLUMN glibc_floor TEXT NOT NULL DEFAULT '';

@@ -188,7 +188,7 @@ bool line_reports_oom(std::string_view line) {
     if (lower.find(phrase) != std::string::npos) return true;
   }
   // "CUDA out of memory" / "CUDA error: out of memory" is the GPU's memory, which less host
-  // parallelism does not help.
+  // parallelism does not help (docs/torch-labels.md, "Building extensions").
   return lower.find("out of memory") != std::string::npos &&
          lower.find("cuda") == std::string::npos;
 }

@@ -45,8 +45,8 @@ struct MajorMinor {
   std::optional<int> minor;
 };
 
-// CUDA majors 10-19 are written with two digits and 1-9 with one (PyTorch's cu92, cu102,
-// cu118, cu128 all follow this), so the first digit tells where the major ends.
+// CUDA majors 10-19 are written with two digits and 1-9 with one (cu92, cu102, cu118, cu128),
+// so the first digit tells where the major ends (docs/torch-labels.md, "CUDA in labels").
 std::optional<MajorMinor> cuda_from_digits(std::string_view d) {
   if (d.empty() || d.size() > 4 || d[0] == '0') return std::nullopt;
   const std::size_t major_len = d[0] == '1' ? 2 : 1;
@@ -231,7 +231,8 @@ std::optional<Token> match_abi(std::string_view s, std::size_t i) {
       return t;
     }
   }
-  // A bare `cxx11abi` / `cxx11.abi` (PyTorch's `+cpu.cxx11.abi`) means the new ABI.
+  // A bare `cxx11abi` / `cxx11.abi` (`+cpu.cxx11.abi`) means the new ABI (docs/torch-labels.md,
+  // "Labels extension projects use").
   t.abi = true;
   t.end = p;
   return t;
@@ -481,7 +482,8 @@ Rank rank_of(const ViewSelector& view, const Candidate& c) {
   return r;
 }
 
-// PEP 427: a build tag sorts as (number, rest); no build tag sorts first.
+// A build tag sorts as (number, rest); no build tag sorts first (docs/packaging.md, "Build
+// tags").
 std::strong_ordering compare_build_tags(std::string_view a, std::string_view b) {
   if (a.empty() || b.empty()) return !a.empty() <=> !b.empty();
   auto split_tag = [](std::string_view t) {
@@ -646,7 +648,7 @@ std::string VariantHints::describe() const {
 }
 
 VariantHints parse_local_label(std::string_view label) {
-  // One canonical alphabet: PEP 440 normalization lower-cases and turns '-'/'_' into '.'; the
+  // One canonical alphabet: label normalization lower-cases and turns '-'/'_' into '.'; the
   // same mapping for every other byte keeps the scanner total on garbage.
   std::string s;
   s.reserve(label.size());

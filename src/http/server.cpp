@@ -4,7 +4,6 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -45,6 +44,7 @@
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/snapshot/snapshot.hpp"
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
@@ -470,7 +470,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       stream_.async_handshake(asio::ssl::stream_base::server,
                               [self = this->shared_from_this()](beast::error_code ec) {
                                 if (ec) {
-                                  spdlog::debug("TLS handshake failed: {}", ec.message());
+                                  log::debug("TLS handshake failed: {}", ec.message());
                                   return self->lowest().close();
                                 }
                                 self->refusal_.empty() ? self->read_header() : self->refuse();
@@ -624,7 +624,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     const auto& seg = req_.segments;
     if (!seg.empty() && seg[0] == "legacy" &&
         (seg.size() == 1 || (seg.size() == 2 && seg[1].empty()))) {
-      // twine, poetry and pdm never follow redirects: /legacy and /legacy/ are both answered.
+      // twine, poetry and pdm never follow redirects: /legacy and /legacy/ are both answered
+      // (docs/clients.md, "twine, poetry, pdm").
       if (req_.method != Method::post) return send(method_not_allowed("POST"));
       return begin_legacy();
     }
@@ -652,7 +653,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return send(std::move(r));
     }
     // Private mode: every read but the liveness probes needs a read (or higher) token. The 401
-    // carries WWW-Authenticate, which is what makes pip try .netrc, keyring or a prompt.
+    // carries WWW-Authenticate, which is what makes pip try .netrc, keyring or a prompt
+    // (docs/clients.md, "pip").
     if (srv_.config.private_reads && !(seg.size() == 1 && seg[0] == "healthz")) {
       if (auto allowed = authorize_token(catalog::Scope::read); !allowed) {
         if (recheck_token(allowed.error())) return;
@@ -845,7 +847,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
             self->tokens_rechecked_ = true;
             return self->srv_.recheck_tokens([self] { self->run_ui(); });
           }
-          if (!result.note.empty()) spdlog::info("req={} ui: {}", self->id_, result.note);
+          if (!result.note.empty()) log::info("req={} ui: {}", self->id_, result.note);
           if (result.follow_job && self->srv_.services.runner != nullptr) {
             return self->start_log_stream(*result.follow_job, result.follow_offset);
           }
@@ -899,8 +901,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         },
         [self = this->shared_from_this()](std::pair<Response, SnapshotPtr> done) {
           self->srv_.install(std::move(done.second));
-          spdlog::info("req={} admin {} -> {}", self->id_, sanitize_for_log(self->req_.target, 300),
-                       done.first.status);
+          log::info("req={} admin {} -> {}", self->id_, sanitize_for_log(self->req_.target, 300),
+                    done.first.status);
           self->send(std::move(done.first));
         });
   }
@@ -1028,8 +1030,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         // stalled past the read deadline) but may still be listening.
         srv_.metrics.upload("aborted");
         const Error e = cut_short("upload", stalled);
-        spdlog::info("req={} upload of {} aborted: {}", id_, sanitize_for_log(filename_),
-                     e.message);
+        log::info("req={} upload of {} aborted: {}", id_, sanitize_for_log(filename_), e.message);
         drop_upload();
         Response r = error_response(e);
         r.close = true;
@@ -1214,9 +1215,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           r.status = result->outcome == ingest::Outcome::identical ? 200 : 201;
           r.set("Content-Type", "application/json");
           r.body = upload_json(result->file);
-          spdlog::info("req={} upload {} {} sha256={} size={}", self->id_, outcome,
-                       sanitize_for_log(result->file.filename), result->file.sha256,
-                       result->file.size);
+          log::info("req={} upload {} {} sha256={} size={}", self->id_, outcome,
+                    sanitize_for_log(result->file.filename), result->file.sha256,
+                    result->file.size);
           self->send(std::move(r));
         });
   }
@@ -1235,14 +1236,16 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   /// Finishes a twine-style form upload and ingests its file (worker thread). Unlike PUT, an
   /// identical file is a conflict: twine, poetry and pdm expect a repeated upload to fail,
-  /// and `twine upload --skip-existing` recognises the 409.
+  /// and `twine upload --skip-existing` recognises the 409 (docs/clients.md, "twine, poetry,
+  /// pdm").
   static Result<ingest::Ingested> ingest_form(Server::Impl& srv, LegacyUpload& form,
                                               const snapshot::Snapshot& tokens,
                                               const std::string& token) {
     auto filename = form.finish();
     if (!filename) {
       // When the form disagrees with its file, name what is wrong inside the file as well
-      // (twine fills name/version from METADATA, so the form often inherits the problem).
+      // (twine fills name/version from METADATA, so the form often inherits the problem:
+      // docs/clients.md, "twine, poetry, pdm").
       Error e = filename.error();
       if (e.code == Errc::invalid) {
         if (const auto name = form.received_filename(); name && !name->empty()) {
@@ -1270,10 +1273,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   Response upload_failed(const Error& e) const {
     if (status_for(e.code) >= 500) {
-      spdlog::error("req={} upload of {} failed: {}", id_, sanitize_for_log(filename_), e.message);
+      log::error("req={} upload of {} failed: {}", id_, sanitize_for_log(filename_), e.message);
     } else {
-      spdlog::info("req={} upload of {} rejected: {}", id_, sanitize_for_log(filename_),
-                   sanitize_for_log(e.message, 500));
+      log::info("req={} upload of {} rejected: {}", id_, sanitize_for_log(filename_),
+                sanitize_for_log(e.message, 500));
     }
     return error_response(e);
   }
@@ -1290,7 +1293,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void abort_upload(const char* why) {
     srv_.metrics.upload("aborted");
-    spdlog::info("req={} upload of {} aborted: {}", id_, sanitize_for_log(filename_), why);
+    log::info("req={} upload of {} aborted: {}", id_, sanitize_for_log(filename_), why);
     drop_upload();
     close();
   }
@@ -1314,7 +1317,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           home_.open_blob(range->path, srv_.installed.load(std::memory_order_relaxed));
       if (!fd->valid()) {
         const int err = errno;
-        spdlog::error("req={} cannot open blob {}: {}", id_, range->path, std::strerror(err));
+        log::error("req={} cannot open blob {}: {}", id_, range->path, std::strerror(err));
         // A blob that is gone was quarantined by fsck --repair (or lost): the file is damaged
         // (the pages drop it once the catalog says so), not missing by the client's mistake.
         if (err == ENOENT && req_.segments.size() == 3) {
@@ -1568,8 +1571,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     line.clear();
     append_access_line(line, id_, method_name(req_.method), req_.target, status, length,
                        static_cast<std::uint64_t>(us), ec ? ec.message() : std::string());
-    // Logged as it is: the line needs no formatting by spdlog.
-    spdlog::default_logger_raw()->log(spdlog::level::info, spdlog::string_view_t(line));
+    // Logged as it is: the line needs no formatting.
+    log::write(log::Level::info, line);
   }
 
   void close() {
@@ -1666,7 +1669,7 @@ void Server::Impl::accept() {
                         [this, &target](beast::error_code ec, Socket socket) {
                           if (ec) {
                             if (stopping || ec == asio::error::operation_aborted) return;
-                            spdlog::warn("accept failed: {}", ec.message());
+                            log::warn("accept failed: {}", ec.message());
                             return accept();
                           }
                           socket.set_option(tcp::no_delay(true), ec);
@@ -1754,7 +1757,7 @@ void Server::Impl::refuse(NetThread& target, Socket socket,
                                .count();
   auto logged = refusal_logged_ms.load(std::memory_order_relaxed);
   if (now - logged >= 1000 && refusal_logged_ms.compare_exchange_strong(logged, now)) {
-    spdlog::warn("{}; refusing connections with 503 ({} refused so far)", why, total);
+    log::warn("{}; refusing connections with 503 ({} refused so far)", why, total);
   }
   // Refusals are answered by sessions of their own, a bounded number at once; beyond that
   // the connection is closed without an answer.
@@ -1823,11 +1826,11 @@ SnapshotPtr Server::Impl::load_if_changed() {
   if (!gen || *gen == generation.load()) return nullptr;
   auto loaded = load_snapshot();
   if (!loaded) {
-    spdlog::error("catalog reload failed: {}", loaded.error().message);
+    log::error("catalog reload failed: {}", loaded.error().message);
     return nullptr;
   }
-  spdlog::info("catalog changed (generation {}): {} projects, {} files", *gen,
-               (*loaded)->project_count(), (*loaded)->file_count());
+  log::info("catalog changed (generation {}): {} projects, {} files", *gen,
+            (*loaded)->project_count(), (*loaded)->file_count());
   return *loaded;
 }
 
@@ -1846,7 +1849,7 @@ void Server::Impl::schedule_poll() {
 void Server::Impl::begin_stop() {
   if (stopping) return;
   stopping = true;
-  spdlog::info("stopping: {} connection(s) open", open_sessions.load());
+  log::info("stopping: {} connection(s) open", open_sessions.load());
   beast::error_code ec;
   acceptor.close(ec);
   poll_timer.cancel();
@@ -1858,7 +1861,7 @@ void Server::Impl::begin_stop() {
   grace_timer.expires_after(config.shutdown_grace);
   grace_timer.async_wait([this](beast::error_code e) {
     if (e) return;
-    spdlog::warn("grace period over: closing {} connection(s)", open_sessions.load());
+    log::warn("grace period over: closing {} connection(s)", open_sessions.load());
     for (auto& t : threads) t->ioc.stop();
   });
   maybe_finish_stop();

@@ -1269,9 +1269,12 @@ def test_admin_api_rejects_bad_requests(fault_bed):
     assert admin.request("GET", "/admin/builds/987654").status == 404
     assert admin.request("POST", "/admin/jobs/987654/cancel").status == 404
 
-    # Nothing left to build for a built cell unless forced.
-    again = admin.submit("warm", "1.0.0")
-    assert again["jobs"] == [], again
+    # Nothing left to build for a built cell unless forced: refused, and no build is created.
+    builds_before = admin.request("GET", "/admin/builds").json()
+    resp = admin.request("POST", "/admin/builds", {"recipe": "warm", "version": "1.0.0"})
+    assert resp.status == 409, f"a build with nothing to do -> {resp.status}: {resp.text[:300]}"
+    assert "all cells built; use force to rebuild" in resp.text, resp.text
+    assert admin.request("GET", "/admin/builds").json() == builds_before
     # A succeeded job can be neither cancelled nor retried.
     for action in ("cancel", "retry"):
         resp = admin.request("POST", f"/admin/jobs/{bed.warm['id']}/{action}")

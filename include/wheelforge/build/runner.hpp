@@ -3,7 +3,7 @@
 // each job as a list of named steps (see src/build/steps.hpp): verify the CUDA toolkit,
 // prepare the (python, torch, CUDA) environment, verify torch and Python, fetch the source,
 // build, retag, analyze the binaries (manylinux tag), number the build (rebuilds get the next
-// PEP 427 build tag), smoke-test, ingest. Memory-aware parallelism shared by every runner on the
+// build tag), smoke-test, ingest. Memory-aware parallelism shared by every runner on the
 // data directory, OOM retries, timeouts and cancellation that kill whole process trees, and
 // crash recovery. Commands run on an Executor the runner is given. Jobs run on the runner's own
 // threads; every public method is thread-safe and returns quickly (none waits for a build).

@@ -52,7 +52,7 @@ struct JobRecord {
   unsigned max_jobs = 0;
   unsigned nvcc_threads = 0;
   std::string wheel;  ///< file name of the ingested wheel, when succeeded
-  /// The wheel's PEP 427 build number: 0 for the first build of its file name, N for the Nth
+  /// The wheel's build number: 0 for the first build of its file name, N for the Nth
   /// rebuild (`-N-` in the name). Meaningful once `wheel` is set.
   std::uint64_t build_number = 0;
   /// The highest GLIBC_x.y its binaries need ("2.34"); empty for a wheel without binaries, one
