@@ -17,6 +17,7 @@
 #include "wheelforge/build/executor.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/atomic_file.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 #include "wheelforge/util/time.hpp"
@@ -37,16 +38,6 @@ struct DataDir {
   std::unique_ptr<store::BlobStore> store;
   std::size_t stale_temp_sessions = 0;
 };
-
-std::size_t count_entries(const fs::path& dir) {
-  std::error_code ec;
-  std::size_t n = 0;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    ++n;
-  }
-  return n;
-}
 
 Result<DataDir> open_existing(const fs::path& data_dir, LockMode mode) {
   std::error_code ec;
@@ -71,80 +62,17 @@ Result<DataDir> open_existing(const fs::path& data_dir, LockMode mode) {
   }
   DataDir dir;
   dir.lock = std::move(lock);
-  const std::size_t temp_before = count_entries(data_dir / "tmp");
   auto store = store::BlobStore::open(data_dir);
   if (!store) return store.error();
   dir.store = std::move(*store);
-  // The store removed dead sessions and added this process's own.
-  const std::size_t temp_after = count_entries(data_dir / "tmp");
-  dir.stale_temp_sessions = temp_before + 1 > temp_after ? temp_before + 1 - temp_after : 0;
+  dir.stale_temp_sessions = dir.store->stale_temps_removed();
   auto catalog = catalog::open_sqlite_catalog(data_dir / "wheelforge.db");
   if (!catalog) return catalog.error();
   dir.catalog = std::move(*catalog);
   return dir;
 }
 
-/// A file found under blobs/.
-struct StoredBlob {
-  std::string sha256;
-  fs::path path;
-  dev_t dev = 0;
-  ino_t ino = 0;
-  std::uint64_t size = 0;
-  std::time_t changed = 0;  ///< the later of mtime and ctime
-};
-
-struct BlobListing {
-  std::vector<StoredBlob> blobs;
-  std::vector<fs::path> unexpected;
-};
-
-Result<BlobListing> list_blobs(const store::BlobStore& store) {
-  BlobListing listing;
-  std::error_code ec;
-  auto it = fs::recursive_directory_iterator(store.blobs_dir(), ec);
-  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const fs::path& p = it->path();
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0) {
-      if (errno == ENOENT) continue;  // removed meanwhile
-      return errno_error(errno, "stat " + p.string());
-    }
-    if (S_ISDIR(st.st_mode)) continue;
-    const std::string name = p.filename().string();
-    if (!S_ISREG(st.st_mode) || !is_sha256_hex(name) || store.blob_path(name) != p) {
-      listing.unexpected.push_back(p);
-      continue;
-    }
-    listing.blobs.push_back(StoredBlob{name, p, st.st_dev, st.st_ino,
-                                       static_cast<std::uint64_t>(st.st_size),
-                                       std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)});
-  }
-  if (ec) return errno_error(ec.value(), "list " + store.blobs_dir().string());
-  return listing;
-}
-
-/// Removes a blob unless it has been replaced since it was listed. A blob is replaced only by
-/// publishing the same bytes again (an upload renames a new file over it and commits a row
-/// referencing it). Moving it aside first and comparing the inode makes that visible: a
-/// replacement is moved back, so a blob that just became referenced is never lost.
-Result<bool> remove_if_unchanged(const store::BlobStore& store, const StoredBlob& blob) {
-  const fs::path aside = store.tmp_dir() / ("gc-" + blob.sha256);
-  if (::rename(blob.path.c_str(), aside.c_str()) != 0) {
-    if (errno == ENOENT) return false;
-    return errno_error(errno, "move " + blob.path.string());
-  }
-  struct stat st {};
-  if (::lstat(aside.c_str(), &st) != 0) return errno_error(errno, "stat " + aside.string());
-  if (st.st_dev != blob.dev || st.st_ino != blob.ino) {
-    if (::rename(aside.c_str(), blob.path.c_str()) != 0) {
-      return errno_error(errno, "put back " + blob.path.string());
-    }
-    return false;
-  }
-  if (::unlink(aside.c_str()) != 0) return errno_error(errno, "remove " + aside.string());
-  return true;
-}
+using store::StoredBlob;
 
 std::chrono::seconds age_of(const StoredBlob& blob, std::time_t now) {
   return std::chrono::seconds{now > blob.changed ? now - blob.changed : 0};
@@ -186,12 +114,6 @@ Result<HashResult> hash_file(const fs::path& path) {
   return hash_fd(fd.get(), path);
 }
 
-Status fsync_path(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid() || ::fsync(fd.get()) != 0) return errno_error(errno, "fsync " + path.string());
-  return ok_status();
-}
-
 /// Copies the rest of `in` to `out`: copy_file_range (in the kernel, no bytes through user
 /// space), else read and write where the filesystems cannot.
 Status copy_bytes(int in, int out, const fs::path& src, const fs::path& dest) {
@@ -228,38 +150,29 @@ struct Copied {
 
 /// Copies src to dest (a new file) through a temp file in dest's directory: a reflink
 /// (FICLONE) where the filesystem shares extents copy-on-write, else a byte copy. The copy
-/// itself is then hashed against `sha256` and fsynced. Returns its size, or Errc::invalid on a
-/// mismatch (then nothing is left at dest).
+/// itself is then hashed against `sha256` and fsynced; dest's directory is left to the caller
+/// (the backup syncs its directories once, deepest first). Returns its size, or Errc::invalid
+/// on a mismatch (then nothing is left at dest).
 Result<Copied> copy_verified(const fs::path& src, const fs::path& dest, std::string_view sha256) {
   UniqueFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in.valid()) return errno_error(errno, "open " + src.string());
-  std::string tmpl = (dest.parent_path() / ".partial-XXXXXX").string();
-  UniqueFd out(::mkostemp(tmpl.data(), O_CLOEXEC));
-  if (!out.valid()) return errno_error(errno, "create temp file in " + dest.parent_path().string());
-  const fs::path tmp(tmpl);
-  auto fail = [&](Error e) -> Result<Copied> {
-    out.reset();
-    ::unlink(tmp.c_str());
-    return e;
-  };
+  auto out = AtomicFile::create(dest.parent_path(), ".partial-");
+  if (!out) return out.error();
   Copied copied;
-  copied.reflink = ::ioctl(out.get(), FICLONE, in.get()) == 0;
+  copied.reflink = ::ioctl(out->fd(), FICLONE, in.get()) == 0;
   if (!copied.reflink) {
-    if (auto st = copy_bytes(in.get(), out.get(), src, dest); !st) return fail(st.error());
+    if (auto st = copy_bytes(in.get(), out->fd(), src, dest); !st) return st.error();
   }
   // What is checked is what the backup holds.
-  auto hashed = hash_fd(out.get(), tmp);
-  if (!hashed) return fail(hashed.error());
+  auto hashed = hash_fd(out->fd(), out->temp_path());
+  if (!hashed) return hashed.error();
   if (hashed->sha256 != sha256) {
-    return fail(make_error(Errc::invalid, src.string() + ": content does not match its name"));
+    return make_error(Errc::invalid, src.string() + ": content does not match its name");
   }
   copied.size = hashed->size;
-  if (::fchmod(out.get(), 0444) != 0) return fail(errno_error(errno, "chmod " + tmp.string()));
-  if (::fsync(out.get()) != 0) return fail(errno_error(errno, "fsync " + tmp.string()));
-  out.reset();
-  if (::rename(tmp.c_str(), dest.c_str()) != 0) {
-    return fail(errno_error(errno, "rename to " + dest.string()));
-  }
+  if (auto st = out->set_mode(0444); !st) return st.error();
+  if (auto st = out->sync(); !st) return st.error();
+  if (auto st = out->commit(dest, Durability::deferred); !st) return st.error();
   return copied;
 }
 
@@ -339,8 +252,7 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
   std::set<std::string> shas;
   for (const auto& r : refs) shas.insert(r.sha256);
 
-  const fs::path blobs = dest / "blobs";
-  std::set<fs::path> dirs{dest, blobs};
+  std::set<fs::path> dirs{dest};
   bool try_link = options.copy == BlobCopy::link;
   for (const auto& sha : shas) {
     if (!is_sha256_hex(sha)) {
@@ -348,7 +260,7 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
       continue;
     }
     const fs::path src = source->store->blob_path(sha);
-    const fs::path out = blobs / sha.substr(0, 2) / sha.substr(2, 2) / sha;
+    const fs::path out = store::blob_path_in(dest, sha);
     struct stat st {};
     if (::stat(src.c_str(), &st) != 0) {
       if (errno != ENOENT) return errno_error(errno, "stat " + src.string());
@@ -357,8 +269,7 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
     }
     fs::create_directories(out.parent_path(), ec);
     if (ec) return errno_error(ec.value(), "create " + out.parent_path().string());
-    dirs.insert(out.parent_path());
-    dirs.insert(out.parent_path().parent_path());
+    for (auto& d : store::blob_dirs_in(dest, sha)) dirs.insert(std::move(d));
     if (try_link) {
       if (::link(src.c_str(), out.c_str()) == 0) {
         ++report.linked;
@@ -387,7 +298,7 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
     if (auto st = fsync_dir(*it); !st) return st.error();
   }
-  if (auto st = fsync_path(db); !st) return st.error();
+  if (auto st = fsync_file(db); !st) return st.error();
 
   // 3. The marker that says the backup is complete.
   std::string info =
@@ -417,8 +328,8 @@ Result<GcReport> collect_garbage(const fs::path& data_dir, const GcOptions& opti
 
   // The listing comes before the references: a blob that becomes referenced after the
   // references were read was published again by that upload (a new inode), which
-  // remove_if_unchanged() notices.
-  auto listing = list_blobs(*dir->store);
+  // remove_unless_replaced() notices.
+  auto listing = dir->store->list();
   if (!listing) return listing.error();
   report.unexpected = std::move(listing->unexpected);
   const std::time_t now = std::time(nullptr);
@@ -437,7 +348,7 @@ Result<GcReport> collect_garbage(const fs::path& data_dir, const GcOptions& opti
       continue;
     }
     if (!options.dry_run) {
-      auto removed = remove_if_unchanged(*dir->store, blob);
+      auto removed = dir->store->remove_unless_replaced(blob);
       if (!removed) return removed.error();
       if (!*removed) continue;
     }
@@ -450,22 +361,21 @@ Result<GcReport> collect_garbage(const fs::path& data_dir, const GcOptions& opti
 /// Moves a corrupt blob into DATA_DIR/quarantine/, unless it is no longer the file that was
 /// hashed (published again since, so intact: then it stays). True when the blob is gone from
 /// blobs/ (moved, or vanished meanwhile).
-Result<bool> quarantine_blob(const fs::path& from, const fs::path& to, const HashResult& hashed,
+Result<bool> quarantine_blob(const store::BlobStore& store, const std::string& sha256,
+                             const fs::path& to, const HashResult& hashed,
                              std::vector<fs::path>& quarantined) {
-  if (::rename(from.c_str(), to.c_str()) != 0) {
-    if (errno == ENOENT) return true;
-    return errno_error(errno, "move " + from.string() + " to " + to.string());
+  auto taken = store.take_out(sha256, hashed.dev, hashed.ino, to);
+  if (!taken) return taken.error();
+  switch (*taken) {
+    case store::TakeOut::moved:
+      quarantined.push_back(to);
+      return true;
+    case store::TakeOut::vanished:
+      return true;
+    case store::TakeOut::replaced:
+      break;
   }
-  struct stat st {};
-  if (::lstat(to.c_str(), &st) != 0) return errno_error(errno, "stat " + to.string());
-  if (st.st_dev != hashed.dev || st.st_ino != hashed.ino) {
-    if (::rename(to.c_str(), from.c_str()) != 0) {
-      return errno_error(errno, "put back " + from.string());
-    }
-    return false;
-  }
-  quarantined.push_back(to);
-  return true;
+  return false;
 }
 
 Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& options) {
@@ -473,7 +383,7 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
   if (!dir) return dir.error();
   FsckReport report;
 
-  auto listing = list_blobs(*dir->store);
+  auto listing = dir->store->list();
   if (!listing) return listing.error();
   report.unexpected = std::move(listing->unexpected);
   const std::time_t now = std::time(nullptr);
@@ -538,7 +448,7 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
   if (!options.repair) return report;
 
   for (const StoredBlob* blob : old_orphans) {
-    auto removed = remove_if_unchanged(*dir->store, *blob);
+    auto removed = dir->store->remove_unless_replaced(*blob);
     if (!removed) return removed.error();
     if (*removed) report.removed_orphans.push_back(blob->sha256);
   }
@@ -554,10 +464,10 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
   // The time suffix keeps an earlier quarantined copy of the same name.
   const std::string suffix = "." + std::to_string(now);
   for (const auto& problem : report.corrupt) {
-    const fs::path from = dir->store->blob_path(problem.sha256);
     const fs::path to = quarantine / (problem.sha256 + suffix);
     auto marked = dir->catalog->mark_damaged(problem.sha256, problem.detail, [&] {
-      return quarantine_blob(from, to, corrupt_files.at(problem.sha256), report.quarantined);
+      return quarantine_blob(*dir->store, problem.sha256, to, corrupt_files.at(problem.sha256),
+                             report.quarantined);
     });
     if (!marked) return marked.error();
     if (*marked) report.withdrawn.push_back(problem);

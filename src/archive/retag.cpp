@@ -25,6 +25,7 @@
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/util/atomic_file.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -332,44 +333,6 @@ struct Sink {
   }
 };
 
-// The output file until commit(); removed on destruction unless committed, so that a failed
-// retag leaves nothing behind.
-class TempFile {
- public:
-  TempFile() = default;
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-
-  Status create(const fs::path& dir, const std::string& final_name) {
-    std::string tmpl = (dir / ("." + final_name + ".XXXXXX")).string();
-    fd_.reset(::mkostemp(tmpl.data(), O_CLOEXEC));
-    if (!fd_.valid()) return errno_error(errno, "create a temporary file in " + dir.string());
-    path_ = tmpl;
-    // mkostemp creates 0600; a wheel is an ordinary, world-readable file.
-    if (::fchmod(fd_.get(), kDefaultFileMode) != 0) return errno_error(errno, "chmod " + path_);
-    return ok_status();
-  }
-
-  [[nodiscard]] int fd() const { return fd_.get(); }
-
-  Status commit(const fs::path& dest) {
-    if (::fsync(fd_.get()) != 0) return errno_error(errno, "fsync " + path_);
-    fd_.reset();
-    if (::rename(path_.c_str(), dest.c_str()) != 0) {
-      return errno_error(errno, "rename to " + dest.string());
-    }
-    path_.clear();
-    return fsync_dir(dest.parent_path());
-  }
-
- private:
-  UniqueFd fd_;
-  std::string path_;
-};
-
 struct RecordLine {
   std::string path;
   std::string hash;  ///< urlsafe base64 of the sha256, no padding
@@ -418,8 +381,9 @@ class Retagger {
   std::optional<std::string> new_build_;  // the Build line WHEEL gets; nullopt: WHEEL's is kept
   bool version_changes_ = false;          // METADATA's Version is rewritten
   time_t metadata_mtime_ = 0;  // RECORD gets it too, so that the output depends on the input only
-  // Destroyed in reverse order: the writer before the sink and the file it writes to.
-  TempFile temp_;
+  // Destroyed in reverse order: the writer before the sink and the file it writes to. The
+  // output file is removed on destruction unless committed: a failed retag leaves nothing.
+  std::optional<AtomicFile> temp_;
   Sink sink_;
   ArchiveWriter writer_;
   std::vector<RecordLine> record_;
@@ -744,7 +708,11 @@ Result<fs::path> Retagger::run(const WheelChanges& changes, const fs::path& out_
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return errno_error(ec.value(), "create " + out_dir.string());
-  if (auto s = temp_.create(out_dir, new_filename); !s) return s.error();
+  auto temp = AtomicFile::create(out_dir, "." + new_filename + ".");
+  if (!temp) return temp.error();
+  temp_.emplace(std::move(*temp));
+  // mkostemp creates 0600; a wheel is an ordinary, world-readable file.
+  if (auto s = temp_->set_mode(kDefaultFileMode); !s) return s.error();
 
   writer_.reset(archive_write_new());
   if (!writer_) throw std::bad_alloc();
@@ -757,7 +725,7 @@ Result<fs::path> Retagger::run(const WheelChanges& changes, const fs::path& out_
     return make_error(Errc::internal,
                       "cannot configure the zip writer: " + archive_error(writer_.get()));
   }
-  sink_.fd = temp_.fd();
+  sink_.fd = temp_->fd();
   if (archive_write_open(writer_.get(), &sink_, nullptr, &Sink::write, nullptr) != ARCHIVE_OK) {
     return write_error(new_filename);
   }
@@ -768,7 +736,7 @@ Result<fs::path> Retagger::run(const WheelChanges& changes, const fs::path& out_
   if (archive_write_close(writer_.get()) != ARCHIVE_OK) return write_error(new_filename);
 
   const fs::path dest = out_dir / new_filename;
-  if (auto s = temp_.commit(dest); !s) return s.error();
+  if (auto s = temp_->commit(dest); !s) return s.error();
   return dest;
 }
 

@@ -1,5 +1,4 @@
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "catalog/sqlite_db.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/version.hpp"
@@ -184,79 +184,8 @@ ALTER TABLE jobs ADD COLUMN executor_job TEXT NOT NULL DEFAULT '';
 // Bumped when the label parser learns something new, so that stored hints are recomputed.
 constexpr std::int64_t kHintsVersion = 1;
 
-/// SQLite's failures are the server's: a full disk (507), a database this process may not
-/// write (unavailable, naming the file), anything else io.
-Error sqlite_failure(sqlite3* db, std::string message) {
-  const int code = sqlite3_errcode(db);
-  if (code == SQLITE_FULL) return Error{Errc::storage_full, std::move(message)};
-  if (code == SQLITE_READONLY || code == SQLITE_PERM) {
-    const char* file = sqlite3_db_filename(db, "main");
-    return Error{Errc::unavailable, "the catalog " + std::string(file ? file : "") +
-                                        " is not writable (" + message + ")"};
-  }
-  return Error{Errc::io, std::move(message)};
-}
-
-Error sqlite_error(sqlite3* db, std::string_view what) {
-  std::string message(what);
-  message += ": ";
-  message += sqlite3_errmsg(db);
-  return sqlite_failure(db, std::move(message));
-}
-
-/// A prepared statement, finalized on destruction.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
-  }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  ~Stmt() { sqlite3_finalize(stmt_); }
-
-  [[nodiscard]] bool valid() const { return stmt_ != nullptr; }
-  Stmt& bind(int i, std::string_view s) {
-    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& bind(int i, const std::string& s) { return bind(i, std::string_view(s)); }
-  Stmt& bind(int i, const char* s) { return bind(i, std::string_view(s)); }
-  Stmt& bind(int i, const std::optional<std::string>& s) {
-    if (s) return bind(i, std::string_view(*s));
-    sqlite3_bind_null(stmt_, i);
-    return *this;
-  }
-  Stmt& bind(int i, std::int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  Stmt& bind(int i, std::optional<int> v) {
-    if (v) return bind(i, static_cast<std::int64_t>(*v));
-    sqlite3_bind_null(stmt_, i);
-    return *this;
-  }
-  /// SQLITE_ROW, SQLITE_DONE or an error code.
-  int step() { return sqlite3_step(stmt_); }
-
-  [[nodiscard]] std::int64_t i64(int col) const { return sqlite3_column_int64(stmt_, col); }
-  [[nodiscard]] std::string text(int col) const {
-    const auto* p = sqlite3_column_text(stmt_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p),
-                           static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
-             : std::string();
-  }
-  [[nodiscard]] std::optional<int> opt_int(int col) const {
-    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
-    return static_cast<int>(sqlite3_column_int64(stmt_, col));
-  }
-  [[nodiscard]] std::optional<std::string> opt_text(int col) const {
-    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
-    return text(col);
-  }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-};
+using sqlite::Db;
+using sqlite::Stmt;
 
 constexpr const char* kFileColumns =
     "f.id, f.filename, p.name, f.version, f.kind, f.sha256, f.size, f.upload_time, "
@@ -343,18 +272,9 @@ void bind_hints(Stmt& s, int first, const core::VariantHints& h) {
 
 class SqliteCatalog final : public Catalog {
  public:
-  explicit SqliteCatalog(sqlite3* db) : db_(db) {}
-  SqliteCatalog(const SqliteCatalog&) = delete;
-  SqliteCatalog& operator=(const SqliteCatalog&) = delete;
-  ~SqliteCatalog() override { sqlite3_close_v2(db_); }
+  explicit SqliteCatalog(Db db) : db_(std::move(db)) {}
 
   Status init() {
-    // The busy timeout first: switching to WAL waits for locks too, e.g. while another
-    // process recovers the WAL of a writer that was killed.
-    for (const char* pragma : {"PRAGMA busy_timeout=10000", "PRAGMA journal_mode=WAL",
-                               "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
-      if (auto st = exec(pragma); !st) return st;
-    }
     if (auto st = migrate(); !st) return st;
     if (auto st = backfill_canonical(); !st) return st;
     return backfill_hints();
@@ -374,8 +294,8 @@ class SqliteCatalog final : public Catalog {
   Result<Inserted> insert_file(const NewFile& nf, const std::function<Status()>& publish) override {
     std::lock_guard lock(mu_);
     // Only a new row is committed; identical and conflict answers change nothing.
-    return write_transaction([&] { return insert_file_locked(nf, publish); },
-                             [](const auto& r) { return r.first == InsertOutcome::inserted; });
+    return db_.write_transaction([&] { return insert_file_locked(nf, publish); },
+                                 [](const auto& r) { return r.first == InsertOutcome::inserted; });
   }
 
   Result<std::vector<Result<Inserted>>> insert_files(
@@ -384,7 +304,7 @@ class SqliteCatalog final : public Catalog {
     std::lock_guard lock(mu_);
     using Results = std::vector<Result<Inserted>>;
     bool wrote = false;
-    return write_transaction(
+    return db_.write_transaction(
         [&]() -> Result<Results> {
           Results results;
           results.reserve(files.size());
@@ -416,18 +336,12 @@ class SqliteCatalog final : public Catalog {
 
   Result<Contents> load() override {
     std::lock_guard lock(mu_);
-    if (auto st = exec("BEGIN"); !st) return st.error();
-    auto contents = load_locked();
-    (void)exec("COMMIT");
-    return contents;
+    return db_.read_transaction([&] { return load_locked(); });
   }
 
   Result<Contents> load_project(std::string_view project) override {
     std::lock_guard lock(mu_);
-    if (auto st = exec("BEGIN"); !st) return st.error();
-    auto contents = load_locked(project);
-    (void)exec("COMMIT");
-    return contents;
+    return db_.read_transaction([&] { return load_locked(project); });
   }
 
   Result<std::vector<std::string>> set_yanked(const std::string_view project,
@@ -441,21 +355,22 @@ class SqliteCatalog final : public Catalog {
       wanted = std::move(*v);
     }
     std::lock_guard lock(mu_);
-    return write_transaction([&] { return set_yanked_locked(project, wanted, filename, reason); },
-                             [](const auto&) { return true; });
+    return db_.write_transaction(
+        [&] { return set_yanked_locked(project, wanted, filename, reason); },
+        [](const auto&) { return true; });
   }
 
   Result<core::ProjectRecord> set_claim(std::string_view project,
                                         const core::ProjectClaim& claim) override {
     std::lock_guard lock(mu_);
-    return write_transaction([&] { return set_claim_locked(project, claim); },
-                             [](const auto&) { return true; });
+    return db_.write_transaction([&] { return set_claim_locked(project, claim); },
+                                 [](const auto&) { return true; });
   }
 
   Result<core::FileRecord> delete_file(std::string_view filename) override {
     std::lock_guard lock(mu_);
-    return write_transaction([&] { return delete_file_locked(filename); },
-                             [](const auto&) { return true; });
+    return db_.write_transaction([&] { return delete_file_locked(filename); },
+                                 [](const auto&) { return true; });
   }
 
   Result<core::FileRecord> delete_file_locked(std::string_view filename) {
@@ -476,7 +391,7 @@ class SqliteCatalog final : public Catalog {
     Stmt del(db_, "DELETE FROM files WHERE id = ?");
     del.bind(1, f.id);
     if (reserve.step() != SQLITE_DONE || del.step() != SQLITE_DONE) {
-      return sqlite_error(db_, "delete file");
+      return db_.error("delete file");
     }
     return f;
   }
@@ -498,13 +413,13 @@ class SqliteCatalog final : public Catalog {
     Stmt s(db_,
            "SELECT filename, project, sha256 FROM deleted_files WHERE project = ?"
            " ORDER BY filename");
-    if (!s.valid()) return sqlite_error(db_, "prepare deleted-file listing");
+    if (!s.valid()) return db_.error("prepare deleted-file listing");
     s.bind(1, project);
     std::vector<DeletedFile> out;
     int rc = SQLITE_ROW;
     while ((rc = s.step()) == SQLITE_ROW)
       out.push_back(DeletedFile{s.text(0), s.text(1), s.text(2)});
-    if (rc != SQLITE_DONE) return sqlite_error(db_, "deleted-file listing");
+    if (rc != SQLITE_DONE) return db_.error("deleted-file listing");
     return out;
   }
 
@@ -512,12 +427,11 @@ class SqliteCatalog final : public Catalog {
     std::lock_guard lock(mu_);
     Stmt u(db_, "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?");
     u.bind(1, now_micros()).bind(2, id);
-    if (u.step() != SQLITE_DONE) return sqlite_error(db_, "revoke token");
-    if (sqlite3_changes(db_) == 0)
-      return make_error(Errc::not_found, "no token #" + std::to_string(id));
+    if (u.step() != SQLITE_DONE) return db_.error("revoke token");
+    if (db_.changes() == 0) return make_error(Errc::not_found, "no token #" + std::to_string(id));
     Stmt s(db_, (std::string("SELECT ") + kTokenColumns + " FROM tokens WHERE id = ?").c_str());
     s.bind(1, id);
-    if (s.step() != SQLITE_ROW) return sqlite_error(db_, "read token");
+    if (s.step() != SQLITE_ROW) return db_.error("read token");
     return read_token_row(s);
   }
 
@@ -541,22 +455,22 @@ class SqliteCatalog final : public Catalog {
     Stmt s(db_,
            "INSERT INTO tokens (hash, scope, project, description, created_at) "
            "VALUES (?, ?, ?, ?, ?)");
-    if (!s.valid()) return sqlite_error(db_, "prepare token insert");
+    if (!s.valid()) return db_.error("prepare token insert");
     s.bind(1, token.hash)
         .bind(2, scope_name(token.scope))
         .bind(3, token.project)
         .bind(4, token.description)
         .bind(5, token.created_at);
-    if (s.step() != SQLITE_DONE) return sqlite_error(db_, "insert token");
+    if (s.step() != SQLITE_DONE) return db_.error("insert token");
     TokenRecord stored = token;
-    stored.id = sqlite3_last_insert_rowid(db_);
+    stored.id = db_.last_insert_rowid();
     return stored;
   }
 
   Result<core::FileRecord> restore_file(std::string_view filename, std::string_view sha256,
                                         const std::function<Status()>& publish) override {
     std::lock_guard lock(mu_);
-    return write_transaction(
+    return db_.write_transaction(
         [&]() -> Result<core::FileRecord> {
           auto found = find_file_locked(filename);
           if (!found) return found.error();
@@ -582,7 +496,7 @@ class SqliteCatalog final : public Catalog {
   Result<bool> mark_damaged(std::string_view sha256, std::string_view detail,
                             const std::function<Result<bool>()>& quarantine) override {
     std::lock_guard lock(mu_);
-    return write_transaction(
+    return db_.write_transaction(
         [&]() -> Result<bool> {
           if (quarantine) {
             auto moved = quarantine();
@@ -592,9 +506,9 @@ class SqliteCatalog final : public Catalog {
           Stmt s(
               db_,
               "INSERT OR REPLACE INTO damaged_blobs (sha256, detail, found_at) VALUES (?, ?, ?)");
-          if (!s.valid()) return sqlite_error(db_, "prepare damage record");
+          if (!s.valid()) return db_.error("prepare damage record");
           s.bind(1, sha256).bind(2, detail).bind(3, now_micros());
-          if (s.step() != SQLITE_DONE) return sqlite_error(db_, "record damaged blob");
+          if (s.step() != SQLITE_DONE) return db_.error("record damaged blob");
           return true;
         },
         [](bool marked) { return marked; });
@@ -602,28 +516,25 @@ class SqliteCatalog final : public Catalog {
 
   Status clear_damaged(const std::vector<std::string>& sha256s) override {
     std::lock_guard lock(mu_);
-    return write_transaction([&] { return forget_damage_locked(sha256s); },
-                             [](const auto&) { return true; });
+    return db_.write_transaction([&] { return forget_damage_locked(sha256s); },
+                                 [](const auto&) { return true; });
   }
 
   Result<std::vector<DamagedBlob>> damaged_blobs() override {
     std::lock_guard lock(mu_);
     Stmt s(db_, "SELECT sha256, detail, found_at FROM damaged_blobs ORDER BY sha256");
-    if (!s.valid()) return sqlite_error(db_, "prepare damaged blob list");
+    if (!s.valid()) return db_.error("prepare damaged blob list");
     std::vector<DamagedBlob> out;
     int rc = 0;
     while ((rc = s.step()) == SQLITE_ROW)
       out.push_back(DamagedBlob{s.text(0), s.text(1), s.i64(2)});
-    if (rc != SQLITE_DONE) return sqlite_error(db_, "list damaged blobs");
+    if (rc != SQLITE_DONE) return db_.error("list damaged blobs");
     return out;
   }
 
   Result<std::vector<BlobRef>> referenced_blobs() override {
     std::lock_guard lock(mu_);
-    if (auto st = exec("BEGIN"); !st) return st.error();
-    auto refs = referenced_blobs_locked();
-    (void)exec("COMMIT");
-    return refs;
+    return db_.read_transaction([&] { return referenced_blobs_locked(); });
   }
 
   Status backup_to(const std::filesystem::path& dest) override {
@@ -635,86 +546,44 @@ class SqliteCatalog final : public Catalog {
       return errno_error(err, "create " + dest.string());
     }
     ::close(fd);
-    sqlite3* out = nullptr;
-    if (sqlite3_open_v2(dest.c_str(), &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
-        SQLITE_OK) {
-      Error e = make_error(
-          Errc::io, "open " + dest.string() + ": " + (out ? sqlite3_errmsg(out) : "out of memory"));
-      sqlite3_close_v2(out);
-      return e;
-    }
-    Status result = backup_into(out, dest);
-    if (sqlite3_close_v2(out) != SQLITE_OK && result) {
-      result = make_error(Errc::io, "close " + dest.string());
-    }
-    if (!result) return result;
+    {
+      auto out = Db::open(dest, sqlite::OpenMode::copy_target);
+      if (!out) return out.error();
+      if (auto st = backup_into(*out, dest); !st) return st;
+    }  // closed
     // The copy must be on disk before anything (BACKUP-INFO) says the backup is complete.
-    const int sync_fd = ::open(dest.c_str(), O_RDONLY | O_CLOEXEC);
-    if (sync_fd < 0 || ::fsync(sync_fd) != 0) {
-      const int err = errno;
-      if (sync_fd >= 0) ::close(sync_fd);
-      return errno_error(err, "fsync " + dest.string());
-    }
-    ::close(sync_fd);
-    return ok_status();
+    return fsync_file(dest);
   }
 
  private:
-  /// Runs `body` (which returns a Result) inside BEGIN IMMEDIATE; commits when it succeeded and
-  /// `keep(value)` says so, rolls back otherwise. Returns the body's result or the COMMIT error.
-  template <class Body, class Keep>
-  auto write_transaction(Body&& body, Keep&& keep) -> decltype(body()) {
-    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st.error();
-    auto result = body();
-    if (!result || !keep(*result)) {
-      (void)exec("ROLLBACK");
-      return result;
-    }
-    if (auto st = exec("COMMIT"); !st) {
-      (void)exec("ROLLBACK");
-      return st.error();
-    }
-    return result;
-  }
-
-  Status exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string message = std::string("sqlite: ") + (err ? err : "unknown error");
-      sqlite3_free(err);
-      return sqlite_failure(db_, std::move(message));
-    }
-    return ok_status();
-  }
-
   Status migrate() {
-    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st;
+    if (auto st = db_.exec("BEGIN IMMEDIATE"); !st) return st;
     Stmt v(db_, "PRAGMA user_version");
     if (!v.valid() || v.step() != SQLITE_ROW) {
-      (void)exec("ROLLBACK");
-      return sqlite_error(db_, "read schema version");
+      (void)db_.exec("ROLLBACK");
+      return db_.error("read schema version");
     }
     const auto current = static_cast<std::size_t>(v.i64(0));
     constexpr std::size_t kLatest = std::size(kMigrations);
     if (current > kLatest) {
-      (void)exec("ROLLBACK");
+      (void)db_.exec("ROLLBACK");
       return make_error(Errc::internal, "database schema version " + std::to_string(current) +
                                             " is newer than this wheelforge (" +
                                             std::to_string(kLatest) + ")");
     }
     for (std::size_t i = current; i < kLatest; ++i) {
-      if (auto st = exec(kMigrations[i]); !st) {
-        (void)exec("ROLLBACK");
+      if (auto st = db_.exec(kMigrations[i]); !st) {
+        (void)db_.exec("ROLLBACK");
         return make_error(Errc::internal,
                           "migration " + std::to_string(i + 1) + " failed: " + st.error().message);
       }
     }
     const std::string set_version = "PRAGMA user_version = " + std::to_string(kLatest);
-    if (auto st = exec(set_version.c_str()); !st) {
-      (void)exec("ROLLBACK");
+    if (auto st = db_.exec(set_version.c_str()); !st) {
+      (void)db_.exec("ROLLBACK");
       return st;
     }
-    return exec("COMMIT");
+    return db_.exec("COMMIT");
   }
 
   // Computes the canonical keys of rows stored before keys existed. Rows whose keys collide
@@ -728,20 +597,20 @@ class SqliteCatalog final : public Catalog {
         const std::string pending =
             std::string("SELECT 1 FROM ") + table + " WHERE canonical = '' LIMIT 1";
         Stmt check(db_, pending.c_str());
-        if (!check.valid()) return sqlite_error(db_, "prepare canonical-name check");
+        if (!check.valid()) return db_.error("prepare canonical-name check");
         rc = check.step();
       }  // finalized: its read ends before the write transaction starts
       if (rc == SQLITE_DONE) continue;
-      if (rc != SQLITE_ROW) return sqlite_error(db_, "canonical-name check");
-      if (auto st = exec("BEGIN IMMEDIATE"); !st) return st;
+      if (rc != SQLITE_ROW) return db_.error("canonical-name check");
+      if (auto st = db_.exec("BEGIN IMMEDIATE"); !st) return st;
       std::vector<std::pair<std::string, std::string>> updates;  // filename, key
       {
         const std::string sql =
             std::string("SELECT filename FROM ") + table + " WHERE canonical = ''";
         Stmt s(db_, sql.c_str());
         if (!s.valid()) {
-          (void)exec("ROLLBACK");
-          return sqlite_error(db_, "prepare canonical-name backfill");
+          (void)db_.exec("ROLLBACK");
+          return db_.error("prepare canonical-name backfill");
         }
         while (s.step() == SQLITE_ROW) {
           std::string filename = s.text(0);
@@ -755,26 +624,26 @@ class SqliteCatalog final : public Catalog {
         Stmt u(db_, sql.c_str());
         u.bind(1, key).bind(2, filename);
         if (u.step() != SQLITE_DONE) {
-          (void)exec("ROLLBACK");
-          return sqlite_error(db_, "backfill canonical names");
+          (void)db_.exec("ROLLBACK");
+          return db_.error("backfill canonical names");
         }
       }
-      if (auto st = exec("COMMIT"); !st) return st;
+      if (auto st = db_.exec("COMMIT"); !st) return st;
     }
     return ok_status();
   }
 
   // Computes the variant hints of rows stored before hints existed (or by an older parser).
   Status backfill_hints() {
-    if (auto st = exec("BEGIN IMMEDIATE"); !st) return st;
+    if (auto st = db_.exec("BEGIN IMMEDIATE"); !st) return st;
     std::vector<std::pair<std::int64_t, core::VariantHints>> updates;
     {
       Stmt s(db_,
              "SELECT f.id, p.name, f.version, f.requires_dist FROM files f"
              " JOIN projects p ON p.id = f.project_id WHERE f.hints_version < ?");
       if (!s.valid()) {
-        (void)exec("ROLLBACK");
-        return sqlite_error(db_, "prepare hint backfill");
+        (void)db_.exec("ROLLBACK");
+        return db_.error("prepare hint backfill");
       }
       s.bind(1, kHintsVersion);
       while (s.step() == SQLITE_ROW) {
@@ -794,11 +663,11 @@ class SqliteCatalog final : public Catalog {
       bind_hints(u, 1, hints);
       u.bind(10, kHintsVersion).bind(11, id);
       if (u.step() != SQLITE_DONE) {
-        (void)exec("ROLLBACK");
-        return sqlite_error(db_, "backfill hints");
+        (void)db_.exec("ROLLBACK");
+        return db_.error("backfill hints");
       }
     }
-    return exec("COMMIT");
+    return db_.exec("COMMIT");
   }
 
   static core::VariantHints hints_for_row(const std::string& project, const std::string& version,
@@ -815,9 +684,9 @@ class SqliteCatalog final : public Catalog {
   Status forget_damage_locked(const std::vector<std::string>& sha256s) {
     for (const auto& sha : sha256s) {
       Stmt s(db_, "DELETE FROM damaged_blobs WHERE sha256 = ?");
-      if (!s.valid()) return sqlite_error(db_, "prepare damage removal");
+      if (!s.valid()) return db_.error("prepare damage removal");
       s.bind(1, sha);
-      if (s.step() != SQLITE_DONE) return sqlite_error(db_, "forget damaged blob");
+      if (s.step() != SQLITE_DONE) return db_.error("forget damaged blob");
     }
     return ok_status();
   }
@@ -827,12 +696,12 @@ class SqliteCatalog final : public Catalog {
                             " FROM files f JOIN projects p ON p.id = f.project_id"
                             " WHERE f.filename = ?";
     Stmt s(db_, sql.c_str());
-    if (!s.valid()) return sqlite_error(db_, "prepare file lookup");
+    if (!s.valid()) return db_.error("prepare file lookup");
     s.bind(1, filename);
     const int rc = s.step();
     if (rc == SQLITE_ROW) return std::optional<core::FileRecord>(read_file_row(s));
     if (rc == SQLITE_DONE) return std::optional<core::FileRecord>();
-    return sqlite_error(db_, "file lookup");
+    return db_.error("file lookup");
   }
 
   /// The live file whose name is `filename` after normalization (core::canonical_file_key).
@@ -845,12 +714,12 @@ class SqliteCatalog final : public Catalog {
                             " WHERE f.canonical = ?"
                             " ORDER BY f.sha256 = ? DESC, f.filename = ? DESC, f.id LIMIT 1";
     Stmt s(db_, sql.c_str());
-    if (!s.valid()) return sqlite_error(db_, "prepare file lookup");
+    if (!s.valid()) return db_.error("prepare file lookup");
     s.bind(1, core::canonical_file_key(filename)).bind(2, sha256).bind(3, filename);
     const int rc = s.step();
     if (rc == SQLITE_ROW) return std::optional<core::FileRecord>(read_file_row(s));
     if (rc == SQLITE_DONE) return std::optional<core::FileRecord>();
-    return sqlite_error(db_, "file lookup");
+    return db_.error("file lookup");
   }
 
   /// The deleted file whose name is `filename` after normalization, if any.
@@ -858,13 +727,13 @@ class SqliteCatalog final : public Catalog {
     Stmt s(db_,
            "SELECT filename, project, sha256 FROM deleted_files WHERE canonical = ?"
            " ORDER BY filename = ? DESC, deleted_at LIMIT 1");
-    if (!s.valid()) return sqlite_error(db_, "prepare reserved-name lookup");
+    if (!s.valid()) return db_.error("prepare reserved-name lookup");
     s.bind(1, core::canonical_file_key(filename)).bind(2, filename);
     const int rc = s.step();
     if (rc == SQLITE_ROW)
       return std::optional<DeletedFile>(DeletedFile{s.text(0), s.text(1), s.text(2)});
     if (rc == SQLITE_DONE) return std::optional<DeletedFile>();
-    return sqlite_error(db_, "reserved-name lookup");
+    return db_.error("reserved-name lookup");
   }
 
   Result<Inserted> insert_file_locked(const NewFile& nf, const std::function<Status()>& publish) {
@@ -900,10 +769,10 @@ class SqliteCatalog final : public Catalog {
       Stmt up(db_,
               "INSERT INTO projects (name, display_name, created_at, claimed_by, owner_token_id)"
               " VALUES (?, ?, ?, ?, ?)");
-      if (!up.valid()) return sqlite_error(db_, "prepare project insert");
+      if (!up.valid()) return db_.error("prepare project insert");
       up.bind(1, f.project).bind(2, nf.display_name).bind(3, f.upload_time);
       bind_claim(up, 4, core::claim_for(nf.uploader));
-      if (up.step() != SQLITE_DONE) return sqlite_error(db_, "insert project");
+      if (up.step() != SQLITE_DONE) return db_.error("insert project");
     } else if (decision == core::ClaimDecision::claim) {
       if (auto st = write_claim_locked(f.project, core::claim_for(nf.uploader)); !st) {
         return st.error();
@@ -923,7 +792,7 @@ class SqliteCatalog final : public Catalog {
              " canonical)"
              " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
              " ? FROM projects WHERE name = ?");
-    if (!ins.valid()) return sqlite_error(db_, "prepare file insert");
+    if (!ins.valid()) return db_.error("prepare file insert");
     ins.bind(1, f.filename)
         .bind(2, f.version)
         .bind(3, f.kind == core::DistKind::sdist ? "sdist" : "wheel")
@@ -940,20 +809,20 @@ class SqliteCatalog final : public Catalog {
         .bind(14, requires_dist);
     bind_hints(ins, 15, f.hints);
     ins.bind(24, kHintsVersion).bind(25, core::canonical_file_key(f.filename)).bind(26, f.project);
-    if (ins.step() != SQLITE_DONE) return sqlite_error(db_, "insert file");
+    if (ins.step() != SQLITE_DONE) return db_.error("insert file");
     core::FileRecord stored = f;
-    stored.id = sqlite3_last_insert_rowid(db_);
+    stored.id = db_.last_insert_rowid();
     return std::pair{InsertOutcome::inserted, std::move(stored)};
   }
 
   /// A project's claim; nullopt when the project does not exist.
   Result<std::optional<core::ProjectClaim>> project_claim_locked(std::string_view project) {
     Stmt s(db_, "SELECT claimed_by, owner_token_id FROM projects WHERE name = ?");
-    if (!s.valid()) return sqlite_error(db_, "prepare claim lookup");
+    if (!s.valid()) return db_.error("prepare claim lookup");
     s.bind(1, project);
     const int rc = s.step();
     if (rc == SQLITE_DONE) return std::optional<core::ProjectClaim>();
-    if (rc != SQLITE_ROW) return sqlite_error(db_, "claim lookup");
+    if (rc != SQLITE_ROW) return db_.error("claim lookup");
     return std::optional<core::ProjectClaim>(read_claim(s, 0));
   }
 
@@ -980,10 +849,10 @@ class SqliteCatalog final : public Catalog {
 
   Status write_claim_locked(std::string_view project, const core::ProjectClaim& claim) {
     Stmt s(db_, "UPDATE projects SET claimed_by = ?, owner_token_id = ? WHERE name = ?");
-    if (!s.valid()) return sqlite_error(db_, "prepare claim update");
+    if (!s.valid()) return db_.error("prepare claim update");
     bind_claim(s, 1, claim);
     s.bind(3, project);
-    if (s.step() != SQLITE_DONE) return sqlite_error(db_, "claim update");
+    if (s.step() != SQLITE_DONE) return db_.error("claim update");
     return ok_status();
   }
 
@@ -996,7 +865,7 @@ class SqliteCatalog final : public Catalog {
     }
     if (claim.kind == core::ClaimKind::token) {
       Stmt t(db_, "SELECT 1 FROM tokens WHERE id = ? AND revoked_at IS NULL");
-      if (!t.valid()) return sqlite_error(db_, "prepare token lookup");
+      if (!t.valid()) return db_.error("prepare token lookup");
       t.bind(1, claim.token_id);
       if (t.step() != SQLITE_ROW) {
         return make_error(Errc::not_found,
@@ -1018,7 +887,7 @@ class SqliteCatalog final : public Catalog {
                             " FROM files f JOIN projects p ON p.id = f.project_id"
                             " WHERE p.name = ? ORDER BY f.filename";
     Stmt s(db_, sql.c_str());
-    if (!s.valid()) return sqlite_error(db_, "prepare yank");
+    if (!s.valid()) return db_.error("prepare yank");
     s.bind(1, project);
     std::vector<std::pair<std::int64_t, std::string>> matched;
     int rc = 0;
@@ -1034,7 +903,7 @@ class SqliteCatalog final : public Catalog {
       }
       matched.emplace_back(f.id, f.filename);
     }
-    if (rc != SQLITE_DONE) return sqlite_error(db_, "yank lookup");
+    if (rc != SQLITE_DONE) return db_.error("yank lookup");
     if (matched.empty()) {
       return make_error(Errc::not_found,
                         "no matching file in project '" + std::string(project) + "'");
@@ -1043,7 +912,7 @@ class SqliteCatalog final : public Catalog {
     for (const auto& [id, name] : matched) {
       Stmt u(db_, "UPDATE files SET yanked = ?, yanked_reason = ? WHERE id = ?");
       u.bind(1, static_cast<std::int64_t>(reason ? 1 : 0)).bind(2, reason).bind(3, id);
-      if (u.step() != SQLITE_DONE) return sqlite_error(db_, "yank");
+      if (u.step() != SQLITE_DONE) return db_.error("yank");
       names.push_back(name);
     }
     return names;
@@ -1051,7 +920,7 @@ class SqliteCatalog final : public Catalog {
 
   Result<std::uint64_t> generation_locked() {
     Stmt s(db_, "SELECT generation FROM meta WHERE id = 1");
-    if (!s.valid() || s.step() != SQLITE_ROW) return sqlite_error(db_, "read generation");
+    if (!s.valid() || s.step() != SQLITE_ROW) return db_.error("read generation");
     return static_cast<std::uint64_t>(s.i64(0));
   }
 
@@ -1065,14 +934,14 @@ class SqliteCatalog final : public Catalog {
             " FROM projects p LEFT JOIN files f ON f.project_id = p.id") +
         (only ? " WHERE p.name = ?" : "") + " GROUP BY p.id ORDER BY p.name";
     Stmt s(db_, sql.c_str());
-    if (!s.valid()) return sqlite_error(db_, "prepare project list");
+    if (!s.valid()) return db_.error("prepare project list");
     if (only) s.bind(1, *only);
     std::vector<core::ProjectRecord> out;
     int rc = 0;
     while ((rc = s.step()) == SQLITE_ROW) {
       out.push_back(core::ProjectRecord{s.text(0), s.text(1), s.i64(2), read_claim(s, 3)});
     }
-    if (rc != SQLITE_DONE) return sqlite_error(db_, "list projects");
+    if (rc != SQLITE_DONE) return db_.error("list projects");
     return out;
   }
 
@@ -1089,18 +958,18 @@ class SqliteCatalog final : public Catalog {
                               " FROM files f JOIN projects p ON p.id = f.project_id" +
                               (only ? " WHERE p.name = ?" : "") + " ORDER BY p.name, f.filename";
       Stmt s(db_, sql.c_str());
-      if (!s.valid()) return sqlite_error(db_, "prepare file list");
+      if (!s.valid()) return db_.error("prepare file list");
       if (only) s.bind(1, *only);
       int rc = 0;
       while ((rc = s.step()) == SQLITE_ROW) c.files.push_back(read_file_row(s));
-      if (rc != SQLITE_DONE) return sqlite_error(db_, "list files");
+      if (rc != SQLITE_DONE) return db_.error("list files");
     }
     {
       Stmt s(db_, (std::string("SELECT ") + kTokenColumns + " FROM tokens ORDER BY id").c_str());
-      if (!s.valid()) return sqlite_error(db_, "prepare token list");
+      if (!s.valid()) return db_.error("prepare token list");
       int rc = 0;
       while ((rc = s.step()) == SQLITE_ROW) c.tokens.push_back(read_token_row(s));
-      if (rc != SQLITE_DONE) return sqlite_error(db_, "list tokens");
+      if (rc != SQLITE_DONE) return db_.error("list tokens");
     }
     return c;
   }
@@ -1109,7 +978,7 @@ class SqliteCatalog final : public Catalog {
     Stmt s(db_,
            "SELECT filename, sha256, size, metadata_sha256, metadata_size FROM files"
            " ORDER BY filename");
-    if (!s.valid()) return sqlite_error(db_, "prepare blob references");
+    if (!s.valid()) return db_.error("prepare blob references");
     std::vector<BlobRef> refs;
     int rc = 0;
     while ((rc = s.step()) == SQLITE_ROW) {
@@ -1119,36 +988,33 @@ class SqliteCatalog final : public Catalog {
       refs.push_back(
           BlobRef{s.text(3), BlobRole::metadata, filename, static_cast<std::uint64_t>(s.i64(4))});
     }
-    if (rc != SQLITE_DONE) return sqlite_error(db_, "list blob references");
+    if (rc != SQLITE_DONE) return db_.error("list blob references");
     return refs;
   }
 
   // Copies every page in one step inside one read transaction: in WAL mode writers in other
   // processes go on, and the copy is the database as of the transaction's first read.
-  Status backup_into(sqlite3* out, const std::filesystem::path& dest) {
+  Status backup_into(const Db& out, const std::filesystem::path& dest) {
     std::lock_guard lock(mu_);
-    if (auto st = exec("BEGIN"); !st) return st;
+    if (auto st = db_.exec("BEGIN"); !st) return st;
     if (auto gen = generation_locked(); !gen) {
-      (void)exec("ROLLBACK");
+      (void)db_.exec("ROLLBACK");
       return gen.error();
     }
-    sqlite3_backup* backup = sqlite3_backup_init(out, "main", db_, "main");
+    sqlite3_backup* backup = sqlite3_backup_init(out.get(), "main", db_.get(), "main");
     if (backup == nullptr) {
-      (void)exec("ROLLBACK");
-      return sqlite_error(out, "back up into " + dest.string());
+      (void)db_.exec("ROLLBACK");
+      return out.error("back up into " + dest.string());
     }
     const int rc = sqlite3_backup_step(backup, -1);
     sqlite3_backup_finish(backup);
-    (void)exec("COMMIT");
-    if (rc != SQLITE_DONE) {
-      const Errc code = (rc == SQLITE_FULL) ? Errc::storage_full : Errc::io;
-      return make_error(code, "back up into " + dest.string() + ": " + sqlite3_errstr(rc));
-    }
+    (void)db_.exec("COMMIT");
+    if (rc != SQLITE_DONE) return out.error(rc, "back up into " + dest.string());
     return ok_status();
   }
 
   std::mutex mu_;
-  sqlite3* db_;
+  Db db_;
 };
 
 }  // namespace
@@ -1173,17 +1039,9 @@ std::optional<Scope> parse_scope(std::string_view name) {
 }
 
 Result<std::unique_ptr<Catalog>> open_sqlite_catalog(const std::filesystem::path& db_path) {
-  sqlite3* db = nullptr;
-  const int rc =
-      sqlite3_open_v2(db_path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    Error e = make_error(
-        Errc::io, "open " + db_path.string() + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
-    sqlite3_close_v2(db);
-    return e;
-  }
-  auto catalog = std::make_unique<SqliteCatalog>(db);
+  auto db = Db::open(db_path, sqlite::OpenMode::create);
+  if (!db) return db.error();
+  auto catalog = std::make_unique<SqliteCatalog>(std::move(*db));
   if (auto st = catalog->init(); !st) return st.error();
   return std::unique_ptr<Catalog>(std::move(catalog));
 }

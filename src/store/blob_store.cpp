@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 
@@ -23,49 +24,42 @@ Error store_error(const fs::path& data_dir, Error error) {
   return error;
 }
 
-TempFile::TempFile(fs::path path, UniqueFd fd, fs::path data_dir)
-    : path_(std::move(path)),
+namespace {
+
+constexpr std::string_view kBlobsDir = "blobs";
+
+/// The layout in one place: `<blobs dir>/<aa>/<bb>/<sha256>`, as a plain string (the serving
+/// path builds it per request without std::filesystem).
+std::string blob_file_under(const std::string& blobs_dir, std::string_view sha256) {
+  std::string out;
+  out.reserve(blobs_dir.size() + sha256.size() + 8);
+  out += blobs_dir;
+  if (!out.empty() && out.back() != '/') out.push_back('/');
+  out.append(sha256.substr(0, 2));
+  out.push_back('/');
+  out.append(sha256.substr(2, 2));
+  out.push_back('/');
+  out.append(sha256);
+  return out;
+}
+
+}  // namespace
+
+fs::path blob_path_in(const fs::path& data_dir, std::string_view sha256) {
+  return blob_file_under((data_dir / kBlobsDir).native(), sha256);
+}
+
+std::vector<fs::path> blob_dirs_in(const fs::path& data_dir, std::string_view sha256) {
+  const fs::path blob = blob_path_in(data_dir, sha256);
+  const fs::path bb = blob.parent_path();
+  const fs::path aa = bb.parent_path();
+  return {bb, aa, aa.parent_path()};
+}
+
+TempFile::TempFile(AtomicFile file, fs::path data_dir)
+    : file_(std::move(file)),
       data_dir_(std::move(data_dir)),
-      fd_(std::move(fd)),
       hasher_(std::make_unique<crypto::Hasher>(crypto::Algorithm::sha256)) {}
-
-TempFile::TempFile(TempFile&& o) noexcept
-    : path_(std::move(o.path_)),
-      data_dir_(std::move(o.data_dir_)),
-      fd_(std::move(o.fd_)),
-      hasher_(std::move(o.hasher_)),
-      size_(o.size_),
-      sha256_(std::move(o.sha256_)),
-      finished_(o.finished_) {
-  o.path_.clear();
-}
-
-TempFile& TempFile::operator=(TempFile&& o) noexcept {
-  if (this != &o) {
-    discard();
-    path_ = std::move(o.path_);
-    o.path_.clear();
-    data_dir_ = std::move(o.data_dir_);
-    fd_ = std::move(o.fd_);
-    hasher_ = std::move(o.hasher_);
-    size_ = o.size_;
-    sha256_ = std::move(o.sha256_);
-    finished_ = o.finished_;
-  }
-  return *this;
-}
-
-TempFile::~TempFile() {
-  discard();
-}
-
-void TempFile::discard() {
-  fd_.reset();
-  if (!path_.empty()) {
-    ::unlink(path_.c_str());
-    path_.clear();
-  }
-}
 
 Status TempFile::write(const void* data, std::size_t size) {
   if (auto st = write_unhashed(data, size); !st) return st;
@@ -74,17 +68,8 @@ Status TempFile::write(const void* data, std::size_t size) {
 }
 
 Status TempFile::write_unhashed(const void* data, std::size_t size) {
-  if (finished_ || !fd_.valid()) return make_error(Errc::internal, "write after finish");
-  const auto* p = static_cast<const char*>(data);
-  for (std::size_t left = size; left > 0;) {
-    const ssize_t n = ::write(fd_.get(), p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return store_error(data_dir_, errno_error(errno, "write " + path_.string()));
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  if (finished_) return make_error(Errc::internal, "write after finish");
+  if (auto st = file_.write(data, size); !st) return store_error(data_dir_, st.error());
   size_ += size;
   return ok_status();
 }
@@ -95,8 +80,8 @@ void TempFile::hash(const void* data, std::size_t size) {
 
 Status TempFile::finish(Sync sync) {
   if (finished_) return ok_status();
-  if (sync == Sync::now && ::fsync(fd_.get()) != 0) {
-    return store_error(data_dir_, errno_error(errno, "fsync " + path_.string()));
+  if (sync == Sync::now) {
+    if (auto st = file_.sync(); !st) return store_error(data_dir_, st.error());
   }
   sha256_ = hasher_->finish_hex();
   finished_ = true;
@@ -104,7 +89,7 @@ Status TempFile::finish(Sync sync) {
 }
 
 Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
-  const fs::path blobs = data_dir / "blobs";
+  const fs::path blobs = data_dir / kBlobsDir;
   const fs::path tmp = data_dir / "tmp";
   std::error_code ec;
   fs::create_directories(blobs, ec);
@@ -114,6 +99,7 @@ Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
   // Several processes may share a data directory (the server and `wheelforge ingest`), so
   // each writes its temp files into a session directory of its own, guarded by an flock on
   // its lock file. A session directory whose lock can be taken belongs to a dead process.
+  std::size_t removed = 0;
   for (const auto& entry : fs::directory_iterator(tmp, ec)) {
     const fs::path lock_path = entry.path() / ".lock";
     if (entry.is_directory()) {
@@ -121,7 +107,7 @@ Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
       if (lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // alive
     }
     std::error_code rm_ec;
-    fs::remove_all(entry.path(), rm_ec);
+    if (fs::remove_all(entry.path(), rm_ec) > 0) ++removed;
   }
   std::string session_tmpl = (tmp / "s-XXXXXX").string();
   if (::mkdtemp(session_tmpl.data()) == nullptr) {
@@ -132,7 +118,8 @@ Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
   if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     return store_error(data_dir, errno_error(errno, "lock " + session.string()));
   }
-  return std::unique_ptr<BlobStore>(new BlobStore(data_dir, blobs, session, std::move(lock)));
+  return std::unique_ptr<BlobStore>(
+      new BlobStore(data_dir, blobs, session, std::move(lock), removed));
 }
 
 BlobStore::~BlobStore() {
@@ -141,12 +128,9 @@ BlobStore::~BlobStore() {
 }
 
 Result<TempFile> BlobStore::create_temp() const {
-  std::string tmpl = (tmp_dir_ / "upload-XXXXXX").string();
-  UniqueFd fd(::mkostemp(tmpl.data(), O_CLOEXEC));
-  if (!fd.valid()) {
-    return store_error(data_dir_, errno_error(errno, "create temp file in " + tmp_dir_.string()));
-  }
-  return TempFile(fs::path(tmpl), std::move(fd), data_dir_);
+  auto file = AtomicFile::create(tmp_dir_, "upload-");
+  if (!file) return store_error(data_dir_, file.error());
+  return TempFile(std::move(*file), data_dir_);
 }
 
 fs::path BlobStore::blob_path(std::string_view sha256) const {
@@ -154,17 +138,7 @@ fs::path BlobStore::blob_path(std::string_view sha256) const {
 }
 
 std::string BlobStore::blob_file(std::string_view sha256) const {
-  const std::string& dir = blobs_dir_.native();
-  std::string out;
-  out.reserve(dir.size() + sha256.size() + 8);
-  out += dir;
-  if (!out.empty() && out.back() != '/') out.push_back('/');
-  out.append(sha256.substr(0, 2));
-  out.push_back('/');
-  out.append(sha256.substr(2, 2));
-  out.push_back('/');
-  out.append(sha256);
-  return out;
+  return blob_file_under(blobs_dir_.native(), sha256);
 }
 
 bool BlobStore::contains(std::string_view sha256) const {
@@ -179,25 +153,66 @@ Result<fs::path> BlobStore::commit(TempFile temp, Sync sync) const {
   std::error_code ec;
   fs::create_directories(dest.parent_path(), ec);
   if (ec) return fail(errno_error(ec.value(), "create " + dest.parent_path().string()));
-  if (::fchmod(temp.fd_.get(), 0444) != 0) {
-    return fail(errno_error(errno, "chmod " + temp.path_.string()));
-  }
-  temp.fd_.reset();
-  struct stat st {};
-  const bool existed = ::lstat(dest.c_str(), &st) == 0;
-  // rename() replaces an existing blob atomically; its bytes are identical by construction.
-  if (::rename(temp.path_.c_str(), dest.c_str()) != 0) {
-    return fail(errno_error(errno, "publish blob " + temp.sha256()));
-  }
-  temp.path_.clear();
-  if (sync == Sync::now) {
-    if (auto synced = fsync_dir(dest.parent_path()); !synced) {
-      // The caller records nothing after a failure: a blob that is new here goes again.
-      if (!existed) ::unlink(dest.c_str());
-      return fail(synced.error());
-    }
-  }
+  if (auto st = temp.file_.set_mode(0444); !st) return fail(st.error());
+  // The rename replaces an existing blob atomically: its bytes are identical by construction.
+  // When the directory cannot be synced, a blob that is new here goes again: the caller
+  // records nothing after a failure.
+  const Durability durability = sync == Sync::now ? Durability::now : Durability::deferred;
+  if (auto st = temp.file_.commit(dest, durability); !st) return fail(st.error());
   return dest;
+}
+
+Result<BlobListing> BlobStore::list() const {
+  BlobListing listing;
+  std::error_code ec;
+  auto it = fs::recursive_directory_iterator(blobs_dir_, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;  // removed meanwhile
+      return errno_error(errno, "stat " + p.string());
+    }
+    if (S_ISDIR(st.st_mode)) continue;
+    const std::string name = p.filename().string();
+    if (!S_ISREG(st.st_mode) || !is_sha256_hex(name) || blob_path(name) != p) {
+      listing.unexpected.push_back(p);
+      continue;
+    }
+    listing.blobs.push_back(StoredBlob{name, p, st.st_dev, st.st_ino,
+                                       static_cast<std::uint64_t>(st.st_size),
+                                       std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)});
+  }
+  if (ec) return errno_error(ec.value(), "list " + blobs_dir_.string());
+  return listing;
+}
+
+Result<TakeOut> BlobStore::take_out(std::string_view sha256, dev_t dev, ino_t ino,
+                                    const fs::path& to) const {
+  if (!is_sha256_hex(sha256)) return make_error(Errc::internal, "take-out of a malformed sha256");
+  const fs::path from = blob_path(sha256);
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    if (errno == ENOENT) return TakeOut::vanished;
+    return errno_error(errno, "move " + from.string() + " to " + to.string());
+  }
+  struct stat st {};
+  if (::lstat(to.c_str(), &st) != 0) return errno_error(errno, "stat " + to.string());
+  if (st.st_dev != dev || st.st_ino != ino) {
+    if (::rename(to.c_str(), from.c_str()) != 0) {
+      return errno_error(errno, "put back " + from.string());
+    }
+    return TakeOut::replaced;
+  }
+  return TakeOut::moved;
+}
+
+Result<bool> BlobStore::remove_unless_replaced(const StoredBlob& blob) const {
+  const fs::path aside = tmp_dir_ / ("gc-" + blob.sha256);
+  auto taken = take_out(blob.sha256, blob.dev, blob.ino, aside);
+  if (!taken) return taken.error();
+  if (*taken != TakeOut::moved) return false;
+  if (::unlink(aside.c_str()) != 0) return errno_error(errno, "remove " + aside.string());
+  return true;
 }
 
 Result<std::string> BlobStore::put(std::string_view bytes, Sync sync) const {

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "wheelforge/util/atomic_file.hpp"
+
 namespace wf {
 
 Errc errno_code(int err) {
@@ -67,23 +69,18 @@ Status fsync_dir(const std::filesystem::path& dir) {
   return ok_status();
 }
 
+Status fsync_file(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() || ::fsync(fd.get()) != 0) return errno_error(errno, "fsync " + path.string());
+  return ok_status();
+}
+
 Status write_file_atomic(const std::filesystem::path& dest, std::string_view bytes) {
-  std::error_code ec;
-  std::filesystem::create_directories(dest.parent_path(), ec);
-  if (ec) return errno_error(ec.value(), "create " + dest.parent_path().string());
-  std::string tmpl = (dest.parent_path() / ".tmp-XXXXXX").string();
-  UniqueFd fd(::mkostemp(tmpl.data(), O_CLOEXEC));
-  if (!fd.valid()) return errno_error(errno, "create temp file in " + dest.parent_path().string());
-  const auto fail = [&](Error e) {
-    ::unlink(tmpl.c_str());
-    return e;
-  };
-  if (auto st = write_all(fd.get(), bytes.data(), bytes.size()); !st) return fail(st.error());
-  if (::fchmod(fd.get(), 0644) != 0) return fail(errno_error(errno, "chmod"));
-  if (::fsync(fd.get()) != 0) return fail(errno_error(errno, "fsync"));
-  fd.reset();
-  if (::rename(tmpl.c_str(), dest.c_str()) != 0) return fail(errno_error(errno, "rename"));
-  return fsync_dir(dest.parent_path());
+  auto file = AtomicFile::create_for(dest);
+  if (!file) return file.error();
+  if (auto st = file->write(bytes); !st) return st;
+  if (auto st = file->set_mode(0644); !st) return st;
+  return file->commit(dest);
 }
 
 Result<std::string> read_small_file(const std::filesystem::path& path, std::uint64_t max_bytes) {

@@ -3,6 +3,9 @@
 //   blobs/<aa>/<bb>/<sha256>   published blobs (read-only once renamed into place)
 //   tmp/s-XXXXXX/              this process's files being written (flock'ed session dir);
 //                              sessions of dead processes are removed when a store opens
+// The store owns this layout: other modules get blob paths from blob_path() (or
+// blob_path_in() for a data directory being written, a backup), walk the blobs with list()
+// and move them with take_out() and remove_unless_replaced().
 // Publishing is crash-safe: data goes to a temp file in tmp/ (same filesystem), is fsynced,
 // renamed into blobs/, and the directory is fsynced. A blob only becomes visible complete.
 // Batch writers defer those syncs (Sync::deferred) and make a whole batch durable with one
@@ -13,13 +16,18 @@
 // this process may not write the data directory (read-only filesystem, permissions), with a
 // message naming the directory; io for any other fault (EIO above all).
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/util/atomic_file.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -32,6 +40,40 @@ class BlobStore;
 /// do; other errors are returned as they are.
 [[nodiscard]] Error store_error(const std::filesystem::path& data_dir, Error error);
 
+/// Where the blob with this hash lives in the data directory `data_dir`:
+/// `data_dir/blobs/<aa>/<bb>/<sha256>`. For a data directory that is not open as a store (a
+/// backup being written); an open store answers BlobStore::blob_path().
+[[nodiscard]] std::filesystem::path blob_path_in(const std::filesystem::path& data_dir,
+                                                 std::string_view sha256);
+/// The directories that blob_path_in(data_dir, sha256) lies in, deepest first, up to and
+/// including `data_dir/blobs`: what must be fsynced for a new blob's name to be durable.
+[[nodiscard]] std::vector<std::filesystem::path> blob_dirs_in(const std::filesystem::path& data_dir,
+                                                              std::string_view sha256);
+
+/// A blob found by BlobStore::list().
+struct StoredBlob {
+  std::string sha256;
+  std::filesystem::path path;
+  dev_t dev = 0;  ///< with `ino`: the file that was listed, to notice a replacement
+  ino_t ino = 0;
+  std::uint64_t size = 0;
+  std::time_t changed = 0;  ///< the later of mtime and ctime
+};
+
+struct BlobListing {
+  std::vector<StoredBlob> blobs;
+  /// Other files under blobs/ (not regular files, names that are not a sha256, or not at the
+  /// path their name gives): never blobs, left alone.
+  std::vector<std::filesystem::path> unexpected;
+};
+
+/// What BlobStore::take_out() did.
+enum class TakeOut {
+  moved,     ///< the blob is at the destination
+  vanished,  ///< there was no blob (removed meanwhile)
+  replaced,  ///< the blob is another file than the one named (published again): left in place
+};
+
 /// When a write is made durable.
 enum class Sync {
   now,       ///< before the call returns (fsync of the file or of its directory)
@@ -43,11 +85,11 @@ enum class Sync {
 /// nothing behind.
 class TempFile {
  public:
-  TempFile(TempFile&&) noexcept;
-  TempFile& operator=(TempFile&&) noexcept;
+  TempFile(TempFile&&) noexcept = default;
+  TempFile& operator=(TempFile&&) noexcept = default;
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
-  ~TempFile();
+  ~TempFile() = default;
 
   /// Appends bytes. Fails with storage_full on ENOSPC/EDQUOT, unavailable when the data
   /// directory is not writable, io otherwise.
@@ -65,16 +107,14 @@ class TempFile {
   [[nodiscard]] std::uint64_t size() const { return size_; }
   /// Lower-case hex sha256 of everything written; valid after finish().
   [[nodiscard]] const std::string& sha256() const { return sha256_; }
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] const std::filesystem::path& path() const { return file_.temp_path(); }
 
  private:
   friend class BlobStore;
-  TempFile(std::filesystem::path path, UniqueFd fd, std::filesystem::path data_dir);
-  void discard();
+  TempFile(AtomicFile file, std::filesystem::path data_dir);
 
-  std::filesystem::path path_;
+  AtomicFile file_;                 ///< removed on destruction unless committed
   std::filesystem::path data_dir_;  ///< for error messages
-  UniqueFd fd_;
   std::unique_ptr<crypto::Hasher> hasher_;
   std::uint64_t size_ = 0;
   std::string sha256_;
@@ -109,6 +149,23 @@ class BlobStore {
   /// which also writes back other dirty files of that filesystem. Fails with io.
   [[nodiscard]] Status flush() const;
 
+  /// Every blob under blobs/ with what stat(2) says of it, and every other file there.
+  /// Files removed while listing are left out. Fails with io when blobs/ cannot be read.
+  [[nodiscard]] Result<BlobListing> list() const;
+
+  /// Moves the blob `sha256` out of blobs/ to `to` (a path on the same filesystem), unless it
+  /// is no longer the file (dev, ino) the caller looked at. A blob is replaced only by
+  /// publishing the same bytes again (a commit renames a new file over it, and a catalog row
+  /// may reference it from then on): the move, then a look at what was moved, makes that
+  /// visible, and a replacement is put back at once, so a blob that just became referenced
+  /// is never lost. Fails with io (naming the move, the stat or the put-back).
+  [[nodiscard]] Result<TakeOut> take_out(std::string_view sha256, dev_t dev, ino_t ino,
+                                         const std::filesystem::path& to) const;
+  /// Removes a listed blob unless it has been replaced since (take_out() into this process's
+  /// temp session, then unlink). True when it was removed; false when it was gone already or
+  /// replaced.
+  [[nodiscard]] Result<bool> remove_unless_replaced(const StoredBlob& blob) const;
+
   /// Where the blob with this hash lives (whether or not it exists).
   [[nodiscard]] std::filesystem::path blob_path(std::string_view sha256) const;
   /// The same path as a plain string, built without std::filesystem (for the serving path).
@@ -117,6 +174,9 @@ class BlobStore {
 
   /// This process's temp session directory (inside DATA_DIR/tmp/).
   [[nodiscard]] const std::filesystem::path& tmp_dir() const { return tmp_dir_; }
+  /// How many entries of DATA_DIR/tmp/ open() removed: sessions of dead processes (and loose
+  /// files, which no process writes).
+  [[nodiscard]] std::size_t stale_temps_removed() const { return stale_temps_removed_; }
   [[nodiscard]] const std::filesystem::path& blobs_dir() const { return blobs_dir_; }
   [[nodiscard]] const std::filesystem::path& data_dir() const { return data_dir_; }
 
@@ -127,16 +187,18 @@ class BlobStore {
 
  private:
   BlobStore(std::filesystem::path data_dir, std::filesystem::path blobs, std::filesystem::path tmp,
-            UniqueFd lock)
+            UniqueFd lock, std::size_t stale_temps_removed)
       : data_dir_(std::move(data_dir)),
         blobs_dir_(std::move(blobs)),
         tmp_dir_(std::move(tmp)),
-        lock_(std::move(lock)) {}
+        lock_(std::move(lock)),
+        stale_temps_removed_(stale_temps_removed) {}
 
   std::filesystem::path data_dir_;
   std::filesystem::path blobs_dir_;
   std::filesystem::path tmp_dir_;
   UniqueFd lock_;
+  std::size_t stale_temps_removed_ = 0;
 };
 
 }  // namespace wf::store

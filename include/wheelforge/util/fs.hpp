@@ -23,8 +23,13 @@ namespace wf {
 /// fsync(2) on a directory so that a rename inside it is durable.
 [[nodiscard]] Status fsync_dir(const std::filesystem::path& dir);
 
-/// Writes bytes to `dest` atomically: temp file in the same directory, fsync, rename,
-/// fsync of the directory. Creates parent directories.
+/// fsync(2) on a file written by someone else (SQLite, a hard link): opens it read-only.
+/// Fails with "fsync <path>: <strerror>".
+[[nodiscard]] Status fsync_file(const std::filesystem::path& path);
+
+/// Writes bytes to `dest` (mode 0644) atomically through an AtomicFile (atomic_file.hpp): temp
+/// file in the same directory, fsync, rename, fsync of the directory. Creates parent
+/// directories.
 [[nodiscard]] Status write_file_atomic(const std::filesystem::path& dest, std::string_view bytes);
 
 /// Reads a whole (small) file. Fails with too_large above max_bytes.

@@ -1,11 +1,14 @@
 #include "wheelforge/store/blob_store.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "wheelforge/crypto/digest.hpp"
 
@@ -159,6 +162,148 @@ TEST_F(BlobStoreTest, AStoreThatMayNotBeWrittenNamesItsDataDirectory) {
   ASSERT_FALSE(temp);
   EXPECT_EQ(temp.error().code, Errc::io);
   EXPECT_NE(temp.error().message.find((*store)->tmp_dir().string()), std::string::npos);
+}
+
+TEST_F(BlobStoreTest, TheStoreOwnsTheBlobPathLayout) {
+  auto store = BlobStore::open(dir_);
+  ASSERT_TRUE(store);
+  const std::string sha = crypto::sha256_hex("layout");
+  const fs::path expected = dir_ / "blobs" / sha.substr(0, 2) / sha.substr(2, 2) / sha;
+  EXPECT_EQ((*store)->blob_path(sha), expected);
+  EXPECT_EQ((*store)->blob_file(sha), expected.string());
+  EXPECT_EQ((*store)->blobs_dir(), dir_ / "blobs");
+  // The same layout in a data directory that is not open as a store (a backup being written).
+  const fs::path other = dir_ / "backup";
+  const fs::path in_other = other / "blobs" / sha.substr(0, 2) / sha.substr(2, 2) / sha;
+  EXPECT_EQ(blob_path_in(other, sha), in_other);
+  EXPECT_EQ(blob_path_in(dir_, sha), expected);
+  EXPECT_EQ(blob_dirs_in(other, sha),
+            (std::vector<fs::path>{in_other.parent_path(), in_other.parent_path().parent_path(),
+                                   other / "blobs"}));
+  auto put = (*store)->put("layout");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(*put, sha);
+  EXPECT_TRUE(fs::is_regular_file(expected));
+}
+
+TEST_F(BlobStoreTest, ListFindsEveryBlobAndNamesEveryOtherFile) {
+  auto store = BlobStore::open(dir_);
+  ASSERT_TRUE(store);
+  EXPECT_TRUE((*store)->list()->blobs.empty());
+  auto a = (*store)->put("first blob");
+  auto b = (*store)->put("the second blob");
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  // Files that are not blobs: a stray name, a blob's name in the wrong place, a symlink.
+  fs::create_directories(dir_ / "blobs" / "zz");
+  std::ofstream(dir_ / "blobs" / "zz" / "stray") << "x";
+  const std::string c = crypto::sha256_hex("misplaced");
+  std::ofstream(dir_ / "blobs" / c) << "misplaced";
+  const std::string d = crypto::sha256_hex("linked");
+  fs::create_directories((*store)->blob_path(d).parent_path());
+  fs::create_symlink((*store)->blob_path(*a), (*store)->blob_path(d));
+
+  auto listing = (*store)->list();
+  ASSERT_TRUE(listing) << listing.error().message;
+  ASSERT_EQ(listing->blobs.size(), 2U);
+  std::vector<std::string> shas;
+  for (const auto& blob : listing->blobs) {
+    shas.push_back(blob.sha256);
+    EXPECT_EQ(blob.path, (*store)->blob_path(blob.sha256));
+    EXPECT_EQ(blob.size, fs::file_size(blob.path));
+    struct stat st {};
+    ASSERT_EQ(::stat(blob.path.c_str(), &st), 0);
+    EXPECT_EQ(blob.ino, st.st_ino);
+    EXPECT_EQ(blob.dev, st.st_dev);
+    EXPECT_GT(blob.changed, 0);
+  }
+  std::sort(shas.begin(), shas.end());
+  std::vector<std::string> want{*a, *b};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(shas, want);
+  std::vector<fs::path> unexpected = listing->unexpected;
+  std::sort(unexpected.begin(), unexpected.end());
+  std::vector<fs::path> want_unexpected{dir_ / "blobs" / c, (*store)->blob_path(d),
+                                        dir_ / "blobs" / "zz" / "stray"};
+  std::sort(want_unexpected.begin(), want_unexpected.end());
+  EXPECT_EQ(unexpected, want_unexpected);
+}
+
+TEST_F(BlobStoreTest, TakeOutMovesTheListedFileButNeverAReplacement) {
+  auto store = BlobStore::open(dir_);
+  ASSERT_TRUE(store);
+  auto sha = (*store)->put("take me");
+  ASSERT_TRUE(sha);
+  auto listed = (*store)->list();
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->blobs.size(), 1U);
+  const StoredBlob old = listed->blobs.front();
+
+  // Published again since it was listed (a new inode, as an upload's commit makes): stays.
+  auto again = (*store)->put("take me");
+  ASSERT_TRUE(again);
+  const fs::path aside = dir_ / "aside";
+  auto replaced = (*store)->take_out(*sha, old.dev, old.ino, aside);
+  ASSERT_TRUE(replaced) << replaced.error().message;
+  EXPECT_EQ(*replaced, TakeOut::replaced);
+  EXPECT_TRUE((*store)->contains(*sha));
+  EXPECT_FALSE(fs::exists(aside));
+  auto kept = (*store)->remove_unless_replaced(old);
+  ASSERT_TRUE(kept);
+  EXPECT_FALSE(*kept);
+  EXPECT_TRUE((*store)->contains(*sha));
+
+  // The file that is there now is moved.
+  auto current = (*store)->list();
+  ASSERT_TRUE(current);
+  const StoredBlob now = current->blobs.front();
+  auto moved = (*store)->take_out(*sha, now.dev, now.ino, aside);
+  ASSERT_TRUE(moved);
+  EXPECT_EQ(*moved, TakeOut::moved);
+  EXPECT_FALSE((*store)->contains(*sha));
+  std::ifstream in(aside);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "take me");
+  auto vanished = (*store)->take_out(*sha, now.dev, now.ino, dir_ / "aside2");
+  ASSERT_TRUE(vanished);
+  EXPECT_EQ(*vanished, TakeOut::vanished);
+  EXPECT_FALSE(fs::exists(dir_ / "aside2"));
+  EXPECT_FALSE((*store)->take_out("not-a-hash", now.dev, now.ino, aside));
+}
+
+TEST_F(BlobStoreTest, RemoveUnlessReplacedRemovesTheListedBlobAndLeavesNoTemp) {
+  auto store = BlobStore::open(dir_);
+  ASSERT_TRUE(store);
+  auto sha = (*store)->put("orphan");
+  ASSERT_TRUE(sha);
+  auto listed = (*store)->list();
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->blobs.size(), 1U);
+  auto removed = (*store)->remove_unless_replaced(listed->blobs.front());
+  ASSERT_TRUE(removed);
+  EXPECT_TRUE(*removed);
+  EXPECT_FALSE((*store)->contains(*sha));
+  EXPECT_EQ(count_files((*store)->blobs_dir()), 0U);
+  EXPECT_EQ(count_files((*store)->tmp_dir()), 1U);  // only the session lock
+  auto gone = (*store)->remove_unless_replaced(listed->blobs.front());
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(*gone);
+}
+
+TEST_F(BlobStoreTest, OpenCountsTheStaleTempsItRemoved) {
+  {
+    auto first = BlobStore::open(dir_);
+    ASSERT_TRUE(first);
+    EXPECT_EQ((*first)->stale_temps_removed(), 0U);
+  }  // a clean exit removes its own session
+  fs::create_directories(dir_ / "tmp" / "s-dead1");
+  fs::create_directories(dir_ / "tmp" / "s-dead2");
+  std::ofstream(dir_ / "tmp" / "s-dead2" / "upload-x") << "junk";
+  auto live = BlobStore::open(dir_);
+  ASSERT_TRUE(live);
+  EXPECT_EQ((*live)->stale_temps_removed(), 2U);
+  auto other = BlobStore::open(dir_);  // the live session is not stale
+  ASSERT_TRUE(other);
+  EXPECT_EQ((*other)->stale_temps_removed(), 0U);
 }
 
 TEST_F(BlobStoreTest, WithdrawUndoesAPublish) {
