@@ -7,6 +7,7 @@
 #include <climits>
 
 #include "wheelforge/core/name.hpp"
+#include "wheelforge/render/api.hpp"
 #include "wheelforge/render/builds.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -14,20 +15,11 @@
 namespace wf::http {
 namespace {
 
-std::string json_string_list(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ',';
-    out += json_quote(items[i]);
-  }
-  return out + "]";
-}
-
 Response json(int status, std::string body) {
   Response r;
   r.status = status;
   r.set("Content-Type", "application/json");
-  r.body = std::move(body) + "\n";
+  r.body = std::move(body);
   return r;
 }
 
@@ -63,8 +55,7 @@ Response yank(const Request& req, std::string_view body, catalog::Catalog& catal
   auto changed = catalog.set_yanked(core::normalize_name(*project), version, filename,
                                     undo ? std::nullopt : reason);
   if (!changed) return error_response(changed.error());
-  return json(200, std::string("{\"") + (undo ? "unyanked" : "yanked") +
-                       "\":" + json_string_list(*changed) + "}");
+  return json(200, render::render_file_names(undo ? "unyanked" : "yanked", *changed));
 }
 
 std::optional<std::int64_t> parse_id(std::string_view s) {
@@ -97,15 +88,7 @@ Response claim(const Request& req, std::string_view body, catalog::Catalog& cata
   if (!problems.empty()) return error_response(problems.to_error());
   auto updated = catalog.set_claim(core::normalize_name(name), wanted);
   if (!updated) return error_response(updated.error());
-  return json(200, "{\"project\":" + json_quote(updated->name) +
-                       ",\"claim\":" + json_quote(core::claim_text(updated->claim)) + "}");
-}
-
-Response method_not_allowed(const char* allow) {
-  Response r = error_response(make_error(Errc::invalid, "method not allowed"));
-  r.status = 405;
-  r.set("Allow", allow);
-  return r;
+  return json(200, render::render_claim(updated->name, core::claim_text(updated->claim)));
 }
 
 Response builds(const Request& req, std::string_view body, build::Runner& runner) {
@@ -213,12 +196,7 @@ Response handle_admin(const Request& req, std::string_view body, catalog::Catalo
     return builds(req, body, *runner);
   }
   if (seg.size() == 2 && (seg[1] == "yank" || seg[1] == "unyank")) {
-    if (req.method != Method::post) {
-      Response r = error_response(make_error(Errc::invalid, "method not allowed"));
-      r.status = 405;
-      r.set("Allow", "POST");
-      return r;
-    }
+    if (req.method != Method::post) return method_not_allowed("POST");
     return yank(req, body, catalog, seg[1] == "unyank");
   }
   if (seg.size() == 4 && seg[1] == "projects" && (seg[3] == "claim" || seg[3] == "release")) {
@@ -226,15 +204,11 @@ Response handle_admin(const Request& req, std::string_view body, catalog::Catalo
     return claim(req, body, catalog);
   }
   if (seg.size() == 3 && seg[1] == "files" && !seg[2].empty()) {
-    if (req.method != Method::del) {
-      Response r = error_response(make_error(Errc::invalid, "method not allowed"));
-      r.status = 405;
-      r.set("Allow", "DELETE");
-      return r;
-    }
+    if (req.method != Method::del) return method_not_allowed("DELETE");
     auto deleted = catalog.delete_file(seg[2]);
     if (!deleted) return error_response(deleted.error());
-    return json(200, "{\"deleted\":" + json_string_list({deleted->filename}) + "}");
+    const std::string names[] = {deleted->filename};
+    return json(200, render::render_file_names("deleted", names));
   }
   return error_response(make_error(Errc::not_found, "no such admin endpoint"));
 }

@@ -71,26 +71,6 @@ Result<std::pair<std::vector<std::string>, std::string>> parse_target(std::strin
   return std::pair{std::move(segments), std::move(query)};
 }
 
-std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (u < 0x20) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\u00";
-      out.push_back(kHex[u >> 4U]);
-      out.push_back(kHex[u & 0xFU]);
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
-  return out;
-}
-
 std::string damaged_message(std::string_view filename) {
   return sanitize_for_log(filename, 300) +
          " is damaged on this server (its stored copy failed an integrity check): the "
@@ -115,6 +95,14 @@ int status_for(Errc code) {
       return 410;
     case Errc::too_large:
       return 413;
+    case Errc::method_not_allowed:
+      return 405;
+    case Errc::uri_too_long:
+      return 414;
+    case Errc::range_not_satisfiable:
+      return 416;
+    case Errc::header_too_large:
+      return 431;
     case Errc::too_slow:
       return 408;
     case Errc::storage_full:
@@ -150,6 +138,21 @@ Response error_response(const Error& error) {
   if (error.code == Errc::unauthorized) r.set("WWW-Authenticate", "Basic realm=\"wheelforge\"");
   r.body = message + "\n";
   return r;
+}
+
+Response method_not_allowed(std::string_view allow) {
+  Response r = error_response(make_error(
+      Errc::method_not_allowed, "method not allowed: this address answers " + std::string(allow)));
+  r.set("Allow", std::string(allow));
+  return r;
+}
+
+Error body_too_large(std::string_view what, std::optional<std::uint64_t> size,
+                     std::uint64_t limit) {
+  std::string message(what);
+  if (size) message += " of " + std::to_string(*size) + " bytes";
+  message += " exceeds the limit of " + std::to_string(limit) + " bytes";
+  return make_error(Errc::too_large, std::move(message));
 }
 
 void append_access_line(std::string& out, std::uint64_t id, std::string_view method,

@@ -75,13 +75,19 @@ struct Response {
 /// sleep for whatever it is told.
 [[nodiscard]] Response error_response(const Error& error);
 
+/// The 405 answer: an error response with the `Allow` header naming the methods the address
+/// answers ("GET, HEAD").
+[[nodiscard]] Response method_not_allowed(std::string_view allow);
+
+/// The 413 for a request body above its limit, in the one wording every route uses:
+/// "<what> of N bytes exceeds the limit of M bytes", without "of N bytes" when the size is not
+/// known in advance (a chunked body that grew past the limit).
+[[nodiscard]] Error body_too_large(std::string_view what, std::optional<std::uint64_t> size,
+                                   std::uint64_t limit);
+
 /// The 503 message for a file whose stored copy is damaged (quarantined by `fsck --repair`,
 /// or gone): names the file and how it heals.
 [[nodiscard]] std::string damaged_message(std::string_view filename);
-
-/// A JSON string literal (quoted, with ", \ and control characters escaped) for the small
-/// JSON answers the HTTP layer writes itself.
-[[nodiscard]] std::string json_quote(std::string_view s);
 
 /// The HTTP status for an error code. The one place that maps the two.
 [[nodiscard]] int status_for(Errc code);

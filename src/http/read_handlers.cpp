@@ -295,9 +295,9 @@ Response file_response(const Request& req, std::string path, std::uint64_t size,
   const auto if_range = req.header("if-range");
   if (if_range.empty() || if_range == etag) range = parse_range(req.header("range"), size);
   if (range && !range->satisfiable) {
-    Response e = error_response(make_error(Errc::invalid, "requested range not satisfiable"));
-    e.status = 416;
-    e.reason.clear();
+    Response e = error_response(make_error(
+        Errc::range_not_satisfiable,
+        "requested range not satisfiable: the file has " + std::to_string(size) + " bytes"));
     e.set("Content-Range", "bytes */" + std::to_string(size));
     return e;
   }

@@ -43,6 +43,7 @@
 #include "upload_handler.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/core/filename.hpp"
+#include "wheelforge/render/api.hpp"
 #include "wheelforge/snapshot/snapshot.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -554,11 +555,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       }
       // Malformed framing (two lengths, Content-Length with chunked, bad chunk sizes, header
       // too large): answer 400/431 and close, never guess.
-      Response r = error_response(make_error(Errc::invalid, "malformed request: " + ec.message()));
-      if (ec == bhttp::error::header_limit) {
-        r.status = 431;
-        r.reason = "Request Header Fields Too Large";
-      }
+      Response r = error_response(
+          ec == bhttp::error::header_limit
+              ? make_error(Errc::header_too_large,
+                           "request header fields too large: the limit is " +
+                               std::to_string(srv_.config.max_header_bytes) + " bytes")
+              : make_error(Errc::invalid, "malformed request: " + ec.message()));
       r.close = true;
       started_ = std::chrono::steady_clock::now();
       id_ = srv_.next_request_id.fetch_add(1, std::memory_order_relaxed);
@@ -602,9 +604,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       return send(std::move(r));
     }
     if (req_.target.size() > srv_.config.max_target_bytes) {
-      Response r = error_response(make_error(Errc::invalid, "request target too long"));
-      r.status = 414;
-      r.reason = "URI Too Long";
+      Response r = error_response(make_error(
+          Errc::uri_too_long, "request target too long: the limit is " +
+                                  std::to_string(srv_.config.max_target_bytes) + " bytes"));
       r.close = true;
       return send(std::move(r));
     }
@@ -661,14 +663,6 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
     if (seg.size() == 1 && seg[0] == "metrics") return send(metrics_response());
     send(handle_read(req_, *srv_.snapshot(), *srv_.services.store));
-  }
-
-  static Response method_not_allowed(const char* allow) {
-    Response r = error_response(make_error(Errc::invalid, "method not allowed"));
-    r.status = 405;
-    r.reason = "Method Not Allowed";
-    r.set("Allow", allow);
-    return r;
   }
 
   Response metrics_response() const {
@@ -728,7 +722,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     }
     const auto length = parser_->content_length();
     if (length && *length > kMaxAdminBody) {
-      Response r = error_response(make_error(Errc::too_large, "admin request body too large"));
+      Response r = error_response(body_too_large("request body", *length, kMaxAdminBody));
       r.close = true;
       return send(std::move(r));
     }
@@ -811,7 +805,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void begin_ui() {
     if (req_.method == Method::post) {
       if (const auto length = parser_->content_length(); length && *length > kMaxAdminBody) {
-        Response r = error_response(make_error(Errc::too_large, "form too large"));
+        Response r = error_response(body_too_large("request body", *length, kMaxAdminBody));
         r.close = true;
         return send(std::move(r));
       }
@@ -871,8 +865,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           }
           if (ec) {
             Response r = error_response(
-                make_error(ec == bhttp::error::body_limit ? Errc::too_large : Errc::invalid,
-                           "cannot read the request body: " + ec.message()));
+                ec == bhttp::error::body_limit
+                    ? body_too_large("request body", std::nullopt, kMaxAdminBody)
+                    : make_error(Errc::invalid, "cannot read the request body: " + ec.message()));
             r.close = true;
             return self->send(std::move(r));
           }
@@ -944,10 +939,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     const std::uint64_t limit = srv_.services.ingestor->limits().max_file_size + kFormOverhead;
     if (boundary) {
       if (const auto cl = parser_->content_length(); cl && *cl > limit) {
-        boundary = make_error(Errc::too_large,
-                              "upload of " + std::to_string(*cl) + " bytes exceeds the limit of " +
-                                  std::to_string(srv_.services.ingestor->limits().max_file_size) +
-                                  " bytes");
+        boundary = body_too_large("upload", *cl, srv_.services.ingestor->limits().max_file_size);
       }
     }
     if (!boundary) {
@@ -1015,10 +1007,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec == bhttp::error::body_limit) {
       drop_upload();
-      Response r = error_response(make_error(
-          Errc::too_large, "upload exceeds the limit of " +
-                               std::to_string(srv_.services.ingestor->limits().max_file_size) +
-                               " bytes"));
+      Response r = error_response(
+          body_too_large("upload", std::nullopt, srv_.services.ingestor->limits().max_file_size));
       r.close = true;
       return send(std::move(r));
     }
@@ -1213,7 +1203,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           // A damaged file healed by its own bytes is stored again: 201, as for a new one.
           r.status = result->outcome == ingest::Outcome::identical ? 200 : 201;
           r.set("Content-Type", "application/json");
-          r.body = upload_json(result->file);
+          r.body = render::render_stored_file(result->file);
           spdlog::info("req={} upload {} {} sha256={} size={}", self->id_, outcome,
                        sanitize_for_log(result->file.filename), result->file.sha256,
                        result->file.size);

@@ -196,13 +196,6 @@ std::string session_cookie(const Request& req, std::string_view value, bool clea
   return c;
 }
 
-Response method_not_allowed(const ui::Site& site, const char* allow) {
-  Response r = html(405, ui::render_message(site, 405, "Method not allowed",
-                                            std::string("This address answers ") + allow + "."));
-  r.set("Allow", allow);
-  return r;
-}
-
 Response not_found_page(const ui::Site& site, std::string_view message) {
   return html(404, ui::render_message(site, 404, "Not found", message));
 }
@@ -435,17 +428,13 @@ struct Handler {
     return page;
   }
 
-  /// Reads the form of "Start a build" into a request; every problem is reported at once.
-  Result<core::BuildRequest> build_request(
+  /// Reads the form of "Start a build" into a request, by the rules the JSON API follows.
+  static Result<core::BuildRequest> build_request(
       const std::vector<std::pair<std::string, std::string>>& form) {
-    core::BuildRequest r;
-    r.recipe = std::string(trim(form_value(form, "recipe")));
-    r.version = std::string(trim(form_value(form, "version")));
-    r.force = !form_value(form, "force").empty();
-    Problems problems;
-    if (r.recipe.empty()) problems.add("choose a recipe");
-    if (r.version.empty()) problems.add("give a version");
-    core::Matrix subset;
+    core::BuildRequestFields fields;
+    fields.recipe = form_value(form, "recipe");
+    fields.version = form_value(form, "version");
+    fields.force = !form_value(form, "force").empty();
     // The non-empty items of a comma-separated field, trimmed.
     const auto items = [&](const char* name) {
       const std::string value = form_value(form, name);  // split() returns views into it
@@ -456,27 +445,10 @@ struct Handler {
       }
       return out;
     };
-    for (auto& v : items("python")) {
-      if (!core::is_valid_python_version(v)) problems.add("Python version '" + v + "' is not X.Y");
-      subset.python.push_back(std::move(v));
-    }
-    for (const auto& v : items("torch")) {
-      if (auto t = core::parse_torch_series(v)) {
-        subset.torch.push_back(*t);
-      } else {
-        problems.add("PyTorch series '" + v + "' is not X.Y");
-      }
-    }
-    for (const auto& v : items("cuda")) {
-      if (auto c = core::parse_cuda_version(v)) {
-        subset.cuda.push_back(*c);
-      } else {
-        problems.add("CUDA version '" + v + "' is not X.Y");
-      }
-    }
-    if (!problems.empty()) return problems.to_error();
-    if (!subset.python.empty() || !subset.torch.empty() || !subset.cuda.empty()) r.subset = subset;
-    return r;
+    fields.python = items("python");
+    fields.torch = items("torch");
+    fields.cuda = items("cuda");
+    return core::check_build_request(fields);
   }
 
   UiResult builds() {
@@ -545,11 +517,11 @@ struct Handler {
       return done(not_found_page(site, "The build runner is not enabled."));
     const auto id = static_cast<std::int64_t>(*n);
     if (seg.size() == 2) {
-      if (post) return done(method_not_allowed(site, "GET, HEAD"));
+      if (post) return done(method_not_allowed("GET, HEAD"));
       return job_page(id, 200, "");
     }
     if (seg[2] == "log") {
-      if (post) return done(method_not_allowed(site, "GET, HEAD"));
+      if (post) return done(method_not_allowed("GET, HEAD"));
       const std::uint64_t offset = parse_u64(req.query_param("offset")).value_or(0);
       const std::string follow = req.query_param("follow");
       auto job = ctx.runner->jobs().find_job(id);
@@ -568,7 +540,7 @@ struct Handler {
     }
     if (seg[2] != "cancel" && seg[2] != "retry")
       return done(not_found_page(site, "There is no such page."));
-    if (!post) return done(method_not_allowed(site, "POST"));
+    if (!post) return done(method_not_allowed("POST"));
     auto changed = seg[2] == "cancel" ? ctx.runner->cancel(id) : ctx.runner->retry(id);
     if (!changed) {
       note = "job " + std::to_string(id) + " " + seg[2] + " refused";
@@ -586,23 +558,23 @@ struct Handler {
     const bool read = req.method == Method::get || req.method == Method::head;
     if (first == "login") {
       if (seg.size() != 1) return done(not_found_page(site, "There is no such page."));
-      if (!post && !read) return done(method_not_allowed(site, "GET, HEAD, POST"));
+      if (!post && !read) return done(method_not_allowed("GET, HEAD, POST"));
       return login();
     }
     if (first == "logout") {
       if (seg.size() != 1) return done(not_found_page(site, "There is no such page."));
-      if (!post) return done(method_not_allowed(site, "POST"));
+      if (!post) return done(method_not_allowed("POST"));
       return logout();
     }
     if (first == "builds") {
-      if (!post && !read) return done(method_not_allowed(site, "GET, HEAD, POST"));
+      if (!post && !read) return done(method_not_allowed("GET, HEAD, POST"));
       return builds();
     }
     if (first == "jobs") {
-      if (!post && !read) return done(method_not_allowed(site, "GET, HEAD, POST"));
+      if (!post && !read) return done(method_not_allowed("GET, HEAD, POST"));
       return jobs();
     }
-    if (!read) return done(method_not_allowed(site, "GET, HEAD"));
+    if (!read) return done(method_not_allowed("GET, HEAD"));
     if (first == "static") return static_file();
     if (first == "project") return project();
     return home();

@@ -2,7 +2,6 @@
 
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/core/filename.hpp"
-#include "wheelforge/render/simple.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
@@ -38,18 +37,9 @@ Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> 
     return make_error(Errc::forbidden, core::not_owner_message(name->normalized_name));
   }
   if (content_length && *content_length > max_size) {
-    return make_error(Errc::too_large, "upload of " + std::to_string(*content_length) +
-                                           " bytes exceeds the limit of " +
-                                           std::to_string(max_size) + " bytes");
+    return body_too_large("upload", *content_length, max_size);
   }
   return UploadPlan{seg[1], uploader};
-}
-
-std::string upload_json(const core::FileRecord& file) {
-  return "{\"filename\":" + json_quote(file.filename) + ",\"project\":" + json_quote(file.project) +
-         ",\"version\":" + json_quote(file.version) + ",\"sha256\":" + json_quote(file.sha256) +
-         ",\"size\":" + std::to_string(file.size) +
-         ",\"url\":" + json_quote(render::file_url(file)) + "}\n";
 }
 
 }  // namespace wf::http

@@ -24,7 +24,4 @@ struct UploadPlan {
                                              std::uint64_t max_size,
                                              const snapshot::Snapshot& snap);
 
-/// The JSON body answering a successful upload.
-[[nodiscard]] std::string upload_json(const core::FileRecord& file);
-
 }  // namespace wf::http

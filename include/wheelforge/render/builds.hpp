@@ -12,8 +12,8 @@
 namespace wf::render {
 
 /// Parses {"recipe": "...", "version": "...", "matrix": {"python": [...], "torch": [...],
-/// "cuda": [...]}, "force": false}. Errc::invalid naming every problem (not JSON, missing or
-/// mistyped fields, unknown fields, unparsable torch series or CUDA versions).
+/// "cuda": [...]}, "force": false}. Errc::invalid naming every problem (not JSON, mistyped or
+/// unknown fields, and what core::check_build_request finds in the values).
 [[nodiscard]] Result<core::BuildRequest> parse_build_request(std::string_view json);
 
 [[nodiscard]] std::string render_job(const catalog::JobRecord& job);

@@ -185,6 +185,48 @@ TEST(ErrorResponse, StorageFaultsAreTheServersAndSaySo) {
   EXPECT_EQ(body_of(bug), "internal server error\n");
 }
 
+TEST(ErrorResponse, EveryStatusComesFromTheErrorCode) {
+  const std::pair<Errc, int> expected[] = {
+      {Errc::invalid, 400},
+      {Errc::unauthorized, 401},
+      {Errc::forbidden, 403},
+      {Errc::not_found, 404},
+      {Errc::method_not_allowed, 405},
+      {Errc::not_acceptable, 406},
+      {Errc::too_slow, 408},
+      {Errc::conflict, 409},
+      {Errc::gone, 410},
+      {Errc::too_large, 413},
+      {Errc::uri_too_long, 414},
+      {Errc::range_not_satisfiable, 416},
+      {Errc::header_too_large, 431},
+      {Errc::io, 500},
+      {Errc::internal, 500},
+      {Errc::unavailable, 503},
+      {Errc::storage_full, 507},
+  };
+  for (const auto& [code, status] : expected) {
+    EXPECT_EQ(status_for(code), status);
+    const auto r = error_response(make_error(code, "why"));
+    EXPECT_EQ(r.status, status);
+  }
+}
+
+TEST(ErrorResponse, MethodNotAllowedNamesTheMethods) {
+  const auto r = method_not_allowed("GET, HEAD");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.header("Allow"), "GET, HEAD");
+  EXPECT_EQ(body_of(r), "method not allowed: this address answers GET, HEAD\n");
+}
+
+TEST(ErrorResponse, OneWordingForBodiesOverTheirLimit) {
+  EXPECT_EQ(body_too_large("upload", 2000, 1000).message,
+            "upload of 2000 bytes exceeds the limit of 1000 bytes");
+  EXPECT_EQ(body_too_large("request body", std::nullopt, 65536).message,
+            "request body exceeds the limit of 65536 bytes");
+  EXPECT_EQ(body_too_large("upload", 1, 0).code, Errc::too_large);
+}
+
 TEST(Ranges, Parse) {
   auto r = parse_range("bytes=0-9", 100);
   ASSERT_TRUE(r);
