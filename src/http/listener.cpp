@@ -100,7 +100,8 @@ void Server::Impl::open(NetThread& target, Socket socket,
                                            Admission{slot, {}})
           ->start();
     } else {
-      std::make_shared<Session<TcpStream>>(*this, std::move(socket), Admission{slot, {}})->start();
+      std::make_shared<Session<TcpStream>>(*this, std::move(socket), nullptr, Admission{slot, {}})
+          ->start();
     }
   });
 }
@@ -133,7 +134,8 @@ void Server::Impl::refuse(NetThread& target, Socket socket,
                                            std::move(refusal))
           ->start();
     } else {
-      std::make_shared<Session<TcpStream>>(*this, std::move(socket), std::move(refusal))->start();
+      std::make_shared<Session<TcpStream>>(*this, std::move(socket), nullptr, std::move(refusal))
+          ->start();
     }
   });
 }

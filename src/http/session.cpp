@@ -37,22 +37,21 @@ Response closing(Response r) {
 }  // namespace
 
 template <class Stream>
-Session<Stream>::Session(Server::Impl& srv, Socket socket, Admission admission) requires(!kTls)
-    : srv_(srv),
-      home_(srv.here()),
-      stream_(std::move(socket)),
-      slot_(admission.slot),
-      refusal_(std::move(admission.refusal)) {
-  home_.sessions.insert(this);
+Stream Session<Stream>::open_stream(Socket socket, asio::ssl::context* tls) {
+  if constexpr (kTls) {
+    return Stream(std::move(socket), *tls);
+  } else {
+    return Stream(std::move(socket));
+  }
 }
 
 template <class Stream>
 Session<Stream>::Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio::ssl::context> tls,
-                         Admission admission) requires(kTls)
+                         Admission admission)
     : srv_(srv),
       home_(srv.here()),
       tls_(std::move(tls)),
-      stream_(std::move(socket), *tls_),
+      stream_(open_stream(std::move(socket), tls_.get())),
       slot_(admission.slot),
       refusal_(std::move(admission.refusal)) {
   home_.sessions.insert(this);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "body_reader.hpp"
 #include "client_counts.hpp"
@@ -36,9 +37,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
  public:
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
-  Session(Server::Impl& srv, Socket socket, Admission admission) requires(!kTls);
+  /// `tls`: the context of a TLS connection (kept alive while it is used); null for TcpStream.
   Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio::ssl::context> tls,
-          Admission admission) requires(kTls);
+          Admission admission);
   ~Session() override;
 
   void start();
@@ -81,6 +82,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void close();
 
  private:
+  static Stream open_stream(Socket socket, asio::ssl::context* tls);
   void refuse();
   void leave_idle();
   void read_header();
