@@ -436,6 +436,11 @@ const std::array kRecipeKeys{
     RecipeKey{"arch_value", string_field<&core::Recipe::arch_value>},
     RecipeKey{"local_version_variable", string_field<&core::Recipe::local_version_variable>},
     RecipeKey{"import_check", string_field<&core::Recipe::import_check>},
+    RecipeKey{"yank_superseded",
+              [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
+                 ProblemList& problems) {
+                if (const auto b = read_bool(node, key, problems)) rc.recipe.yank_superseded = *b;
+              }},
     RecipeKey{"gb_per_job",
               [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
                  ProblemList& problems) {

@@ -263,6 +263,8 @@ void BuildProgress::finished_states(const std::vector<catalog::JobRecord>& jobs,
     if (const auto took = job_elapsed(j, now)) line += " in " + format_elapsed(*took);
     if (!j.wheel.empty() && j.state == core::JobState::succeeded) {
       line += " -> " + clean_log_line(j.wheel);
+      // A rebuild with nothing new to publish says so.
+      if (!j.reason.empty()) line += " (" + clean_log_line(j.reason) + ")";
     } else if (!j.reason.empty()) {
       line += " (" + clean_log_line(j.reason) + ")";
     }

@@ -687,13 +687,14 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   // A one-off runner beside a possibly serving one: its build is reserved for it as it is
   // recorded, and it runs its own jobs and takes over none.
   auto created = runner.submit_own(request);
-  if (!created) return report(created.error(), 2);
-  const auto& [b, queued] = *created;
-  if (queued.empty()) {
-    std::cout << "build " << b.id << ": " << b.recipe << " " << b.version
-              << ": every cell is built already (--force rebuilds)" << std::endl;
+  if (!created && created.error().code == Errc::conflict) {
+    // Nothing to do is not a failure: the wheels are there.
+    std::cout << request.recipe << " " << request.version << ": "
+              << replace_all(created.error().message, "use force", "use --force") << std::endl;
     return 0;
   }
+  if (!created) return report(created.error(), 2);
+  const auto& [b, queued] = *created;
 
   const char* term = std::getenv("TERM");
   const bool terminal =

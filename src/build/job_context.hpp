@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "wheelforge/archive/retag.hpp"
 #include "wheelforge/build/executor.hpp"
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/catalog/catalog.hpp"
@@ -83,6 +85,14 @@ struct JobContext {
   std::filesystem::path out;        ///< where the build command puts the wheel
   std::filesystem::path wheel;      ///< the built (and retagged) wheel
   catalog::Toolchain toolchain;     ///< what the verification steps found
+  /// What the tagging steps decided to change in the wheel (label, platform tags), written
+  /// together in one rewrite.
+  archive::WheelChanges changes;
+  std::string glibc_floor;         ///< the highest GLIBC_x.y the wheel's binaries need
+  std::uint64_t build_number = 0;  ///< the wheel's PEP 427 build number (0: no build tag)
+  /// Set when the job has nothing left to do (its wheel is published already): the remaining
+  /// steps are skipped and the job succeeds with this as its reason.
+  std::optional<std::string> done_early;
 
   /// True once the job is cancelled or the runner is stopping.
   [[nodiscard]] bool stopped() const;

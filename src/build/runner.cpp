@@ -231,18 +231,28 @@ Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> Runner:
     subset = *checked;
   }
   std::vector<core::Cell> cells;
+  std::string built_cells;
   for (const auto& cell : core::expand_matrix(recipe->matrix, subset)) {
     if (!request.force) {
       auto built = jobs_.cell_built(request.recipe, version->str(), cell);
       if (!built) return built.error();
-      if (*built) continue;
+      if (*built) {
+        built_cells += (built_cells.empty() ? "" : ", ") + cell.key();
+        continue;
+      }
     }
     cells.push_back(cell);
+  }
+  if (cells.empty()) {
+    // An empty build would only say the same less clearly.
+    return make_error(Errc::conflict, "all cells built; use force to rebuild (" + request.recipe +
+                                          " " + version->str() + ": " + built_cells + ")");
   }
   catalog::BuildRecord b;
   b.recipe = request.recipe;
   b.version = version->str();
   b.force = request.force;
+  b.yank_superseded = request.yank_superseded.value_or(recipe->recipe.yank_superseded);
   auto created = jobs_.create_build(b, cells);
   if (!created) return created.error();
   spdlog::info("build={} recipe={} version={}: {} job(s) queued", created->first.id, b.recipe,
@@ -391,6 +401,12 @@ void Runner::finish_job(JobContext& ctx, const Status& result) {
     ctx.note("failed: " + result.error().message);
     (void)jobs_.transition(id, core::JobState::failed, result.error().message);
     spdlog::warn("job={} failed: {}", id, result.error().message);
+    return;
+  }
+  if (ctx.done_early) {
+    ctx.note("succeeded: " + *ctx.done_early);
+    (void)jobs_.transition(id, core::JobState::succeeded, *ctx.done_early);
+    spdlog::info("job={} succeeded: {}", id, *ctx.done_early);
     return;
   }
   ctx.note("succeeded");

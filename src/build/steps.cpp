@@ -19,7 +19,8 @@ constexpr Step kSteps[] = {
     {"fetch source", core::JobState::preparing, fetch_source},
     {"build", core::JobState::building, build_wheel},
     {"retag", core::JobState::retagging, retag_wheel},
-    // Analysis of the wheel's binaries goes here, between the label and the smoke test.
+    {"analyze binaries", core::JobState::retagging, analyze_binaries},
+    {"number the build", core::JobState::retagging, number_build},
     {"smoke test", core::JobState::testing, smoke_test},
     {"ingest", core::JobState::ingesting, ingest_wheel},
 };
@@ -67,7 +68,22 @@ Status run_steps(JobContext& ctx) {
     }
     ctx.note("[" + std::string(core::state_name(step.state)) + "] step: " + std::string(step.name));
     if (auto st = step.run(ctx); !st) return st;
+    if (ctx.done_early) break;
   }
+  return ok_status();
+}
+
+Status rewrite_job_wheel(JobContext& ctx, const archive::WheelChanges& changes,
+                         std::string_view subdir) {
+  if (!changes.local_label && !changes.build_tag && !changes.platform_tags) return ok_status();
+  auto rewritten = archive::rewrite_wheel(ctx.wheel, changes, ctx.work_dir / subdir);
+  if (!rewritten) {
+    return make_error(rewritten.error().code, "rewrite " + ctx.wheel.filename().string() + ": " +
+                                                  rewritten.error().message);
+  }
+  ctx.note("[" + std::string(core::state_name(ctx.job.state)) + "] " +
+           ctx.wheel.filename().string() + " -> " + rewritten->filename().string());
+  ctx.wheel = *rewritten;
   return ok_status();
 }
 
@@ -206,11 +222,10 @@ Status retag_wheel(JobContext& ctx) {
              name->version.local_str());
     return ok_status();
   }
-  auto retagged =
-      archive::retag_wheel(ctx.wheel, core::local_label(cell), ctx.work_dir / "retagged");
-  if (!retagged) return make_error(Errc::internal, "retag: " + retagged.error().message);
-  ctx.note("[retagging] " + ctx.wheel.filename().string() + " -> " + retagged->filename().string());
-  ctx.wheel = *retagged;
+  // Written by the analysis, together with the platform tags it finds: one rewrite.
+  ctx.changes.local_label = core::local_label(cell);
+  ctx.note("[retagging] " + ctx.wheel.filename().string() + " gets the label +" +
+           *ctx.changes.local_label);
   return ok_status();
 }
 
@@ -253,10 +268,11 @@ Status ingest_wheel(JobContext& ctx) {
   // Through the same path as uploads, so that the wheel appears in its variant views.
   auto ingested = ctx.services.ingestor.ingest_path(ctx.wheel);
   if (!ingested) return make_error(ingested.error().code, "ingest: " + ingested.error().message);
-  (void)ctx.services.jobs.record_wheel(ctx.job.id, ingested->file.filename);
+  (void)ctx.services.jobs.record_wheel(ctx.job.id, ingested->file.filename, ctx.build_number);
   ctx.note(
       "[ingesting] " + ingested->file.filename + " sha256=" + ingested->file.sha256 +
       (ingested->outcome == ingest::Outcome::identical ? " (identical file already stored)" : ""));
+  yank_superseded_builds(ctx, ingested->file.filename);
   if (ctx.services.on_ingested) ctx.services.on_ingested();
   return ok_status();
 }

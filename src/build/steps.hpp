@@ -11,9 +11,16 @@
 //   4. fetch source           a copy of the recipe's source in the work directory
 //   5. build                  the recipe's command, retried with half the parallelism after an
 //                             OOM kill
-//   6. retag                  the wheel carries the cell's label, inside and out
-//   7. smoke test             a fresh environment installs the wheel and runs the import check
-//   8. ingest                 through the one ingest path, into the cell's variant views
+//   6. retag                  the wheel is the recipe's project at the requested version, and
+//                             is to carry the cell's label
+//   7. analyze binaries       the wheel's ELF binaries: every NEEDED library provided, the
+//                             lowest honest manylinux tag for a linux_<arch> wheel; the label
+//                             and that tag are written in one rewrite
+//   8. number the build       a rebuild of a published file name gets the next PEP 427 build
+//                             tag; one identical to the published file ends the job (no-op)
+//   9. smoke test             a fresh environment installs the wheel and runs the import check
+//  10. ingest                 through the one ingest path, into the cell's variant views; with
+//                             yank_superseded, the builds it supersedes are yanked
 
 #include <span>
 #include <string_view>
@@ -31,7 +38,8 @@ struct Step {
 /// The steps above.
 [[nodiscard]] std::span<const Step> job_steps();
 
-/// Runs job_steps() over `ctx`. The scheduler has recorded `preparing` already.
+/// Runs job_steps() over `ctx`, until one fails or sets ctx.done_early. The scheduler has
+/// recorded `preparing` already.
 [[nodiscard]] Status run_steps(JobContext& ctx);
 
 // The steps (steps.cpp, environment.cpp, toolchain.cpp).
@@ -41,8 +49,20 @@ struct Step {
 [[nodiscard]] Status fetch_source(JobContext& ctx);
 [[nodiscard]] Status build_wheel(JobContext& ctx);
 [[nodiscard]] Status retag_wheel(JobContext& ctx);
+[[nodiscard]] Status analyze_binaries(JobContext& ctx);
+[[nodiscard]] Status number_build(JobContext& ctx);
 [[nodiscard]] Status smoke_test(JobContext& ctx);
 [[nodiscard]] Status ingest_wheel(JobContext& ctx);
+
+/// Rewrites ctx.wheel with `changes` into the work directory's `subdir` and makes the result
+/// ctx.wheel, noting "<old> -> <new>" in the log. Nothing happens when `changes` changes nothing.
+[[nodiscard]] Status rewrite_job_wheel(JobContext& ctx, const archive::WheelChanges& changes,
+                                       std::string_view subdir);
+
+/// With the build's yank_superseded, yanks every live, not yet yanked build of `published`'s
+/// file name with a lower build number than ctx.build_number, with the reason "superseded by
+/// build N". Problems are noted in the log: the wheel is published either way.
+void yank_superseded_builds(JobContext& ctx, const std::string& published);
 
 /// The build's PATH after the environment's bin: with the interpreter's own torch, the
 /// interpreter's bin directory (ninja and build tools installed beside torch), then the CUDA

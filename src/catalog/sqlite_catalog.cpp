@@ -166,6 +166,14 @@ ALTER TABLE jobs ADD COLUMN torch_cuda TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN python_path TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN python_version TEXT NOT NULL DEFAULT '';
 )sql",
+    // 9: what the runner found in a job's wheel and how it published it: the glibc floor of
+    // its binaries, its build number (the PEP 427 build tag a rebuild gets; 0: none), and
+    // whether a build yanks the builds its rebuilds supersede.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN glibc_floor TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN build_number INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE builds ADD COLUMN yank_superseded INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 // Bumped when the label parser learns something new, so that stored hints are recomputed.
@@ -478,6 +486,21 @@ class SqliteCatalog final : public Catalog {
   Result<std::optional<DeletedFile>> find_reservation(std::string_view filename) override {
     std::lock_guard lock(mu_);
     return find_reservation_locked(filename);
+  }
+
+  Result<std::vector<DeletedFile>> deleted_files(std::string_view project) override {
+    std::lock_guard lock(mu_);
+    Stmt s(db_,
+           "SELECT filename, project, sha256 FROM deleted_files WHERE project = ?"
+           " ORDER BY filename");
+    if (!s.valid()) return sqlite_error(db_, "prepare deleted-file listing");
+    s.bind(1, project);
+    std::vector<DeletedFile> out;
+    int rc = SQLITE_ROW;
+    while ((rc = s.step()) == SQLITE_ROW)
+      out.push_back(DeletedFile{s.text(0), s.text(1), s.text(2)});
+    if (rc != SQLITE_DONE) return sqlite_error(db_, "deleted-file listing");
+    return out;
   }
 
   Result<TokenRecord> revoke_token(std::int64_t id) override {

@@ -44,7 +44,7 @@ class Query {
 constexpr const char* kJobColumns =
     "id, build_id, recipe, version, python, torch, cuda, state, reason, attempts, max_jobs,"
     " nvcc_threads, wheel, created_at, started_at, finished_at, nvcc_path, nvcc_version,"
-    " torch_version, torch_cuda, python_path, python_version";
+    " torch_version, torch_cuda, python_path, python_version, build_number, glibc_floor";
 
 JobRecord read_job(const Query& q) {
   JobRecord j;
@@ -70,11 +70,13 @@ JobRecord read_job(const Query& q) {
   j.toolchain.torch_cuda = q.str(19);
   j.toolchain.python = q.str(20);
   j.toolchain.python_version = q.str(21);
+  j.build_number = static_cast<std::uint64_t>(q.i64(22));
+  j.glibc_floor = q.str(23);
   return j;
 }
 
 BuildRecord read_build(const Query& q) {
-  return BuildRecord{q.i64(0), q.str(1), q.str(2), q.i64(3) != 0, q.i64(4)};
+  return BuildRecord{q.i64(0), q.str(1), q.str(2), q.i64(3) != 0, q.i64(4) != 0, q.i64(5)};
 }
 
 class SqliteJobStore final : public JobStore {
@@ -90,8 +92,14 @@ class SqliteJobStore final : public JobStore {
     if (!exec("BEGIN IMMEDIATE")) return db_error(db_, "begin");
     BuildRecord b = build;
     b.created_at = now_micros();
-    Query ins(db_, "INSERT INTO builds (recipe, version, force, created_at) VALUES (?, ?, ?, ?)");
-    ins.text(1, b.recipe).text(2, b.version).integer(3, b.force ? 1 : 0).integer(4, b.created_at);
+    Query ins(db_,
+              "INSERT INTO builds (recipe, version, force, yank_superseded, created_at)"
+              " VALUES (?, ?, ?, ?, ?)");
+    ins.text(1, b.recipe)
+        .text(2, b.version)
+        .integer(3, b.force ? 1 : 0)
+        .integer(4, b.yank_superseded ? 1 : 0)
+        .integer(5, b.created_at);
     if (ins.step() != SQLITE_DONE) return rollback("insert build");
     b.id = sqlite3_last_insert_rowid(db_);
     std::vector<JobRecord> jobs;
@@ -123,7 +131,8 @@ class SqliteJobStore final : public JobStore {
   Result<std::vector<BuildRecord>> list_builds(std::size_t limit) override {
     std::lock_guard lock(mu_);
     Query q(db_,
-            "SELECT id, recipe, version, force, created_at FROM builds ORDER BY id DESC LIMIT ?");
+            "SELECT id, recipe, version, force, yank_superseded, created_at FROM builds"
+            " ORDER BY id DESC LIMIT ?");
     q.integer(1, static_cast<std::int64_t>(limit));
     std::vector<BuildRecord> out;
     while (q.step() == SQLITE_ROW) out.push_back(read_build(q));
@@ -132,7 +141,9 @@ class SqliteJobStore final : public JobStore {
 
   Result<std::optional<BuildRecord>> find_build(std::int64_t id) override {
     std::lock_guard lock(mu_);
-    Query q(db_, "SELECT id, recipe, version, force, created_at FROM builds WHERE id = ?");
+    Query q(db_,
+            "SELECT id, recipe, version, force, yank_superseded, created_at FROM builds"
+            " WHERE id = ?");
     q.integer(1, id);
     if (q.step() == SQLITE_ROW) return std::optional<BuildRecord>(read_build(q));
     return std::optional<BuildRecord>();
@@ -215,11 +226,20 @@ class SqliteJobStore final : public JobStore {
     return ok_status();
   }
 
-  Status record_wheel(std::int64_t id, const std::string& wheel) override {
+  Status record_wheel(std::int64_t id, const std::string& wheel,
+                      std::uint64_t build_number) override {
     std::lock_guard lock(mu_);
-    Query u(db_, "UPDATE jobs SET wheel = ? WHERE id = ?");
-    u.text(1, wheel).integer(2, id);
+    Query u(db_, "UPDATE jobs SET wheel = ?, build_number = ? WHERE id = ?");
+    u.text(1, wheel).integer(2, static_cast<std::int64_t>(build_number)).integer(3, id);
     if (u.step() != SQLITE_DONE) return db_error(db_, "record wheel");
+    return ok_status();
+  }
+
+  Status record_glibc_floor(std::int64_t id, const std::string& glibc_floor) override {
+    std::lock_guard lock(mu_);
+    Query u(db_, "UPDATE jobs SET glibc_floor = ? WHERE id = ?");
+    u.text(1, glibc_floor).integer(2, id);
+    if (u.step() != SQLITE_DONE) return db_error(db_, "record glibc floor");
     return ok_status();
   }
 

@@ -197,6 +197,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> build_torch;
   std::vector<std::string> build_cuda;
   bool build_force = false;
+  bool build_yank_superseded = false;
   std::optional<std::string> build_server;
   auto* build_cmd = app.add_subcommand(
       "build",
@@ -208,7 +209,12 @@ int run(int argc, char** argv) {
   build_cmd->add_option("--python", build_python, "only these Python versions");
   build_cmd->add_option("--torch", build_torch, "only these torch series");
   build_cmd->add_option("--cuda", build_cuda, "only these CUDA versions");
-  build_cmd->add_flag("--force", build_force, "rebuild cells that were built already");
+  build_cmd->add_flag("--force", build_force,
+                      "rebuild cells that were built already (a rebuild is published under the "
+                      "next build number)");
+  build_cmd->add_flag("--yank-superseded", build_yank_superseded,
+                      "yank the builds a rebuild supersedes (default: the recipe's "
+                      "yank_superseded)");
   build_cmd->add_option("--server-url", build_server,
                         "the wheelforge serving this data directory, where torch is installed "
                         "from (default: base_url, else from listen, in the configuration)");
@@ -281,6 +287,7 @@ int run(int argc, char** argv) {
     request.recipe = build_recipe;
     request.version = build_version;
     request.force = build_force;
+    if (build_yank_superseded) request.yank_superseded = true;
     if (!build_python.empty() || !build_torch.empty() || !build_cuda.empty()) {
       wf::core::Matrix subset;
       subset.python = build_python;

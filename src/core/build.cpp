@@ -535,6 +535,7 @@ bool is_running(JobState state) {
 bool can_transition(JobState from, JobState to) {
   if (next_on_success(from) == to) return true;
   if (from == JobState::building && to == JobState::building) return true;
+  if (from == JobState::retagging && to == JobState::succeeded) return true;
   if (!is_terminal(from) && (to == JobState::failed || to == JobState::cancelled)) return true;
   if (is_running(from) && to == JobState::interrupted) return true;
   if (to == JobState::queued) {

@@ -215,6 +215,26 @@ std::string canonical_file_key(const DistFilename& name) {
   return key + std::string(kWheelSuffix);
 }
 
+std::string rebuild_key(const DistFilename& name) {
+  if (name.kind == DistKind::sdist || !name.tags.build_tag) return canonical_file_key(name);
+  DistFilename unnumbered = name;
+  unnumbered.tags.build_tag.reset();
+  return canonical_file_key(unnumbered);
+}
+
+std::uint64_t build_number(const WheelTags& tags) {
+  if (!tags.build_tag) return 0;
+  constexpr std::size_t kMaxDigits = 18;  // below 2^63
+  std::uint64_t n = 0;
+  std::size_t digits = 0;
+  for (const char c : *tags.build_tag) {
+    if (c < '0' || c > '9') break;
+    if (++digits > kMaxDigits) return 0;
+    n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return n;
+}
+
 std::string canonical_file_key(std::string_view filename) {
   auto parsed = parse_dist_filename(filename);
   if (!parsed) return std::string(filename);

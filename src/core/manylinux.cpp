@@ -640,4 +640,45 @@ ManylinuxAssessment assess_manylinux(std::span<const WheelBinary> binaries,
   return out;
 }
 
+std::optional<std::string> glibc_of_platform_tag(std::string_view tag) {
+  // Legacy aliases (PEP 600): manylinux1 is 2_5, manylinux2010 2_12, manylinux2014 2_17.
+  constexpr std::pair<std::string_view, std::string_view> kLegacy[] = {
+      {"manylinux1_", "2.5"}, {"manylinux2010_", "2.12"}, {"manylinux2014_", "2.17"}};
+  for (const auto& [prefix, glibc] : kLegacy) {
+    if (tag.starts_with(prefix) && tag.size() > prefix.size()) return std::string(glibc);
+  }
+  // manylinux_X_Y_ARCH
+  constexpr std::string_view kPerennial = "manylinux_";
+  if (!tag.starts_with(kPerennial)) return std::nullopt;
+  std::string_view rest = tag.substr(kPerennial.size());
+  std::uint32_t parts[2] = {0, 0};
+  for (auto& part : parts) {
+    std::size_t n = 0;
+    while (n < rest.size() && rest[n] >= '0' && rest[n] <= '9') ++n;
+    if (n == 0 || n > 4 || n >= rest.size() || rest[n] != '_') return std::nullopt;
+    for (std::size_t i = 0; i < n; ++i) {
+      part = part * 10 + static_cast<std::uint32_t>(rest[i] - '0');
+    }
+    rest.remove_prefix(n + 1);
+  }
+  if (rest.empty()) return std::nullopt;
+  return std::to_string(parts[0]) + "." + std::to_string(parts[1]);
+}
+
+std::optional<std::string> glibc_of_platform_tags(std::span<const std::string> tags) {
+  std::optional<std::string> lowest;
+  std::vector<std::uint32_t> lowest_numbers;
+  for (const auto& tag : tags) {
+    auto glibc = glibc_of_platform_tag(tag);
+    if (!glibc) continue;
+    const auto numbers =
+        SymbolVersion::parse("GLIBC_" + *glibc).numbers.value_or(std::vector<std::uint32_t>{});
+    if (!lowest || std::is_lt(compare_dotted(numbers, lowest_numbers))) {
+      lowest = std::move(glibc);
+      lowest_numbers = numbers;
+    }
+  }
+  return lowest;
+}
+
 }  // namespace wf::core

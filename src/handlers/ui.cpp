@@ -114,6 +114,7 @@ Result<core::BuildRequest> decode_build_form(const Form& form) {
   fields.recipe = form_value(form, "recipe");
   fields.version = form_value(form, "version");
   fields.force = !form_value(form, "force").empty();
+  if (!form_value(form, "yank_superseded").empty()) fields.yank_superseded = true;
   // The non-empty items of a comma-separated field, trimmed.
   const auto items = [&](const char* name) {
     const std::string value = form_value(form, name);  // split() returns views into it

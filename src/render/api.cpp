@@ -6,6 +6,8 @@
 #include <set>
 #include <tuple>
 
+#include "wheelforge/core/filename.hpp"
+#include "wheelforge/core/manylinux.hpp"
 #include "wheelforge/render/simple.hpp"
 
 namespace wf::render {
@@ -41,7 +43,27 @@ Json file_json(const core::FileRecord& f) {
   j["size"] = f.size;
   j["sha256"] = f.sha256;
   j["yanked"] = f.yanked ? (f.yanked->empty() ? Json(true) : Json(*f.yanked)) : Json(false);
+  j["build"] = core::build_number(f.tags);
+  j["build_tag"] = f.tags.build_tag ? Json(*f.tags.build_tag) : Json(nullptr);
+  const auto glibc = core::glibc_of_platform_tags(f.tags.platform_tags());
+  j["glibc"] = glibc ? Json(*glibc) : Json(nullptr);
   return j;
+}
+
+// Rebuilds of one wheel (core::rebuild_key) compete as in the variant views: not yanked over
+// yanked, then the higher build tag, then the later upload.
+bool supersedes(const core::FileRecord& a, const core::FileRecord& b) {
+  if (a.yanked.has_value() != b.yanked.has_value()) return !a.yanked.has_value();
+  const auto an = core::build_number(a.tags);
+  const auto bn = core::build_number(b.tags);
+  if (an != bn) return an > bn;
+  if (a.upload_time != b.upload_time) return a.upload_time > b.upload_time;
+  return a.filename > b.filename;
+}
+
+std::string rebuild_key_of(const core::FileRecord& f) {
+  auto name = core::parse_dist_filename(f.filename);
+  return name ? core::rebuild_key(*name) : f.filename;
 }
 
 std::string dump(const Json& j) {
@@ -58,14 +80,34 @@ std::string render_variants(std::string_view project, std::span<const VersionFil
   std::set<std::tuple<int, int, int>> backend_axis;  // (kind, major, minor) for sorting
   std::map<std::tuple<int, int, int>, std::string> backend_names;
   std::set<std::string> python_axis;
-  // (version, torch, backend) -> python tags
-  std::map<std::tuple<std::string, std::string, std::string>, std::set<std::string>> cells;
+  using CellKey = std::tuple<std::string, std::string, std::string>;  // version, torch, backend
+  std::map<CellKey, std::set<std::string>> cells;                     // -> python tags
+  // Per cell, the build each wheel's rebuilds are represented by.
+  std::map<CellKey, std::map<std::string, const core::FileRecord*>> chosen;
+  std::map<std::string, const core::FileRecord*> best;  // rebuild key -> its current build
+  for (const auto& v : versions) {
+    for (const core::FileRecord* f : v.files) {
+      if (f->kind != core::DistKind::wheel) continue;
+      auto& b = best[rebuild_key_of(*f)];
+      if (b == nullptr || supersedes(*f, *b)) b = f;
+    }
+  }
   for (const auto& v : versions) {
     Json jv;
     jv["version"] = v.version;
     jv["files"] = Json::array();
     for (const core::FileRecord* f : v.files) {
-      jv["files"].push_back(file_json(*f));
+      Json jf = file_json(*f);
+      if (f->kind == core::DistKind::wheel) {
+        const std::string key = rebuild_key_of(*f);
+        const core::FileRecord* current = best[key];
+        jf["superseded_by"] = current == f ? Json(nullptr) : Json(current->filename);
+        chosen[{v.version, f->hints.torch ? f->hints.torch->str() : "", f->hints.backend_label()}]
+              [key] = current;
+      } else {
+        jf["superseded_by"] = nullptr;
+      }
+      jv["files"].push_back(std::move(jf));
       const auto& h = f->hints;
       if (h.torch) torch_axis.insert(*h.torch);
       const std::string b = h.backend_label();
@@ -95,10 +137,19 @@ std::string render_variants(std::string_view project, std::span<const VersionFil
   Json matrix = Json::array();
   for (const auto& [key, pythons] : cells) {
     const auto& [version, torch, backend] = key;
+    Json builds = Json::array();
+    for (const auto& [family, f] : chosen[key]) {
+      const auto glibc = core::glibc_of_platform_tags(f->tags.platform_tags());
+      builds.push_back({{"filename", f->filename},
+                        {"python", f->tags.python_tags()},
+                        {"build", core::build_number(f->tags)},
+                        {"glibc", glibc ? Json(*glibc) : Json(nullptr)}});
+    }
     matrix.push_back({{"version", version},
                       {"torch", torch.empty() ? Json(nullptr) : Json(torch)},
                       {"backend", backend.empty() ? Json(nullptr) : Json(backend)},
-                      {"python", std::vector<std::string>(pythons.begin(), pythons.end())}});
+                      {"python", std::vector<std::string>(pythons.begin(), pythons.end())},
+                      {"builds", std::move(builds)}});
   }
   doc["matrix"] = std::move(matrix);
   return dump(doc);

@@ -40,6 +40,8 @@ Json job_json(const catalog::JobRecord& j) {
               {"max_jobs", j.max_jobs},
               {"nvcc_threads", j.nvcc_threads},
               {"wheel", j.wheel},
+              {"build_number", j.wheel.empty() ? Json(nullptr) : Json(j.build_number)},
+              {"glibc_floor", j.glibc_floor.empty() ? Json(nullptr) : Json(j.glibc_floor)},
               {"toolchain", toolchain_json(j.toolchain)},
               {"created_at", iso8601_micros(j.created_at)},
               {"started_at", time_or_null(j.started_at)},
@@ -52,6 +54,7 @@ Json build_json(const catalog::BuildRecord& b) {
               {"recipe", b.recipe},
               {"version", b.version},
               {"force", b.force},
+              {"yank_superseded", b.yank_superseded},
               {"created_at", iso8601_micros(b.created_at)}};
 }
 
@@ -88,6 +91,13 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
       problems.add("\"force\" must be true or false");
     }
   }
+  if (j.contains("yank_superseded")) {
+    if (j["yank_superseded"].is_boolean()) {
+      fields.yank_superseded = j["yank_superseded"].get<bool>();
+    } else {
+      problems.add("\"yank_superseded\" must be true or false");
+    }
+  }
   if (j.contains("matrix") && !j["matrix"].is_null()) {
     const Json& m = j["matrix"];
     if (!m.is_object()) {
@@ -118,7 +128,8 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
     }
   }
   for (const auto& [key, value] : j.items()) {
-    if (key != "recipe" && key != "version" && key != "matrix" && key != "force") {
+    if (key != "recipe" && key != "version" && key != "matrix" && key != "force" &&
+        key != "yank_superseded") {
       problems.add("unknown field '" + sanitize_for_log(key) + "'");
     }
   }

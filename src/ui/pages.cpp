@@ -144,6 +144,13 @@ mus::data job_data(const catalog::JobRecord& job, Micros now) {
   d.set("nvcc_threads",
         job.nvcc_threads == 0 ? std::string("—") : std::to_string(job.nvcc_threads));
   set_text(d, "wheel", job.wheel);
+  // "0 (the first build of its file name)" or "2 (build tag -2-)", once a wheel is published.
+  set_text(d, "build_number",
+           job.wheel.empty()       ? std::string()
+           : job.build_number == 0 ? std::string("0 (the first build of its file name)")
+                                   : std::to_string(job.build_number) + " (build tag -" +
+                                         std::to_string(job.build_number) + "-)");
+  set_text(d, "glibc_floor", job.glibc_floor);
   // The toolchain the runner verified: "path (version)" per tool, absent until verified.
   const auto tool = [](const std::string& what, const std::string& version) {
     if (what.empty()) return version;

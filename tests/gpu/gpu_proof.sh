@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
 # End-to-end proof of the build runner on a machine with an NVIDIA GPU (not run in CI):
 # start wheelforge, build a small torch.utils.cpp_extension.CUDAExtension package through the
-# runner (admin API), pip-install the wheel it produced from the /cu130/torch<series>/simple/
-# view into a clean target, and run its kernel on the GPU, checking the result.
+# runner (admin API), show the toolchain the job recorded and what the analysis of its binary
+# found (NEEDED libraries, glibc floor, the manylinux tag it gave the wheel), pip-install the
+# wheel from the /cu130/torch<series>/simple/ view into a clean target and run its kernel on the
+# GPU, checking the result; then change the source, force a rebuild (yank_superseded), and check
+# that it is published as build 1, that pip installs it from the view, and that its kernel runs.
 #
-# Needs: the wheelforge binary (WHEELFORGE_BIN, default build/wheelforge), python3 with torch
-# (CUDA build) + setuptools + ninja, nvcc under CUDA_HOME (default /usr/local/cuda), curl.
-# Works offline: torch comes from the interpreter itself (build.system_torch = true).
+# Needs: the wheelforge binary (WHEELFORGE_BIN; default build/wheelforge, else the bundle of
+# tests/gpu/bundle.sh in .gpu-bundle/), python3 with torch (CUDA build) + setuptools + ninja,
+# nvcc under CUDA_HOME (default /usr/local/cuda), curl. Works offline: torch comes from the
+# interpreter itself (build.system_torch = true).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${WHEELFORGE_BIN:-$root/build/wheelforge}
+if [ -n "${WHEELFORGE_BIN:-}" ]; then
+  bin=$WHEELFORGE_BIN
+elif [ -x "$root/build/wheelforge" ]; then
+  bin=$root/build/wheelforge
+else
+  bin=$root/.gpu-bundle/wheelforge  # tests/gpu/bundle.sh
+fi
+echo "wheelforge: $bin ($("$bin" --version))"
 python=${PYTHON:-$(command -v python3)}
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 work=${WORK:-$(mktemp -d /tmp/wf-gpu-proof.XXXXXX)}
@@ -110,34 +121,40 @@ echo "wheelforge: $url"
 sampler=$!
 base_used=$(awk '/MemTotal/{t=$2}/MemAvailable/{a=$2}END{print (t-a)*1024}' /proc/meminfo)
 
-start=$(date +%s.%N)
-curl -sf -u "__token__:$admin" -H 'Content-Type: application/json' \
-  -d "{\"recipe\": \"gpu-demo\", \"version\": \"0.1.0\"}" "$url/admin/builds" >"$work/build.json"
-job=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0]["id"])' "$work/build.json")
-echo "--- build log (job $job, streamed from $url/admin/jobs/$job/log?follow=1) ---"
-curl -sN -u "__token__:$admin" "$url/admin/jobs/$job/log?follow=1" | grep -E '^==>|ninja|nvcc|Successfully' || true
-end=$(date +%s.%N)
-kill $sampler
-curl -sf -u "__token__:$admin" "$url/admin/jobs/$job" >"$work/job.json"
-"$python" - "$work/job.json" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-print(f"job {j['id']}: {j['state']} wheel={j['wheel']} MAX_JOBS={j['max_jobs']} NVCC_THREADS={j['nvcc_threads']} attempts={j['attempts']} {j['reason']}")
-sys.exit(0 if j["state"] == "succeeded" else 1)
-PY
-peak=$(sort -n "$work/mem.samples" | tail -1)
-echo "build wall time: $("$python" -c "print(round($end - $start, 1))") s; peak memory in use on the host during the build: $(( (peak - base_used) / 1048576 )) MiB above the $(( base_used / 1048576 )) MiB in use before"
+admin_api() { curl -sf -u "__token__:$admin" "$@"; }
+job_field() { "$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
 
-# --- install from the variant view into a clean target and run the kernel --------------------
-view="$url/$cuda_tag/torch$series/simple/"
-echo "--- pip install from $view ---"
-target=$work/target
-"$python" -m pip install --no-cache-dir --disable-pip-version-check --no-deps --target "$target" \
-  --index-url "$view" wf-gpu-demo 2>&1 | tail -2
-cd "$(mktemp -d)"
-PYTHONPATH=$target "$python" - <<'PY'
-import time, torch, wf_gpu_demo, importlib.metadata as md
-print("installed:", md.version("wf-gpu-demo"), "from", wf_gpu_demo.__file__)
+# Submits a build, streams its one job's log (the step marks, the analysis, the tools' lines),
+# and leaves the job's JSON in $work/job-<N>.json; prints the job id.
+build() {
+  local body=$1 n=$2
+  admin_api -H 'Content-Type: application/json' -d "$body" "$url/admin/builds" >"$work/build-$n.json"
+  local id
+  id=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0]["id"])' "$work/build-$n.json")
+  echo "--- build log (job $id, streamed from $url/admin/jobs/$id/log?follow=1) ---" >&2
+  curl -sN -u "__token__:$admin" "$url/admin/jobs/$id/log?follow=1" |
+    grep -E '^==>|ninja|nvcc|Successfully' >&2 || true
+  admin_api "$url/admin/jobs/$id" >"$work/job-$n.json"
+  echo "$id"
+}
+
+# Installs wf-gpu-demo from the view into a clean target and runs the kernel; `expect` is the
+# build number pip must have installed.
+install_and_run() {
+  local target=$1 expect=$2
+  view="$url/$cuda_tag/torch$series/simple/"
+  echo "--- pip install from $view ---"
+  "$python" -m pip install --no-cache-dir --disable-pip-version-check --no-deps --target "$target" \
+    --index-url "$view" wf-gpu-demo 2>&1 | tail -2
+  (cd "$(mktemp -d)" && PYTHONPATH=$target EXPECT_BUILD=$expect "$python" - <<'PY'
+import os, time, torch, wf_gpu_demo, importlib.metadata as md
+dist = md.distribution("wf-gpu-demo")
+wheel = dist.read_text("WHEEL")
+build = next((int(l.split(":")[1]) for l in wheel.splitlines() if l.startswith("Build:")), 0)
+revision = getattr(wf_gpu_demo, "REVISION", 1)
+print("installed:", dist.version, "build", build, "revision", revision, "from", wf_gpu_demo.__file__)
+assert build == int(os.environ["EXPECT_BUILD"]), wheel
+assert revision == build + 1, "the source of build 1 sets REVISION = 2"
 n = 1 << 24
 x = torch.randn(n, device="cuda")
 y = torch.randn(n, device="cuda")
@@ -151,5 +168,50 @@ dt = (time.perf_counter() - t0) / 20
 err = (out - (3.0 * x + y)).abs().max().item()
 print(f"saxpy on {torch.cuda.get_device_name()}: n={n}, max abs error {err:.2e}, {dt*1e6:.0f} us/call, {3*4*n/dt/1e9:.0f} GB/s")
 assert err < 1e-5, err
-print("GPU PROOF OK")
 PY
+  )
+}
+
+start=$(date +%s.%N)
+build '{"recipe": "gpu-demo", "version": "0.1.0"}' 1 >/dev/null
+end=$(date +%s.%N)
+kill $sampler
+"$python" - "$work/job-1.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"job {j['id']}: {j['state']} wheel={j['wheel']} build_number={j['build_number']} glibc_floor={j['glibc_floor']} MAX_JOBS={j['max_jobs']} NVCC_THREADS={j['nvcc_threads']} attempts={j['attempts']} {j['reason']}")
+print("toolchain recorded:", json.dumps(j["toolchain"]))
+assert j["state"] == "succeeded", j
+assert "-manylinux_2_" in j["wheel"] and j["build_number"] == 0 and j["glibc_floor"], j
+assert all(j["toolchain"][tool] for tool in ("nvcc", "torch", "python")), j["toolchain"]
+PY
+peak=$(sort -n "$work/mem.samples" | tail -1)
+echo "build wall time: $("$python" -c "print(round($end - $start, 1))") s; peak memory in use on the host during the build: $(( (peak - base_used) / 1048576 )) MiB above the $(( base_used / 1048576 )) MiB in use before"
+first_wheel=$(job_field "$work/job-1.json" wheel)
+install_and_run "$work/target" 0
+
+# --- a request with nothing to do, then a forced rebuild after a source change ----------------
+status=$(curl -s -o "$work/refused.txt" -w '%{http_code}' -u "__token__:$admin" \
+  -H 'Content-Type: application/json' -d '{"recipe": "gpu-demo", "version": "0.1.0"}' "$url/admin/builds")
+echo "build request with nothing to do: $status $(cat "$work/refused.txt")"
+[ "$status" = 409 ]
+echo 'REVISION = 2' >>"$src/wf_gpu_demo/__init__.py"
+build '{"recipe": "gpu-demo", "version": "0.1.0", "force": true, "yank_superseded": true}' 2 >/dev/null
+"$python" - "$work/job-2.json" "$first_wheel" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+first = sys.argv[2]
+print(f"rebuild job {j['id']}: {j['state']} wheel={j['wheel']} build_number={j['build_number']} glibc_floor={j['glibc_floor']} {j['reason']}")
+assert j["state"] == "succeeded", j
+stem, rest = first.split("-cp", 1)
+assert j["wheel"] == f"{stem}-1-cp{rest}" and j["build_number"] == 1, (j["wheel"], first)
+PY
+admin_api "$url/simple/wf-gpu-demo/" -H 'Accept: application/vnd.pypi.simple.v1+json' >"$work/simple.json"
+"$python" - "$work/simple.json" "$first_wheel" <<'PY'
+import json, sys
+files = {f["filename"]: f for f in json.load(open(sys.argv[1]))["files"]}
+print("published:", ", ".join(f"{n} (yanked: {f['yanked']})" for n, f in sorted(files.items())))
+assert files[sys.argv[2]]["yanked"] == "superseded by build 1", files[sys.argv[2]]
+PY
+install_and_run "$work/target-rebuild" 1
+echo "GPU PROOF OK"

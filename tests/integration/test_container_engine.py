@@ -234,7 +234,9 @@ def container_job(engine: ContainerEngine, name: str, command: str, mounts=()) -
     )
     return (
         "#!/bin/bash\n"
-        f"trap '{shlex.join(engine.remove_argv(name))} >/dev/null 2>&1' TERM\n"
+        # The removal runs detached (a double fork leaves the job's process tree), so that the
+        # SIGKILL Slurm sends KillWait seconds later cannot cut it short on a loaded machine.
+        f"trap '(setsid {shlex.join(engine.remove_argv(name))} >/dev/null 2>&1 &)' TERM\n"
         f"{run} --sig-proxy=false {engine.image} sh -c {shlex.quote(command)} &\n"
         # `wait` returns early when the trap runs; the second one collects the client.
         "wait $!; status=$?\n"

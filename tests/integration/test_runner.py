@@ -140,6 +140,38 @@ def verify_wheel(data: bytes) -> dict[str, bytes]:
     return members
 
 
+def objdump_versions(library: bytes, scratch: Path) -> dict[str, tuple[int, ...]]:
+    """The highest symbol version of each prefix (GLIBC, GLIBCXX, CXXABI, GCC) that `objdump -T`
+    lists for a shared library, as numbers."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    path = scratch / "library.so"
+    path.write_bytes(library)
+    proc = run(["objdump", "-T", str(path)], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    highest: dict[str, tuple[int, ...]] = {}
+    for prefix, version in re.findall(r"\b(GLIBC|GLIBCXX|CXXABI|GCC)_(\d+(?:\.\d+)*)\b", proc.stdout):
+        numbers = tuple(int(n) for n in version.split("."))
+        highest[prefix] = max(highest.get(prefix, ()), numbers)
+    return highest
+
+
+def expected_manylinux(library: bytes, scratch: Path, arch: str = "x86_64") -> tuple[str, str]:
+    """(glibc floor, platform tag) for a wheel whose one binary is `library`, from objdump: the
+    floor is its highest GLIBC_ version, and the tag the lowest manylinux policy allowing it,
+    manylinux_2_17 (with its legacy alias) at the least. The C++ runtime versions objdump lists
+    must be ones every policy allows (libstdc++ of CentOS 7: GLIBCXX 3.4.19, CXXABI 1.3.7,
+    GCC 4.8.0), so that the glibc floor alone decides the tag."""
+    versions = objdump_versions(library, scratch)
+    assert "GLIBC" in versions, f"objdump lists no GLIBC version: {versions}"
+    for prefix, ceiling in (("GLIBCXX", (3, 4, 19)), ("CXXABI", (1, 3, 7)), ("GCC", (4, 8, 0))):
+        assert versions.get(prefix, ()) <= ceiling, (
+            f"{prefix} {versions[prefix]} would raise the tag above the glibc floor's")
+    floor = versions["GLIBC"]
+    minor = max(17, floor[1])
+    tag = f"manylinux_2_{minor}_{arch}" + (f".manylinux2014_{arch}" if minor == 17 else "")
+    return ".".join(str(n) for n in floor), tag
+
+
 # ---------------------------------------------------------------------------------------------
 # The CUDA test package: built by the runner with `pip wheel --no-build-isolation`
 
@@ -250,6 +282,15 @@ def _compile(build_dir):
     command = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-O2"]
     command += ["--threads", os.environ.get("NVCC_THREADS", "1")]
     command += ["-gencode=arch=compute_%s,code=sm_%s" % (a, a) for a in _archs()]
+    if os.environ.get("WF_DEMO_LINK_MISSING"):
+        # A stub of libwfmissing.so exists while building only, as a library of the build host
+        # would: the wheel needs it, and neither the wheel, torch, CUDA nor a policy has it.
+        stub = os.path.join(build_dir, "wfmissing.c")
+        with open(stub, "w") as f:
+            f.write("int wf_missing(void) { return 1; }\\n")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", os.path.join(build_dir, "libwfmissing.so"),
+                        stub], check=True)
+        command += ["-DWF_DEMO_MISSING", "-L" + build_dir, "-lwfmissing"]
     command += ["-o", library, os.path.join(HERE, "kernel.cu")]
     print("wf_backend: " + " ".join(command), flush=True)
     subprocess.run(command, check=True)
@@ -312,6 +353,12 @@ extern "C" int wf_demo_runtime_version() {
   if (cudaRuntimeGetVersion(&version) != cudaSuccess) return -1;
   return version;
 }
+
+#ifdef WF_DEMO_MISSING
+// Built with -DWF_DEMO_MISSING -lwfmissing: needs a library no wheel and no system provides.
+extern "C" int wf_missing(void);
+extern "C" int wf_demo_missing() { return wf_missing(); }
+#endif
 """
 
 DEMO_INIT = '''\
@@ -517,14 +564,15 @@ def _toml_value(value) -> str:
 
 
 def write_config(path: Path, recipes: dict[str, dict], fake_source: Path | None = None,
-                 cuda_homes: dict[str, Path] | None = None, **build) -> Path:
-    """[build] with this host's Pythons and CUDA (or `cuda_homes`), then one [recipes.NAME] per
-    recipe; a source of {"path": "<fake>"} means `fake_source`."""
+                 cuda_homes: dict[str, Path] | None = None, pythons: dict[str, Path] | None = None,
+                 **build) -> Path:
+    """[build] with this host's Pythons (or `pythons`) and CUDA (or `cuda_homes`), then one
+    [recipes.NAME] per recipe; a source of {"path": "<fake>"} means `fake_source`."""
     settings = {"memory_reserve": "1G", "max_concurrent_jobs": 2, "oom_retries": 2, **build}
     lines = ["[build]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
     lines += ["", "[build.python]"]
-    lines += [f"{_toml_key(v)} = {_toml_value(str(p))}" for v, p in PYTHONS.items()]
+    lines += [f"{_toml_key(v)} = {_toml_value(str(p))}" for v, p in (pythons or PYTHONS).items()]
     lines += ["", "[build.cuda]"]
     for version, home in (cuda_homes or {"13.0": CUDA_HOME}).items():
         lines.append(f"{_toml_key(version)} = {_toml_value(str(home))}")
@@ -569,8 +617,9 @@ class Admin:
             headers["Content-Type"] = "application/json"
         return self.server.request(method, target, headers, data)
 
-    def submit(self, recipe: str, version: str = "1.0.0", matrix: dict | None = None, force=False):
-        body = {"recipe": recipe, "version": version, "force": force}
+    def submit(self, recipe: str, version: str = "1.0.0", matrix: dict | None = None, force=False,
+               **fields):
+        body = {"recipe": recipe, "version": version, "force": force, **fields}
         if matrix is not None:
             body["matrix"] = matrix
         resp = self.request("POST", "/admin/builds", body)
@@ -753,6 +802,7 @@ class MatrixBed:
         self.admin = admin
         self.build: dict = {}
         self.plain_build: dict = {}
+        self.missing_build: dict = {}
         self.jobs: dict[int, dict] = {}
         self.follower: LogFollower | None = None
 
@@ -791,6 +841,12 @@ def _matrix_bed(request, wheelforge_bin):
                     "env": {"WF_DEMO_VERSION": "1.0.1"},
                     "matrix": {"python": ["3.11"], "torch": ["2.8"], "cuda": ["13.0"]},
                 },
+                # Links a library that only the build host has.
+                "missing": {
+                    **common,
+                    "env": {"WF_DEMO_VERSION": "1.0.2", "WF_DEMO_LINK_MISSING": "1"},
+                    "matrix": {"python": ["3.11"], "torch": ["2.8"], "cuda": ["13.0"]},
+                },
             },
         )
         server = h.serve("--config", str(config))
@@ -802,7 +858,8 @@ def _matrix_bed(request, wheelforge_bin):
         bed.follower = LogFollower(bed.admin, bed.build["jobs"][0]["id"], MATRIX_BUILD_TIMEOUT)
         bed.follower.start()
         bed.plain_build = bed.admin.submit("plain", "1.0.1")
-        ids = [j["id"] for j in bed.build["jobs"] + bed.plain_build["jobs"]]
+        bed.missing_build = bed.admin.submit("missing", "1.0.2")
+        ids = [j["id"] for j in bed.build["jobs"] + bed.plain_build["jobs"] + bed.missing_build["jobs"]]
         bed.jobs = bed.admin.wait_jobs(ids, MATRIX_BUILD_TIMEOUT)
         bed.follower.join(30)
         yield bed
@@ -842,7 +899,10 @@ def test_matrix_build_through_admin_api(matrix_bed):
         assert job["label"] == label, job
         assert job["attempts"] == 1, job
         assert job["max_jobs"] >= 1 and job["nvcc_threads"] >= 1, job
-        assert job["wheel"] == f"wf_demo_ext-1.0.0+{label}-{py}-{py}-linux_x86_64.whl", job
+        assert re.fullmatch(rf"wf_demo_ext-1\.0\.0\+{label}-{py}-{py}-manylinux_2_\d+_x86_64"
+                            rf"(\.manylinux2014_x86_64)?\.whl", job["wheel"]), job
+        assert job["build_number"] == 0, job
+        assert re.fullmatch(r"2\.\d+", job["glibc_floor"] or ""), job
         assert job["created_at"] and job["started_at"] and job["finished_at"], job
         assert job["reason"] in ("", None), job
 
@@ -876,9 +936,13 @@ def test_matrix_wheels_carry_their_label_inside_and_out(matrix_bed):
         distinfo = f"wf_demo_ext-1.0.0+{label}.dist-info"
         assert members[f"{distinfo}/METADATA"] == resp.body, ".metadata differs from the wheel's"
         py = "cp" + job["python"].replace(".", "")
-        assert f"Tag: {py}-{py}-linux_x86_64" in members[f"{distinfo}/WHEEL"].decode()
         libraries = [n for n in members if re.fullmatch(r"wf_demo_ext/_kernel.*\.so", n)]
         assert len(libraries) == 1 and members[libraries[0]][:4] == b"\x7fELF", sorted(members)
+        # The platform tag the analysis gave it, in WHEEL as in the file name.
+        tags = job["wheel"][: -len(".whl")].split("-")[-1].split(".")
+        wheel_file = members[f"{distinfo}/WHEEL"].decode()
+        assert [line[len("Tag: "):] for line in wheel_file.splitlines() if line.startswith("Tag: ")] == [
+            f"{py}-{py}-{tag}" for tag in tags], wheel_file
         info = json.loads(members["wf_demo_ext/_build_info.json"])
         assert info["torch"].startswith(job["torch"] + "."), info
         assert info["local_version"] == label, info
@@ -888,6 +952,37 @@ def test_matrix_wheels_carry_their_label_inside_and_out(matrix_bed):
             f"the build saw MAX_JOBS={info['max_jobs']} NVCC_THREADS={info['nvcc_threads']}, "
             f"the job records {job['max_jobs']} / {job['nvcc_threads']}"
         )
+
+
+def test_matrix_wheels_are_manylinux_as_their_binaries_need(matrix_bed):
+    """The analysis step reads the wheel's .so: a linux_x86_64 wheel is retagged to the lowest
+    manylinux tag its binaries allow, and the job's glibc floor is the highest GLIBC_ version
+    that `objdump -T` lists for the .so."""
+    bed = matrix_bed
+    coverage = bed.server.get("/api/projects/wf-demo-ext/variants").json()
+    covered = {f["filename"]: f for v in coverage["versions"] for f in v["files"]}
+    for job in demo_jobs(bed):
+        require_succeeded(bed, job)
+        _entry, data = fetch_wheel(bed.server, job["wheel"], "wf-demo-ext")
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            [library] = [n for n in zf.namelist() if n.endswith(".so")]
+            binary = zf.read(library)
+        floor, tag = expected_manylinux(binary, bed.h.path(f"objdump-{job['id']}"))
+        py = "cp" + job["python"].replace(".", "")
+        assert job["glibc_floor"] == floor, job
+        assert job["wheel"] == f"wf_demo_ext-1.0.0+cu130torch{job['torch']}-{py}-{py}-{tag}.whl", job
+        log = bed.admin.log_text(job["id"])
+        # Each binary's NEEDED and floor, the chosen tag, and one rewrite (label set at build
+        # time here: the rewrite changes the platform tag only).
+        assert re.search(rf"^==> \[retagging\] {re.escape(library)} \(x86_64\): NEEDED .*libc\.so\.6.*; "
+                         rf"glibc floor {re.escape(floor)}", log, re.M), log[-3000:]
+        assert f"==> [retagging] manylinux: {tag.split('.')[0]} (glibc floor {floor}" in log, log[-3000:]
+        assert f"-linux_x86_64.whl -> {job['wheel']}" in log, log[-3000:]
+        # The coverage API shows the floor the tag promises, and the build number.
+        assert covered[job["wheel"]]["glibc"] == f"2.{max(17, int(floor.split('.')[1]))}", (
+            covered[job["wheel"]])
+        assert covered[job["wheel"]]["build"] == 0
+        assert covered[job["wheel"]]["superseded_by"] is None
 
 
 def test_matrix_variant_views(matrix_bed):
@@ -940,12 +1035,15 @@ def test_runner_retags_a_wheel_built_without_label(matrix_bed):
     bed = matrix_bed
     job = bed.jobs[bed.plain_build["jobs"][0]["id"]]
     require_succeeded(bed, job)
-    wheel = "wf_demo_ext-1.0.1+cu130torch2.8-cp311-cp311-linux_x86_64.whl"
-    assert job["wheel"] == wheel, job
+    wheel = job["wheel"]
+    assert re.fullmatch(r"wf_demo_ext-1\.0\.1\+cu130torch2\.8-cp311-cp311-manylinux_2_\d+_x86_64"
+                        r"(\.manylinux2014_x86_64)?\.whl", wheel), job
     log = bed.admin.log_text(job["id"])
+    # The label and the manylinux tag are written in one rewrite.
     assert re.search(
         r"^==> \[retagging\] wf_demo_ext-1\.0\.1-cp311-cp311-linux_x86_64\.whl -> " + re.escape(wheel),
         log, re.MULTILINE), log[-3000:]
+    assert len(re.findall(r"^==> \[retagging\] .* -> ", log, re.M)) == 1, log[-3000:]
 
     _entry, data = fetch_wheel(bed.server, wheel, "wf-demo-ext")
     members = verify_wheel(data)
@@ -972,6 +1070,26 @@ def test_runner_retags_a_wheel_built_without_label(matrix_bed):
     check = run([python, "-c", "import wf_demo_ext; assert wf_demo_ext.check(); print('ok')"],
                 timeout=60, cwd=neutral, env=clean_env(PYTHONPATH=str(target)))
     assert check.returncode == 0 and check.stdout.strip() == "ok", check.stderr
+
+
+def test_needed_library_nothing_provides_fails_the_job(matrix_bed):
+    """The test package links libwfmissing.so, a library of the build host that neither the
+    wheel, torch, CUDA nor the manylinux policy provides: the job fails after the build, naming
+    the library and the binary, and nothing is published."""
+    bed = matrix_bed
+    job = bed.jobs[bed.missing_build["jobs"][0]["id"]]
+    assert job["state"] == "failed", bed.admin.describe(job)
+    assert re.fullmatch(
+        r"analyze binaries: not manylinux: wf_demo_ext/_kernel\.cpython-311-x86_64-linux-gnu\.so needs "
+        r"libwfmissing\.so, which neither the wheel, torch, CUDA nor any manylinux policy provides",
+        job["reason"]), job["reason"]
+    assert job["wheel"] == "" and job["build_number"] is None, job
+    log = bed.admin.log_text(job["id"])
+    assert re.search(r"^==> \[retagging\] wf_demo_ext/_kernel.*: NEEDED .*libwfmissing\.so", log, re.M), (
+        log[-3000:])
+    assert "step: smoke test" not in log
+    files = {f["filename"] for f in bed.server.project_json("wf-demo-ext")["files"]}
+    assert not any("1.0.2" in f for f in files), files
 
 
 def test_job_log_endpoint(matrix_bed):
@@ -1151,9 +1269,12 @@ def test_admin_api_rejects_bad_requests(fault_bed):
     assert admin.request("GET", "/admin/builds/987654").status == 404
     assert admin.request("POST", "/admin/jobs/987654/cancel").status == 404
 
-    # Nothing left to build for a built cell unless forced.
-    again = admin.submit("warm", "1.0.0")
-    assert again["jobs"] == [], again
+    # Nothing left to build for a built cell unless forced: refused, and no build is created.
+    builds_before = admin.request("GET", "/admin/builds").json()
+    resp = admin.request("POST", "/admin/builds", {"recipe": "warm", "version": "1.0.0"})
+    assert resp.status == 409, f"a build with nothing to do -> {resp.status}: {resp.text[:300]}"
+    assert "all cells built; use force to rebuild" in resp.text, resp.text
+    assert admin.request("GET", "/admin/builds").json() == builds_before
     # A succeeded job can be neither cancelled nor retried.
     for action in ("cancel", "retry"):
         resp = admin.request("POST", f"/admin/jobs/{bed.warm['id']}/{action}")
@@ -1775,7 +1896,8 @@ def test_plain_setuptools_project_builds_with_the_default_requirements(harness):
     admin = Admin(server, admin_token)
     job = admin.run_one("plain", timeout=MATRIX_BUILD_TIMEOUT)
     assert job["state"] == "succeeded", admin.describe(job)
-    assert job["wheel"] == "wf_plain_ext-1.0.0+cu130torch2.8-cp312-cp312-linux_x86_64.whl", job
+    assert re.fullmatch(r"wf_plain_ext-1\.0\.0\+cu130torch2\.8-cp312-cp312-manylinux_2_\d+_x86_64"
+                        r"(\.manylinux2014_x86_64)?\.whl", job["wheel"]), job
     log = admin.log_text(job["id"])
     assert re.search(r"^==> \[preparing\] environment py3\.12-torch2\.8-cu130-[0-9a-f]{12}: "
                      r"torch==2\.8\.\* setuptools wheel from ", log, re.M), log[-4000:]

@@ -62,6 +62,23 @@ struct WheelChanges {
                                                           const std::filesystem::path& out_dir,
                                                           const Limits& limits = {});
 
+/// A digest of what a wheel installs, equal for two wheels exactly when they hold the same files
+/// with the same bytes, whatever their build tags, zip metadata and compression: the sha256 (as
+/// lower-case hex) over every regular file member, in name order, of its name, whether it is
+/// executable (pip keeps that bit) and the sha256 of its bytes. Left out, because they follow
+/// from the rest or from the build tag alone: `{dist-info}/RECORD` (and RECORD.jws, RECORD.p7s,
+/// which sign it), and the `Build:` lines of `{dist-info}/WHEEL` (the rest of WHEEL counts).
+/// Directories, times and modes other than the executable bit do not count. A rebuild whose
+/// digest equals the published file's has nothing new to publish.
+///
+/// Checks the zip layout as read_wheel does (no declared-size limits: the file is the runner's
+/// own build or already in the index) and streams every member once, holding no member in
+/// memory (WHEEL up to `limits.max_metadata_bytes`). Fails with Errc::invalid when the layout
+/// is bad or a member's data is damaged or does not inflate to its declared size; with
+/// Errc::io when the file cannot be read. Blocks on file I/O.
+[[nodiscard]] Result<std::string> wheel_content_digest(const std::filesystem::path& wheel,
+                                                       const Limits& limits = {});
+
 /// rewrite_wheel with only a new local label (see WheelChanges::local_label).
 [[nodiscard]] Result<std::filesystem::path> retag_wheel(const std::filesystem::path& wheel,
                                                         std::string_view new_local_label,

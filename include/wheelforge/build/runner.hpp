@@ -2,7 +2,8 @@
 // The build runner: turns a build request (recipe × matrix subset) into persisted jobs and runs
 // each job as a list of named steps (see src/build/steps.hpp): verify the CUDA toolkit,
 // prepare the (python, torch, CUDA) environment, verify torch and Python, fetch the source,
-// build, retag, smoke-test, ingest. Memory-aware parallelism shared by every runner on the
+// build, retag, analyze the binaries (manylinux tag), number the build (rebuilds get the next
+// PEP 427 build tag), smoke-test, ingest. Memory-aware parallelism shared by every runner on the
 // data directory, OOM retries, timeouts and cancellation that kill whole process trees, and
 // crash recovery. Commands run on an Executor the runner is given. Jobs run on the runner's own
 // threads; every public method is thread-safe and returns quickly (none waits for a build).
@@ -119,7 +120,10 @@ class Runner {
 
   /// Validates the request (unknown recipe, invalid version or matrix subset: Errc::invalid
   /// with every reason) and records a build with one queued job per cell still to build
-  /// (cells already built are skipped unless forced).
+  /// (cells already built are skipped unless forced). When every cell is built and the request
+  /// is not forced, records nothing and fails with Errc::conflict "all cells built; use force
+  /// to rebuild (...)". The build yanks superseded builds as the request says, else as the
+  /// recipe says.
   [[nodiscard]] Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> submit(
       const core::BuildRequest& request);
   /// Cancels a queued or running job (a running one's process tree is killed).

@@ -166,6 +166,11 @@ class Catalog {
   [[nodiscard]] virtual Result<std::optional<DeletedFile>> find_reservation(
       std::string_view filename) = 0;
 
+  /// The deleted files of a project (PEP 503-normalized name), whose names stay reserved, by
+  /// file name.
+  [[nodiscard]] virtual Result<std::vector<DeletedFile>> deleted_files(
+      std::string_view project) = 0;
+
   /// Every blob a file row references: one entry per row and role (file bytes, METADATA),
   /// sorted by file name, read in one transaction. Deleted files reference nothing.
   [[nodiscard]] virtual Result<std::vector<BlobRef>> referenced_blobs() = 0;

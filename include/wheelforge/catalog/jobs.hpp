@@ -23,6 +23,8 @@ struct BuildRecord {
   std::string recipe;
   std::string version;
   bool force = false;
+  /// A job that publishes a rebuild (a higher build number) yanks the builds it supersedes.
+  bool yank_superseded = false;
   Micros created_at = 0;
 };
 
@@ -50,6 +52,12 @@ struct JobRecord {
   unsigned max_jobs = 0;
   unsigned nvcc_threads = 0;
   std::string wheel;  ///< file name of the ingested wheel, when succeeded
+  /// The wheel's PEP 427 build number: 0 for the first build of its file name, N for the Nth
+  /// rebuild (`-N-` in the name). Meaningful once `wheel` is set.
+  std::uint64_t build_number = 0;
+  /// The highest GLIBC_x.y its binaries need ("2.34"); empty for a wheel without binaries, one
+  /// that needs no GLIBC version, or before the analysis.
+  std::string glibc_floor;
   Toolchain toolchain;
   Micros created_at = 0;
   std::optional<Micros> started_at;
@@ -78,7 +86,12 @@ class JobStore {
   /// Records the parallelism of the attempt about to run and counts the attempt.
   [[nodiscard]] virtual Status record_attempt(std::int64_t id, unsigned max_jobs,
                                               unsigned nvcc_threads) = 0;
-  [[nodiscard]] virtual Status record_wheel(std::int64_t id, const std::string& wheel) = 0;
+  /// Records the published wheel (or the identical one already published) and its build number.
+  [[nodiscard]] virtual Status record_wheel(std::int64_t id, const std::string& wheel,
+                                            std::uint64_t build_number) = 0;
+  /// Records the glibc floor the analysis of the job's wheel found.
+  [[nodiscard]] virtual Status record_glibc_floor(std::int64_t id,
+                                                  const std::string& glibc_floor) = 0;
   /// Records the toolchain the job's build uses (replacing what an earlier attempt recorded).
   [[nodiscard]] virtual Status record_toolchain(std::int64_t id, const Toolchain& toolchain) = 0;
 

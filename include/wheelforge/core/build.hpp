@@ -56,6 +56,9 @@ struct Recipe {
   /// Requirements installed into the build environment besides torch, from the torch index.
   /// nullopt (the recipe says nothing): kDefaultBuildRequires. An empty list installs nothing.
   std::optional<std::vector<std::string>> build_requires;
+  /// A rebuild published under a higher build number yanks the builds of the same file name it
+  /// supersedes ("superseded by build N"), unless a build request says otherwise.
+  bool yank_superseded = false;
 };
 
 /// The build requirements of a recipe that names none: what a plain setuptools project needs
@@ -225,6 +228,8 @@ struct Parallelism {
 //
 //   queued → preparing → building → retagging → testing → ingesting → succeeded
 //   building → building                       (retry after an OOM)
+//   retagging → succeeded                     (a rebuild identical to the published file:
+//                                              nothing to test or publish)
 //   any non-terminal state → failed | cancelled
 //   preparing … ingesting → interrupted       (the server stopped while the job ran)
 //   interrupted → queued                      (requeued at startup)
@@ -261,12 +266,15 @@ enum class JobState {
 namespace wf::core {
 
 /// What a client asks the runner for: one recipe at one version, optionally a subset of the
-/// recipe's matrix, optionally rebuilding cells that were built already.
+/// recipe's matrix, optionally rebuilding cells that were built already (a rebuild is published
+/// under the next PEP 427 build number), optionally yanking the builds a rebuild supersedes.
 struct BuildRequest {
   std::string recipe;
   std::string version;
   std::optional<Matrix> subset;
   bool force = false;
+  /// Whether a rebuild yanks the builds it supersedes; nullopt: the recipe's yank_superseded.
+  std::optional<bool> yank_superseded;
 };
 
 /// A build request as a client sent it, before its values are checked: the admin API's JSON
@@ -276,7 +284,8 @@ struct BuildRequestFields {
   std::string recipe;
   std::string version;
   bool force = false;
-  std::vector<std::string> python;  ///< the matrix subset's axes, as given
+  std::optional<bool> yank_superseded;  ///< nullopt: the recipe's
+  std::vector<std::string> python;      ///< the matrix subset's axes, as given
   std::vector<std::string> torch;
   std::vector<std::string> cuda;
 };

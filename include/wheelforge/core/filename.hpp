@@ -2,6 +2,7 @@
 // Distribution file names: PEP 427 wheels (with build tags, local versions and compressed
 // tag sets) and sdists (PEP 625 `{name}-{version}.tar.gz`, legacy names tolerated).
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,5 +58,14 @@ struct DistFilename {
 
 /// canonical_file_key() of a file name; a name that does not parse is its own key.
 [[nodiscard]] std::string canonical_file_key(std::string_view filename);
+
+/// canonical_file_key() without the build tag: the key that every build of one wheel shares
+/// (same project, version with its label, python, ABI and platform tags), so that a rebuild can
+/// find the build numbers its file name has had. For an sdist, canonical_file_key().
+[[nodiscard]] std::string rebuild_key(const DistFilename& name);
+
+/// The number of a PEP 427 build tag: its leading digits ("1" -> 1, "02" -> 2, "3abc" -> 3);
+/// 0 without a build tag, or for digits beyond 18 (no build counts that far).
+[[nodiscard]] std::uint64_t build_number(const WheelTags& tags);
 
 }  // namespace wf::core

@@ -159,6 +159,16 @@ struct ManylinuxAssessment {
   [[nodiscard]] std::string summary() const;
 };
 
+/// The glibc a manylinux platform tag promises to run on: "2.34" for `manylinux_2_34_x86_64`,
+/// "2.17" for `manylinux2014_*`, "2.12" for `manylinux2010_*`, "2.5" for `manylinux1_*`;
+/// nullopt for any other tag (`linux_x86_64`, `musllinux_1_2_x86_64`, `any`).
+[[nodiscard]] std::optional<std::string> glibc_of_platform_tag(std::string_view tag);
+
+/// The lowest glibc_of_platform_tag() of a wheel's platform tags (a wheel tagged
+/// `manylinux_2_17_x86_64.manylinux2014_x86_64` installs from glibc 2.17 on); nullopt when no
+/// tag is a manylinux one.
+[[nodiscard]] std::optional<std::string> glibc_of_platform_tags(std::span<const std::string> tags);
+
 /// Assesses a wheel's binaries (as archive::inspect_wheel_binaries returns them) against the
 /// manylinux policies of their architecture, following the rules at the top of this file.
 [[nodiscard]] ManylinuxAssessment assess_manylinux(std::span<const WheelBinary> binaries,

@@ -19,9 +19,14 @@ struct VersionFiles {
 };
 
 /// GET /api/projects/<name>/variants: per public version, every file with its python, ABI and
-/// platform tags and its variant (backend, CUDA/ROCm version, torch series, C++ ABI); plus the
-/// axes present (torch series, CUDA versions, python tags) and a coverage matrix of
-/// (torch, backend) cells listing the python tags that exist, for drawing a table.
+/// platform tags, its variant (backend, CUDA/ROCm version, torch series, C++ ABI), its build
+/// number (`build`, from the PEP 427 build tag; 0 without one), the glibc its manylinux platform
+/// tag promises (`glibc`, null for other platforms) and, for a wheel rebuilt since, the file
+/// that supersedes it (`superseded_by`); plus the axes present (torch series, CUDA versions,
+/// python tags) and a coverage matrix of (torch, backend) cells listing the python tags that
+/// exist and, under `builds`, each wheel of the cell as its current build: of the rebuilds of
+/// one file name (core::rebuild_key), the one the variant views list (not yanked over yanked,
+/// then the highest build tag, then the latest upload).
 [[nodiscard]] std::string render_variants(std::string_view project,
                                           std::span<const VersionFiles> versions);
 

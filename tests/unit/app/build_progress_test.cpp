@@ -139,6 +139,25 @@ TEST(BuildProgress, OneJobInPlainText) {
       << out;
 }
 
+TEST(BuildProgress, ARebuildWithNothingNewSaysWhichFileIsPublished) {
+  std::string out;
+  BuildProgress p([&out](std::string_view s) { out += s; }, {});
+  auto j = job(8, "3.12", core::JobState::queued);
+  p.start(build_record(), {j}, log_of, "http://127.0.0.1:9001/{cuda}/torch{torch}/simple/");
+  j.state = core::JobState::succeeded;
+  j.started_at = 100 * kSecond;
+  j.finished_at = 103 * kSecond;
+  j.wheel = "demo-1.0.0+cu130torch2.8-1-py3-none-any.whl";
+  j.build_number = 1;
+  j.reason =
+      "the identical file is already published: " + j.wheel + " (build 1); nothing new to publish";
+  p.finished_states({j}, 200 * kSecond);
+  EXPECT_NE(out.find("job 8 py3.12-torch2.8-cu130: succeeded in 3.0s -> " + j.wheel + " (" +
+                     j.reason + ")"),
+            std::string::npos)
+      << out;
+}
+
 TEST(BuildProgress, SeveralJobsPrefixTheirLinesWithTheCell) {
   std::string out;
   BuildProgress p([&out](std::string_view s) { out += s; }, {});

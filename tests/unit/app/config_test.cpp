@@ -121,6 +121,7 @@ local_version_variable = "FLASH_ATTN_LOCAL_VERSION"
 import_check = "import flash_attn"
 gb_per_job = 5
 timeout = "3h"
+yank_superseded = true
 [recipes.flash-attn.matrix]
 python = ["3.12"]
 torch = ["2.8", "2.9"]
@@ -179,12 +180,14 @@ cuda = ["12.8"]
   EXPECT_EQ(fa.recipe.import_check, "import flash_attn");
   EXPECT_EQ(fa.recipe.gb_per_job, 5.0);
   EXPECT_EQ(fa.recipe.timeout, seconds{3 * 3600});
+  EXPECT_TRUE(fa.recipe.yank_superseded);
   EXPECT_EQ(fa.matrix.python, (std::vector<std::string>{"3.12"}));
   EXPECT_EQ(fa.matrix.torch.size(), 2U);
   ASSERT_EQ(fa.matrix.exclude.size(), 1U);
   EXPECT_EQ(core::expand_matrix(fa.matrix).size(), 1U);
 
   const auto& local = c.build.recipes.at("local");
+  EXPECT_FALSE(local.recipe.yank_superseded) << "the default";
   EXPECT_EQ(local.recipe.source.kind, core::SourceSpec::Kind::path);
   EXPECT_EQ(local.recipe.source.location, "/src/demo");
   EXPECT_EQ(local.recipe.gb_per_job, 0.5);

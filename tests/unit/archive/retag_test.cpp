@@ -562,6 +562,77 @@ TEST_F(RetagTest, NoChangesGiveANormalizedCopy) {
   verify_record(members, "demo_pkg-1.0rc1.dist-info");
 }
 
+// ---------------------------------------------------------------------------------------------
+// Content digests (what a rebuild compares)
+
+TEST_F(RetagTest, ContentDigestIgnoresTheBuildTagAndZipMetadata) {
+  const fs::path in = demo_wheel("1.0+cu128torch2.8");
+  auto original = wheel_content_digest(in);
+  ASSERT_TRUE(original) << original.error().message;
+  EXPECT_EQ(original->size(), 64U);
+  // The rewrite changes the member order, the compression, RECORD and WHEEL's Build line: the
+  // contents stay the same.
+  WheelChanges changes;
+  changes.build_tag = "3";
+  auto tagged = rewrite_wheel(in, changes, out_);
+  ASSERT_TRUE(tagged) << tagged.error().message;
+  auto tagged_digest = wheel_content_digest(*tagged);
+  ASSERT_TRUE(tagged_digest) << tagged_digest.error().message;
+  EXPECT_EQ(*tagged_digest, *original);
+  changes.build_tag = "4";
+  auto retagged = rewrite_wheel(*tagged, changes, dir_ / "again");
+  ASSERT_TRUE(retagged) << retagged.error().message;
+  EXPECT_EQ(wheel_content_digest(*retagged).value(), *original);
+  // The file name does not count: the store keeps files under their sha256.
+  const fs::path blob = dir_ / "blob";
+  fs::copy_file(*tagged, blob);
+  EXPECT_EQ(wheel_content_digest(blob).value(), *original);
+}
+
+TEST_F(RetagTest, ContentDigestSeesEveryOtherChange) {
+  const std::string dir = "demo_pkg-1.0.dist-info";
+  const auto wheel = [&](std::string_view name, std::string so, std::string wheel_file,
+                         std::string extra = {}) {
+    std::vector<ZipEntry> entries = {
+        {"demo_pkg/__init__.py", "from ._C import f\n"},
+        {"demo_pkg/_C.so", std::move(so), Compression::deflate},
+        {dir + "/METADATA", metadata_for("1.0")},
+        {dir + "/WHEEL", std::move(wheel_file)},
+        {dir + "/RECORD", "whatever,,\n"},
+    };
+    if (!extra.empty()) entries.emplace_back("demo_pkg/extra.py", extra);
+    return write(std::string(name) + "/demo_pkg-1.0-cp311-cp311-linux_x86_64.whl", entries);
+  };
+  fs::create_directories(dir_ / "in" / "a");
+  fs::create_directories(dir_ / "in" / "b");
+  fs::create_directories(dir_ / "in" / "c");
+  fs::create_directories(dir_ / "in" / "d");
+  fs::create_directories(dir_ / "in" / "e");
+  const std::string so(3000, '\x7f');
+  const auto base = wheel_content_digest(wheel("a", so, kWheelFile)).value();
+  // Another RECORD and a Build line: the same contents.
+  EXPECT_EQ(wheel_content_digest(wheel("b", so, kWheelFile + "Build: 1\n")).value(), base);
+  // One byte of the binary, another WHEEL header, an added file: other contents.
+  std::string other = so;
+  other[1500] = 'x';
+  EXPECT_NE(wheel_content_digest(wheel("c", other, kWheelFile)).value(), base);
+  EXPECT_NE(wheel_content_digest(wheel("d", so, kWheelFile + "Root-Is-Purelib: true\n")).value(),
+            base);
+  EXPECT_NE(wheel_content_digest(wheel("e", so, kWheelFile, "x = 1\n")).value(), base);
+}
+
+TEST_F(RetagTest, ContentDigestRefusesDamagedWheels) {
+  std::vector<ZipEntry> entries = {{"demo_pkg/_C.so", std::string(3000, 'a'), Compression::deflate},
+                                   {"demo_pkg-1.0.dist-info/METADATA", metadata_for("1.0")}};
+  entries[0].crc = 1234;
+  const fs::path damaged = write("demo_pkg-1.0-py3-none-any.whl", entries);
+  auto digest = wheel_content_digest(damaged);
+  ASSERT_FALSE(digest);
+  EXPECT_EQ(digest.error().code, Errc::invalid);
+  EXPECT_THAT(digest.error().message, HasSubstr("demo_pkg/_C.so"));
+  EXPECT_EQ(wheel_content_digest(dir_ / "missing.whl").error().code, Errc::io);
+}
+
 TEST_F(RetagTest, RejectsBadBuildAndPlatformTags) {
   const fs::path in = demo_wheel("1.0");
   for (const char* build : {"", "a1", "1-2", "1 2", "1/2", "+1"}) {

@@ -35,17 +35,19 @@ void script_host(FakeExecutor& fake, const HostScript& host) {
           host.ninja_on_path ? Outcome::prints("/usr/bin/ninja\n") : Outcome::exit(1));
 }
 
-fs::path write_wheel(const fs::path& dir, std::string_view project, std::string_view version) {
+fs::path write_wheel_with(const fs::path& dir, std::string_view project, std::string_view version,
+                          std::string_view tag,
+                          const std::vector<std::pair<std::string, std::string>>& payload) {
   std::string dist = core::normalize_name(project);
   std::replace(dist.begin(), dist.end(), '-', '_');
   const std::string info = dist + "-" + std::string(version) + ".dist-info";
-  std::vector<std::pair<std::string, std::string>> files = {
-      {dist + "/__init__.py", "ANSWER = 42\n"},
-      {info + "/METADATA", "Metadata-Version: 2.1\nName: " + std::string(project) +
-                               "\nVersion: " + std::string(version) + "\n"},
-      {info + "/WHEEL",
-       "Wheel-Version: 1.0\nGenerator: wf-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-  };
+  const bool pure = tag.ends_with("-any");
+  std::vector<std::pair<std::string, std::string>> files = payload;
+  files.emplace_back(info + "/METADATA", "Metadata-Version: 2.1\nName: " + std::string(project) +
+                                             "\nVersion: " + std::string(version) + "\n");
+  files.emplace_back(info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: wf-test\nRoot-Is-Purelib: " +
+                                          std::string(pure ? "true" : "false") +
+                                          "\nTag: " + std::string(tag) + "\n");
   std::string record;
   for (const auto& [name, data] : files) {
     record += name + ",sha256=" + base64url_nopad_encode(crypto::sha256_raw(data)) + "," +
@@ -56,18 +58,46 @@ fs::path write_wheel(const fs::path& dir, std::string_view project, std::string_
   std::vector<archive::fixtures::ZipEntry> entries;
   for (auto& [name, data] : files) entries.emplace_back(name, data);
   fs::create_directories(dir);
-  const fs::path path = dir / (dist + "-" + std::string(version) + "-py3-none-any.whl");
+  const fs::path path = dir / (dist + "-" + std::string(version) + "-" + std::string(tag) + ".whl");
   archive::fixtures::write_file(path, archive::fixtures::build_zip(entries));
   return path;
 }
 
-void script_build(FakeExecutor& fake, std::string project, std::string version) {
-  fake.on("fake-build", Outcome::does([project, version](const ProcessSpec& spec) {
-            // The job's HOME is its work directory; the wheel goes to its out directory.
-            for (const auto& [k, v] : spec.env) {
-              if (k == "HOME") write_wheel(fs::path(v) / "out", project, version);
-            }
-          }));
+fs::path write_wheel(const fs::path& dir, std::string_view project, std::string_view version,
+                     std::string_view init) {
+  std::string dist = core::normalize_name(project);
+  std::replace(dist.begin(), dist.end(), '-', '_');
+  return write_wheel_with(dir, project, version, "py3-none-any",
+                          {{dist + "/__init__.py", std::string(init)}});
+}
+
+namespace {
+
+// The job's out directory, from the build command's environment (HOME is the work directory).
+fs::path out_dir_of(const ProcessSpec& spec) {
+  for (const auto& [k, v] : spec.env) {
+    if (k == "HOME") return fs::path(v) / "out";
+  }
+  return {};
+}
+
+}  // namespace
+
+void script_build(FakeExecutor& fake, std::string project, std::string version, std::string init,
+                  int times) {
+  fake.on("fake-build", Outcome::does([project, version, init](const ProcessSpec& spec) {
+            write_wheel(out_dir_of(spec), project, version, init);
+          }),
+          times);
+}
+
+void script_build_copies(FakeExecutor& fake, fs::path wheel, int times) {
+  fake.on("fake-build", Outcome::does([wheel](const ProcessSpec& spec) {
+            const fs::path out = out_dir_of(spec);
+            fs::create_directories(out);
+            fs::copy_file(wheel, out / wheel.filename(), fs::copy_options::overwrite_existing);
+          }),
+          times);
 }
 
 RecipeConfig demo_recipe(std::string name, std::string project) {
@@ -134,11 +164,13 @@ Runner& RunnerBed::start(Runner::Recovery recovery) {
   return *runner_;
 }
 
-catalog::JobRecord RunnerBed::submit(Runner& r, const std::string& recipe, bool force) {
+catalog::JobRecord RunnerBed::submit(Runner& r, const std::string& recipe, bool force,
+                                     std::optional<bool> yank_superseded) {
   core::BuildRequest request;
   request.recipe = recipe;
   request.version = "1.0.0";
   request.force = force;
+  request.yank_superseded = yank_superseded;
   auto created = r.submit(request);
   EXPECT_TRUE(created) << created.error().message;
   if (!created || created->second.size() != 1) {
@@ -175,6 +207,12 @@ std::string RunnerBed::log(std::int64_t id) const {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+catalog::JobRecord RunnerBed::rebuild(std::optional<bool> yank_superseded) {
+  if (!runner_) start();
+  const auto job = submit(runner(), "demo", true, yank_superseded);
+  return wait_terminal(job.id);
 }
 
 catalog::JobRecord RunnerBed::run_one(const std::string& recipe) {

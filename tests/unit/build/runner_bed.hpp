@@ -9,8 +9,11 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "build/fake_executor.hpp"
 #include "wheelforge/build/runner.hpp"
@@ -41,14 +44,27 @@ struct HostScript {
 /// come after these: add a failing rule first to override one.
 void script_host(FakeExecutor& fake, const HostScript& host = {});
 
-/// A pure-Python wheel of `project` at `version` (with its own RECORD) in `dir`.
+/// A pure-Python wheel of `project` at `version` (with its own RECORD) in `dir`, whose package
+/// holds `init` as its __init__.py.
 std::filesystem::path write_wheel(const std::filesystem::path& dir, std::string_view project,
-                                  std::string_view version);
+                                  std::string_view version,
+                                  std::string_view init = "ANSWER = 42\n");
+
+/// A wheel of `project` at `version` tagged `tag` ("cp312-cp312-linux_x86_64") with these
+/// files besides its .dist-info (METADATA, WHEEL, RECORD), in `dir`.
+std::filesystem::path write_wheel_with(
+    const std::filesystem::path& dir, std::string_view project, std::string_view version,
+    std::string_view tag, const std::vector<std::pair<std::string, std::string>>& files);
 
 /// Scripts the recipe's build command ("fake-build ..."): it writes a wheel of `project`
-/// `version` into the job's out directory.
+/// `version` (with `init` as its __init__.py) into the job's out directory; for `times` builds
+/// (-1: every one).
 void script_build(FakeExecutor& fake, std::string project = "demo-pkg",
-                  std::string version = "1.0.0");
+                  std::string version = "1.0.0", std::string init = "ANSWER = 42\n",
+                  int times = -1);
+
+/// Scripts the build command to write a copy of `wheel` into the job's out directory.
+void script_build_copies(FakeExecutor& fake, std::filesystem::path wheel, int times = -1);
 
 /// The recipe the bed configures: demo-pkg from a path source, built with "fake-build {out}",
 /// import check "import demo_pkg", 1 GiB per job, one arch, for Python 3.12 × torch 2.8 ×
@@ -78,7 +94,8 @@ class RunnerBed {
   /// Starts the bed's runner; fails the test if it does not start.
   Runner& start(Runner::Recovery recovery = Runner::Recovery::requeue_interrupted);
   /// Submits a build of one cell and returns its job.
-  catalog::JobRecord submit(Runner& runner, const std::string& recipe = "demo", bool force = false);
+  catalog::JobRecord submit(Runner& runner, const std::string& recipe = "demo", bool force = false,
+                            std::optional<bool> yank_superseded = std::nullopt);
   catalog::JobRecord submit(const std::string& recipe = "demo") { return submit(runner(), recipe); }
   /// Waits until the job is in a terminal state (or 60 s have passed) and returns it.
   catalog::JobRecord wait_terminal(std::int64_t id);
@@ -89,6 +106,8 @@ class RunnerBed {
   [[nodiscard]] std::string log(std::int64_t id) const;
   /// submit() + wait_terminal() on the started bed runner.
   catalog::JobRecord run_one(const std::string& recipe = "demo");
+  /// A forced rebuild of the one cell: submit(force) + wait_terminal().
+  catalog::JobRecord rebuild(std::optional<bool> yank_superseded = std::nullopt);
 
  private:
   std::unique_ptr<Runner> runner_;

@@ -9,7 +9,12 @@
 
 #include <fstream>
 
+#include "archive/shell.hpp"
 #include "build/runner_bed.hpp"
+#include "wheelforge/archive/retag.hpp"
+#include "wheelforge/core/filename.hpp"
+#include "wheelforge/core/manylinux.hpp"
+#include "wheelforge/util/strings.hpp"
 
 namespace wf::build::testing {
 namespace {
@@ -18,6 +23,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using ::testing::Not;
+namespace fixtures = archive::fixtures;
 
 constexpr std::string_view kLabelledWheel = "demo_pkg-1.0.0+cu130torch2.8-py3-none-any.whl";
 
@@ -426,7 +432,365 @@ TEST_F(Steps, WheelLabelledAtBuildTimeIsNotRetagged) {
             "cu130torch2.8");
 }
 
-// ---- 7. smoke test
+// ---- 7. analyze binaries
+
+// Shared objects compiled here with gcc, for wheels with real binaries.
+class Binaries : public Steps {
+ protected:
+  void SetUp() override {
+    if (fixtures::shell("command -v gcc && command -v objdump").first != 0) {
+      GTEST_SKIP() << "gcc or objdump is not on PATH";
+    }
+    arch_ = trim_copy(fixtures::shell("uname -m").second);
+    dir_ = bed.data_dir / "objects";
+    fs::create_directories(dir_);
+  }
+
+  // Compiles `source` into dir_/`name` as a shared object, with `flags` (e.g. "-L... -lx").
+  fs::path compile(const std::string& name, const std::string& source,
+                   const std::string& flags = {}) {
+    const fs::path c = dir_ / (name + ".c");
+    std::ofstream(c) << source;
+    const fs::path so = dir_ / name;
+    const auto [status, out] = fixtures::shell("gcc -shared -fPIC -O1 -o " + fixtures::quote(so) +
+                                               " " + fixtures::quote(c) + " " + flags);
+    EXPECT_EQ(status, 0) << out;
+    return so;
+  }
+
+  // A wheel of demo-pkg 1.0.0 for cp312 on linux_<arch> holding `so` as demo_pkg/_C.so.
+  fs::path wheel_with(const fs::path& so, const std::string& platform = {}) {
+    std::ifstream in(so, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    return write_wheel_with(
+        dir_ / "wheels" / so.filename(), "demo-pkg", "1.0.0",
+        "cp312-cp312-" + (platform.empty() ? "linux_" + arch_ : platform),
+        {{"demo_pkg/__init__.py", "from . import _C\n"}, {"demo_pkg/_C.so", bytes}});
+  }
+
+  // The highest GLIBC_x.y that `objdump -T` lists for `so`.
+  static std::string objdump_glibc_floor(const fs::path& so) {
+    const auto [status, out] = fixtures::shell("objdump -T " + fixtures::quote(so));
+    EXPECT_EQ(status, 0) << out;
+    std::vector<int> best;
+    std::string best_text;
+    for (std::size_t pos = out.find("GLIBC_"); pos != std::string::npos;
+         pos = out.find("GLIBC_", pos + 1)) {
+      std::size_t end = pos + 6;
+      while (end < out.size() &&
+             (std::isdigit(static_cast<unsigned char>(out[end])) != 0 || out[end] == '.')) {
+        ++end;
+      }
+      const std::string text = out.substr(pos + 6, end - pos - 6);
+      std::vector<int> numbers;
+      for (const auto part : split(text, '.')) {
+        if (!part.empty()) numbers.push_back(std::stoi(std::string(part)));
+      }
+      if (!numbers.empty() && numbers > best) {
+        best = numbers;
+        best_text = text;
+      }
+    }
+    return best_text;
+  }
+
+  static std::string trim_copy(const std::string& s) { return std::string(trim(s)); }
+
+  std::string arch_;
+  fs::path dir_;
+};
+
+constexpr std::string_view kUsesGlibc =
+    "#include <string.h>\n#include <stdio.h>\n"
+    "int demo(char* d, const char* s, unsigned long n) { memcpy(d, s, n); return puts(d); }\n";
+
+TEST_F(Binaries, LinuxWheelGetsTheLowestHonestManylinuxTag) {
+  const fs::path so = compile("_C.so", std::string(kUsesGlibc));
+  const std::string floor = objdump_glibc_floor(so);
+  ASSERT_FALSE(floor.empty());
+  script_host(bed.fake);
+  script_build_copies(bed.fake, wheel_with(so));
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  EXPECT_EQ(job.glibc_floor, floor);
+  // The label and the manylinux tag in one rewrite.
+  auto name = core::parse_dist_filename(job.wheel);
+  ASSERT_TRUE(name) << job.wheel;
+  EXPECT_EQ(name->version.str(), "1.0.0+cu130torch2.8");
+  const auto tags = name->tags.platform_tags();
+  ASSERT_FALSE(tags.empty());
+  EXPECT_THAT(tags.front(), ::testing::StartsWith("manylinux_2_"));
+  EXPECT_THAT(tags.front(), ::testing::EndsWith("_" + arch_));
+  // The lowest policy that allows the floor: 2_17 (with its alias) up to glibc 2.17, else the
+  // floor's own.
+  const auto glibc = core::glibc_of_platform_tags(tags);
+  ASSERT_TRUE(glibc);
+  const auto floor_minor = std::stoi(floor.substr(floor.find('.') + 1));
+  const auto tag_minor = std::stoi(glibc->substr(glibc->find('.') + 1));
+  EXPECT_EQ(tag_minor, std::max(17, floor_minor)) << job.wheel;
+  const std::string log = bed.log(job.id);
+  EXPECT_THAT(log, HasSubstr("==> [retagging] demo_pkg/_C.so (" + arch_ + "): NEEDED libc.so.6"));
+  EXPECT_THAT(log, HasSubstr("glibc floor " + floor));
+  EXPECT_THAT(log, HasSubstr("==> [retagging] manylinux: " + tags.front()));
+  EXPECT_THAT(log, HasSubstr("==> [retagging] demo_pkg-1.0.0-cp312-cp312-linux_" + arch_ +
+                             ".whl -> " + job.wheel));
+  EXPECT_EQ(position(bed.fake.commands(), "--no-deps"), position(bed.fake.commands(), job.wheel))
+      << "the smoke test installs the retagged wheel";
+  auto contents = bed.catalog->load();
+  ASSERT_TRUE(contents);
+  ASSERT_EQ(contents->files.size(), 1U);
+  EXPECT_EQ(contents->files.front().filename, job.wheel);
+}
+
+TEST_F(Binaries, UnprovidedLibraryFailsTheJobWithItsName) {
+  const fs::path stub = compile("libwfmissing.so", "int wf_missing(void) { return 1; }\n");
+  const fs::path so =
+      compile("_C.so", "int wf_missing(void);\nint demo(void) { return wf_missing(); }\n",
+              "-L" + fixtures::quote(dir_) + " -lwfmissing");
+  ASSERT_TRUE(fs::exists(stub));
+  script_host(bed.fake);
+  script_build_copies(bed.fake, wheel_with(so));
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::failed);
+  EXPECT_THAT(job.reason, HasSubstr("analyze binaries: not manylinux: demo_pkg/_C.so needs "
+                                    "libwfmissing.so, which neither the wheel, torch, CUDA nor any "
+                                    "manylinux policy provides"));
+  EXPECT_EQ(bed.ingested.load(), 0);
+  EXPECT_TRUE(bed.fake.commands_matching("test-env").empty()) << "no smoke test";
+}
+
+TEST_F(Binaries, TorchAndCudaLibrariesAndTheWheelsOwnAreProvided) {
+  // Stand-ins named as torch's and CUDA's libraries, and one the wheel carries itself.
+  compile("libc10.so", "int c10(void) { return 1; }\n");
+  compile("libcudart.so.13", "int cudart(void) { return 1; }\n", "-Wl,-soname,libcudart.so.13");
+  const fs::path own = compile("libdemo_helper.so", "int helper(void) { return 1; }\n");
+  const fs::path so =
+      compile("_C.so",
+              "int c10(void); int cudart(void); int helper(void);\n"
+              "int demo(void) { return c10() + cudart() + helper(); }\n",
+              "-L" + fixtures::quote(dir_) + " -lc10 -l:libcudart.so.13 -ldemo_helper");
+  std::ifstream in(so, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::ifstream hin(own, std::ios::binary);
+  const std::string helper((std::istreambuf_iterator<char>(hin)), {});
+  const fs::path wheel =
+      write_wheel_with(dir_ / "wheels", "demo-pkg", "1.0.0", "cp312-cp312-linux_" + arch_,
+                       {{"demo_pkg/_C.so", bytes}, {"demo_pkg.libs/libdemo_helper.so", helper}});
+  script_host(bed.fake);
+  script_build_copies(bed.fake, wheel);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  EXPECT_THAT(job.wheel, HasSubstr("-manylinux_2_"));
+  EXPECT_THAT(bed.log(job.id), HasSubstr("NEEDED libc10.so, libcudart.so.13, libdemo_helper.so"));
+}
+
+TEST_F(Binaries, ManylinuxTagOfTheBuildIsKeptWhenHonestAndRefusedWhenNot) {
+  const fs::path so = compile("_C.so", std::string(kUsesGlibc));
+  script_host(bed.fake);
+  script_build_copies(bed.fake, wheel_with(so, "manylinux_2_28_" + arch_), 1);
+  const auto honest = bed.run_one();
+  ASSERT_EQ(honest.state, core::JobState::succeeded) << bed.log(honest.id);
+  EXPECT_EQ(honest.wheel,
+            "demo_pkg-1.0.0+cu130torch2.8-cp312-cp312-manylinux_2_28_" + arch_ + ".whl");
+  EXPECT_THAT(bed.log(honest.id), HasSubstr("is honest; kept"));
+
+  // A binary that needs a newer glibc than its tag promises. The objects gcc makes here need
+  // what this host's glibc offers; the tag claims manylinux1 (glibc 2.5), older than any
+  // floor a binary calling memcpy can have (2.14 on x86_64).
+  RunnerBed second("dishonest-tag");
+  script_host(second.fake);
+  script_build_copies(second.fake, wheel_with(so, "manylinux1_" + arch_));
+  const auto dishonest = second.run_one();
+  ASSERT_EQ(dishonest.state, core::JobState::failed);
+  EXPECT_THAT(dishonest.reason,
+              HasSubstr("analyze binaries: the wheel is tagged manylinux1_" + arch_ +
+                        " (glibc 2.5), but its binaries need manylinux_2_"));
+}
+
+TEST_F(Binaries, WheelOfAnotherArchitectureIsRefused) {
+  const fs::path so = compile("_C.so", std::string(kUsesGlibc));
+  const std::string other = arch_ == "aarch64" ? "x86_64" : "aarch64";
+  script_host(bed.fake);
+  script_build_copies(bed.fake, wheel_with(so, "linux_" + other));
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::failed);
+  EXPECT_EQ(job.reason, "analyze binaries: the wheel is tagged linux_" + other +
+                            ", but its binaries are " + arch_);
+}
+
+TEST_F(Steps, WheelWithoutBinariesKeepsItsPlatformTag) {
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  EXPECT_EQ(job.wheel, kLabelledWheel);
+  EXPECT_EQ(job.glibc_floor, "");
+  EXPECT_THAT(bed.log(job.id), HasSubstr("==> [retagging] manylinux: no ELF binaries"));
+}
+
+TEST_F(Steps, DamagedWheelFailsTheAnalysis) {
+  script_host(bed.fake);
+  bed.fake.on("fake-build", Outcome::does([](const ProcessSpec& spec) {
+                for (const auto& [k, v] : spec.env) {
+                  if (k != "HOME") continue;
+                  fs::create_directories(fs::path(v) / "out");
+                  std::ofstream(fs::path(v) / "out" / "demo_pkg-1.0.0-py3-none-any.whl")
+                      << "not a zip";
+                }
+              }));
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::failed);
+  EXPECT_THAT(job.reason, HasSubstr("analyze binaries: "));
+  EXPECT_EQ(bed.ingested.load(), 0);
+}
+
+// ---- 8. number the build
+
+std::vector<std::string> catalog_files(RunnerBed& bed) {
+  std::vector<std::string> out;
+  auto contents = bed.catalog->load();
+  EXPECT_TRUE(contents);
+  if (!contents) return out;
+  for (const auto& f : contents->files) {
+    out.push_back(f.filename + (f.yanked ? " yanked: " + *f.yanked : std::string()));
+  }
+  return out;
+}
+
+TEST_F(Steps, RebuildIsPublishedUnderTheNextBuildNumber) {
+  script_host(bed.fake);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 1\n", 1);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 2\n", 1);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 3\n", 1);
+  const auto first = bed.run_one();
+  ASSERT_EQ(first.state, core::JobState::succeeded) << bed.log(first.id);
+  EXPECT_EQ(first.build_number, 0U);
+  const auto second = bed.rebuild();
+  ASSERT_EQ(second.state, core::JobState::succeeded) << bed.log(second.id);
+  EXPECT_EQ(second.wheel, "demo_pkg-1.0.0+cu130torch2.8-1-py3-none-any.whl");
+  EXPECT_EQ(second.build_number, 1U);
+  EXPECT_EQ(second.reason, "");
+  EXPECT_THAT(bed.log(second.id),
+              HasSubstr("was published before (highest build 0, other contents): this rebuild "
+                        "is build 1"));
+  EXPECT_THAT(bed.log(second.id),
+              HasSubstr("==> [retagging] " + std::string(kLabelledWheel) + " -> " + second.wheel));
+  const auto third = bed.rebuild();
+  ASSERT_EQ(third.state, core::JobState::succeeded) << bed.log(third.id);
+  EXPECT_EQ(third.wheel, "demo_pkg-1.0.0+cu130torch2.8-2-py3-none-any.whl");
+  EXPECT_EQ(third.build_number, 2U);
+  // Every build stays published (nothing is yanked without yank_superseded).
+  EXPECT_THAT(catalog_files(bed),
+              ::testing::ElementsAre("demo_pkg-1.0.0+cu130torch2.8-1-py3-none-any.whl",
+                                     "demo_pkg-1.0.0+cu130torch2.8-2-py3-none-any.whl",
+                                     std::string(kLabelledWheel)));
+  // The smoke test installed the numbered wheel.
+  EXPECT_EQ(bed.fake
+                .commands_matching("--no-deps " + (bed.data_dir / "builds").string() + "/job-" +
+                                   std::to_string(third.id) + "/numbered/" + third.wheel)
+                .size(),
+            1U);
+}
+
+TEST_F(Steps, IdenticalRebuildPublishesNothing) {
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto first = bed.run_one();
+  ASSERT_EQ(first.state, core::JobState::succeeded);
+  const auto tests_before = bed.fake.commands_matching("test-env").size();
+  const auto second = bed.rebuild();
+  ASSERT_EQ(second.state, core::JobState::succeeded) << bed.log(second.id);
+  EXPECT_EQ(second.wheel, kLabelledWheel);
+  EXPECT_EQ(second.build_number, 0U);
+  EXPECT_EQ(second.reason, "the identical file is already published: " +
+                               std::string(kLabelledWheel) + " (build 0); nothing new to publish");
+  EXPECT_THAT(bed.log(second.id), HasSubstr("==> succeeded: the identical file is already"));
+  EXPECT_THAT(bed.log(second.id), Not(HasSubstr("step: smoke test")));
+  EXPECT_EQ(bed.fake.commands_matching("test-env").size(), tests_before) << "no smoke test";
+  EXPECT_EQ(bed.ingested.load(), 1);
+  EXPECT_THAT(catalog_files(bed), ::testing::ElementsAre(std::string(kLabelledWheel)));
+}
+
+TEST_F(Steps, DeletedBuildNumbersStayTaken) {
+  script_host(bed.fake);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 1\n", 1);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 2\n", 1);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 2\n", 1);
+  ASSERT_EQ(bed.run_one().state, core::JobState::succeeded);
+  const auto second = bed.rebuild();
+  ASSERT_EQ(second.build_number, 1U) << bed.log(second.id);
+  ASSERT_TRUE(bed.catalog->delete_file(second.wheel));
+  // The same contents as the deleted build 1: the published build is 0, whose contents differ,
+  // and build 1's name is reserved.
+  const auto third = bed.rebuild();
+  ASSERT_EQ(third.state, core::JobState::succeeded) << bed.log(third.id);
+  EXPECT_EQ(third.wheel, "demo_pkg-1.0.0+cu130torch2.8-2-py3-none-any.whl");
+  EXPECT_THAT(bed.log(third.id), HasSubstr("highest build 1, other contents"));
+}
+
+TEST_F(Steps, YankSupersededYanksTheEarlierBuilds) {
+  script_host(bed.fake);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 1\n", 1);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 2\n", 1);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 3\n", 1);
+  ASSERT_EQ(bed.run_one().state, core::JobState::succeeded);
+  ASSERT_EQ(bed.rebuild().state, core::JobState::succeeded);
+  const int reloads = bed.ingested.load();
+  const auto third = bed.rebuild(true);
+  ASSERT_EQ(third.state, core::JobState::succeeded) << bed.log(third.id);
+  EXPECT_EQ(third.build_number, 2U);
+  EXPECT_THAT(catalog_files(bed),
+              ::testing::ElementsAre(
+                  "demo_pkg-1.0.0+cu130torch2.8-1-py3-none-any.whl yanked: superseded by build 2",
+                  "demo_pkg-1.0.0+cu130torch2.8-2-py3-none-any.whl",
+                  std::string(kLabelledWheel) + " yanked: superseded by build 2"));
+  EXPECT_THAT(bed.log(third.id), HasSubstr("==> [ingesting] yanked " + std::string(kLabelledWheel) +
+                                           " (superseded by build 2)"));
+  EXPECT_EQ(bed.ingested.load(), reloads + 1);
+  auto build = bed.jobs->find_build(third.build_id);
+  ASSERT_TRUE(build && build->has_value());
+  EXPECT_TRUE((*build)->yank_superseded);
+}
+
+TEST_F(Steps, RecipeDefaultYanksUnlessTheRequestSaysOtherwise) {
+  bed.config.recipes["demo"].recipe.yank_superseded = true;
+  script_host(bed.fake);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 1\n", 1);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 2\n", 1);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 3\n", 1);
+  ASSERT_EQ(bed.run_one().state, core::JobState::succeeded);
+  const auto kept = bed.rebuild(false);
+  ASSERT_EQ(kept.state, core::JobState::succeeded) << bed.log(kept.id);
+  EXPECT_THAT(catalog_files(bed),
+              ::testing::ElementsAre("demo_pkg-1.0.0+cu130torch2.8-1-py3-none-any.whl",
+                                     std::string(kLabelledWheel)));
+  const auto yanking = bed.rebuild();
+  ASSERT_EQ(yanking.state, core::JobState::succeeded) << bed.log(yanking.id);
+  EXPECT_THAT(catalog_files(bed),
+              ::testing::ElementsAre(
+                  "demo_pkg-1.0.0+cu130torch2.8-1-py3-none-any.whl yanked: superseded by build 2",
+                  "demo_pkg-1.0.0+cu130torch2.8-2-py3-none-any.whl",
+                  std::string(kLabelledWheel) + " yanked: superseded by build 2"));
+}
+
+TEST_F(Steps, RequestWithNothingToBuildIsRefusedAndRecordsNothing) {
+  script_host(bed.fake);
+  script_build(bed.fake);
+  ASSERT_EQ(bed.run_one().state, core::JobState::succeeded);
+  core::BuildRequest request;
+  request.recipe = "demo";
+  request.version = "1.0.0";
+  auto created = bed.runner().submit(request);
+  ASSERT_FALSE(created);
+  EXPECT_EQ(created.error().code, Errc::conflict);
+  EXPECT_EQ(created.error().message,
+            "all cells built; use force to rebuild (demo 1.0.0: py3.12-torch2.8-cu130)");
+  auto builds = bed.jobs->list_builds(10);
+  ASSERT_TRUE(builds);
+  EXPECT_EQ(builds->size(), 1U);
+}
+
+// ---- 9. smoke test
 
 TEST_F(Steps, FailingImportCheckNamesTheError) {
   bed.fake.on("-c import demo_pkg",
@@ -464,18 +828,28 @@ TEST_F(Steps, FailedWorkDirectoriesAreRemovedWhenConfigured) {
   EXPECT_EQ(left, std::vector<std::string>{"log.txt"});
 }
 
-// ---- 8. ingest
+// ---- 10. ingest
 
 TEST_F(Steps, IngestConflictFailsTheJob) {
-  // A file of the name the retagged wheel gets is stored already, with other bytes.
-  const fs::path other = write_wheel(bed.data_dir / "elsewhere", "demo-pkg", "1.0.0+cu130torch2.8");
-  ASSERT_TRUE(bed.ingestor->ingest_path(other));
+  // Between the numbering and the ingest, another file takes the name the rebuild gets.
   script_host(bed.fake);
-  script_build(bed.fake);
-  const auto job = bed.run_one();
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 1\n", 1);
+  script_build(bed.fake, "demo-pkg", "1.0.0", "ANSWER = 2\n");
+  ASSERT_EQ(bed.run_one().state, core::JobState::succeeded);
+  const fs::path other =
+      write_wheel(bed.data_dir / "elsewhere", "demo-pkg", "1.0.0+cu130torch2.8", "ANSWER = 3\n");
+  bed.fake.on("-c import demo_pkg", Outcome::does([&](const ProcessSpec&) {
+                archive::WheelChanges c;
+                c.build_tag = "1";
+                auto numbered = archive::rewrite_wheel(other, c, bed.data_dir / "elsewhere" / "1");
+                ASSERT_TRUE(numbered) << numbered.error().message;
+                ASSERT_TRUE(bed.ingestor->ingest_path(*numbered));
+              }));
+  const auto job = bed.rebuild();
   ASSERT_EQ(job.state, core::JobState::failed) << bed.log(job.id);
   EXPECT_THAT(job.reason, HasSubstr("ingest: File already exists"));
-  EXPECT_EQ(bed.ingested.load(), 0);
+  EXPECT_THAT(job.reason, HasSubstr("demo_pkg-1.0.0+cu130torch2.8-1-py3-none-any.whl"));
+  EXPECT_EQ(bed.ingested.load(), 1);
 }
 
 // ---- Cancellation and shutdown

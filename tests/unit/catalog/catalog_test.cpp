@@ -304,6 +304,25 @@ TEST_F(CatalogTest, DeleteReservesTheName) {
   EXPECT_EQ(again->second.sha256, std::string(64, 'a'));
 }
 
+TEST_F(CatalogTest, DeletedFilesAreListedPerProject) {
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat);
+  for (const auto* name : {"demo_pkg-1.0-1-py3-none-any.whl", "demo_pkg-1.0-py3-none-any.whl",
+                           "demo_pkg-2.0-py3-none-any.whl"}) {
+    ASSERT_TRUE((*cat)->insert_file(wheel(name, std::string(64, name[9] == '2' ? 'c' : 'a'))));
+  }
+  EXPECT_TRUE((*cat)->deleted_files("demo-pkg")->empty());
+  ASSERT_TRUE((*cat)->delete_file("demo_pkg-1.0-py3-none-any.whl"));
+  ASSERT_TRUE((*cat)->delete_file("demo_pkg-1.0-1-py3-none-any.whl"));
+  auto listed = (*cat)->deleted_files("demo-pkg");
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 2U);
+  EXPECT_EQ((*listed)[0].filename, "demo_pkg-1.0-1-py3-none-any.whl");
+  EXPECT_EQ((*listed)[1].filename, "demo_pkg-1.0-py3-none-any.whl");
+  EXPECT_EQ((*listed)[0].project, "demo-pkg");
+  EXPECT_TRUE((*cat)->deleted_files("other")->empty());
+}
+
 TEST_F(CatalogTest, SpellingsOfOneNameAreOneFile) {
   auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
   ASSERT_TRUE(cat);
@@ -420,7 +439,9 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   const std::string older =
-      "ALTER TABLE jobs DROP COLUMN nvcc_path; ALTER TABLE jobs DROP COLUMN nvcc_version;"
+      "ALTER TABLE jobs DROP COLUMN glibc_floor; ALTER TABLE jobs DROP COLUMN build_number;"
+      " ALTER TABLE builds DROP COLUMN yank_superseded;"
+      " ALTER TABLE jobs DROP COLUMN nvcc_path; ALTER TABLE jobs DROP COLUMN nvcc_version;"
       " ALTER TABLE jobs DROP COLUMN torch_version; ALTER TABLE jobs DROP COLUMN torch_cuda;"
       " ALTER TABLE jobs DROP COLUMN python_path; ALTER TABLE jobs DROP COLUMN python_version;"
       " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
@@ -550,7 +571,10 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db,
-                         "ALTER TABLE jobs DROP COLUMN nvcc_path;"
+                         "ALTER TABLE jobs DROP COLUMN glibc_floor;"
+                         " ALTER TABLE jobs DROP COLUMN build_number;"
+                         " ALTER TABLE builds DROP COLUMN yank_superseded;"
+                         " ALTER TABLE jobs DROP COLUMN nvcc_path;"
                          " ALTER TABLE jobs DROP COLUMN nvcc_version;"
                          " ALTER TABLE jobs DROP COLUMN torch_version;"
                          " ALTER TABLE jobs DROP COLUMN torch_cuda;"

@@ -1,5 +1,5 @@
-// The job store: the toolchain a job recorded, startup recovery that leaves jobs of live
-// runners alone, and a database from before the toolchain columns.
+// The job store: the toolchain, wheel, build number and glibc floor a job recorded, startup
+// recovery that leaves jobs of live runners alone, and a database from before those columns.
 
 #include "wheelforge/catalog/jobs.hpp"
 
@@ -101,7 +101,10 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(raw,
-                         "ALTER TABLE jobs DROP COLUMN nvcc_path;"
+                         "ALTER TABLE jobs DROP COLUMN glibc_floor;"
+                         " ALTER TABLE jobs DROP COLUMN build_number;"
+                         " ALTER TABLE builds DROP COLUMN yank_superseded;"
+                         " ALTER TABLE jobs DROP COLUMN nvcc_path;"
                          " ALTER TABLE jobs DROP COLUMN nvcc_version;"
                          " ALTER TABLE jobs DROP COLUMN torch_version;"
                          " ALTER TABLE jobs DROP COLUMN torch_cuda;"
@@ -120,6 +123,37 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   ASSERT_EQ(all->size(), 1U);
   EXPECT_EQ(all->front().toolchain, Toolchain{});
   EXPECT_EQ(all->front().cell.key(), "py3.12-torch2.8-cu130");
+  EXPECT_EQ(all->front().build_number, 0U);
+  EXPECT_EQ(all->front().glibc_floor, "");
+  auto b = jobs->find_build(all->front().build_id);
+  ASSERT_TRUE(b && b->has_value());
+  EXPECT_FALSE((*b)->yank_superseded);
+}
+
+TEST_F(JobStoreTest, WheelBuildNumberAndGlibcFloorAreRecorded) {
+  auto jobs = open();
+  BuildRecord b = build();
+  b.force = true;
+  b.yank_superseded = true;
+  auto created = jobs->create_build(b, cells(1));
+  ASSERT_TRUE(created);
+  EXPECT_TRUE(created->first.yank_superseded);
+  const auto id = created->second.front().id;
+  ASSERT_TRUE(jobs->record_glibc_floor(id, "2.34"));
+  ASSERT_TRUE(jobs->record_wheel(id, "demo-1.0.0+cu130torch2.8-2-cp312-cp312-x.whl", 2));
+  auto found = jobs->find_job(id);
+  ASSERT_TRUE(found && found->has_value());
+  EXPECT_EQ((*found)->glibc_floor, "2.34");
+  EXPECT_EQ((*found)->build_number, 2U);
+  EXPECT_EQ((*found)->wheel, "demo-1.0.0+cu130torch2.8-2-cp312-cp312-x.whl");
+  auto again = jobs->find_build(created->first.id);
+  ASSERT_TRUE(again && again->has_value());
+  EXPECT_TRUE((*again)->yank_superseded);
+  EXPECT_TRUE((*again)->force);
+  auto listed = jobs->list_builds(10);
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1U);
+  EXPECT_TRUE(listed->front().yank_superseded);
 }
 
 }  // namespace

@@ -15,7 +15,12 @@ TEST(CheckBuildRequest, TrimsAndKeepsTheSubsetWhenAnAxisIsNamed) {
   EXPECT_EQ(r->recipe, "flash-attn");
   EXPECT_EQ(r->version, "2.8.3");
   EXPECT_TRUE(r->force);
+  EXPECT_EQ(r->yank_superseded, std::nullopt);
   EXPECT_FALSE(r->subset);
+  f.yank_superseded = false;
+  r = check_build_request(f);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->yank_superseded, false);
 
   f.cuda = {"12.8", "13.0"};
   r = check_build_request(f);

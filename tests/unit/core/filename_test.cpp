@@ -295,5 +295,43 @@ TEST(CanonicalFileKey, ReadsLikeTheNormalizedFileName) {
   EXPECT_EQ(canonical_file_key(std::string_view("not a file name")), "not a file name");
 }
 
+TEST(RebuildKey, EveryBuildOfOneWheelSharesIt) {
+  const auto rkey = [](std::string_view filename) {
+    const auto parsed = parse_dist_filename(filename);
+    EXPECT_TRUE(parsed.ok()) << filename;
+    return parsed.ok() ? rebuild_key(*parsed) : std::string();
+  };
+  const std::string base = rkey("kern-2.8.3+cu128torch2.8-cp312-cp312-linux_x86_64.whl");
+  EXPECT_EQ(base, key("kern-2.8.3+cu128torch2.8-cp312-cp312-linux_x86_64.whl"));
+  for (const auto name : {"kern-2.8.3+cu128torch2.8-1-cp312-cp312-linux_x86_64.whl",
+                          "Kern-2.8.3.0+CU128torch2.8-02-cp312-cp312-linux_x86_64.whl",
+                          "kern-2.8.3+cu128torch2.8-3abc-cp312-cp312-linux_x86_64.whl"}) {
+    EXPECT_EQ(rkey(name), base) << name;
+  }
+  // Another label, version, python, ABI or platform is another wheel.
+  for (const auto name : {"kern-2.8.3+cu128torch2.9-1-cp312-cp312-linux_x86_64.whl",
+                          "kern-2.8.4+cu128torch2.8-1-cp312-cp312-linux_x86_64.whl",
+                          "kern-2.8.3+cu128torch2.8-1-cp311-cp311-linux_x86_64.whl",
+                          "kern-2.8.3+cu128torch2.8-1-cp312-abi3-linux_x86_64.whl",
+                          "kern-2.8.3+cu128torch2.8-1-cp312-cp312-manylinux_2_28_x86_64.whl"}) {
+    EXPECT_NE(rkey(name), base) << name;
+  }
+  EXPECT_EQ(rkey("demo-1.0.tar.gz"), key("demo-1.0.tar.gz"));
+}
+
+TEST(BuildNumber, IsTheBuildTagsLeadingNumber) {
+  const auto number = [](std::string_view filename) {
+    const auto parsed = parse_dist_filename(filename);
+    EXPECT_TRUE(parsed.ok()) << filename;
+    return parsed.ok() ? build_number(parsed->tags) : 99U;
+  };
+  EXPECT_EQ(number("demo-1.0-py3-none-any.whl"), 0U);
+  EXPECT_EQ(number("demo-1.0-1-py3-none-any.whl"), 1U);
+  EXPECT_EQ(number("demo-1.0-02-py3-none-any.whl"), 2U);
+  EXPECT_EQ(number("demo-1.0-12abc-py3-none-any.whl"), 12U);
+  EXPECT_EQ(number("demo-1.0-999999999999999999-py3-none-any.whl"), 999999999999999999U);
+  EXPECT_EQ(number("demo-1.0-9999999999999999999-py3-none-any.whl"), 0U) << "beyond 18 digits";
+}
+
 }  // namespace
 }  // namespace wf::core

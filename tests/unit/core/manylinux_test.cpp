@@ -317,5 +317,25 @@ TEST(ManylinuxTest, GlobMatching) {
   EXPECT_FALSE(glob_match("*a*a*a*a*a*a*a*a*b", std::string(100000, 'a')));
 }
 
+TEST(ManylinuxTest, GlibcOfPlatformTags) {
+  EXPECT_EQ(glibc_of_platform_tag("manylinux_2_34_x86_64"), "2.34");
+  EXPECT_EQ(glibc_of_platform_tag("manylinux_2_17_aarch64"), "2.17");
+  EXPECT_EQ(glibc_of_platform_tag("manylinux2014_x86_64"), "2.17");
+  EXPECT_EQ(glibc_of_platform_tag("manylinux2010_x86_64"), "2.12");
+  EXPECT_EQ(glibc_of_platform_tag("manylinux1_x86_64"), "2.5");
+  for (const auto tag :
+       {"linux_x86_64", "musllinux_1_2_x86_64", "any", "manylinux_2_x86_64", "manylinux_2_34_",
+        "manylinux__34_x86_64", "manylinux2014_", "macosx_11_0_arm64"}) {
+    EXPECT_EQ(glibc_of_platform_tag(tag), std::nullopt) << tag;
+  }
+  const std::vector<std::string> both = {"manylinux_2_28_x86_64", "manylinux_2_17_x86_64",
+                                         "manylinux2014_x86_64"};
+  EXPECT_EQ(glibc_of_platform_tags(both), "2.17");
+  const std::vector<std::string> tens = {"manylinux_2_9_x86_64", "manylinux_2_10_x86_64"};
+  EXPECT_EQ(glibc_of_platform_tags(tens), "2.9") << "compared as numbers";
+  const std::vector<std::string> none = {"linux_x86_64"};
+  EXPECT_EQ(glibc_of_platform_tags(none), std::nullopt);
+}
+
 }  // namespace
 }  // namespace wf::core

@@ -234,9 +234,14 @@ TEST(DecodeBuildForm, CommaListsAndTheSharedRules) {
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->recipe, "demo");
   EXPECT_TRUE(r->force);
+  EXPECT_EQ(r->yank_superseded, std::nullopt) << "unticked: the recipe's";
   ASSERT_TRUE(r->subset);
   EXPECT_EQ(r->subset->python, (std::vector<std::string>{"3.11", "3.12"}));
   EXPECT_TRUE(r->subset->torch.empty());
+  r = decode_build_form({{"recipe", "demo"}, {"version", "1.0"}, {"yank_superseded", "on"}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->yank_superseded, true);
+  EXPECT_FALSE(r->force);
   EXPECT_FALSE(decode_build_form({{"recipe", "demo"}})) << "a version is required";
 }
 

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
+
+#include "wheelforge/core/filename.hpp"
 
 namespace wf::render {
 namespace {
@@ -129,6 +132,72 @@ TEST(RenderApi, AdminAnswers) {
   EXPECT_EQ(render_file_names("deleted", {}), "{\"deleted\":[]}\n");
   EXPECT_EQ(render_claim("flash-attn", "token 3"),
             "{\"project\":\"flash-attn\",\"claim\":\"token 3\"}\n");
+}
+
+core::FileRecord wheel_file(std::string filename, std::string version, Micros uploaded) {
+  core::FileRecord f;
+  auto name = core::parse_dist_filename(filename);
+  EXPECT_TRUE(name) << filename;
+  f.filename = std::move(filename);
+  f.project = "kern";
+  f.version = std::move(version);
+  f.sha256 = std::string(64, 'a');
+  f.upload_time = uploaded;
+  if (name) f.tags = name->tags;
+  f.hints = core::parse_local_label(name ? name->version.local_str() : "");
+  return f;
+}
+
+TEST(RenderApi, VariantsShowBuildNumbersGlibcAndTheCurrentBuildOfEachCell) {
+  std::vector<core::FileRecord> files = {
+      wheel_file(
+          "kern-1.0+cu128torch2.8-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+          "1.0+cu128torch2.8", 1),
+      wheel_file(
+          "kern-1.0+cu128torch2.8-1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+          "1.0+cu128torch2.8", 2),
+      wheel_file(
+          "kern-1.0+cu128torch2.8-2-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+          "1.0+cu128torch2.8", 3),
+      wheel_file("kern-1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl", "1.0+cu128torch2.8", 4),
+  };
+  files[2].yanked = "broken";  // build 2 is yanked: build 1 is the current one
+  VersionFiles v{"1.0", {}};
+  for (const auto& f : files) v.files.push_back(&f);
+  const json doc = json::parse(render_variants("kern", std::vector<VersionFiles>{v}));
+  const json& out = doc["versions"][0]["files"];
+  ASSERT_EQ(out.size(), 4U);
+  EXPECT_EQ(out[0]["build"], 0);
+  EXPECT_TRUE(out[0]["build_tag"].is_null());
+  EXPECT_EQ(out[0]["glibc"], "2.17");
+  EXPECT_EQ(out[0]["superseded_by"], files[1].filename);
+  EXPECT_EQ(out[1]["build"], 1);
+  EXPECT_EQ(out[1]["build_tag"], "1");
+  EXPECT_TRUE(out[1]["superseded_by"].is_null());
+  EXPECT_EQ(out[2]["build"], 2);
+  EXPECT_EQ(out[2]["superseded_by"], files[1].filename) << "a yanked build is not current";
+  EXPECT_TRUE(out[3]["glibc"].is_null()) << "linux_x86_64 promises no glibc";
+  ASSERT_EQ(doc["matrix"].size(), 1U);
+  const json& cell = doc["matrix"][0];
+  EXPECT_EQ(cell["python"], (json{"cp311", "cp312"}));
+  ASSERT_EQ(cell["builds"].size(), 2U);
+  std::map<std::string, json> by_python;
+  for (const auto& b : cell["builds"]) by_python[b["python"][0]] = b;
+  EXPECT_EQ(by_python["cp312"]["filename"], files[1].filename);
+  EXPECT_EQ(by_python["cp312"]["build"], 1);
+  EXPECT_EQ(by_python["cp312"]["glibc"], "2.17");
+  EXPECT_EQ(by_python["cp311"]["build"], 0);
+  EXPECT_TRUE(by_python["cp311"]["glibc"].is_null());
+
+  // Unyanked, build 2 is the current one.
+  files[2].yanked.reset();
+  const json again = json::parse(render_variants("kern", std::vector<VersionFiles>{v}));
+  EXPECT_EQ(again["versions"][0]["files"][1]["superseded_by"], files[2].filename);
+  for (const auto& b : again["matrix"][0]["builds"]) {
+    if (b["python"][0] == "cp312") {
+      EXPECT_EQ(b["build"], 2);
+    }
+  }
 }
 
 }  // namespace

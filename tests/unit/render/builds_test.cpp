@@ -83,5 +83,51 @@ TEST(BuildRequestJson, NamesEveryProblemTogether) {
   EXPECT_EQ(m.find("missing recipe"), std::string::npos) << m;
 }
 
+TEST(RenderBuilds, JobShowsItsBuildNumberAndGlibcFloor) {
+  catalog::JobRecord j = job();
+  const Json before = Json::parse(render_job(j));
+  EXPECT_TRUE(before["build_number"].is_null()) << "nothing published yet";
+  EXPECT_TRUE(before["glibc_floor"].is_null());
+  j.state = core::JobState::succeeded;
+  j.wheel = "flash_attn-2.8.3+cu128torch2.8-2-cp312-cp312-manylinux_2_34_x86_64.whl";
+  j.build_number = 2;
+  j.glibc_floor = "2.34";
+  const Json after = Json::parse(render_job(j));
+  EXPECT_EQ(after["build_number"], 2);
+  EXPECT_EQ(after["glibc_floor"], "2.34");
+  EXPECT_EQ(after["wheel"], j.wheel);
+  j.build_number = 0;
+  EXPECT_EQ(Json::parse(render_job(j))["build_number"], 0) << "the first build";
+}
+
+TEST(RenderBuilds, BuildShowsYankSuperseded) {
+  catalog::BuildRecord b;
+  b.id = 3;
+  b.recipe = "flash-attn";
+  b.version = "2.8.3";
+  b.force = true;
+  b.yank_superseded = true;
+  const Json out = Json::parse(render_build(b, {}));
+  EXPECT_EQ(out["build"]["force"], true);
+  EXPECT_EQ(out["build"]["yank_superseded"], true);
+}
+
+TEST(RenderBuilds, RequestTakesYankSuperseded) {
+  auto absent = parse_build_request(R"({"recipe": "fa", "version": "1.0"})");
+  ASSERT_TRUE(absent) << absent.error().message;
+  EXPECT_EQ(absent->yank_superseded, std::nullopt);
+  EXPECT_FALSE(absent->force);
+  auto given = parse_build_request(
+      R"({"recipe": "fa", "version": "1.0", "force": true, "yank_superseded": false})");
+  ASSERT_TRUE(given) << given.error().message;
+  EXPECT_EQ(given->yank_superseded, false);
+  EXPECT_TRUE(given->force);
+  auto bad = parse_build_request(R"({"recipe": "fa", "version": "1.0", "yank_superseded": "yes"})");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("\"yank_superseded\" must be true or false"),
+            std::string::npos)
+      << bad.error().message;
+}
+
 }  // namespace
 }  // namespace wf::render

@@ -258,5 +258,29 @@ TEST(UiJob, ShowsTheVerifiedToolchainOnceRecorded) {
   EXPECT_NE(after.find("/usr/bin/python3.12 (3.12.1)"), std::string::npos) << after;
 }
 
+TEST(UiJob, ShowsTheBuildNumberAndGlibcFloorOnceKnown) {
+  const Site site{"http://h", "token", true};
+  JobPage page;
+  page.job.id = 8;
+  page.job.build_id = 3;
+  page.job.recipe = "flash-attn";
+  page.job.version = "2.8.3";
+  page.job.cell = core::Cell{"3.12", {2, 8}, {12, 8}};
+  page.job.state = core::JobState::testing;
+  page.job.glibc_floor = "2.34";
+  const std::string testing = render_job(site, page);
+  EXPECT_EQ(testing.find("<dt>Build number</dt>"), std::string::npos) << "nothing published yet";
+  EXPECT_NE(testing.find("<dt>glibc floor</dt><dd>2.34</dd>"), std::string::npos) << testing;
+  page.job.state = core::JobState::succeeded;
+  page.job.wheel = "flash_attn-2.8.3+cu128torch2.8-1-cp312-cp312-manylinux_2_34_x86_64.whl";
+  page.job.build_number = 1;
+  const std::string done = render_job(site, page);
+  EXPECT_NE(done.find("<dt>Build number</dt><dd>1 (build tag -1-)</dd>"), std::string::npos)
+      << done;
+  page.job.build_number = 0;
+  EXPECT_NE(render_job(site, page).find("<dd>0 (the first build of its file name)</dd>"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace wf::ui

@@ -1,0 +1,96 @@
+// Step 7, analyze binaries: what the wheel's ELF binaries need, judged against the manylinux
+// policies (core/manylinux.hpp, docs/manylinux.md) with torch's and CUDA's libraries counted as
+// provided; a `linux_<arch>` wheel gets the lowest honest manylinux tag.
+
+#include <algorithm>
+
+#include "steps.hpp"
+#include "wheelforge/archive/elf.hpp"
+#include "wheelforge/core/filename.hpp"
+#include "wheelforge/core/manylinux.hpp"
+
+namespace wf::build {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+// "pkg/_C.so: NEEDED libc10.so, libc.so.6; glibc floor 2.34 (GLIBCXX_3.4.30)".
+std::string describe(const core::WheelBinary& b) {
+  if (!b.elf) return b.path + ": cannot be read: " + b.problem;
+  const core::ElfInfo& elf = *b.elf;
+  std::string line = b.path + " (" + elf.arch() + "): NEEDED " +
+                     (elf.needed.empty() ? std::string("nothing") : joined(elf.needed, ", "));
+  const auto glibc = core::highest_needed_version(elf, "GLIBC");
+  line += "; glibc floor " +
+          (glibc ? glibc->substr(std::string_view("GLIBC_").size()) : std::string("none"));
+  if (const auto cxx = core::highest_needed_version(elf, "GLIBCXX")) line += ", " + *cxx;
+  return line;
+}
+
+bool starts_with_linux(const std::vector<std::string>& tags) {
+  return !tags.empty() && std::all_of(tags.begin(), tags.end(),
+                                      [](const std::string& t) { return t.starts_with("linux_"); });
+}
+
+}  // namespace
+
+Status analyze_binaries(JobContext& ctx) {
+  auto binaries = archive::inspect_wheel_binaries(ctx.wheel);
+  if (!binaries) {
+    return make_error(binaries.error().code, "analyze binaries: " + binaries.error().message);
+  }
+  for (const auto& b : *binaries) ctx.note("[retagging] " + describe(b));
+  const core::ManylinuxAssessment assessment =
+      core::assess_manylinux(*binaries, core::torch_extension_provided(*binaries));
+  ctx.glibc_floor = assessment.glibc_floor;
+  (void)ctx.services.jobs.record_glibc_floor(ctx.job.id, ctx.glibc_floor);
+  ctx.note("[retagging] manylinux: " + assessment.summary());
+  if (assessment.outcome == core::ManylinuxOutcome::refused) {
+    return make_error(Errc::invalid, "analyze binaries: " + assessment.summary());
+  }
+
+  auto name = core::parse_dist_filename(ctx.wheel.filename().string());
+  if (!name) return make_error(Errc::internal, "built wheel: " + name.error().message);
+  const std::vector<std::string> tags = name->tags.platform_tags();
+  if (assessment.outcome == core::ManylinuxOutcome::tagged) {
+    const std::vector<std::string> honest = assessment.platform_tags();
+    if (starts_with_linux(tags)) {
+      const std::string expected = "linux_" + assessment.arch;
+      if (tags.size() != 1 || tags.front() != expected) {
+        return make_error(Errc::invalid, "analyze binaries: the wheel is tagged " +
+                                             name->tags.platform_tag + ", but its binaries are " +
+                                             assessment.arch);
+      }
+      ctx.changes.platform_tags = honest;
+    } else if (const auto claimed = core::glibc_of_platform_tags(tags)) {
+      // Tagged manylinux by the build itself (auditwheel, cibuildwheel): it must not promise
+      // an older glibc than its binaries need.
+      const auto numbers = [](const std::string& glibc) {
+        return core::SymbolVersion::parse("GLIBC_" + glibc)
+            .numbers.value_or(std::vector<std::uint32_t>{});
+      };
+      const std::string needed =
+          core::glibc_of_platform_tag(assessment.policy->tag()).value_or(std::string());
+      if (std::is_lt(core::compare_dotted(numbers(*claimed), numbers(needed)))) {
+        return make_error(Errc::invalid,
+                          "analyze binaries: the wheel is tagged " + name->tags.platform_tag +
+                              " (glibc " + *claimed + "), but its binaries need " +
+                              assessment.policy->tag() + ": " + assessment.summary());
+      }
+      ctx.note("[retagging] the wheel's own tag " + name->tags.platform_tag + " is honest; kept");
+    }
+  }
+  archive::WheelChanges changes = ctx.changes;
+  ctx.changes = {};
+  return rewrite_job_wheel(ctx, changes, "tagged");
+}
+
+}  // namespace wf::build

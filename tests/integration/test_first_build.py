@@ -1,0 +1,107 @@
+"""The README's first build ("A first build, step by step", in the runner section), run as the
+README writes it, so that the README cannot drift from what works: its files written as given,
+its commands run in order from a fresh directory and data directory, on the first try.
+
+Substituted, and only these: the directory (/srv/first-build), the server's port, the Python
+3.12 interpreter (this host's pyenv one), the `wheelforge` command (the binary under test); and
+the two `pip download` lines, which need internet access: the test puts into wheelhouse/ what
+they would fetch, a STAND-IN torch 2.9.0+cu130 (a tiny package named torch, see
+test_runner.py) and upstream setuptools and wheel wheels (ninja is on this host's PATH, so the
+runner does not install it). The server is started with the README's `serve` line and waited
+for, as a user starting it in a terminal of its own would.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from test_build_cli import free_port, serve_configured
+from test_runner import BUILD_TOOL_WHEELS, MATRIX_BUILD_TIMEOUT, stand_in_torch
+from wfhelpers import PYENV, clean_env, run
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+SECTION = "#### A first build, step by step"
+PLACE = "/srv/first-build"
+PYTHON312 = PYENV / "3.12.1" / "bin" / "python3.12"
+README_CUDA = Path("/usr/local/cuda-13.0")
+
+
+def readme_example() -> tuple[dict[str, str], list[str]]:
+    """The example's files (relative path -> text) and the lines of its shell block."""
+    text = README.read_text()
+    assert SECTION in text, f"the README has no '{SECTION}'"
+    start = text.index(SECTION)
+    following = re.compile(r"\n#{2,4} ").search(text, start + len(SECTION))
+    section = text[start: following.start() if following else len(text)]
+    files = {
+        m.group(1): m.group(2) + "\n"
+        for m in re.finditer(r"^File `([^`]+)`[^\n]*:\n\n```[a-z]*\n(.*?)\n```", section, re.S | re.M)
+    }
+    scripts = re.findall(r"^```sh\n(.*?)\n```", section, re.S | re.M)
+    assert len(scripts) == 1, f"expected one sh block in '{SECTION}', found {len(scripts)}"
+    return files, scripts[0].splitlines()
+
+
+def test_the_readmes_first_build_succeeds_from_a_fresh_data_directory(harness):
+    for tool in (README_CUDA / "bin" / "nvcc", PYTHON312, *BUILD_TOOL_WHEELS):
+        if not Path(tool).exists():
+            pytest.skip(f"{tool} is not on this host")
+    if shutil.which("ninja", path=f"{README_CUDA}/bin:/usr/local/bin:/usr/bin:/bin") is None:
+        pytest.skip("no ninja on the build's PATH, and no ninja wheel here")
+    h = harness
+    place = h.root / "first-build"
+    place.mkdir()
+    port = free_port()
+
+    def local(text: str) -> str:
+        return (text.replace(PLACE, str(place))
+                .replace("127.0.0.1:8080", f"127.0.0.1:{port}")
+                .replace("/usr/bin/python3.12", str(PYTHON312)))
+
+    files, lines = readme_example()
+    assert set(files) == {"my-ext/setup.py", "my-ext/my_ext/kernels.cu", "my-ext/my_ext/__init__.py",
+                          "wheelforge.toml"}, sorted(files)
+    for name, content in files.items():
+        (place / name).parent.mkdir(parents=True, exist_ok=True)
+        (place / name).write_text(local(content))
+    assert not (place / "data").exists()
+
+    commands = []
+    serve_line = None
+    downloads = 0
+    for line in lines:
+        if line.startswith("pip download "):
+            downloads += 1
+            continue
+        if line.startswith("wheelforge serve "):
+            serve_line = line
+            continue
+        line = re.sub(r"^wheelforge ", shlex.quote(str(h.binary)) + " ", line)
+        line = re.sub(r"^python3\.12 ", shlex.quote(str(PYTHON312)) + " ", line)
+        commands.append(local(line))
+    assert downloads == 2, lines
+    assert serve_line is not None and shlex.split(serve_line.split("&")[0]) == [
+        "wheelforge", "serve", "--config", "wheelforge.toml"], serve_line
+
+    # What the two pip download lines would fetch.
+    wheelhouse = place / "wheelhouse"
+    stand_in_torch(wheelhouse, "2.9.0+cu130")
+    for wheel in BUILD_TOOL_WHEELS:
+        shutil.copy(wheel, wheelhouse)
+
+    server = serve_configured(h, place / "wheelforge.toml")
+    assert server.url == f"http://127.0.0.1:{port}", server.url
+    script = "set -euo pipefail\n" + "\n".join(commands) + "\n"
+    proc = run(["bash", "-c", script], timeout=MATRIX_BUILD_TIMEOUT, cwd=place, env=clean_env())
+    assert proc.returncode == 0, f"the README's commands failed:\n{script}\n{proc.stdout}\n{proc.stderr}"
+    out = proc.stdout
+    assert "1 succeeded, 0 failed" in out, out
+    assert re.search(r"my_ext-1\.0\.0\+cu130torch2\.9-cp312-cp312-manylinux_2_\d+_x86_64"
+                     r"(\.manylinux2014_x86_64)?\.whl", out), out
+    assert out.rstrip().splitlines()[-1] == "42", out
+    assert (place / "data" / "wheelforge.db").exists()
