@@ -9,8 +9,9 @@
 // ("{session}" becomes an admin's session id), Origin, Host; the rest is the body ("{csrf}"
 // becomes the caller's form token). Bytes the transport never lets through end the run early.
 // Checked: statuses are 2xx-5xx, header values carry no CR, LF or NUL, 405 names its methods,
-// 401 asks for Basic credentials, redirects stay on this server, session cookies are HttpOnly,
-// and a decoded build request has its recipe and version.
+// 401 asks for Basic credentials (but the login form's refusal, a page: a Basic challenge there
+// would make the browser open its own dialog), redirects stay on this server, session cookies are
+// HttpOnly, and a decoded build request has its recipe and version.
 
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
+#include "handlers/handlers.hpp"
 #include "handlers/ui.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/handlers/routes.hpp"
@@ -134,14 +136,17 @@ std::string replace_all(std::string s, std::string_view from, std::string_view t
   return s;
 }
 
-void check_response(const Response& r) {
+void check_response(const Response& r, bool login_form) {
   WF_FUZZ_CHECK(r.status >= 200 && r.status <= 599);
   for (const auto& [name, value] : r.headers) {
     WF_FUZZ_CHECK(!name.empty());
     WF_FUZZ_CHECK(value.find_first_of(std::string_view("\r\n\0", 3)) == std::string::npos);
   }
   if (r.status == 405) WF_FUZZ_CHECK(!r.header("Allow").empty());
-  if (r.status == 401) WF_FUZZ_CHECK(r.header("WWW-Authenticate").starts_with("Basic"));
+  if (r.status == 401) {
+    WF_FUZZ_CHECK(login_form ? r.header("WWW-Authenticate").empty()
+                             : r.header("WWW-Authenticate").starts_with("Basic"));
+  }
   if (r.status >= 300 && r.status < 400 && r.status != 304) {
     const auto location = r.header("Location");
     WF_FUZZ_CHECK(location.starts_with('/'));
@@ -220,6 +225,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   env.ui_sessions = &w.sessions;
   env.private_reads = private_reads;
   wf::handlers::Context ctx(*w.snapshot, env);
-  check_response(wf::handlers::respond(req, ctx));
+  const wf::handlers::Route* route = wf::handlers::find_route(req.method, req.segments).route;
+  check_response(wf::handlers::respond(req, ctx),
+                 route != nullptr && route->handler == wf::handlers::handle_login);
   return 0;
 }

@@ -119,6 +119,8 @@ TEST_F(UiHandlers, LoginRefusals) {
   auto r = post("/login", "token=wf_not-a-known-token", "");
   EXPECT_EQ(r.status, 401);
   EXPECT_NE(body_of(r).find("Unknown or revoked token."), std::string::npos);
+  // The form again, not a challenge: a browser would answer one with its own dialog.
+  EXPECT_TRUE(r.header("WWW-Authenticate").empty());
   // The server looks at the catalog once before it answers: the token may be brand new.
   EXPECT_TRUE(h.last.unknown_token);
   EXPECT_EQ(h.last.note, "ui: login refused: unknown token");
