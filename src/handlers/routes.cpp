@@ -1,6 +1,7 @@
 #include "wheelforge/handlers/routes.hpp"
 
 #include <array>
+#include <optional>
 
 #include "handlers.hpp"
 #include "wheelforge/auth/tokens.hpp"
@@ -132,7 +133,20 @@ bool pattern_matches(std::string_view pattern, const std::vector<std::string>& s
 
 RouteMatch find_route(Method method, const std::vector<std::string>& segments) {
   const auto table = routes();
+  // Most rows start with a literal segment: comparing it first rules them out cheaply (a view
+  // page is looked up behind every family).
+  static const auto kFirst = [] {
+    std::array<std::optional<std::string_view>, kRoutes.size()> first;
+    for (std::size_t i = 0; i < kRoutes.size(); ++i) {
+      const std::string_view rest = kRoutes[i].pattern.substr(1);
+      const std::string_view element = rest.substr(0, rest.find('/'));
+      if (element != "*" && !element.starts_with('{')) first[i] = element;
+    }
+    return first;
+  }();
+  const std::string_view head = segments.empty() ? std::string_view() : segments.front();
   for (std::size_t i = 0; i < table.size(); ++i) {
+    if (kFirst[i] && *kFirst[i] != head) continue;
     if (!pattern_matches(table[i].pattern, segments)) continue;
     RouteMatch m;
     m.label = table[i].label;
