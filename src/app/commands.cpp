@@ -2,8 +2,6 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
-#include <spdlog/sinks/sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -35,6 +33,7 @@
 #include "wheelforge/ingest/ingestor.hpp"
 #include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::app {
@@ -90,54 +89,19 @@ bool stderr_is_journal() {
   return std::string(stream) == std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
-LogLevel log_level_of(spdlog::level::level_enum level) {
-  switch (level) {
-    case spdlog::level::trace:
-      return LogLevel::trace;
-    case spdlog::level::debug:
-      return LogLevel::debug;
-    case spdlog::level::warn:
-      return LogLevel::warn;
-    case spdlog::level::err:
-      return LogLevel::error;
-    case spdlog::level::critical:
-      return LogLevel::critical;
-    default:
-      return LogLevel::info;
-  }
-}
-
-/// spdlog's lines, formatted and written by a LogOutput on stderr (its own format: the
-/// pattern spdlog would apply is fixed here).
-class StderrSink final : public spdlog::sinks::sink {
- public:
-  explicit StderrSink(LogOutput::Style style) : output_(STDERR_FILENO, style) {}
-  void log(const spdlog::details::log_msg& msg) override {
-    output_.line(log_level_of(msg.level), msg.time,
-                 std::string_view(msg.payload.data(), msg.payload.size()));
-  }
-  // Warnings and errors already wake the writer; flush_logs() waits for it.
-  void flush() override {}
-  void set_pattern(const std::string& /*pattern*/) override {}
-  void set_formatter(std::unique_ptr<spdlog::formatter> /*formatter*/) override {}
-  void wait_written() { output_.flush(); }
-
- private:
-  LogOutput output_;
-};
-
-std::weak_ptr<StderrSink> g_log_sink;
+std::weak_ptr<LogOutput> g_log_output;
 
 /// Makes sure lines logged so far are on stderr before the process tells the outside world
 /// something (the "listening on" line, its end).
 void flush_logs() {
-  if (auto sink = g_log_sink.lock()) sink->wait_written();
+  if (auto output = g_log_output.lock()) output->flush();
 }
 
 /// True when two [build] tables say the same.
 bool same_host(const build::HostConfig& a, const build::HostConfig& b) {
-  return a.cuda_homes == b.cuda_homes && a.pythons == b.pythons && a.torch_index == b.torch_index &&
-         a.system_torch == b.system_torch && a.memory_reserve_bytes == b.memory_reserve_bytes &&
+  return a.executor == b.executor && a.cuda_homes == b.cuda_homes && a.pythons == b.pythons &&
+         a.torch_index == b.torch_index && a.system_torch == b.system_torch &&
+         a.memory_reserve_bytes == b.memory_reserve_bytes &&
          a.max_concurrent_jobs == b.max_concurrent_jobs &&
          a.keep_failed_work_dirs == b.keep_failed_work_dirs && a.oom_retries == b.oom_retries;
 }
@@ -170,10 +134,13 @@ std::vector<std::string> recipes_needing_restart(const build::RunnerConfig& runn
 }  // namespace
 
 void init_logging() {
-  auto sink = std::make_shared<StderrSink>(stderr_is_journal() ? LogOutput::Style::journal
-                                                               : LogOutput::Style::text);
-  g_log_sink = sink;
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>("wheelforge", sink));
+  // The log's lines, formatted and written by a LogOutput on stderr (its own format). Warnings
+  // and errors wake its writer at once; flush_logs() waits for it.
+  auto output = std::make_shared<LogOutput>(
+      STDERR_FILENO, stderr_is_journal() ? LogOutput::Style::journal : LogOutput::Style::text);
+  g_log_output = output;
+  log::set_output([output](LogLevel level, std::chrono::system_clock::time_point time,
+                           std::string_view line) { output->line(level, time, line); });
 }
 
 int serve(const Configuration& configuration, const std::function<ConfigCheck()>& reload) {
@@ -195,12 +162,13 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   // The build runner runs when recipes are configured. What the host lacks (interpreters,
   // CUDA toolkits) fails those cells' jobs, not the server.
   std::unique_ptr<catalog::JobStore> job_store;
-  const std::unique_ptr<build::Executor> executor = build::make_local_executor();
+  const std::unique_ptr<build::Executor> executor =
+      build::make_executor(configuration.build.host.executor);
   std::unique_ptr<build::Runner> runner;
   std::function<void()> on_ingested;  // set once the server exists
   if (!configuration.build.recipes.empty()) {
     for (const auto& p : build_host_problems(configuration.build.host)) {
-      spdlog::warn("build runner: {}", p);
+      log::warn("build runner: {}", p);
     }
     auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
     if (!jobs) return report(jobs.error(), 1);
@@ -246,8 +214,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   on_ingested = [&server] { server.reload_catalog([](const Status&) {}); };
   auto bound = server.start();
   if (!bound) return report(bound.error(), 1);
-  spdlog::info("serving {} from {}{}", *bound, settings.data_dir.string(),
-               config.listen_fd >= 0 ? " (socket activation)" : "");
+  log::info("serving {} from {}{}", *bound, settings.data_dir.string(),
+            config.listen_fd >= 0 ? " (socket activation)" : "");
   const char* scheme = settings.tls_cert.empty() ? "http" : "https";
   flush_logs();
   std::printf("listening on %s://%s\n", scheme, bound->c_str());
@@ -298,7 +266,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
           }
           if (!problems.empty()) {
             // Each problem on its own line, then the outcome.
-            for (const auto& p : problems) spdlog::warn("SIGHUP: {}", p);
+            for (const auto& p : problems) log::warn("SIGHUP: {}", p);
             outcome = "reload failed, keeping the running configuration: " +
                       std::to_string(problems.size()) + " problem(s)" +
                       (settings.config_file ? " in " + settings.config_file->string() : "");
@@ -313,7 +281,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
               outcome += " (listen and data_dir changes need a restart)";
             }
             if (runner) {
-              for (const auto& p : fresh.host_problems) spdlog::warn("SIGHUP: build runner: {}", p);
+              for (const auto& p : fresh.host_problems) log::warn("SIGHUP: build runner: {}", p);
               runner->set_recipes(build.recipes);
               runner->set_server_url(now.base_url.empty() ? std::string(scheme) + "://" + *bound
                                                           : now.base_url);
@@ -330,11 +298,11 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
         server.reload_catalog([&reloaded](Status st) { reloaded.set_value(std::move(st)); });
         if (auto st = reloaded.get_future().get(); !st)
           outcome += "; catalog: " + st.error().message;
-        spdlog::info("SIGHUP: {}", outcome);
+        log::info("SIGHUP: {}", outcome);
         notifier.notify("READY=1\n" + status);
         continue;
       }
-      spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      log::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       notifier.notify("STOPPING=1\nSTATUS=Stopping: finishing in-flight requests");
       server.stop();
       return;
@@ -354,8 +322,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   // NOLINTNEXTLINE(bugprone-bad-signal-to-kill-thread)
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
-  spdlog::info("stopped");
-  spdlog::shutdown();
+  log::info("stopped");
+  log::shutdown();
   return 0;
 }
 
@@ -634,7 +602,7 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   init_logging();
   // Progress is the command's own output; the log adds only errors (a warning line on stderr
   // would also break the terminal's status line).
-  spdlog::set_level(spdlog::level::err);
+  log::set_level(log::Level::error);
 
   const Settings& settings = configuration.settings;
   const build::RunnerConfig& build_config = configuration.build;
@@ -680,7 +648,7 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
   if (!jobs) return report(jobs.error(), 1);
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
-  const auto executor = build::make_local_executor();
+  const auto executor = build::make_executor(build_config.host.executor);
   build::Runner runner(build_config, *executor, **jobs, *dir->catalog, *dir->store, ingestor,
                        settings.data_dir);
   runner.set_server_url(url);
@@ -699,7 +667,7 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   const char* term = std::getenv("TERM");
   const bool terminal =
       ::isatty(STDOUT_FILENO) == 1 && (term == nullptr || std::string_view(term) != "dumb");
-  const char* no_color = std::getenv("NO_COLOR");  // https://no-color.org
+  const char* no_color = std::getenv("NO_COLOR");  // docs/formats.md, "Terminals"
   BuildProgress::Options options;
   options.terminal = terminal;
   options.color = terminal && (no_color == nullptr || *no_color == '\0');

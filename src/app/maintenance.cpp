@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "wheelforge/build/executor.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/fs.hpp"
@@ -713,7 +714,18 @@ int config_check(const std::optional<fs::path>& config_file, const Overrides& ov
   }
   if (!checked.config || !checked.host_problems.empty()) return 2;
   std::cout << settings_to_toml(checked.config->settings) << build_summary(checked.config->build);
-  return 0;
+  // What only the executor can tell: the engine and images are there, a batch job sees the
+  // builds directory.
+  const build::ExecutorConfig& executor_config = checked.config->build.host.executor;
+  if (executor_config.kind == build::ExecutorConfig::Kind::local) return 0;
+  std::cout << std::flush;
+  const auto executor = build::make_executor(executor_config);
+  std::vector<std::string> notes;
+  const auto problems = executor->check(checked.config->settings.data_dir / "builds",
+                                        std::chrono::seconds(60), notes);
+  for (const auto& n : notes) std::cout << "#   executor check: " << sanitize_for_log(n) << "\n";
+  for (const auto& p : problems) std::cerr << "error: " << p << "\n";
+  return problems.empty() ? 0 : 2;
 }
 
 }  // namespace wf::app

@@ -9,8 +9,8 @@ char lower_ascii(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
-// PEP 503, kept local so that this module does not wait on core: lower-case, and every run of
-// '-', '_', '.' becomes one '-'.
+// Name normalization (docs/packaging.md, "Project names"), kept local so that this module does
+// not wait on core: lower-case, and every run of '-', '_', '.' becomes one '-'.
 std::string normalize_project_name(std::string_view name) {
   std::string out;
   out.reserve(name.size());
@@ -28,8 +28,8 @@ std::string normalize_project_name(std::string_view name) {
 }
 
 // Wheel file names and .dist-info directories both escape '-' in a version as '_'; the caller
-// compares the versions properly (PEP 440) against METADATA, so text equality up to case and
-// that escape is enough to tie the directory to the file name.
+// compares the versions properly against METADATA, so text equality up to case and that escape
+// is enough to tie the directory to the file name (docs/packaging.md, "Inside a wheel").
 std::string fold_version(std::string_view version) {
   std::string out;
   out.reserve(version.size());
@@ -87,8 +87,8 @@ std::string check_dist_info(const std::vector<ZipMember>& members, std::string_v
                  " does not match the file name (expected " +
                  quote_name(expected_dist_info(expected_name, expected_version)) + ")");
   }
-  // RECORD is what installers check every file against (PEP 427, PEP 376): a wheel without
-  // one cannot be verified, and pip refuses it at install time.
+  // RECORD is what installers check every file against: a wheel without one cannot be
+  // verified, and pip refuses it at install time (docs/packaging.md, "Inside a wheel").
   bool has_metadata = false;
   bool has_wheel = false;
   bool has_record = false;

@@ -14,7 +14,7 @@ namespace wf::archive {
 inline constexpr std::string_view kDistInfoSuffix = ".dist-info";
 
 /// Finds the single top-level `.dist-info` directory among `members` and checks that it is
-/// named `{name}-{version}.dist-info` for `expected_name` (compared after PEP 503
+/// named `{name}-{version}.dist-info` for `expected_name` (compared after name
 /// normalization) and `expected_version` (compared ignoring case and `-`/`_`), both as written
 /// in the file name, and that it holds METADATA and WHEEL. Adds a problem for each rule
 /// broken ("no .dist-info directory", "several .dist-info directories: ...", "... does not

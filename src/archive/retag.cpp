@@ -41,7 +41,8 @@ Error invalid(std::string message) {
   return make_error(Errc::invalid, std::move(message));
 }
 
-// PEP 440 local label normalization; the result is what the new version string carries.
+// Local label normalization (docs/packaging.md, "Local version labels"); the result is what the
+// new version string carries.
 std::optional<std::string> normalize_label(std::string_view label) {
   if (label.starts_with('+')) label.remove_prefix(1);
   std::string out;
@@ -62,8 +63,9 @@ std::optional<std::string> normalize_label(std::string_view label) {
   return out;
 }
 
-// Strict UTF-8 (RFC 3629: no overlong forms, surrogates or code points above U+10FFFF). The
-// copy's names carry the zip UTF-8 flag, so a name that is not UTF-8 would be misread.
+// Strict UTF-8 (no overlong forms, surrogates or code points above U+10FFFF: docs/formats.md,
+// "UTF-8"). The copy's names carry the zip UTF-8 flag, so a name that is not UTF-8 would be
+// misread.
 bool is_utf8(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
@@ -101,8 +103,8 @@ bool is_utf8(std::string_view s) {
   return true;
 }
 
-// One header line of an RFC 822-style block: [start, end) without the line break, `next` after
-// it.
+// One header line of an RFC 822-style block (docs/formats.md, "RFC 822-style header blocks"):
+// [start, end) without the line break, `next` after it.
 struct Line {
   std::size_t start = 0;
   std::size_t end = 0;
@@ -256,7 +258,8 @@ std::string csv_field(std::string_view s) {
   return out + "\"";
 }
 
-// PEP 427: a build tag starts with a digit; the rest is what a file name part may hold.
+// A build tag starts with a digit; the rest is what a file name part may hold
+// (docs/packaging.md, "Build tags").
 bool valid_build_tag(std::string_view tag) {
   if (tag.empty() || tag.front() < '0' || tag.front() > '9') return false;
   return std::all_of(tag.begin(), tag.end(), [](char c) {

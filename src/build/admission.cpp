@@ -190,6 +190,11 @@ Result<Admission> AdmissionLedger::admit(const Demand& demand, const AdmissionLi
                            std::to_string(limits.max_concurrent_jobs) + ")";
       return false;
     }
+    if (demand.planned) {
+      e.grants.push_back(Entries::Grant{owner_, demand.job_id, 0, 0});
+      answer.grant = *demand.planned;
+      return true;
+    }
     if (e.grants.empty() || !e.budget) {
       // Measured while nothing is granted, so that memory our own builds use is not mistaken
       // for memory the host lacks.
@@ -221,7 +226,8 @@ Result<Admission> AdmissionLedger::admit(const Demand& demand, const AdmissionLi
     core::Resources res;
     res.available_memory_bytes = free_memory;
     res.reserve_bytes = 0;
-    res.cores = std::max(1U, free_cores);
+    res.cores =
+        std::max(1U, demand.max_cores == 0 ? free_cores : std::min(free_cores, demand.max_cores));
     const core::Parallelism p =
         core::compute_parallelism(res, demand.gb_per_job, demand.arch_count, free_memory);
     e.grants.push_back(Entries::Grant{owner_, demand.job_id, p.memory_bytes, p.max_jobs});

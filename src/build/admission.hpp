@@ -37,6 +37,10 @@ struct Demand {
   std::int64_t job_id = 0;
   double gb_per_job = 4.0;  ///< peak GiB of one compile job per nvcc thread
   unsigned arch_count = 1;
+  unsigned max_cores = 0;  ///< the recipe's cpus: the most cores granted; 0: no cap
+  /// A job whose resources a cluster grants: counted against max_concurrent_jobs only (it
+  /// holds none of this host's memory or cores) and granted this parallelism.
+  std::optional<core::Parallelism> planned;
 };
 
 /// The runner's own limits.
@@ -74,6 +78,7 @@ class AdmissionLedger {
   /// free memory is below one compile job. A job is always admitted when nothing is granted
   /// (1 × 1 if memory is short), so the queue makes progress on any host. The budget is
   /// measured with `measure` (minus the reserve) when no grant is live, and kept while any is.
+  /// A demand with `planned` parallelism (a cluster job) waits only for the concurrency limit.
   [[nodiscard]] Result<Admission> admit(const Demand& demand, const AdmissionLimits& limits,
                                         const std::function<Capacity()>& measure);
   /// Gives a job's grant back (no-op when it holds none).

@@ -72,7 +72,7 @@ Status analyze_binaries(JobContext& ctx) {
       ctx.changes.platform_tags = honest;
     } else if (const auto claimed = core::glibc_of_platform_tags(tags)) {
       // Tagged manylinux by the build itself (auditwheel, cibuildwheel): it must not promise
-      // an older glibc than its binaries need.
+      // an older glibc than its binaries need (docs/manylinux.md, "In the build runner").
       const auto numbers = [](const std::string& glibc) {
         return core::SymbolVersion::parse("GLIBC_" + glibc)
             .numbers.value_or(std::vector<std::uint32_t>{});

@@ -149,9 +149,7 @@ Status prepare_environment(JobContext& ctx) {
     return make_error(Errc::invalid, "no interpreter configured for Python " + cell.python);
   }
   ctx.python = python->second;
-  ctx.torch_index = replace_all(ctx.host.torch_index, "{server}", ctx.server_url);
-  ctx.torch_index = replace_all(ctx.torch_index, "{cuda}", cell.cuda.tag());
-  ctx.torch_index = replace_all(ctx.torch_index, "{torch}", cell.torch.str());
+  ctx.torch_index = ctx.cell_torch_index();
 
   auto requirements = build_requirements(ctx);
   if (!requirements) return requirements.error();

@@ -6,7 +6,10 @@
 #include <cerrno>
 #include <thread>
 
+#include "container.hpp"
 #include "files.hpp"
+#include "remote.hpp"
+#include "slurm.hpp"
 #include "wheelforge/util/fs.hpp"
 
 namespace wf::build {
@@ -33,9 +36,7 @@ class LocalExecutor final : public Executor {
   }
 
   Result<std::unique_ptr<Execution>> start(const ProcessSpec& spec) override {
-    auto process = Process::start(spec);
-    if (!process) return process.error();
-    return std::unique_ptr<Execution>(std::make_unique<LocalExecution>(std::move(*process)));
+    return start_local(spec);
   }
 
   std::string read_log(const std::filesystem::path& log, std::uint64_t offset,
@@ -52,8 +53,54 @@ class LocalExecutor final : public Executor {
 
 }  // namespace
 
+Result<std::unique_ptr<Execution>> Executor::reattach(const ProcessSpec& /*spec*/) {
+  return make_error(Errc::not_found,
+                    "the " + std::string(name()) + " executor does not re-attach to commands");
+}
+
+void Executor::release(const CommandPlacement& /*job*/, Release /*how*/) {}
+
+std::vector<std::string> Executor::check(const std::filesystem::path& /*builds_dir*/,
+                                         std::chrono::seconds /*limit*/,
+                                         std::vector<std::string>& /*notes*/) {
+  return {};
+}
+
+const char* kind_name(ExecutorConfig::Kind kind) {
+  switch (kind) {
+    case ExecutorConfig::Kind::local:
+      return "local";
+    case ExecutorConfig::Kind::podman:
+      return "podman";
+    case ExecutorConfig::Kind::docker:
+      return "docker";
+    case ExecutorConfig::Kind::slurm:
+      return "slurm";
+  }
+  return "local";
+}
+
 std::unique_ptr<Executor> make_local_executor() {
   return std::make_unique<LocalExecutor>();
+}
+
+Result<std::unique_ptr<Execution>> start_local(const ProcessSpec& spec) {
+  auto process = Process::start(spec);
+  if (!process) return process.error();
+  return std::unique_ptr<Execution>(std::make_unique<LocalExecution>(std::move(*process)));
+}
+
+std::unique_ptr<Executor> make_executor(const ExecutorConfig& config) {
+  switch (config.kind) {
+    case ExecutorConfig::Kind::local:
+      return make_local_executor();
+    case ExecutorConfig::Kind::podman:
+    case ExecutorConfig::Kind::docker:
+      return make_container_executor(config.container);
+    case ExecutorConfig::Kind::slurm:
+      return make_slurm_executor(config.slurm, config.containers(), {});
+  }
+  return make_local_executor();
 }
 
 Result<ExitStatus> run_on(Executor& executor, const ProcessSpec& spec,

@@ -1,8 +1,12 @@
 #include "job_context.hpp"
 
 #include <fstream>
+#include <thread>
 
+#include "files.hpp"
 #include "wheelforge/core/build_failure.hpp"
+#include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
 
@@ -12,6 +16,16 @@ namespace {
 
 // A failed command's cause is looked for in at most this much of its output (the end of it).
 constexpr std::size_t kCauseWindow = 1U << 20U;
+
+// How often a running command is polled.
+constexpr std::chrono::milliseconds kPollInterval{100};
+
+// The checkpoint: one "key=value" line per finding (values are paths and URLs: no newlines).
+constexpr const char* kCheckpoint = "checkpoint.txt";
+
+std::string checkpoint_line(std::string_view key, std::string_view value) {
+  return std::string(key) + "=" + std::string(value) + "\n";
+}
 
 }  // namespace
 
@@ -87,6 +101,21 @@ void JobContext::note(std::string_view line) const {
   stream << "==> " << line << "\n";
 }
 
+CommandPlacement JobContext::placement() const {
+  CommandPlacement p;
+  p.where = where;
+  p.job_id = job.id;
+  p.job_tag = job_tag;
+  p.work_dir = work_dir;
+  p.log = log;
+  p.envs_dir = builds_dir / "envs";
+  p.python = job.cell.python;
+  p.cuda = job.cell.cuda.str();
+  p.memory_bytes = resources.memory_bytes;
+  p.cpus = resources.cpus;
+  return p;
+}
+
 ProcessSpec JobContext::command(std::vector<std::string> argv, Env env, fs::path cwd,
                                 const fs::path& output) const {
   ProcessSpec s;
@@ -95,11 +124,94 @@ ProcessSpec JobContext::command(std::vector<std::string> argv, Env env, fs::path
   s.cwd = std::move(cwd);
   s.log_file = output.empty() ? log : output;
   s.timeout = step_timeout;
+  s.placement = placement();
   return s;
 }
 
 Result<ExitStatus> JobContext::run(const ProcessSpec& spec) const {
-  return run_on(executor, spec, [this] { return stopped(); });
+  auto execution = executor.start(spec);
+  if (!execution) return execution.error();
+  return wait(**execution);
+}
+
+ExitStatus JobContext::wait(Execution& execution) const {
+  const auto record = [this, &execution] {
+    std::string id = execution.remote_id();
+    if (id.empty() || id == executor_job) return;
+    executor_job = std::move(id);
+    (void)services.jobs.record_executor_job(job.id, executor_job);
+  };
+  record();
+  bool cancelled = false;
+  while (true) {
+    if (auto status = execution.poll()) {
+      record();
+      return *status;
+    }
+    if (!cancelled && stop.cancel.load()) {
+      execution.cancel();
+      cancelled = true;
+    } else if (!cancelled && stop.interrupted.load()) {
+      if (executor.reattaches()) {
+        // The command goes on without us: the next start re-attaches to it.
+        ExitStatus left;
+        left.cancelled = true;
+        left.note = "left running for the next start";
+        return left;
+      }
+      execution.cancel();
+      cancelled = true;
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+Status JobContext::save_checkpoint() const {
+  std::string text =
+      "# what the steps of this job found (read when a restarted server resumes it)\n";
+  text += checkpoint_line("step", completed_step);
+  text += checkpoint_line("python", python.string());
+  text += checkpoint_line("cuda_home", cuda_home.string());
+  text += checkpoint_line("torch_index", torch_index);
+  text += checkpoint_line("env_dir", env_dir.string());
+  text += checkpoint_line("src", src.string());
+  text += checkpoint_line("out", out.string());
+  text += checkpoint_line("wheel", wheel.string());
+  text += checkpoint_line("attempt_log_offset", std::to_string(attempt_log_offset));
+  return write_file_atomic(work_dir / kCheckpoint, text);
+}
+
+Status JobContext::load_checkpoint() {
+  auto text = read_small_file(work_dir / kCheckpoint, 1U << 20U);
+  if (!text.ok()) {
+    return make_error(Errc::not_found,
+                      "no checkpoint in " + work_dir.string() + ": " + text.error().message);
+  }
+  for (const auto line : split(text.value(), '\n')) {
+    const std::size_t eq = line.find('=');
+    if (line.empty() || line.front() == '#' || eq == std::string_view::npos) continue;
+    const std::string_view key = line.substr(0, eq);
+    const std::string value(line.substr(eq + 1));
+    if (key == "step") completed_step = value;
+    if (key == "python") python = value;
+    if (key == "cuda_home") cuda_home = value;
+    if (key == "torch_index") torch_index = value;
+    if (key == "env_dir") env_dir = value;
+    if (key == "src") src = value;
+    if (key == "out") out = value;
+    if (key == "wheel") wheel = value;
+    if (key == "attempt_log_offset") attempt_log_offset = parse_u64(value).value_or(0);
+  }
+  return ok_status();
+}
+
+std::string JobContext::checkpointed_step(const fs::path& work_dir) {
+  auto text = read_small_file(work_dir / kCheckpoint, 1U << 20U);
+  if (!text.ok()) return {};
+  for (const auto line : split(text.value(), '\n')) {
+    if (line.starts_with("step=")) return std::string(line.substr(5));
+  }
+  return {};
 }
 
 std::uint64_t JobContext::output_size(const fs::path& file) const {
@@ -133,6 +245,12 @@ Status JobContext::run_checked(std::string_view what, const ProcessSpec& spec) c
   if (status->success()) return ok_status();
   if (stopped()) return make_error(Errc::unavailable, "stopped");
   return make_error(Errc::internal, failure(what, *status, spec.log_file, from));
+}
+
+std::string JobContext::cell_torch_index() const {
+  std::string index = replace_all(host.torch_index, "{server}", server_url);
+  index = replace_all(index, "{cuda}", job.cell.cuda.tag());
+  return replace_all(index, "{torch}", job.cell.torch.str());
 }
 
 fs::path JobContext::venv_python(const fs::path& venv) {

@@ -44,6 +44,13 @@ struct JobServices {
   std::function<void()> on_ingested;
 };
 
+/// What a job may use: the admission grant on this host, or what its batch jobs ask a cluster
+/// for. Executors apply it as limits (containers) or requests (Slurm).
+struct JobResources {
+  unsigned cpus = 0;
+  std::uint64_t memory_bytes = 0;
+};
+
 /// Set from other threads: the job is cancelled (record it cancelled) or the runner is stopping
 /// (leave it resumable).
 struct StopFlags {
@@ -75,6 +82,15 @@ struct JobContext {
   /// settings, HOME in the work directory and WHEELFORGE_JOB.
   Env base_env;
   std::chrono::milliseconds step_timeout{0};  ///< the recipe's timeout, per command
+  JobResources resources;
+  /// Where the commands of the step running now belong (run_steps sets it from the step).
+  CommandPlacement::Where where = CommandPlacement::Where::server;
+  /// A restarted server resumes this job (on an executor whose commands outlive the server):
+  /// the steps before the build are not run again (their findings come from the checkpoint),
+  /// and the build step attaches to the attempt that ran when the server went away.
+  bool resume = false;
+  /// Build attempts that ended before this process took the job over (resumed jobs).
+  int attempts_before = 0;
 
   // ---- Found by the steps
   std::filesystem::path python;     ///< the configured interpreter of the cell
@@ -89,10 +105,16 @@ struct JobContext {
   /// together in one rewrite.
   archive::WheelChanges changes;
   std::string glibc_floor;         ///< the highest GLIBC_x.y the wheel's binaries need
-  std::uint64_t build_number = 0;  ///< the wheel's PEP 427 build number (0: no build tag)
+  std::uint64_t build_number = 0;  ///< the wheel's build number (0: no build tag)
   /// Set when the job has nothing left to do (its wheel is published already): the remaining
   /// steps are skipped and the job succeeds with this as its reason.
   std::optional<std::string> done_early;
+  /// The last step that completed, and where in the log the build attempt running now began
+  /// (both kept in the checkpoint).
+  std::string completed_step;
+  std::uint64_t attempt_log_offset = 0;
+  /// The batch job last recorded in the job store (JobRecord::executor_job).
+  mutable std::string executor_job;
 
   /// True once the job is cancelled or the runner is stopping.
   [[nodiscard]] bool stopped() const;
@@ -100,14 +122,29 @@ struct JobContext {
   [[nodiscard]] Status advance(core::JobState to);
   /// Appends "==> <line>" to the job's log (marked so that it stands out from tool output).
   void note(std::string_view line) const;
+  /// The job as executors see it, for the step running now (CommandPlacement).
+  [[nodiscard]] CommandPlacement placement() const;
   /// A command of this job: `argv` in `cwd` with `env`, output appended to the log (or to
-  /// `output` when given), limited by the recipe's timeout.
+  /// `output` when given), limited by the recipe's timeout, placed where the current step's
+  /// commands belong.
   [[nodiscard]] ProcessSpec command(std::vector<std::string> argv, Env env,
                                     std::filesystem::path cwd,
                                     const std::filesystem::path& output = {}) const;
   /// Runs a command on the executor to its end (cancelled when the job is stopped). Fails
   /// only when it cannot start.
   [[nodiscard]] Result<ExitStatus> run(const ProcessSpec& spec) const;
+  /// Waits for a started command to end: cancels it when the job is cancelled; when the
+  /// runner stops, cancels it too, unless the executor re-attaches after a restart (it is left
+  /// running and reported cancelled). Records the batch job it runs in.
+  [[nodiscard]] ExitStatus wait(Execution& execution) const;
+  /// Writes what the steps found so far (the interpreter, toolkit, index, environment,
+  /// source, output, wheel, the last completed step) into the work directory, so that a
+  /// restarted server can resume the job after its build.
+  [[nodiscard]] Status save_checkpoint() const;
+  /// Reads them back. not_found when there is no checkpoint.
+  [[nodiscard]] Status load_checkpoint();
+  /// The last completed step recorded in a job's checkpoint; empty when there is none.
+  [[nodiscard]] static std::string checkpointed_step(const std::filesystem::path& work_dir);
   /// Runs a step's command, noting it in the log first; a failure becomes an Error
   /// "<what> failed (<exit status>): <cause>", the cause read from the command's output by
   /// core::failure_cause.
@@ -120,6 +157,8 @@ struct JobContext {
                                     const std::filesystem::path& output, std::uint64_t from) const;
   /// The size of a log or output file (0 when missing), through the executor.
   [[nodiscard]] std::uint64_t output_size(const std::filesystem::path& file) const;
+  /// host.torch_index with the placeholders filled in for this cell and server.
+  [[nodiscard]] std::string cell_torch_index() const;
   /// The path of the environment's (or any venv's) interpreter.
   [[nodiscard]] static std::filesystem::path venv_python(const std::filesystem::path& venv);
 };

@@ -3,8 +3,9 @@
 //
 // A wheel's file name is taken forever once published (files are immutable; deleted names stay
 // reserved), and a rebuild produces the same name with other bytes. So a rebuild is published
-// under the next PEP 427 build tag (`...+cu128torch2.8-1-cp312-...`, then `-2-`), which pip
-// prefers over the same version and tags without one, and which the variant views rank first.
+// under the next build tag (`...+cu128torch2.8-1-cp312-...`, then `-2-`), which pip prefers
+// over the same version and tags without one (docs/packaging.md, "Build tags"), and which the
+// variant views rank first.
 // The number is one more than the highest any file of that name has had: the catalog's live
 // files and its deleted ones, compared by core::rebuild_key (project, version with its label,
 // python, ABI and platform tags). A rebuild whose contents equal those of the published build
@@ -12,10 +13,9 @@
 // the build tag, RECORD and zip metadata do not count) publishes nothing: the job succeeds,
 // naming the file that is already there.
 
-#include <spdlog/spdlog.h>
-
 #include "steps.hpp"
 #include "wheelforge/core/filename.hpp"
+#include "wheelforge/util/log.hpp"
 
 namespace wf::build {
 
@@ -122,7 +122,7 @@ void yank_superseded_builds(JobContext& ctx, const std::string& published) {
     auto yanked = ctx.services.catalog.set_yanked(f.project, std::nullopt, f.filename, reason);
     if (!yanked) {
       ctx.note("[ingesting] cannot yank " + f.filename + ": " + yanked.error().message);
-      spdlog::warn("job={} cannot yank {}: {}", ctx.job.id, f.filename, yanked.error().message);
+      log::warn("job={} cannot yank {}: {}", ctx.job.id, f.filename, yanked.error().message);
       continue;
     }
     ctx.note("[ingesting] yanked " + f.filename + " (" + reason + ")");

@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 #include <thread>
 
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
@@ -273,11 +273,31 @@ std::optional<std::uint64_t> cgroup_memory_headroom() {
 }  // namespace
 
 std::string ExitStatus::describe() const {
-  if (cancelled) return "cancelled";
-  if (timed_out) return "timed out after " + format_duration(timeout);
-  if (exited) return "exit " + std::to_string(code);
-  if (signal != 0) return "killed by " + signal_name(signal);
-  return "unknown exit status";
+  std::string out;
+  if (cancelled) {
+    out = "cancelled";
+  } else if (timed_out) {
+    out = "timed out after " + format_duration(timeout);
+  } else if (exited) {
+    out = "exit " + std::to_string(code);
+  } else if (signal != 0) {
+    out = "killed by " + signal_name(signal);
+  } else {
+    out = "unknown exit status";
+  }
+  return note.empty() ? out : out + " (" + note + ")";
+}
+
+std::string_view where_name(CommandPlacement::Where where) {
+  switch (where) {
+    case CommandPlacement::Where::server:
+      return "server";
+    case CommandPlacement::Where::build:
+      return "build";
+    case CommandPlacement::Where::test:
+      return "test";
+  }
+  return "server";
 }
 
 Result<Process> Process::start(const ProcessSpec& spec) {
@@ -504,8 +524,8 @@ std::optional<ExitStatus> Process::poll() {
     // group_has_live_members just saw one, so the id cannot have been reused in between
     // unless every member died and the pid counter wrapped around in that instant.
     if (!leader_reaped_ || group_has_live_members(pid_)) {
-      spdlog::warn("build process group {} still alive {} ms after SIGTERM; sending SIGKILL", pid_,
-                   grace_.count());
+      log::warn("build process group {} still alive {} ms after SIGTERM; sending SIGKILL", pid_,
+                grace_.count());
       ::kill(-pid_, SIGKILL);
     }
     sigkill_sent_ = true;

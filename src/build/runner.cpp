@@ -1,8 +1,8 @@
 #include "wheelforge/build/runner.hpp"
 
 #include <signal.h>
-#include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "admission.hpp"
@@ -11,6 +11,7 @@
 #include "steps.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
@@ -24,6 +25,7 @@ struct Runner::Running {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
 
 fs::path absolute_or_same(const fs::path& p) {
   std::error_code ec;
@@ -123,37 +125,122 @@ Status Runner::start(Recovery recovery) {
     if (auto st = ledger_->reserve_build(*only_build_); !st) return st;
     only_build_reserved_ = true;
   }
+  std::vector<catalog::JobRecord> resumed;
   if (recovery == Recovery::requeue_interrupted) {
     // Jobs that another live runner on this data directory holds are running, not
     // interrupted.
     auto others = ledger_->view();
     if (!others) return others.error();
-    auto requeued = jobs_.requeue_interrupted(others->jobs_of_others);
+    std::set<std::int64_t> keep = others->jobs_of_others;
+    // On an executor whose commands outlive the server (a cluster), a job that got as far as
+    // its build is resumed where it was instead of run again.
+    if (executor_.reattaches()) {
+      for (const auto state : {core::JobState::building, core::JobState::retagging,
+                               core::JobState::testing, core::JobState::ingesting}) {
+        auto jobs = jobs_.jobs_in_state(state);
+        if (!jobs) return jobs.error();
+        for (const auto& j : *jobs) {
+          if (keep.contains(j.id) || !config_.recipes.contains(j.recipe)) continue;
+          if (!resumable(j.state, log_path(j.id).parent_path())) continue;
+          keep.insert(j.id);
+          resumed.push_back(j);
+        }
+      }
+    }
+    auto requeued = jobs_.requeue_interrupted(keep);
     if (!requeued) return requeued.error();
     for (const auto& j : *requeued) {
       // A process that was killed leaves its build's process tree running: end it before the
-      // job runs again.
+      // job runs again (and what an executor holds for it elsewhere: batch jobs, containers).
       const int killed = kill_job_processes(j.id);
+      executor_.release(job_placement(j), Executor::Release::abandoned);
       note_in_log(log_path(j.id), "the server stopped while this job ran; requeued" +
                                       (killed > 0 ? " (ended " + std::to_string(killed) +
                                                         " process(es) left from the previous "
                                                         "attempt)"
                                                   : std::string()));
-      spdlog::info("job={} requeued after an interruption", j.id);
+      log::info("job={} requeued after an interruption", j.id);
     }
   }
-  const Capacity capacity = executor_.capacity();
-  spdlog::info(
-      "build runner ({} executor): {} recipes, {:.1f} GiB available, {} cores; admission "
-      "shared through {}",
-      executor_.name(), config_.recipes.size(), static_cast<double>(capacity.memory_bytes) / kGiB,
-      capacity.cores, (builds_dir_ / "admission").string());
+  if (executor_.admission() == Executor::Admission::cluster) {
+    log::info("build runner ({} executor): {} recipes; the cluster schedules the jobs{}",
+              executor_.name(), config_.recipes.size(),
+              config_.host.max_concurrent_jobs == 0
+                  ? std::string()
+                  : ", at most " + std::to_string(config_.host.max_concurrent_jobs) + " at once");
+  } else {
+    const Capacity capacity = executor_.capacity();
+    log::info(
+        "build runner ({} executor): {} recipes, {:.1f} GiB available, {} cores; admission "
+        "shared through {}",
+        executor_.name(), config_.recipes.size(), static_cast<double>(capacity.memory_bytes) / kGiB,
+        capacity.cores, (builds_dir_ / "admission").string());
+  }
   {
     std::lock_guard lock(mu_);
     stopping_ = false;
+    for (const auto& j : resumed) {
+      const RecipeConfig& recipe = config_.recipes.at(j.recipe);
+      // The job holds a grant again (the admission of a cluster job is its count).
+      auto admission = ledger_->admit(demand_of(j, recipe), admission_limits(0),
+                                      [this] { return executor_.capacity(); });
+      core::Parallelism grant;
+      if (admission && admission->grant) grant = *admission->grant;
+      grant.max_jobs = std::max(1U, j.max_jobs);
+      grant.nvcc_threads = std::max(1U, j.nvcc_threads);
+      log::info("job={} resumed after a restart ({})", j.id, core::state_name(j.state));
+      running_[j.id] = std::make_shared<Running>();
+      job_threads_.emplace_back([this, j, recipe, grant] { run_job(j, recipe, grant, true); });
+    }
   }
   scheduler_ = std::thread([this] { schedule_loop(); });
   return ok_status();
+}
+
+Demand Runner::demand_of(const catalog::JobRecord& job, const RecipeConfig& recipe) const {
+  Demand demand;
+  demand.job_id = job.id;
+  demand.gb_per_job = recipe.recipe.gb_per_job;
+  demand.arch_count = core::count_archs(recipe.recipe.arch_value);
+  demand.max_cores = recipe.recipe.cpus.value_or(0);
+  if (executor_.admission() == Executor::Admission::cluster) {
+    // What the job's batch jobs ask for: its CPUs, and gb_per_job for each of them.
+    const JobResources r = cluster_resources(recipe);
+    core::Resources res;
+    res.available_memory_bytes = r.memory_bytes;
+    res.cores = r.cpus;
+    demand.planned =
+        core::compute_parallelism(res, demand.gb_per_job, demand.arch_count, r.memory_bytes);
+  }
+  return demand;
+}
+
+JobResources Runner::cluster_resources(const RecipeConfig& recipe) const {
+  JobResources r;
+  r.cpus = std::max(1U, recipe.recipe.cpus.value_or(executor_.default_cpus()));
+  // Whole MiB, as batch jobs ask for memory.
+  const double bytes = std::ceil(recipe.recipe.gb_per_job * r.cpus * kGiB / kMiB) * kMiB;
+  r.memory_bytes = static_cast<std::uint64_t>(bytes);
+  return r;
+}
+
+AdmissionLimits Runner::admission_limits(unsigned max_concurrent) const {
+  AdmissionLimits limits;
+  limits.reserve_bytes = config_.host.memory_reserve_bytes;
+  limits.max_concurrent_jobs = max_concurrent;
+  return limits;
+}
+
+CommandPlacement Runner::job_placement(const catalog::JobRecord& job) const {
+  CommandPlacement p;
+  p.job_id = job.id;
+  p.job_tag = job_tag(job.id);
+  p.work_dir = log_path(job.id).parent_path();
+  p.log = log_path(job.id);
+  p.envs_dir = builds_dir_ / "envs";
+  p.python = job.cell.python;
+  p.cuda = job.cell.cuda.str();
+  return p;
 }
 
 std::string Runner::job_tag(std::int64_t job_id) const {
@@ -255,8 +342,8 @@ Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> Runner:
   b.yank_superseded = request.yank_superseded.value_or(recipe->recipe.yank_superseded);
   auto created = jobs_.create_build(b, cells);
   if (!created) return created.error();
-  spdlog::info("build={} recipe={} version={}: {} job(s) queued", created->first.id, b.recipe,
-               b.version, created->second.size());
+  log::info("build={} recipe={} version={}: {} job(s) queued", created->first.id, b.recipe,
+            b.version, created->second.size());
   cv_.notify_all();
   return created;
 }
@@ -315,16 +402,11 @@ void Runner::schedule_loop() {
 }
 
 bool Runner::try_start(const catalog::JobRecord& job, const RecipeConfig& recipe) {
-  Demand demand;
-  demand.job_id = job.id;
-  demand.gb_per_job = recipe.recipe.gb_per_job;
-  demand.arch_count = core::count_archs(recipe.recipe.arch_value);
-  AdmissionLimits limits;
-  limits.reserve_bytes = config_.host.memory_reserve_bytes;
-  limits.max_concurrent_jobs = config_.host.max_concurrent_jobs;
-  auto admission = ledger_->admit(demand, limits, [this] { return executor_.capacity(); });
+  auto admission =
+      ledger_->admit(demand_of(job, recipe), admission_limits(config_.host.max_concurrent_jobs),
+                     [this] { return executor_.capacity(); });
   if (!admission) {
-    spdlog::warn("job={} admission: {}", job.id, admission.error().message);
+    log::warn("job={} admission: {}", job.id, admission.error().message);
     return false;
   }
   if (!admission->grant) {
@@ -343,11 +425,12 @@ bool Runner::try_start(const catalog::JobRecord& job, const RecipeConfig& recipe
   }
   running_[job.id] = std::make_shared<Running>();
   job_threads_.emplace_back(
-      [this, job, recipe, p = *admission->grant] { run_job(job, recipe, p); });
+      [this, job, recipe, p = *admission->grant] { run_job(job, recipe, p, false); });
   return true;
 }
 
-void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallelism grant) {
+void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallelism grant,
+                     bool resumed) {
   std::shared_ptr<Running> running;
   HostConfig host;
   std::string server;
@@ -357,16 +440,32 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
     host = config_.host;
     server = server_url_;
   }
-  job.state = core::JobState::preparing;
-  spdlog::info("job={} {} {} {} started (MAX_JOBS={} NVCC_THREADS={})", job.id, job.recipe,
-               job.version, job.cell.key(), grant.max_jobs, grant.nvcc_threads);
+  if (!resumed) job.state = core::JobState::preparing;
+  log::info("job={} {} {} {} {} (MAX_JOBS={} NVCC_THREADS={})", job.id, job.recipe, job.version,
+            job.cell.key(), resumed ? "resumed" : "started", grant.max_jobs, grant.nvcc_threads);
+  JobResources resources;
+  if (executor_.admission() == Executor::Admission::cluster) {
+    resources = cluster_resources(recipe);
+  } else {
+    // The grant: its memory, and a core for each compile job's threads (at most the host's).
+    resources.memory_bytes = grant.memory_bytes;
+    resources.cpus =
+        std::min(std::max(1U, grant.max_jobs * grant.nvcc_threads), executor_.capacity().cores);
+  }
   JobContext ctx(job, std::move(recipe), std::move(host), executor_,
                  JobServices{jobs_, catalog_, store_, ingestor_, on_ingested_}, running->stop,
                  builds_dir_, std::move(server), job_tag(job.id), grant);
+  ctx.resources = resources;
+  ctx.executor_job = job.executor_job;
+  if (resumed) {
+    ctx.resume = true;
+    ctx.attempts_before = std::max(0, job.attempts - 1);
+    ctx.toolchain = job.toolchain;
+  }
   const Status result = run_steps(ctx);
   finish_job(ctx, result);
   if (auto st = ledger_->release(job.id); !st) {
-    spdlog::warn("job={} admission ledger: {}", job.id, st.error().message);
+    log::warn("job={} admission ledger: {}", job.id, st.error().message);
   }
   {
     std::lock_guard lock(mu_);
@@ -380,38 +479,42 @@ void Runner::finish_job(JobContext& ctx, const Status& result) {
   // The last note is written before the terminal state, so that a reader who sees the state
   // (the log follower) also finds the complete log.
   if (ctx.stop.interrupted && !ctx.stop.cancel) {
-    // Left in its running state on purpose: the next start requeues it.
-    ctx.note("the server is stopping; the job will be requeued at the next start");
+    // Left in its running state on purpose: the next start requeues (or resumes) it.
+    ctx.note(executor_.reattaches()
+                 ? "the server is stopping; its commands go on, and the next start re-attaches"
+                 : "the server is stopping; the job will be requeued at the next start");
     return;
   }
+  // What the executor holds for the job ends before its work directory is cleaned.
+  executor_.release(ctx.placement(), Executor::Release::finished);
   if (ctx.stop.cancel) {
     ctx.note("cancelled: the process tree was killed");
     (void)jobs_.transition(id, core::JobState::cancelled, "cancelled while running");
-    spdlog::info("job={} cancelled", id);
+    log::info("job={} cancelled", id);
     return;
   }
   // Work-directory policy: a succeeded job keeps only its log (the wheel is in the store); a
   // failed one keeps everything for inspection unless configured otherwise.
   if (result.ok() || !ctx.host.keep_failed_work_dirs) {
     if (auto st = clear_directory_except(ctx.work_dir, "log.txt"); !st) {
-      spdlog::warn("job={} cleaning its work directory: {}", id, st.error().message);
+      log::warn("job={} cleaning its work directory: {}", id, st.error().message);
     }
   }
   if (!result) {
     ctx.note("failed: " + result.error().message);
     (void)jobs_.transition(id, core::JobState::failed, result.error().message);
-    spdlog::warn("job={} failed: {}", id, result.error().message);
+    log::warn("job={} failed: {}", id, result.error().message);
     return;
   }
   if (ctx.done_early) {
     ctx.note("succeeded: " + *ctx.done_early);
     (void)jobs_.transition(id, core::JobState::succeeded, *ctx.done_early);
-    spdlog::info("job={} succeeded: {}", id, *ctx.done_early);
+    log::info("job={} succeeded: {}", id, *ctx.done_early);
     return;
   }
   ctx.note("succeeded");
   (void)jobs_.transition(id, core::JobState::succeeded);
-  spdlog::info("job={} succeeded", id);
+  log::info("job={} succeeded", id);
 }
 
 }  // namespace wf::build

@@ -12,18 +12,37 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using Where = CommandPlacement::Where;
+
 constexpr Step kSteps[] = {
-    {"verify CUDA toolkit", core::JobState::preparing, verify_cuda_toolkit},
-    {"prepare environment", core::JobState::preparing, prepare_environment},
-    {"verify torch and Python", core::JobState::preparing, verify_build_environment},
-    {"fetch source", core::JobState::preparing, fetch_source},
-    {"build", core::JobState::building, build_wheel},
-    {"retag", core::JobState::retagging, retag_wheel},
-    {"analyze binaries", core::JobState::retagging, analyze_binaries},
-    {"number the build", core::JobState::retagging, number_build},
-    {"smoke test", core::JobState::testing, smoke_test},
-    {"ingest", core::JobState::ingesting, ingest_wheel},
+    {"verify CUDA toolkit", core::JobState::preparing, verify_cuda_toolkit, Where::build},
+    {"prepare environment", core::JobState::preparing, prepare_environment, Where::build},
+    {"verify torch and Python", core::JobState::preparing, verify_build_environment, Where::build},
+    {"fetch source", core::JobState::preparing, fetch_source, Where::server},
+    {"build", core::JobState::building, build_wheel, Where::build},
+    {"retag", core::JobState::retagging, retag_wheel, Where::server},
+    // The analysis reads the wheel's ELF files in this process: nothing runs on the executor.
+    {"analyze binaries", core::JobState::retagging, analyze_binaries, Where::server},
+    {"number the build", core::JobState::retagging, number_build, Where::server},
+    {"smoke test", core::JobState::testing, smoke_test, Where::test},
+    {"ingest", core::JobState::ingesting, ingest_wheel, Where::server},
 };
+
+// The position of the build step in kSteps.
+std::size_t build_step() {
+  for (std::size_t i = 0; i < std::size(kSteps); ++i) {
+    if (kSteps[i].run == build_wheel) return i;
+  }
+  return std::size(kSteps);
+}
+
+// True when `name` is the build step or one after it.
+bool at_or_after_build(std::string_view name) {
+  for (std::size_t i = build_step(); i < std::size(kSteps); ++i) {
+    if (kSteps[i].name == name) return true;
+  }
+  return false;
+}
 
 // How much of a failed build's output is searched for an OOM kill's traces.
 constexpr std::size_t kOomWindow = 16U * 1024U;
@@ -55,19 +74,61 @@ std::span<const Step> job_steps() {
   return kSteps;
 }
 
+bool resumable(core::JobState state, const fs::path& work_dir) {
+  if (state != core::JobState::building && state != core::JobState::retagging &&
+      state != core::JobState::testing && state != core::JobState::ingesting) {
+    return false;
+  }
+  const std::string step = JobContext::checkpointed_step(work_dir);
+  // The step before the build completed (its findings are all the build needs), or the
+  // build itself or a later step.
+  return (build_step() > 0 && step == kSteps[build_step() - 1].name) || at_or_after_build(step);
+}
+
 Status run_steps(JobContext& ctx) {
   if (auto st = make_directories(ctx.work_dir); !st) return st;
   if (auto st = ctx.executor.prepare(ctx.work_dir); !st) return st;
-  ctx.note("job " + std::to_string(ctx.job.id) + ": " + ctx.recipe.name + " " + ctx.job.version +
-           " for " + ctx.job.cell.key() + " (label +" + core::local_label(ctx.job.cell) + ")");
-  for (const Step& step : job_steps()) {
+  std::size_t first = 0;
+  if (ctx.resume) {
+    if (auto st = ctx.load_checkpoint(); !st) return st;
+    // This server's URL, which may differ from the one that started the job.
+    ctx.torch_index = ctx.cell_torch_index();
+    const bool built = at_or_after_build(ctx.completed_step);
+    first = built ? build_step() + 1 : build_step();
+    ctx.resume = !built && ctx.job.state == core::JobState::building;
+    if (built) {
+      // Steps after the build run again from the start: what still runs of them goes first.
+      ctx.executor.release(ctx.placement(), Executor::Release::abandoned);
+      // They start from the wheel the build produced (the checkpoint names the last one a
+      // later step rewrote).
+      auto wheel = only_wheel(ctx.out);
+      if (!wheel) return wheel.error();
+      ctx.wheel = *wheel;
+    }
+    ctx.note("the server restarted while this job ran (" +
+             std::string(core::state_name(ctx.job.state)) + "); resuming at step '" +
+             std::string(first < std::size(kSteps) ? kSteps[first].name : "") + "'" +
+             (ctx.resume ? ", attaching to the build that ran" : ""));
+  } else {
+    ctx.note("job " + std::to_string(ctx.job.id) + ": " + ctx.recipe.name + " " + ctx.job.version +
+             " for " + ctx.job.cell.key() + " (label +" + core::local_label(ctx.job.cell) + ")");
+  }
+  for (std::size_t i = first; i < std::size(kSteps); ++i) {
+    const Step& step = kSteps[i];
     if (ctx.job.state != step.state) {
       if (auto st = ctx.advance(step.state); !st) return st;
     } else if (ctx.stopped()) {
       return make_error(Errc::unavailable, "stopped");
     }
+    ctx.where = step.where;
     ctx.note("[" + std::string(core::state_name(step.state)) + "] step: " + std::string(step.name));
     if (auto st = step.run(ctx); !st) return st;
+    ctx.completed_step = step.name;
+    if (auto st = ctx.save_checkpoint(); !st) {
+      ctx.note("[" + std::string(core::state_name(step.state)) +
+               "] warning: the checkpoint was not written (" + st.error().message +
+               "): a restart will run this job again from the start");
+    }
     if (ctx.done_early) break;
   }
   return ok_status();
@@ -165,16 +226,43 @@ Status build_wheel(JobContext& ctx) {
     if (attempt > 0) {
       if (auto st = ctx.advance(core::JobState::building); !st) return st;
     }
-    if (auto st = fresh_directory(ctx.out); !st) return st;
+    const int number = ctx.attempts_before + attempt + 1;
     const core::Parallelism p = ctx.parallelism;
     set_env(env, "MAX_JOBS", std::to_string(p.max_jobs));
     set_env(env, "NVCC_THREADS", std::to_string(p.nvcc_threads));
-    (void)ctx.services.jobs.record_attempt(ctx.job.id, p.max_jobs, p.nvcc_threads);
-    ctx.note("[building] attempt " + std::to_string(attempt + 1) + " with MAX_JOBS=" +
-             std::to_string(p.max_jobs) + " NVCC_THREADS=" + std::to_string(p.nvcc_threads));
-    const std::uint64_t from = ctx.output_size(ctx.log);
-    auto status = ctx.run(ctx.command({"/bin/sh", "-c", command}, env, ctx.src));
-    if (!status) return make_error(status.error().code, "build: " + status.error().message);
+    ProcessSpec spec = ctx.command({"/bin/sh", "-c", command}, env, ctx.src);
+    // For executors that size the build where it runs (a Slurm job's grant).
+    spec.placement.sizing = BuildSizing{recipe.gb_per_job, core::count_archs(recipe.arch_value),
+                                        static_cast<unsigned>(number - 1)};
+    std::optional<ExitStatus> status;
+    std::uint64_t from = 0;
+    if (attempt == 0 && ctx.resume) {
+      // A restarted server: the attempt that ran when the previous one went away.
+      auto running = ctx.executor.reattach(spec);
+      if (running) {
+        ctx.note("[building] re-attached to attempt " + std::to_string(number) +
+                 ((*running)->remote_id().empty()
+                      ? std::string()
+                      : " (batch job " + (*running)->remote_id() + ")"));
+        from = ctx.attempt_log_offset;
+        status = ctx.wait(**running);
+      } else {
+        ctx.note("[building] attempt " + std::to_string(number) + " cannot be re-attached to (" +
+                 running.error().message + "); running it again");
+      }
+    }
+    if (!status) {
+      if (auto st = fresh_directory(ctx.out); !st) return st;
+      (void)ctx.services.jobs.record_attempt(ctx.job.id, p.max_jobs, p.nvcc_threads);
+      ctx.note("[building] attempt " + std::to_string(number) + " with MAX_JOBS=" +
+               std::to_string(p.max_jobs) + " NVCC_THREADS=" + std::to_string(p.nvcc_threads));
+      from = ctx.output_size(ctx.log);
+      ctx.attempt_log_offset = from;
+      (void)ctx.save_checkpoint();
+      auto started = ctx.run(spec);
+      if (!started) return make_error(started.error().code, "build: " + started.error().message);
+      status = *started;
+    }
     if (status->success()) break;
     if (ctx.stopped()) return make_error(Errc::unavailable, "stopped");
     if (status->timed_out) {
@@ -190,7 +278,7 @@ Status build_wheel(JobContext& ctx) {
                                           status->signal, tail.data);
     const core::Parallelism smaller = core::halve(p);
     if (!oom) return make_error(Errc::internal, ctx.failure("build", *status, ctx.log, from));
-    if (attempt >= ctx.host.oom_retries || smaller == p) {
+    if (ctx.attempts_before + attempt >= ctx.host.oom_retries || smaller == p) {
       return make_error(Errc::internal, "build ran out of memory (" + status->describe() + ")" +
                                             ctx.cause(ctx.log, from));
     }

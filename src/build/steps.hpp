@@ -16,11 +16,20 @@
 //   7. analyze binaries       the wheel's ELF binaries: every NEEDED library provided, the
 //                             lowest honest manylinux tag for a linux_<arch> wheel; the label
 //                             and that tag are written in one rewrite
-//   8. number the build       a rebuild of a published file name gets the next PEP 427 build
-//                             tag; one identical to the published file ends the job (no-op)
+//   8. number the build       a rebuild of a published file name gets the next build tag
+//                             (docs/packaging.md, "Build tags"); one identical to the published
+//                             file ends the job (no-op)
 //   9. smoke test             a fresh environment installs the wheel and runs the import check
 //  10. ingest                 through the one ingest path, into the cell's variant views; with
 //                             yank_superseded, the builds it supersedes are yanked
+//
+// Where each step's commands run (Step::where): the cell's toolchain steps (1-3, 5) in the
+// build placement (a container of the cell's image, a cluster's build job), the smoke test in
+// the test placement (a GPU), the steps that only touch files (4, 6-8, 10; the analysis reads
+// the wheel's ELF files in the server's own process) on the server.
+// After each step, what the steps found is checkpointed in the work directory: a restarted
+// server whose executor re-attaches (Slurm) resumes a job from its build (attaching to the
+// attempt in flight) or from the step after it, with the wheel the build produced.
 
 #include <span>
 #include <string_view>
@@ -33,14 +42,21 @@ struct Step {
   std::string_view name;
   core::JobState state;  ///< the job's state while the step runs
   Status (*run)(JobContext&);
+  CommandPlacement::Where where = CommandPlacement::Where::server;
 };
 
 /// The steps above.
 [[nodiscard]] std::span<const Step> job_steps();
 
 /// Runs job_steps() over `ctx`, until one fails or sets ctx.done_early. The scheduler has
-/// recorded `preparing` already.
+/// recorded `preparing` already. With ctx.resume, starts from the checkpoint instead: at the
+/// build when the job is `building` and its build had not completed, else at the step after
+/// the build.
 [[nodiscard]] Status run_steps(JobContext& ctx);
+
+/// True when a job found running at startup can be resumed from its checkpoint (see
+/// run_steps) rather than run again: it got as far as its build.
+[[nodiscard]] bool resumable(core::JobState state, const std::filesystem::path& work_dir);
 
 // The steps (steps.cpp, environment.cpp, toolchain.cpp).
 [[nodiscard]] Status verify_cuda_toolkit(JobContext& ctx);

@@ -167,12 +167,17 @@ ALTER TABLE jobs ADD COLUMN python_path TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN python_version TEXT NOT NULL DEFAULT '';
 )sql",
     // 9: what the runner found in a job's wheel and how it published it: the glibc floor of
-    // its binaries, its build number (the PEP 427 build tag a rebuild gets; 0: none), and
+    // its binaries, its build number (the build tag a rebuild gets; 0: none), and
     // whether a build yanks the builds its rebuilds supersede.
     R"sql(
 ALTER TABLE jobs ADD COLUMN glibc_floor TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN build_number INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE builds ADD COLUMN yank_superseded INTEGER NOT NULL DEFAULT 0;
+)sql",
+    // 10: the batch job a job's commands run in on a cluster (a Slurm job id), through which a
+    // restarted server re-attaches to it.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN executor_job TEXT NOT NULL DEFAULT '';
 )sql",
 };
 

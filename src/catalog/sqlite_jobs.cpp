@@ -44,7 +44,8 @@ class Query {
 constexpr const char* kJobColumns =
     "id, build_id, recipe, version, python, torch, cuda, state, reason, attempts, max_jobs,"
     " nvcc_threads, wheel, created_at, started_at, finished_at, nvcc_path, nvcc_version,"
-    " torch_version, torch_cuda, python_path, python_version, build_number, glibc_floor";
+    " torch_version, torch_cuda, python_path, python_version, build_number, glibc_floor,"
+    " executor_job";
 
 JobRecord read_job(const Query& q) {
   JobRecord j;
@@ -72,6 +73,7 @@ JobRecord read_job(const Query& q) {
   j.toolchain.python_version = q.str(21);
   j.build_number = static_cast<std::uint64_t>(q.i64(22));
   j.glibc_floor = q.str(23);
+  j.executor_job = q.str(24);
   return j;
 }
 
@@ -256,6 +258,14 @@ class SqliteJobStore final : public JobStore {
         .text(6, t.python_version)
         .integer(7, id);
     if (u.step() != SQLITE_DONE) return db_error(db_, "record toolchain");
+    return ok_status();
+  }
+
+  Status record_executor_job(std::int64_t id, const std::string& executor_job) override {
+    std::lock_guard lock(mu_);
+    Query u(db_, "UPDATE jobs SET executor_job = ? WHERE id = ?");
+    u.text(1, executor_job).integer(2, id);
+    if (u.step() != SQLITE_DONE) return db_error(db_, "record executor job");
     return ok_status();
   }
 

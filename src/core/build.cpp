@@ -188,7 +188,7 @@ bool line_reports_oom(std::string_view line) {
     if (lower.find(phrase) != std::string::npos) return true;
   }
   // "CUDA out of memory" / "CUDA error: out of memory" is the GPU's memory, which less host
-  // parallelism does not help.
+  // parallelism does not help (docs/torch-labels.md, "Building extensions").
   return lower.find("out of memory") != std::string::npos &&
          lower.find("cuda") == std::string::npos;
 }
@@ -279,6 +279,7 @@ Result<Recipe> validate_recipe(const Recipe& recipe) {
   for (const auto& requirement : recipe.build_requires.value_or(std::vector<std::string>{})) {
     if (trim(requirement).empty()) problems.add("a build requirement is empty");
   }
+  if (recipe.cpus && *recipe.cpus == 0) problems.add("cpus must be at least 1");
 
   if (!problems.empty()) return problems.to_error();
   return out;
@@ -536,6 +537,9 @@ bool can_transition(JobState from, JobState to) {
   if (next_on_success(from) == to) return true;
   if (from == JobState::building && to == JobState::building) return true;
   if (from == JobState::retagging && to == JobState::succeeded) return true;
+  if ((from == JobState::testing || from == JobState::ingesting) && to == JobState::retagging) {
+    return true;
+  }
   if (!is_terminal(from) && (to == JobState::failed || to == JobState::cancelled)) return true;
   if (is_running(from) && to == JobState::interrupted) return true;
   if (to == JobState::queued) {

@@ -122,8 +122,9 @@ void parse_wheel(std::string_view stem, DistFilename& out, Problems& problems) {
 }
 
 void parse_sdist(std::string_view stem, DistFilename& out, Problems& problems) {
-  // PEP 625 names never contain '-', but legacy sdists ("foo-bar-1.0.tar.gz") do; versions
-  // never contain '-' in a file name, so the last one separates name and version.
+  // Escaped names never contain '-', but legacy sdists ("foo-bar-1.0.tar.gz") do; versions
+  // never contain '-' in a file name, so the last one separates name and version
+  // (docs/packaging.md, "Source distribution file names").
   const auto dash = stem.rfind('-');
   if (dash == std::string_view::npos) {
     problems.add("an sdist name is {name}-{version}.tar.gz, got no '-'");
@@ -137,7 +138,8 @@ void parse_sdist(std::string_view stem, DistFilename& out, Problems& problems) {
   if (auto parsed = check_version(version, problems)) out.version = std::move(*parsed);
 }
 
-// PEP 427 compares build tags as (number, rest): leading zeros of the number carry nothing.
+// Build tags compare as (number, rest): leading zeros of the number carry nothing
+// (docs/packaging.md, "Build tags").
 std::string canonical_build_tag(std::string_view tag) {
   std::size_t zeros = 0;
   while (zeros + 1 < tag.size() && tag[zeros] == '0' && tag[zeros + 1] >= '0' &&

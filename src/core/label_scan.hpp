@@ -44,8 +44,8 @@ struct MajorMinor {
   std::optional<int> minor;
 };
 
-// CUDA majors 10-19 are written with two digits and 1-9 with one (PyTorch's cu92, cu102,
-// cu118, cu128 all follow this), so the first digit tells where the major ends.
+// CUDA majors 10-19 are written with two digits and 1-9 with one (cu92, cu102, cu118, cu128),
+// so the first digit tells where the major ends (docs/torch-labels.md, "CUDA in labels").
 inline std::optional<MajorMinor> cuda_from_digits(std::string_view d) {
   if (d.empty() || d.size() > 4 || d[0] == '0') return std::nullopt;
   const std::size_t major_len = d[0] == '1' ? 2 : 1;

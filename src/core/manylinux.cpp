@@ -300,7 +300,8 @@ ManylinuxAssessment assess_manylinux(std::span<const WheelBinary> binaries,
 }
 
 std::optional<std::string> glibc_of_platform_tag(std::string_view tag) {
-  // Legacy aliases (PEP 600): manylinux1 is 2_5, manylinux2010 2_12, manylinux2014 2_17.
+  // Legacy aliases: manylinux1 is 2_5, manylinux2010 2_12, manylinux2014 2_17
+  // (docs/packaging.md, "Platform tags").
   constexpr std::pair<std::string_view, std::string_view> kLegacy[] = {
       {"manylinux1_", "2.5"}, {"manylinux2010_", "2.12"}, {"manylinux2014_", "2.17"}};
   for (const auto& [prefix, glibc] : kLegacy) {

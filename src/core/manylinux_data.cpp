@@ -7,9 +7,9 @@ namespace wf::core {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Policy data: auditwheel's src/auditwheel/policy/manylinux-policy.json (pypa/auditwheel 6.8.1;
-// the file last changed on 2025-12-27), restated as ceilings per prefix. docs/manylinux.md has
-// the same numbers as tables, and why a ceiling decides what auditwheel's lists decide.
+// Policy data: the tables of docs/manylinux.md, "Symbol-version ceilings", "Libraries a wheel
+// may link from the system" and "Forbidden symbols", as ceilings per prefix; that page names
+// their source and why a ceiling decides what the source's lists decide.
 
 constexpr std::string_view kNamed_TM_1[] = {"TM_1"};
 constexpr std::string_view kNamed_FLOAT128_TM_1[] = {"FLOAT128", "TM_1"};

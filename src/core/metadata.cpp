@@ -18,7 +18,8 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view bytes) {
       continue;
     }
     std::size_t length = 0;
-    // The valid range of the second byte narrows for E0, ED, F0 and F4 (RFC 3629 section 4).
+    // The valid range of the second byte narrows for E0, ED, F0 and F4 (docs/formats.md,
+    // "UTF-8").
     unsigned char lo = 0x80;
     unsigned char hi = 0xBF;
     if (b0 >= 0xC2 && b0 <= 0xDF) {
@@ -52,7 +53,7 @@ struct Field {
 };
 
 // Python's email parser (which pip and the packaging tools use) accepts these bytes in a
-// field name: printable ASCII except ':'.
+// field name: printable ASCII except ':' (docs/packaging.md, "Core metadata").
 bool is_field_name(std::string_view name) {
   if (name.empty()) return false;
   for (const char c : name) {
@@ -70,7 +71,8 @@ std::vector<Field> parse_header_block(std::string_view bytes) {
   std::size_t pos = 0;
   while (pos < bytes.size()) {
     // Python's email parser (what pip reads METADATA with) ends a line at CRLF, a lone CR or
-    // LF; so must we, or a CR inside a line would hide fields that pip sees.
+    // LF; so must we, or a CR inside a line would hide fields that pip sees (docs/packaging.md,
+    // "Core metadata").
     const std::size_t eol = bytes.find_first_of("\r\n", pos);
     const std::size_t end = eol == std::string_view::npos ? bytes.size() : eol;
     const std::string_view line = bytes.substr(pos, end - pos);

@@ -30,7 +30,8 @@ constexpr std::array<Offer, 3> kOffers{{
     {PageFormat::html_legacy, {kTextHtml, {}}, 1, 3},
 }};
 
-// q-values are kept in thousandths: RFC 9110 allows at most three decimals.
+// q-values are kept in thousandths: they have at most three decimals (docs/formats.md,
+// "Media-type negotiation").
 constexpr int kQMax = 1000;
 
 enum class Specificity { any = 0, type = 1, exact = 2 };
@@ -111,7 +112,8 @@ std::optional<MediaRange> parse_media_range(std::string_view element) {
       const auto q = parse_qvalue(trim(param.substr(eq + 1)));
       if (!q) return std::nullopt;
       out.q = *q;
-      // Anything after the weight is an accept-extension (RFC 7231), not a media parameter.
+      // Anything after the weight is an accept-extension, not a media parameter
+      // (docs/formats.md, "Media-type negotiation").
       break;
     }
     if (!param.empty()) ++out.params;
@@ -135,8 +137,9 @@ struct Weight {
   bool is_explicit = false;
 };
 
-// RFC 9110 section 12.5.1: the most specific range that matches decides an offer's q. Among
-// equally specific ranges (repeats, or the v1 name and its "latest" alias) the highest q wins.
+// The most specific range that matches decides an offer's q (docs/formats.md, "Media-type
+// negotiation"). Among equally specific ranges (repeats, or the v1 name and its "latest" alias)
+// the highest q wins.
 std::optional<Weight> weigh(const Offer& offer, const std::vector<MediaRange>& ranges) {
   std::optional<std::pair<int, int>> best_specificity;  // (specificity, params)
   Weight weight;
@@ -195,7 +198,8 @@ Result<PageFormat> negotiate(std::string_view accept, std::string_view format_qu
     if (trim(element).empty()) continue;
     if (auto range = parse_media_range(element)) ranges.push_back(std::move(*range));
   }
-  // No usable Accept means the client takes anything; PEP 691 says to answer text/html then.
+  // No usable Accept counts as */*, which is answered text/html (docs/packaging.md, "Content
+  // negotiation").
   if (ranges.empty()) return PageFormat::html_legacy;
 
   std::optional<PageFormat> chosen;

@@ -227,7 +227,8 @@ Result<TorchResolution> resolve_torch(const TorchQuery& query) {
                                          " name two backends: a torch build has one of them");
   }
   const VariantHints label = parse_local_label(version->local_str());
-  // PyTorch's own cxx11-ABI variants say so in the label (2.6.0+cpu.cxx11.abi).
+  // PyTorch's own cxx11-ABI variants say so in the label (2.6.0+cpu.cxx11.abi:
+  // docs/torch-labels.md, "The C++ ABI").
   if (!query.abi && label.cxx11_abi) r.selector.cxx11_abi = label.cxx11_abi;
   const std::string label_text = "the torch version " + version->str();
 

@@ -147,7 +147,8 @@ std::optional<Token> match_abi(std::string_view s, std::size_t i) {
       return t;
     }
   }
-  // A bare `cxx11abi` / `cxx11.abi` (PyTorch's `+cpu.cxx11.abi`) means the new ABI.
+  // A bare `cxx11abi` / `cxx11.abi` (`+cpu.cxx11.abi`) means the new ABI (docs/torch-labels.md,
+  // "Labels extension projects use").
   t.abi = true;
   t.end = p;
   return t;
@@ -356,7 +357,7 @@ std::string VariantHints::describe() const {
 }
 
 VariantHints parse_local_label(std::string_view label) {
-  // One canonical alphabet: PEP 440 normalization lower-cases and turns '-'/'_' into '.'; the
+  // One canonical alphabet: label normalization lower-cases and turns '-'/'_' into '.'; the
   // same mapping for every other byte keeps the scanner total on garbage.
   std::string s;
   s.reserve(label.size());

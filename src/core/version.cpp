@@ -17,7 +17,7 @@ bool is_alpha(char c) {
 bool is_separator(char c) {
   return c == '-' || c == '_' || c == '.';
 }
-// Python's \s over ASCII: the regex PEP 440 publishes tolerates surrounding whitespace.
+// Python's \s over ASCII: surrounding whitespace is tolerated (docs/packaging.md, "Versions").
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
@@ -44,9 +44,9 @@ constexpr std::array<PreLabel, 8> kPreLabels{{
 }};
 constexpr std::array<std::string_view, 3> kPostLabels{"post", "rev", "r"};
 
-// A cursor over the version text. Every optional part of the PEP 440 grammar is tried at a
-// saved position and the cursor rewinds when the part does not match, which gives the same
-// result as the backtracking regular expression in PEP 440's appendix.
+// A cursor over the version text. Every optional part of the grammar is tried at a saved
+// position and the cursor rewinds when the part does not match, which gives the same result as
+// the specification's backtracking regular expression (docs/packaging.md, "Versions").
 class Parser {
  public:
   explicit Parser(std::string_view text) : s_(text) {}
@@ -145,7 +145,7 @@ std::strong_ordering compare_local(const std::vector<Version::LocalSegment>& a,
         return c;
       }
     } else {
-      // PEP 440: numeric segments sort above alphanumeric ones.
+      // Numeric segments sort above alphanumeric ones (docs/packaging.md, "Local version labels").
       return an != nullptr ? std::strong_ordering::greater : std::strong_ordering::less;
     }
   }

@@ -112,7 +112,8 @@ Rank rank_of(const ViewSelector& view, const Candidate& c) {
   return r;
 }
 
-// PEP 427: a build tag sorts as (number, rest); no build tag sorts first.
+// A build tag sorts as (number, rest); no build tag sorts first (docs/packaging.md, "Build
+// tags").
 std::strong_ordering compare_build_tags(std::string_view a, std::string_view b) {
   if (a.empty() || b.empty()) return !a.empty() <=> !b.empty();
   auto split_tag = [](std::string_view t) {

@@ -9,12 +9,13 @@
 namespace wf::crypto {
 namespace {
 
-// The SHA-512 initialisation vector, as RFC 7693 section 2.6 prescribes.
+// The SHA-512 initialisation vector, as BLAKE2b prescribes (docs/formats.md, "BLAKE2b").
 constexpr std::array<std::uint64_t, 8> kIv = {
     0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
     0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL};
 
-// Message word schedule (RFC 7693 section 2.7); rounds 10 and 11 reuse rows 0 and 1.
+// Message word schedule (SIGMA: docs/formats.md, "BLAKE2b"); rounds 10 and 11 reuse rows 0
+// and 1.
 constexpr std::array<std::array<std::uint8_t, 16>, 10> kSigma = {{
     {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
     {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
@@ -34,7 +35,7 @@ constexpr std::uint64_t rotr(std::uint64_t x, unsigned n) {
   return (x >> n) | (x << (64U - n));
 }
 
-// Little-endian regardless of the host, since the RFC defines words that way.
+// Little-endian regardless of the host, since BLAKE2b defines words that way.
 std::uint64_t load_le64(const unsigned char* p) {
   std::uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8U) | p[i];

@@ -33,7 +33,8 @@ Response handle_not_found(const Request& req, Context& ctx);
 /// PUT /upload/<filename>: ingests the file; 201 stored (or healed), 200 identical.
 Response handle_put_upload(const Request& req, Context& ctx);
 /// POST /legacy/ (twine, poetry, pdm): finishes the form and ingests its file; an identical
-/// file is a 409 here, which `twine upload --skip-existing` recognises.
+/// file is a 409 here, which `twine upload --skip-existing` recognises (docs/clients.md,
+/// "twine, poetry, pdm").
 Response handle_form_upload(const Request& req, Context& ctx);
 
 // ---- admin API (admin.cpp): admin token checked; on a worker --------------------------------

@@ -36,7 +36,8 @@ Status LegacyUpload::on_file_end() {
 
 Result<std::string> LegacyUpload::finish() {
   if (auto st = parser_.finish(); !st) return st.error();
-  // Empty parts mean "absent": twine sends every metadata field, most of them empty.
+  // Empty parts mean "absent": twine sends every metadata field, most of them empty
+  // (docs/clients.md, "twine, poetry, pdm").
   const auto field = [&](std::string_view name) -> std::string {
     const auto v = parser_.field(name);
     return v ? std::string(trim(*v)) : std::string();
@@ -56,8 +57,9 @@ Result<std::string> LegacyUpload::finish() {
   if (const auto protocol = field("protocol_version"); !protocol.empty() && protocol != "1") {
     problems.add("unsupported protocol_version '" + sanitize_for_log(protocol) + "' (expected 1)");
   }
-  // twine, poetry and pdm always send filetype; a form without it was not made by them, and
-  // the field must agree with the file so that no tool files a wheel as a source release.
+  // twine, poetry and pdm always send filetype (docs/clients.md); a form without it was not
+  // made by them, and the field must agree with the file so that no tool files a wheel as a
+  // source release.
   const std::string filetype = field("filetype");
   const bool filetype_known = filetype == "bdist_wheel" || filetype == "sdist";
   if (filetype.empty()) {

@@ -13,7 +13,7 @@ bool is_ows(char c) {
   return c == ' ' || c == '\t';
 }
 
-// RFC 2046 bchars. Restricting the alphabet also guarantees that the delimiter holds no CR
+// The boundary alphabet (bchars). Restricting it also guarantees that the delimiter holds no CR
 // besides its first byte, which the scanner relies on.
 bool is_boundary_char(char c) {
   if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
@@ -134,7 +134,7 @@ Result<std::vector<HeaderLine>> parse_header_block(std::string_view header_block
       return make_error(Errc::invalid, "control character in a header line");
     }
     if (!line.empty() && is_ows(line.front())) {
-      // obs-fold (RFC 5322 folding): a continuation of the previous header's value.
+      // obs-fold: a continuation of the previous header's value.
       if (headers.empty()) return make_error(Errc::invalid, "header block starts with a space");
       headers.back().value += ' ';
       headers.back().value += trim(line);
@@ -170,8 +170,8 @@ Result<Disposition> parse_disposition(std::string_view value) {
   if (!name->has_value() || (*name)->empty()) {
     return make_error(Errc::invalid, "Content-Disposition has no name");
   }
-  // `filename*` (RFC 5987 encoding) is a different parameter name and deliberately ignored:
-  // RFC 7578 forbids it and none of the upload clients sends it.
+  // `filename*` (the extended-parameter encoding) is a different parameter name and
+  // deliberately ignored: form-data forbids it and none of the upload clients sends it.
   auto filename = single_parameter(*params, "filename");
   if (!filename) return filename.error();
   return Disposition{std::move(**name), std::move(*filename)};
@@ -204,7 +204,7 @@ MultipartParser::MultipartParser(const std::string& boundary, MultipartLimits li
     state_ = State::failed;
     error_ = make_error(Errc::invalid, *problem);
   }
-  // RFC 2046 lets the first delimiter open the body without a preceding line break; a CRLF
+  // The first delimiter may open the body without a preceding line break; a CRLF
   // assumed before the first byte lets one scanner serve both cases.
   held_ = "\r\n";
 }
@@ -357,7 +357,7 @@ Status MultipartParser::end_part(MultipartSink& sink) {
   return ok_status();
 }
 
-// RFC 2046 matches the boundary as a prefix of a line, so `--boundary` followed by anything
+// The boundary is matched as a prefix of a line, so `--boundary` followed by anything
 // but `--`, transport padding or CRLF is a broken body rather than data.
 Status MultipartParser::boundary_line_byte(char c) {
   auto malformed = [] { return make_error(Errc::invalid, "malformed multipart boundary line"); };
@@ -385,7 +385,7 @@ Status MultipartParser::boundary_line_byte(char c) {
       header_buf_ = "\r\n";
       return ok_status();
   }
-  // Transport padding (RFC 2046 LWSP before the CRLF), bounded like a header.
+  // Transport padding (whitespace before the CRLF), bounded like a header.
   if (is_ows(c)) {
     line_state_ = LineState::padding;
     if (++padding_bytes_ > limits_.max_header_bytes) return malformed();

@@ -124,7 +124,7 @@ Response api_error(const Error& error) {
 // At most this many cells in a no-build answer: enough to see what exists nearby.
 constexpr std::size_t kMaxNearest = 8;
 
-/// The newest public version with a wheel among `files` (a view's listing, in PEP 440 order),
+/// The newest public version with a wheel among `files` (a view's listing, in version order),
 /// preferring versions with a wheel that is not yanked; nullopt when there is no wheel.
 std::optional<std::string> newest_wheel_version(const std::vector<const core::FileRecord*>& files) {
   std::optional<std::string> newest;

@@ -34,7 +34,9 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/healthz",                          kGet,    handle_healthz,           none,  open,    network, kReads,   "health"},
     {"/readyz",                           kGet,    handle_readyz,            none,  open,    network, kReads,   "health"},
     {"/metrics",                          kGet,    handle_metrics,           none,  read,    network, kReads,   "metrics"},
-    // Uploads: the body streams into a temp file, then the handler ingests it.
+    // Uploads: the body streams into a temp file, then the handler ingests it. twine, poetry
+    // and pdm never follow redirects: /legacy and /legacy/ are both answered (docs/clients.md,
+    // "twine, poetry, pdm").
     {"/upload/*",                         kPut,    handle_put_upload,        file,  handler, worker,  kChanges, "upload"},
     {"/legacy",                           kPost,   handle_form_upload,       form,  upload,  worker,  kChanges, "legacy_upload"},
     {"/legacy/",                          kPost,   handle_form_upload,       form,  upload,  worker,  kChanges, "legacy_upload"},

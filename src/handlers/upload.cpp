@@ -99,13 +99,14 @@ Response answer(const Result<ingest::Ingested>& result, std::string_view filenam
 }
 
 /// Finishes a form and ingests its file. Unlike PUT, an identical file is a conflict: twine,
-/// poetry and pdm expect a repeated upload to fail.
+/// poetry and pdm expect a repeated upload to fail (docs/clients.md, "twine, poetry, pdm").
 Result<ingest::Ingested> ingest_form(const Request& req, LegacyUpload& form, Context& ctx) {
   ingest::Ingestor& ingestor = *ctx.env.services.ingestor;
   auto filename = form.finish();
   if (!filename) {
     // When the form disagrees with its file, name what is wrong inside the file as well
-    // (twine fills name/version from METADATA, so the form often inherits the problem).
+    // (twine fills name/version from METADATA, so the form often inherits the problem:
+    // docs/clients.md, "twine, poetry, pdm").
     Error e = filename.error();
     if (e.code == Errc::invalid) {
       if (const auto name = form.received_filename(); name && !name->empty()) {

@@ -1,8 +1,7 @@
 #include "body_reader.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include "session.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
@@ -87,10 +86,10 @@ void BodyReader<Stream>::read_upload(std::unique_ptr<handlers::UploadedBody> upl
 template <class Stream>
 void BodyReader<Stream>::upload_refused(const Error& e, bool close) {
   if (handlers::status_for(e.code) >= 500) {
-    spdlog::error("req={} upload of {} failed: {}", s_.id(), sanitize_for_log(name_), e.message);
+    log::error("req={} upload of {} failed: {}", s_.id(), sanitize_for_log(name_), e.message);
   } else {
-    spdlog::info("req={} upload of {} rejected: {}", s_.id(), sanitize_for_log(name_),
-                 sanitize_for_log(e.message, 500));
+    log::info("req={} upload of {} rejected: {}", s_.id(), sanitize_for_log(name_),
+              sanitize_for_log(e.message, 500));
   }
   Response r = error_response(e);
   r.close = close;
@@ -134,7 +133,7 @@ void BodyReader<Stream>::on_chunk(beast::error_code ec) {
       // stalled past the read deadline) but may still be listening.
       s_.server().status.metrics.upload("aborted");
       const Error e = cut_short("upload", stalled);
-      spdlog::info("req={} upload of {} aborted: {}", s_.id(), sanitize_for_log(name_), e.message);
+      log::info("req={} upload of {} aborted: {}", s_.id(), sanitize_for_log(name_), e.message);
       drop();
       return s_.send(closing(e));
     }
@@ -233,7 +232,7 @@ void BodyReader<Stream>::drop() {
 template <class Stream>
 void BodyReader<Stream>::abort(const char* why) {
   s_.server().status.metrics.upload("aborted");
-  spdlog::info("req={} upload of {} aborted: {}", s_.id(), sanitize_for_log(name_), why);
+  log::info("req={} upload of {} aborted: {}", s_.id(), sanitize_for_log(name_), why);
   drop();
   s_.close();
 }

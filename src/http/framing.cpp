@@ -25,8 +25,8 @@ bool is_hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-// RFC 3986 §2.2-2.3: unreserved and sub-delims, the characters of a reg-name besides
-// percent-escapes.
+// Unreserved and sub-delims, the characters of a reg-name besides percent-escapes
+// (docs/formats.md, "Host values and percent-encoding").
 bool is_reg_name_char(char c) {
   if (is_alnum(c)) return true;
   switch (c) {
@@ -107,12 +107,13 @@ bool is_valid_host(std::string_view value) {
 
 std::optional<Error> check_head(const HeadFraming& head) {
   if (head.transfer_encodings > 0) {
-    // §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing whatever it says.
+    // An HTTP/1.0 message with Transfer-Encoding has faulty framing whatever it says
+    // (docs/formats.md, "Request heads").
     if (head.version < 11) {
       return make_error(Errc::invalid,
                         "malformed request: Transfer-Encoding is not allowed in HTTP/1.0");
     }
-    // §6.3: when chunked is not the final coding the body length cannot be determined; and
+    // When chunked is not the final coding the body length cannot be determined; and
     // no other coding is decoded here, so chunked must be the only one.
     if (head.transfer_encodings > 1 || !is_chunked_alone(head.transfer_encoding)) {
       const std::string shown = head.transfer_encodings > 1
@@ -122,7 +123,7 @@ std::optional<Error> check_head(const HeadFraming& head) {
                                            shown + "): only 'chunked' alone is accepted");
     }
   }
-  // §3.2: HTTP/1.1 requires exactly one Host; more than one, or an invalid one, is refused in
+  // HTTP/1.1 requires exactly one Host; more than one, or an invalid one, is refused in
   // every version.
   if (head.hosts > 1) {
     return make_error(Errc::invalid, "malformed request: more than one Host header");

@@ -1,8 +1,8 @@
 #pragma once
-// What RFC 9112 asks a server to check in a request head before it reads anything after it:
-// how the body is framed (§6.1, §6.3) and the Host field (§3.2). A head that fails is answered
-// 400 and the connection closed: a server that guesses where a body ends can be made to run
-// the rest of it as another request (request smuggling).
+// What HTTP/1.1 asks a server to check in a request head before it reads anything after it:
+// how the body is framed and the Host field (docs/formats.md, "Request heads"). A head that
+// fails is answered 400 and the connection closed: a server that guesses where a body ends can
+// be made to run the rest of it as another request (request smuggling).
 //
 // Pure functions over the head's values: the session gathers them while it copies the fields
 // (no allocation), and unit tests call them directly.
@@ -29,9 +29,10 @@ struct HeadFraming {
 /// "gzip, chunked" is refused as well as "chunked, gzip" (whose body length is unknowable).
 [[nodiscard]] bool is_chunked_alone(std::string_view value);
 
-/// True for a Host value of the form `uri-host [":" port]` (RFC 3986 §3.2.2, §3.2.3): a
-/// bracketed IP literal or a reg-name of unreserved, percent-encoded and sub-delim characters,
-/// then an optional port of digits. The empty value is valid (RFC 9112 §3.2).
+/// True for a Host value of the form `uri-host [":" port]`: a bracketed IP literal or a
+/// reg-name of unreserved, percent-encoded and sub-delim characters, then an optional port of
+/// digits. The empty value is valid (docs/formats.md, "Request heads" and "Host values and
+/// percent-encoding").
 [[nodiscard]] bool is_valid_host(std::string_view value);
 
 /// Nothing when the head may be served; otherwise Errc::invalid with a message that names the

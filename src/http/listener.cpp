@@ -1,10 +1,9 @@
 // The listener: connections are accepted by the first network thread, which applies the
 // connection caps before handing each to a thread round-robin.
 
-#include <spdlog/spdlog.h>
-
 #include "server_impl.hpp"
 #include "session.hpp"
+#include "wheelforge/util/log.hpp"
 
 namespace wf::http {
 namespace {
@@ -27,7 +26,7 @@ void Server::Impl::accept() {
                         [this, &target](beast::error_code ec, Socket socket) {
                           if (ec) {
                             if (status.stopping || ec == asio::error::operation_aborted) return;
-                            spdlog::warn("accept failed: {}", ec.message());
+                            log::warn("accept failed: {}", ec.message());
                             return accept();
                           }
                           socket.set_option(tcp::no_delay(true), ec);
@@ -116,7 +115,7 @@ void Server::Impl::refuse(NetThread& target, Socket socket,
                                .count();
   auto logged = refusal_logged_ms.load(std::memory_order_relaxed);
   if (now - logged >= 1000 && refusal_logged_ms.compare_exchange_strong(logged, now)) {
-    spdlog::warn("{}; refusing connections with 503 ({} refused so far)", why, total);
+    log::warn("{}; refusing connections with 503 ({} refused so far)", why, total);
   }
   // Refusals are answered by sessions of their own, a bounded number at once; beyond that
   // the connection is closed without an answer.

@@ -1,13 +1,13 @@
 #include "wheelforge/http/server.hpp"
 
 #include <malloc.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <future>
 #include <thread>
 
 #include "server_impl.hpp"
+#include "wheelforge/util/log.hpp"
 
 namespace wf::http {
 namespace {
@@ -130,7 +130,7 @@ SnapshotPtr Server::Impl::reload_after(const handlers::Route& route, const handl
       break;
   }
   if (!loaded) {
-    spdlog::error("catalog reload failed: {}", loaded.error().message);
+    log::error("catalog reload failed: {}", loaded.error().message);
     return nullptr;
   }
   return *loaded;
@@ -182,11 +182,11 @@ SnapshotPtr Server::Impl::load_if_changed() {
   if (!gen || *gen == generation.load()) return nullptr;
   auto loaded = load_snapshot();
   if (!loaded) {
-    spdlog::error("catalog reload failed: {}", loaded.error().message);
+    log::error("catalog reload failed: {}", loaded.error().message);
     return nullptr;
   }
-  spdlog::info("catalog changed (generation {}): {} projects, {} files", *gen,
-               (*loaded)->project_count(), (*loaded)->file_count());
+  log::info("catalog changed (generation {}): {} projects, {} files", *gen,
+            (*loaded)->project_count(), (*loaded)->file_count());
   return *loaded;
 }
 
@@ -205,7 +205,7 @@ void Server::Impl::schedule_poll() {
 void Server::Impl::begin_stop() {
   if (status.stopping) return;
   status.stopping = true;
-  spdlog::info("stopping: {} connection(s) open", status.open_connections.load());
+  log::info("stopping: {} connection(s) open", status.open_connections.load());
   beast::error_code ec;
   acceptor.close(ec);
   poll_timer.cancel();
@@ -217,7 +217,7 @@ void Server::Impl::begin_stop() {
   grace_timer.expires_after(config.shutdown_grace);
   grace_timer.async_wait([this](beast::error_code e) {
     if (e) return;
-    spdlog::warn("grace period over: closing {} connection(s)", status.open_connections.load());
+    log::warn("grace period over: closing {} connection(s)", status.open_connections.load());
     for (auto& t : threads) t->ioc.stop();
   });
   maybe_finish_stop();

@@ -1,11 +1,10 @@
 #include "session.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <limits>
 
 #include "access_log.hpp"
 #include "framing.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
@@ -77,7 +76,7 @@ void Session<Stream>::start() {
     lowest().expires_after(srv_.config.read_timeout);
     stream_.async_handshake(asio::ssl::stream_base::server, [self = self()](beast::error_code ec) {
       if (ec) {
-        spdlog::debug("TLS handshake failed: {}", ec.message());
+        log::debug("TLS handshake failed: {}", ec.message());
         return self->lowest().close();
       }
       self->refusal_.empty() ? self->read_header() : self->refuse();
@@ -334,14 +333,14 @@ void Session<Stream>::handled(Handled done) {
   if (!done.upload_outcome.empty()) srv_.status.metrics.upload(done.upload_outcome);
   if (!done.note.empty()) {
     if (done.response.status >= 500) {
-      spdlog::error("req={} {}", id_, done.note);
+      log::error("req={} {}", id_, done.note);
     } else {
-      spdlog::info("req={} {}", id_, done.note);
+      log::info("req={} {}", id_, done.note);
     }
   }
   if (route_->access == handlers::Access::admin) {
-    spdlog::info("req={} admin {} -> {}", id_, sanitize_for_log(req_.target, 300),
-                 done.response.status);
+    log::info("req={} admin {} -> {}", id_, sanitize_for_log(req_.target, 300),
+              done.response.status);
   }
   if (done.follow && srv_.env.services.runner != nullptr) {
     keep_alive_ = false;  // the answer ends with the job; the connection with it
@@ -368,8 +367,8 @@ void Session<Stream>::responded(int status, std::uint64_t length, beast::error_c
       line.clear();
       append_access_line(line, id_, handlers::method_name(req_.method), req_.target, status, length,
                          static_cast<std::uint64_t>(us), ec ? ec.message() : std::string());
-      // Logged as it is: the line needs no formatting by spdlog.
-      spdlog::default_logger_raw()->log(spdlog::level::info, spdlog::string_view_t(line));
+      // Logged as it is: the line needs no formatting.
+      log::write(log::Level::info, line);
     }
   }
   if (ec || !keep_alive) return close();

@@ -2,7 +2,6 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <spdlog/spdlog.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 
@@ -11,6 +10,7 @@
 
 #include "file_body.hpp"
 #include "session.hpp"
+#include "wheelforge/util/log.hpp"
 
 namespace wf::http {
 
@@ -65,7 +65,7 @@ void ResponseWriter<Stream>::send_file(Response r) {
       s_.home().open_blob(range.path, s_.server().installed.load(std::memory_order_relaxed));
   if (!fd->valid()) {
     const int err = errno;
-    spdlog::error("req={} cannot open blob {}: {}", s_.id(), range.path, std::strerror(err));
+    log::error("req={} cannot open blob {}: {}", s_.id(), range.path, std::strerror(err));
     // A blob that is gone was quarantined by fsck --repair (or lost): the file is damaged
     // (the pages drop it once the catalog says so), not missing by the client's mistake.
     const auto& seg = s_.request().segments;

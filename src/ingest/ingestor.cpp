@@ -122,8 +122,8 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
     problems.add(std::string(metadata_name) +
                  " Version is invalid: " + meta_version.error().message);
   } else if (meta_version->str() != v.name.version.str()) {
-    // pip refuses such wheels ("inconsistent version"); a label added to the file name
-    // only must also be written into METADATA.
+    // pip refuses such wheels ("inconsistent version": docs/clients.md, "pip"); a label added
+    // to the file name only must also be written into METADATA.
     problems.add(std::string(metadata_name) + " Version '" + sanitize_for_log(v.metadata.version) +
                  "' does not match the file name's version '" + v.name.version.str() + "'");
   }

@@ -43,6 +43,7 @@ Json job_json(const catalog::JobRecord& j) {
               {"build_number", j.wheel.empty() ? Json(nullptr) : Json(j.build_number)},
               {"glibc_floor", j.glibc_floor.empty() ? Json(nullptr) : Json(j.glibc_floor)},
               {"toolchain", toolchain_json(j.toolchain)},
+              {"executor_job", j.executor_job},
               {"created_at", iso8601_micros(j.created_at)},
               {"started_at", time_or_null(j.started_at)},
               {"finished_at", time_or_null(j.finished_at)},

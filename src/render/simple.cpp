@@ -113,7 +113,8 @@ void append_file_anchor(std::string& out, const core::FileRecord& file) {
     out += '"';
   }
   if (!file.metadata_sha256.empty()) {
-    // pip before 23.2 reads only the PEP 658 spelling, later clients the PEP 714 one.
+    // pip before 23.2 reads only the old spelling, later clients the new one (docs/packaging.md,
+    // "Metadata files").
     for (const std::string_view attr :
          {" data-core-metadata=\"sha256=", " data-dist-info-metadata=\"sha256="}) {
       out += attr;
@@ -122,7 +123,8 @@ void append_file_anchor(std::string& out, const core::FileRecord& file) {
     }
   }
   if (file.yanked) {
-    // pip treats a bare data-yanked attribute as not yanked, so the value is always written.
+    // pip treats a bare data-yanked attribute as not yanked, so the value is always written
+    // (docs/clients.md, "pip").
     out += " data-yanked=\"";
     append_escaped(out, *file.yanked);
     out += '"';
@@ -158,7 +160,8 @@ void append_file_json(std::string& out, const core::FileRecord& file) {
     out += R"(,"requires-python":)";
     append_json_string(out, *file.requires_python);
   }
-  // Only the PEP 714 key: pip 23.0-23.1 crash on "dist-info-metadata" in JSON.
+  // Only the new key: pip before 23.2 fails on "dist-info-metadata" in JSON (docs/packaging.md,
+  // "Metadata files").
   if (file.metadata_sha256.empty()) {
     out += R"(,"core-metadata":false)";
   } else {

@@ -39,7 +39,7 @@ CacheStats cache_stats() {
 
 struct Snapshot::ProjectData {
   core::ProjectRecord record;
-  std::vector<core::FileRecord> files;       // in PEP 440 version order, then by file name
+  std::vector<core::FileRecord> files;       // in version order, then by file name
   std::vector<std::string> versions;         // the distinct versions, in that order
   std::vector<std::string> public_versions;  // per file: public version (no local label)
   std::vector<core::FileRecord> damaged;     // withdrawn files: on no page, URLs answer 503

@@ -131,7 +131,8 @@ bool view_has_wheel(const snapshot::Snapshot& snap, const core::ViewSelector& vi
 }
 
 /// The command a project page shows before anything is chosen: the build for the newest torch
-/// series whose PyPI wheels' CUDA has one (what `pip install torch` brings), else the cell with
+/// series whose PyPI wheels' CUDA (docs/pypi-torch-cuda.md) has one (what `pip install torch`
+/// brings), else the cell with
 /// the most Python versions (newer torch, then newer backend on ties).
 struct DefaultChoice {
   core::ViewSelector view;
@@ -421,7 +422,8 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
         options(all_pythons, python, [](const std::string& v) { return "Python " + v; }));
 
   const std::string requirement = project->name + "==" + version;
-  // --only-binary keeps pip from building an sdist of this project from another index; a
+  // --only-binary keeps pip from building an sdist of this project from another index
+  // (docs/clients.md, "pip"); a
   // version published only as an sdist must be built, so it is left out there.
   const bool version_has_wheel = std::any_of(files.begin(), files.end(), [&](const auto* f) {
     return f->kind == core::DistKind::wheel && public_version_of(*f) == version;

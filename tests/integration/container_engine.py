@@ -235,8 +235,11 @@ class ContainerEngine:
     def cmd(
         self, *args: str, check: bool = False, timeout: float = 120, **kw
     ) -> subprocess.CompletedProcess:
-        """Runs the engine's CLI (`podman ARGS` / `docker ARGS`) with this engine's settings."""
+        """Runs the engine's CLI (`podman ARGS` / `docker ARGS`) with this engine's settings, in
+        the engine's own directory unless told otherwise (podman's conmon leaves an `oom` file in
+        its working directory when the kernel kills a container for memory)."""
         argv = [self.cli, *map(str, args)]
+        kw.setdefault("cwd", self.root)
         proc = subprocess.run(
             argv, env=self.env, capture_output=True, text=True, timeout=timeout, **kw
         )

@@ -205,7 +205,8 @@ int project_list(const Settings& settings);
 int project_claim(const Settings& settings, const std::string& project,
                   const core::ProjectClaim& claim);
 
-/// `wheelforge yank` / `unyank`: PEP 592 yank of one file or every file of a version.
+/// `wheelforge yank` / `unyank`: yanks one file or every file of a version (docs/packaging.md,
+/// "Yanking").
 /// `reason` nullopt means unyank.
 int yank(const Settings& settings, const std::string& project,
          const std::optional<std::string>& version, const std::optional<std::string>& filename,

@@ -10,9 +10,11 @@
 #include <memory>
 #include <string_view>
 
+#include "wheelforge/util/log.hpp"
+
 namespace wf::app {
 
-enum class LogLevel { trace, debug, info, warn, error, critical };
+using LogLevel = log::Level;
 
 class LogOutput {
  public:

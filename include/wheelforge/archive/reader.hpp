@@ -53,7 +53,7 @@ struct WheelContents {
 /// are inflated no further than their declared sizes.
 ///
 /// The archive must have exactly one top-level `.dist-info` directory, named
-/// `{name}-{version}.dist-info` where name equals `expected_name` after PEP 503
+/// `{name}-{version}.dist-info` where name equals `expected_name` after name
 /// normalization and version equals `expected_version` ignoring case and `-`/`_` (both as
 /// written in the file name), and it must hold METADATA, WHEEL and RECORD, the first two as
 /// regular files.

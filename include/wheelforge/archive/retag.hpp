@@ -1,9 +1,9 @@
 #pragma once
-// Rewriting a built wheel's name and tags: its local version label (DOMAIN.md §4), for packages
-// whose build cannot set the label itself; its PEP 427 build tag, for rebuilds of a file name
-// that is already published; its platform tags, for a `linux_x86_64` wheel whose binaries
-// qualify for a manylinux tag (core/manylinux.hpp). Part of the archive module, the only one
-// that touches libarchive.
+// Rewriting a built wheel's name and tags (docs/packaging.md, "Inside a wheel"): its local
+// version label, for packages whose build cannot set the label itself; its build tag, for
+// rebuilds of a file name that is already published; its platform tags, for a `linux_x86_64`
+// wheel whose binaries qualify for a manylinux tag (core/manylinux.hpp). Part of the archive
+// module, the only one that touches libarchive.
 
 #include <filesystem>
 #include <optional>
@@ -22,13 +22,14 @@ struct WheelChanges {
   /// has. Normalized (lower case, '-' and '_' as '.'); must then match
   /// `[a-z0-9]+(\.[a-z0-9]+)*`.
   std::optional<std::string> local_label;
-  /// The new PEP 427 build tag (`1`, `2`, ...; a digit, then letters, digits, '_' and '.'):
+  /// The new build tag (`1`, `2`, ...; a digit, then letters, digits, '_' and '.'):
   /// goes into the file name and into WHEEL's `Build:` line, replacing any the wheel has.
   std::optional<std::string> build_tag;
   /// The new platform tags, replacing the whole platform tag set (`{"manylinux_2_28_x86_64"}`,
   /// or `{"manylinux_2_17_x86_64", "manylinux2014_x86_64"}`): in this order in the file name
-  /// (joined by '.') and in WHEEL's `Tag:` lines. Each is letters, digits and '_' (PEP 425
-  /// platform tags are lower case: `linux_x86_64`, `manylinux_2_28_aarch64`); no duplicates.
+  /// (joined by '.') and in WHEEL's `Tag:` lines. Each is letters, digits and '_' (platform
+  /// tags are lower case: `linux_x86_64`, `manylinux_2_28_aarch64`; docs/packaging.md,
+  /// "Platform tags"); no duplicates.
   std::optional<std::vector<std::string>> platform_tags;
 };
 
@@ -36,7 +37,7 @@ struct WheelChanges {
 /// pass, and returns the new file's path.
 ///
 /// The copy has: the file name `{name}-{version}(-{build})?-{py}-{abi}-{plat}.whl` with the name
-/// PEP 503-normalized and '-' escaped as '_', the version PEP 440-normalized (with the new label,
+/// normalized and '-' escaped as '_', the version normalized (with the new label,
 /// if any), the build tag and platform tags new or as in the old name, the python and ABI tags
 /// as in the old name; `.dist-info/` and `.data/` directories renamed to `{name}-{version}`;
 /// the `Version:` line of METADATA rewritten when the label changes (every other byte kept,
@@ -65,11 +66,11 @@ struct WheelChanges {
 /// A digest of what a wheel installs, equal for two wheels exactly when they hold the same files
 /// with the same bytes, whatever their build tags, zip metadata and compression: the sha256 (as
 /// lower-case hex) over every regular file member, in name order, of its name, whether it is
-/// executable (pip keeps that bit) and the sha256 of its bytes. Left out, because they follow
-/// from the rest or from the build tag alone: `{dist-info}/RECORD` (and RECORD.jws, RECORD.p7s,
-/// which sign it), and the `Build:` lines of `{dist-info}/WHEEL` (the rest of WHEEL counts).
-/// Directories, times and modes other than the executable bit do not count. A rebuild whose
-/// digest equals the published file's has nothing new to publish.
+/// executable (pip keeps that bit: docs/clients.md, "pip") and the sha256 of its bytes. Left out,
+/// because they follow from the rest or from the build tag alone: `{dist-info}/RECORD` (and
+/// RECORD.jws, RECORD.p7s, which sign it), and the `Build:` lines of `{dist-info}/WHEEL` (the rest
+/// of WHEEL counts). Directories, times and modes other than the executable bit do not count. A
+/// rebuild whose digest equals the published file's has nothing new to publish.
 ///
 /// Checks the zip layout as read_wheel does (no declared-size limits: the file is the runner's
 /// own build or already in the index) and streams every member once, holding no member in

@@ -21,7 +21,8 @@ namespace wf::auth {
 [[nodiscard]] std::string hash_token(std::string_view token);
 
 /// Extracts the token from an Authorization header value:
-/// `Basic base64(__token__:TOKEN)` (what twine, pip URLs and .netrc send) or `Bearer TOKEN`.
+/// `Basic base64(__token__:TOKEN)` (what twine, pip URLs and .netrc send: docs/clients.md) or
+/// `Bearer TOKEN`.
 /// Returns nullopt for an empty header; Errc::unauthorized with a message for a malformed
 /// header or a Basic user other than __token__.
 [[nodiscard]] Result<std::optional<std::string>> token_from_authorization(std::string_view header);

@@ -1,9 +1,11 @@
 #pragma once
 // Where a build step's command runs. The runner only talks to this interface; the local
 // executor runs commands as processes on this host (own process group, explicit environment);
-// a container executor (podman/docker) or a cluster executor (Slurm, a Kubernetes command
-// template) implements the same operations, and tests use a fake that records every command
-// and plays back scripted outcomes.
+// the container executor runs each in a container of the cell's image (podman or docker); the
+// Slurm executor runs a job's commands in batch jobs on a cluster, optionally in containers
+// there. Tests use a fake that records every command and plays back scripted outcomes.
+// A command's ProcessSpec::placement says which job it belongs to and where it belongs
+// (server, build, test); the local executor ignores it.
 
 #include <chrono>
 #include <cstdint>
@@ -13,7 +15,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "wheelforge/build/executor_config.hpp"
 #include "wheelforge/build/process.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -28,6 +32,9 @@ class Execution {
   [[nodiscard]] virtual std::optional<ExitStatus> poll() = 0;
   /// Stops the command and everything it started (returns at once; poll() reports the end).
   virtual void cancel() = 0;
+  /// The id of the batch job the command runs in (a Slurm job id), for the job record; empty
+  /// for commands of this host.
+  [[nodiscard]] virtual std::string remote_id() const { return {}; }
 };
 
 /// What the machine that runs the builds offers, for admission (see Runner).
@@ -63,11 +70,45 @@ class Executor {
   /// was read. {0, ""} when the file is missing.
   [[nodiscard]] virtual LogChunk read_log_tail(const std::filesystem::path& log,
                                                std::size_t max) = 0;
+
+  /// How the runner admits jobs to this executor.
+  enum class Admission {
+    host,     ///< by the budget of this host's memory and cores (the shared admission ledger)
+    cluster,  ///< by max_concurrent_jobs only: a cluster's scheduler places and sizes jobs
+  };
+  [[nodiscard]] virtual Admission admission() const { return Admission::host; }
+  /// CPUs a job asks a cluster for when its recipe names none (Admission::cluster).
+  [[nodiscard]] virtual unsigned default_cpus() const { return 4; }
+  /// True when commands go on running while the server is down, and reattach() finds them.
+  [[nodiscard]] virtual bool reattaches() const { return false; }
+  /// Attaches to the command `spec` as an earlier process started it for the same job (same
+  /// command line, environment and directory): still running, or ended while no server
+  /// watched (poll() then reports how). Fails with not_found when there is none to attach to
+  /// (the caller starts it anew). Default: not_found.
+  [[nodiscard]] virtual Result<std::unique_ptr<Execution>> reattach(const ProcessSpec& spec);
+  enum class Release {
+    finished,   ///< the job is over: what waits for more commands ends by itself
+    abandoned,  ///< the job's work is discarded (it runs again from the start): ended now
+  };
+  /// Ends what the executor still holds for the job `job` names (job_id, job_tag, work_dir):
+  /// batch jobs waiting for commands, containers left by a server that died. Blocks on the
+  /// cluster's or engine's client. Default: nothing.
+  virtual void release(const CommandPlacement& job, Release how);
+  /// What can be checked before jobs run (`wheelforge config check`): for a cluster, that a
+  /// batch job sees a file the server writes into `builds_dir`; for containers, that the
+  /// engine answers and the images exist. Blocks up to about `limit`. Returns the problems
+  /// found, and in `notes` what was checked.
+  [[nodiscard]] virtual std::vector<std::string> check(const std::filesystem::path& builds_dir,
+                                                       std::chrono::seconds limit,
+                                                       std::vector<std::string>& notes);
 };
 
 /// Runs commands as local processes; capacity() is available_memory_bytes() and
 /// available_cores().
 [[nodiscard]] std::unique_ptr<Executor> make_local_executor();
+
+/// The executor `config` describes: local, containers (podman/docker) or Slurm.
+[[nodiscard]] std::unique_ptr<Executor> make_executor(const ExecutorConfig& config);
 
 /// Starts a command on `executor` and waits for it, cancelling it when `should_cancel` says so.
 [[nodiscard]] Result<ExitStatus> run_on(

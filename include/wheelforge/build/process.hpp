@@ -21,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,6 +31,43 @@ namespace wf::build {
 
 /// Default time between SIGTERM and SIGKILL when a process group is cancelled or times out.
 inline constexpr std::chrono::milliseconds kDefaultKillGrace{5000};
+
+/// How MAX_JOBS and NVCC_THREADS follow from a grant of cores and memory
+/// (core::compute_parallelism, then core::halve `halvings` times): carried by a build command
+/// for executors that learn the grant only where the command runs (a Slurm job).
+struct BuildSizing {
+  double gb_per_job = 4.0;
+  unsigned arch_count = 1;
+  unsigned halvings = 0;  ///< OOM retries before this attempt
+};
+
+/// Which build job a command belongs to and where it should run. Read by executors that run
+/// commands somewhere other than this host's process table (a container, a cluster);
+/// Process::start ignores it, and so does the local executor.
+struct CommandPlacement {
+  enum class Where {
+    server,  ///< on the server's host whatever the executor: commands that only touch files
+    build,   ///< the cell's toolchain: checks, its environment, the build
+    test,    ///< the smoke test (a GPU)
+  };
+  Where where = Where::server;
+  std::int64_t job_id = 0;
+  std::string job_tag;             ///< WHEELFORGE_JOB's value (<builds dir>#<job id>)
+  std::filesystem::path work_dir;  ///< the job's work directory (DATA_DIR/builds/job-<id>)
+  std::filesystem::path log;       ///< the job's log, for the executor's own notes
+  std::filesystem::path envs_dir;  ///< where build environments live (DATA_DIR/builds/envs)
+  std::string python;              ///< the cell's Python ("3.12")
+  std::string cuda;                ///< the cell's CUDA ("12.8")
+  /// What the job may use: the admission grant (limits of a container) or what its batch jobs
+  /// ask a cluster for. 0: not set.
+  std::uint64_t memory_bytes = 0;
+  unsigned cpus = 0;
+  /// On the build command only.
+  std::optional<BuildSizing> sizing;
+};
+
+/// "server", "build" or "test".
+[[nodiscard]] std::string_view where_name(CommandPlacement::Where where);
 
 struct ProcessSpec {
   /// argv[0] is the program: a path (relative ones are taken from `cwd`), or a bare name looked
@@ -45,6 +83,8 @@ struct ProcessSpec {
   std::chrono::milliseconds timeout{0};
   /// Time between SIGTERM and SIGKILL on cancellation or timeout.
   std::chrono::milliseconds kill_grace{kDefaultKillGrace};
+  /// For executors (see CommandPlacement); Process::start ignores it.
+  CommandPlacement placement;
 };
 
 struct ExitStatus {
@@ -54,11 +94,15 @@ struct ExitStatus {
   bool timed_out = false;
   bool cancelled = false;
   std::chrono::milliseconds timeout{0};  ///< the limit that was exceeded, when timed_out
+  /// What an executor knows beyond the status ("Slurm job 12: OUT_OF_MEMORY"); empty for
+  /// local processes.
+  std::string note;
 
   /// True for exit 0 without timeout or cancellation.
   [[nodiscard]] bool success() const { return exited && code == 0 && !timed_out && !cancelled; }
   /// For logs and job records: "exit 137", "killed by SIGKILL", "timed out after 5s",
-  /// "cancelled". Cancellation and timeout take precedence over how the leader died.
+  /// "cancelled". Cancellation and timeout take precedence over how the leader died. A note
+  /// follows in parentheses.
   [[nodiscard]] std::string describe() const;
 };
 

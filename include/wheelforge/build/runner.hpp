@@ -3,7 +3,7 @@
 // each job as a list of named steps (see src/build/steps.hpp): verify the CUDA toolkit,
 // prepare the (python, torch, CUDA) environment, verify torch and Python, fetch the source,
 // build, retag, analyze the binaries (manylinux tag), number the build (rebuilds get the next
-// PEP 427 build tag), smoke-test, ingest. Memory-aware parallelism shared by every runner on the
+// build tag), smoke-test, ingest. Memory-aware parallelism shared by every runner on the
 // data directory, OOM retries, timeouts and cancellation that kill whole process trees, and
 // crash recovery. Commands run on an Executor the runner is given. Jobs run on the runner's own
 // threads; every public method is thread-safe and returns quickly (none waits for a build).
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "wheelforge/build/executor.hpp"
+#include "wheelforge/build/executor_config.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/catalog/jobs.hpp"
 #include "wheelforge/core/build.hpp"
@@ -32,7 +33,10 @@
 namespace wf::build {
 
 class AdmissionLedger;
+struct Demand;
+struct AdmissionLimits;
 struct JobContext;
+struct JobResources;
 
 /// A recipe and the matrix it is built over.
 struct RecipeConfig {
@@ -42,6 +46,9 @@ struct RecipeConfig {
 
 /// What the build host offers.
 struct HostConfig {
+  /// Where the commands run ([build.executor], [build.images]). With containers or a
+  /// cluster, cuda_homes and pythons name paths inside the images or on the nodes.
+  ExecutorConfig executor;
   /// CUDA version ("13.0") -> toolkit directory (CUDA_HOME). Before a cell is built, its
   /// bin/nvcc must report exactly this version.
   std::map<std::string, std::filesystem::path> cuda_homes;
@@ -98,10 +105,12 @@ class Runner {
     requeue_interrupted,  ///< the data directory's server: take over jobs a dead one left
     leave,                ///< a one-off runner (`wheelforge build`): touch no other job
   };
-  /// Starts scheduling; with Recovery::requeue_interrupted, first requeues the jobs a previous
-  /// process left running (ending their leftover processes), except those that a live runner
-  /// on the same data directory still runs. Fails when the builds directory cannot be created
-  /// or its admission ledger (DATA_DIR/builds/admission) cannot be opened.
+  /// Starts scheduling; with Recovery::requeue_interrupted, first takes over the jobs a
+  /// previous process left running, except those that a live runner on the same data
+  /// directory still runs: on an executor that re-attaches (Slurm), a job that got as far as
+  /// its build resumes there (attaching to its batch job); the others are requeued (their
+  /// leftover processes, batch jobs and containers ended). Fails when the builds directory
+  /// cannot be created or its admission ledger (DATA_DIR/builds/admission) cannot be opened.
   [[nodiscard]] Status start(Recovery recovery = Recovery::requeue_interrupted);
 
   /// Runs only the jobs of this build (a one-off runner next to a serving one), and tells the
@@ -152,7 +161,11 @@ class Runner {
   int kill_job_processes(std::int64_t job_id) const;
   void schedule_loop();
   bool try_start(const catalog::JobRecord& job, const RecipeConfig& recipe);
-  void run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallelism grant);
+  void run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallelism grant, bool resumed);
+  [[nodiscard]] Demand demand_of(const catalog::JobRecord& job, const RecipeConfig& recipe) const;
+  [[nodiscard]] JobResources cluster_resources(const RecipeConfig& recipe) const;
+  [[nodiscard]] AdmissionLimits admission_limits(unsigned max_concurrent) const;
+  [[nodiscard]] CommandPlacement job_placement(const catalog::JobRecord& job) const;
   void finish_job(JobContext& ctx, const Status& result);
 
   RunnerConfig config_;

@@ -146,9 +146,9 @@ class Catalog {
   /// Revokes a token (kept, marked revoked, so listings show it). Errc::not_found if absent.
   [[nodiscard]] virtual Result<TokenRecord> revoke_token(std::int64_t id) = 0;
 
-  /// PEP 592: marks files yanked (reason set, possibly empty) or not yanked (nullopt).
-  /// `version` selects every file of that public version (all local variants) and is compared
-  /// after PEP 440 normalization; `filename` selects one file. Returns the files changed or
+  /// Marks files yanked (reason set, possibly empty) or not yanked (nullopt): docs/packaging.md,
+  /// "Yanking". `version` selects every file of that public version (all local variants) and
+  /// is compared after normalization; `filename` selects one file. Returns the files changed or
   /// already in that state; Errc::not_found when nothing matches.
   [[nodiscard]] virtual Result<std::vector<std::string>> set_yanked(
       std::string_view project, const std::optional<std::string>& version,
@@ -166,7 +166,7 @@ class Catalog {
   [[nodiscard]] virtual Result<std::optional<DeletedFile>> find_reservation(
       std::string_view filename) = 0;
 
-  /// The deleted files of a project (PEP 503-normalized name), whose names stay reserved, by
+  /// The deleted files of a project (normalized name), whose names stay reserved, by
   /// file name.
   [[nodiscard]] virtual Result<std::vector<DeletedFile>> deleted_files(
       std::string_view project) = 0;

@@ -52,13 +52,16 @@ struct JobRecord {
   unsigned max_jobs = 0;
   unsigned nvcc_threads = 0;
   std::string wheel;  ///< file name of the ingested wheel, when succeeded
-  /// The wheel's PEP 427 build number: 0 for the first build of its file name, N for the Nth
+  /// The wheel's build number: 0 for the first build of its file name, N for the Nth
   /// rebuild (`-N-` in the name). Meaningful once `wheel` is set.
   std::uint64_t build_number = 0;
   /// The highest GLIBC_x.y its binaries need ("2.34"); empty for a wheel without binaries, one
   /// that needs no GLIBC version, or before the analysis.
   std::string glibc_floor;
   Toolchain toolchain;
+  /// The batch job the job's commands run in now, on executors that run them elsewhere (a
+  /// Slurm job id); empty otherwise. A restarted server re-attaches through it.
+  std::string executor_job;
   Micros created_at = 0;
   std::optional<Micros> started_at;
   std::optional<Micros> finished_at;
@@ -94,6 +97,9 @@ class JobStore {
                                                   const std::string& glibc_floor) = 0;
   /// Records the toolchain the job's build uses (replacing what an earlier attempt recorded).
   [[nodiscard]] virtual Status record_toolchain(std::int64_t id, const Toolchain& toolchain) = 0;
+  /// Records the batch job the job's commands run in now (JobRecord::executor_job).
+  [[nodiscard]] virtual Status record_executor_job(std::int64_t id,
+                                                   const std::string& executor_job) = 0;
 
   /// Startup recovery: every job in a running state becomes interrupted, then queued again,
   /// except the jobs in `still_running` (another live process runs them). Returns the

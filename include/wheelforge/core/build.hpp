@@ -1,8 +1,8 @@
 #pragma once
-// Building blocks of the build runner (DESIGN.md §5): recipes, the Python × torch × CUDA matrix
-// and its cells, the local version label a cell's wheel carries, the parallelism a build gets
-// from its memory grant, OOM detection in a failed build, and the job state machine. Pure
-// functions, no I/O.
+// Building blocks of the build runner (README, "Building wheels with the bundled runner"):
+// recipes, the Python × torch × CUDA matrix and its cells, the local version label a cell's
+// wheel carries, the parallelism a build gets from its memory grant, OOM detection in a failed
+// build, and the job state machine. Pure functions, no I/O.
 
 #include <chrono>
 #include <compare>
@@ -40,7 +40,7 @@ inline constexpr std::string_view kDefaultBuildCommand =
 
 struct Recipe {
   std::string name;     ///< the recipe's own name in the config
-  std::string project;  ///< PEP 503-normalized project name of the wheels it builds
+  std::string project;  ///< normalized project name of the wheels it builds
   SourceSpec source;
   std::string build_command = std::string(kDefaultBuildCommand);
   /// Fixed environment, in config order (e.g. FLASH_ATTENTION_FORCE_BUILD=TRUE).
@@ -59,23 +59,28 @@ struct Recipe {
   /// A rebuild published under a higher build number yanks the builds of the same file name it
   /// supersedes ("superseded by build N"), unless a build request says otherwise.
   bool yank_superseded = false;
+  /// The most CPU cores one build of this recipe uses: on this host, a cap on the cores
+  /// admission grants it; on a cluster, what each of its batch jobs asks for. nullopt: no
+  /// cap on this host, the cluster executor's default there.
+  std::optional<unsigned> cpus;
 };
 
 /// The build requirements of a recipe that names none: what a plain setuptools project needs
 /// under `pip wheel --no-build-isolation` (Python 3.12 venvs come without setuptools), and
 /// ninja, which torch.utils.cpp_extension uses to compile in parallel (without it, one file at
-/// a time). The runner leaves out what is there already: ninja when a `ninja` program is on
-/// the build's PATH; setuptools and wheel, with the interpreter's own torch (system_torch),
-/// when the interpreter has them.
+/// a time): docs/clients.md, "pip", and docs/torch-labels.md, "Building extensions". The runner
+/// leaves out what is there already: ninja when a `ninja` program is on the build's PATH;
+/// setuptools and wheel, with the interpreter's own torch (system_torch), when the interpreter has
+/// them.
 inline constexpr std::string_view kDefaultBuildRequires[] = {"setuptools", "wheel", "ninja"};
 
-/// Checks a recipe and returns it with `project` PEP 503-normalized. Fails with Errc::invalid
+/// Checks a recipe and returns it with `project` normalized. Fails with Errc::invalid
 /// listing every problem: empty or badly formed name ([A-Za-z0-9._-], starting alphanumeric),
 /// invalid project name, a path/git source without a location, a ref on a non-git source, an
 /// empty build command or one with a placeholder other than {python}, {out}, {src} (or an
 /// unclosed '{'), environment or variable names that are not [A-Za-z_][A-Za-z0-9_]*, duplicate
 /// environment names, an arch variable without a value or a value without a variable,
-/// gb_per_job not a finite number > 0, a timeout ≤ 0, empty build requirements.
+/// gb_per_job not a finite number > 0, a timeout ≤ 0, empty build requirements, cpus 0.
 [[nodiscard]] Result<Recipe> validate_recipe(const Recipe& recipe);
 
 /// Number of architectures in an arch list: entries separated by ';', ',' or whitespace
@@ -168,7 +173,8 @@ struct Cell {
 // per-architecture compilations in parallel inside one compile job, and MAX_JOBS runs compile
 // jobs in parallel. Peak memory is therefore about
 //     MAX_JOBS × NVCC_THREADS × gb_per_job,
-// where gb_per_job is the peak of one cicc/ptxas process (3–5 GB for flash-attn kernels).
+// where gb_per_job is the peak of one cicc/ptxas process (3–5 GB for flash-attn kernels;
+// docs/torch-labels.md, "Building extensions").
 //
 // Formula, with GiB = 2^30 and budget = min(grant, available − reserve):
 //     nvcc_threads = clamp(arch_count, 1, 4)                 (more threads than archs idle)
@@ -233,6 +239,8 @@ struct Parallelism {
 //   any non-terminal state → failed | cancelled
 //   preparing … ingesting → interrupted       (the server stopped while the job ran)
 //   interrupted → queued                      (requeued at startup)
+//   testing | ingesting → retagging           (a restarted server that re-attached to the job
+//                                              runs the steps after the build again)
 //   failed | cancelled → queued               (retry)
 // succeeded is final; failed and cancelled are terminal but may be retried.
 
@@ -267,7 +275,7 @@ namespace wf::core {
 
 /// What a client asks the runner for: one recipe at one version, optionally a subset of the
 /// recipe's matrix, optionally rebuilding cells that were built already (a rebuild is published
-/// under the next PEP 427 build number), optionally yanking the builds a rebuild supersedes.
+/// under the next build number), optionally yanking the builds a rebuild supersedes.
 struct BuildRequest {
   std::string recipe;
   std::string version;

@@ -24,7 +24,8 @@ namespace wf::core {
 /// pip's and setuptools' summaries of a failed subprocess (`error: subprocess-exited-with-error`,
 /// `ERROR: Failed building wheel for x`, `error: command '...' failed with exit code 1`,
 /// `collect2: error: ld returned 1 exit status`, ninja's `FAILED:` / `build stopped`) never
-/// name the cause and are skipped. The runner's own marked lines ("==> ...") are skipped too.
+/// name the cause and are skipped (docs/clients.md, "pip"). The runner's own marked lines
+/// ("==> ...") are skipped too.
 [[nodiscard]] std::string failure_cause(std::string_view output);
 
 }  // namespace wf::core

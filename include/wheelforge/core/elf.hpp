@@ -8,8 +8,8 @@
 // GLIBC_2.14 of libc.so.6, and the dynamic loader refuses to load it where libc.so.6 does not
 // define that version. A version name is a prefix, '_', and a suffix: `GLIBC_2.2.5`,
 // `GLIBCXX_3.4.21`, `CXXABI_1.3.9`, `GCC_7.0.0`, and a few named ones (`CXXABI_TM_1`,
-// `GLIBC_ABI_DT_RELR`, `GLIBC_PRIVATE`). The prefix ends at the first '_', as auditwheel splits
-// them.
+// `GLIBC_ABI_DT_RELR`, `GLIBC_PRIVATE`). The prefix ends at the first '_' (docs/manylinux.md,
+// "Sources").
 
 #include <compare>
 #include <cstdint>

@@ -1,6 +1,7 @@
 #pragma once
-// Distribution file names: PEP 427 wheels (with build tags, local versions and compressed
-// tag sets) and sdists (PEP 625 `{name}-{version}.tar.gz`, legacy names tolerated).
+// Distribution file names: wheels (with build tags, local versions and compressed tag sets)
+// and sdists (`{name}-{version}.tar.gz`, legacy names tolerated): docs/packaging.md, "Wheel file
+// names", "Build tags" and "Source distribution file names".
 
 #include <cstdint>
 #include <optional>
@@ -33,7 +34,7 @@ struct DistFilename {
   DistKind kind = DistKind::wheel;
   std::string filename;         ///< the file name exactly as given
   std::string name;             ///< the name part as spelled in the file name
-  std::string normalized_name;  ///< PEP 503
+  std::string normalized_name;  ///< docs/packaging.md, "Project names"
   std::string version_text;     ///< the version part as spelled in the file name
   Version version;              ///< parsed
   WheelTags tags;               ///< wheels only (empty for sdists)
@@ -46,12 +47,14 @@ struct DistFilename {
 
 /// The identity of a distribution file for the rule "one file per name": two file names with
 /// the same key are the same file, whatever their spelling. Compared after normalization:
-/// - the project name per PEP 503 (case, and PEP 427's '_' escape of '-' and '.');
-/// - the version per PEP 440 equality (Version::canonical_str(): "1.0" is "1.0.0");
-/// - wheels: the build tag by its number and rest (PEP 427 sorts "01" as 1), and the three
+/// - the project name normalized (case, and the '_' escape of '-' and '.' in file names);
+/// - the version by equality (Version::canonical_str(): "1.0" is "1.0.0");
+/// - wheels: the build tag by its number and rest ("01" sorts as 1), and the three
 ///   compressed tag sets as sets of lower-case tags ("py2.py3" is "py3.py2");
-/// - sdists: name and version only, so that a release has at most one sdist (Warehouse's rule),
-///   whatever its archive format.
+/// - sdists: name and version only, so that a release has at most one sdist, whatever its
+///   archive format.
+/// (docs/packaging.md: "Project names", "Versions", "Wheel file names", "Build tags", "Source
+/// distribution file names".)
 /// The key reads like a file name ("demo_pkg-1-py3-none-any.whl", "demo_pkg-1.tar.gz") but is
 /// for comparison only. Pure.
 [[nodiscard]] std::string canonical_file_key(const DistFilename& name);
@@ -64,7 +67,7 @@ struct DistFilename {
 /// find the build numbers its file name has had. For an sdist, canonical_file_key().
 [[nodiscard]] std::string rebuild_key(const DistFilename& name);
 
-/// The number of a PEP 427 build tag: its leading digits ("1" -> 1, "02" -> 2, "3abc" -> 3);
+/// The number of a build tag: its leading digits ("1" -> 1, "02" -> 2, "3abc" -> 3);
 /// 0 without a build tag, or for digits beyond 18 (no build counts that far).
 [[nodiscard]] std::uint64_t build_number(const WheelTags& tags);
 

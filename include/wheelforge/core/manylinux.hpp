@@ -1,14 +1,14 @@
 #pragma once
-// manylinux policies (PEP 599, PEP 600) and the assessment of a wheel's binaries against them:
+// manylinux policies (`manylinux_x_y` tags) and the assessment of a wheel's binaries against them:
 // the lowest honest `manylinux_2_XX_<arch>` tag, or why there is none. Pure, no I/O; the facts
 // and their sources are in docs/manylinux.md.
 //
-// A policy says which system libraries a wheel may link (the PEP 599/600 library list) and, per
+// A policy says which system libraries a wheel may link (its library list) and, per
 // symbol-version prefix (GLIBC, GLIBCXX, CXXABI, GCC, LIBATOMIC, ZLIB), the highest numeric
 // version it may need plus the named versions it may need (CXXABI_TM_1, GLIBC_ABI_DT_RELR...).
-// The numbers are those of auditwheel's policy file; auditwheel lists every allowed version
-// one by one, and for each architecture that list is exactly the versions up to the highest
-// one, so a ceiling decides the same.
+// The numbers are the tables of docs/manylinux.md, "Symbol-version ceilings": the source lists
+// every allowed version one by one, and for each architecture that list is exactly the
+// versions up to the highest one, so a ceiling decides the same (docs/manylinux.md, "Sources").
 //
 // Assessment rules (assess_manylinux):
 //   - Binaries are the wheel's ELF shared objects and executables; relocatable objects are
@@ -19,18 +19,18 @@
 //     (the wheel's own libraries, torch's and CUDA's: ProvidedLibraries), or on the policy's
 //     library list. A library that is none of these refuses the wheel, with its name and the
 //     binaries that need it.
-//   - Every version needed (from any library, the dynamic loader included: auditwheel skips
-//     those, but `_dl_find_object@GLIBC_2.35` does not load on glibc 2.34) whose prefix the
-//     policy table knows must be allowed. Versions of other prefixes (a library's own
-//     `libcudart.so.13`, `Qt_5`) are not judged.
+//   - Every version needed (from any library, the dynamic loader included, which common tools
+//     skip: `_dl_find_object@GLIBC_2.35` does not load on glibc 2.34; docs/manylinux.md, "The
+//     assessment") whose prefix the policy table knows must be allowed. Versions of other
+//     prefixes (a library's own `libcudart.so.13`, `Qt_5`) are not judged.
 //   - Undefined symbols on a policy's symbol blacklist for a NEEDED library rule that policy out.
 //   - The result is the lowest policy satisfying all of this for every binary (policies only
 //     grow with their glibc), and the glibc floor: the highest GLIBC_x.y any binary needs.
 //   - The lowest policy is manylinux_2_17 (manylinux2014): no supported torch or CUDA runs on
 //     the older glibc of manylinux1/2010, so a wheel that would qualify for those is tagged
 //     2_17. For 2_17 the tags are `manylinux_2_17_<arch>` and its legacy alias
-//     `manylinux2014_<arch>` (as auditwheel writes them), so that pip before 20.3, which does
-//     not know PEP 600 names, still installs it.
+//     `manylinux2014_<arch>`, so that installers that do not know `manylinux_x_y` names still
+//     install it (docs/manylinux.md, "The lowest tag, and the legacy alias").
 
 #include <cstdint>
 #include <optional>

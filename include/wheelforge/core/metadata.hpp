@@ -1,5 +1,6 @@
 #pragma once
-// Core metadata (METADATA in wheels, PKG-INFO in sdists): RFC 822-style headers.
+// Core metadata (METADATA in wheels, PKG-INFO in sdists): RFC 822-style headers, read as
+// docs/packaging.md, "Core metadata" says.
 
 #include <optional>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// PEP 691 content negotiation for the simple API.
+// Content negotiation for the simple API (docs/packaging.md, "Content negotiation").
 
 #include <string_view>
 
@@ -8,7 +8,7 @@
 namespace wf::core {
 
 enum class PageFormat {
-  html_legacy,  ///< text/html; charset=utf-8 (PEP 503)
+  html_legacy,  ///< text/html; charset=utf-8 (the original HTML API)
   html_v1,      ///< application/vnd.pypi.simple.v1+html
   json_v1,      ///< application/vnd.pypi.simple.v1+json
 };

@@ -16,8 +16,8 @@ namespace wf::core {
 struct FileRecord {
   std::int64_t id = 0;
   std::string filename;  ///< exactly as uploaded
-  std::string project;   ///< PEP 503 normalized project name
-  std::string version;   ///< normalized PEP 440 version, with local label
+  std::string project;   ///< normalized project name (docs/packaging.md, "Project names")
+  std::string version;   ///< normalized version, with local label
   DistKind kind = DistKind::wheel;
   std::string sha256;  ///< lower-case hex of the file
   std::uint64_t size = 0;
@@ -25,7 +25,8 @@ struct FileRecord {
   std::optional<std::string> requires_python;
   std::string metadata_sha256;  ///< lower-case hex of the exact METADATA bytes
   std::uint64_t metadata_size = 0;
-  /// PEP 592: nullopt when not yanked; a (possibly empty) reason when yanked.
+  /// nullopt when not yanked; a (possibly empty) reason when yanked (docs/packaging.md,
+  /// "Yanking").
   std::optional<std::string> yanked;
   WheelTags tags;  ///< wheels only
   /// What the local version label and the requirements say about torch/CUDA/ABI.
@@ -50,7 +51,7 @@ struct ProjectClaim {
 };
 
 struct ProjectRecord {
-  std::string name;          ///< PEP 503 normalized
+  std::string name;          ///< normalized (docs/packaging.md, "Project names")
   std::string display_name;  ///< as first uploaded (METADATA Name)
   Micros last_upload = 0;
   ProjectClaim claim;

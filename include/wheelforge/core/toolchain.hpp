@@ -4,7 +4,8 @@
 // the wheel against a torch 2.8 built for CUDA 12, under the cell's Python. Pure functions
 // over the text the tools print; the runner runs the tools.
 //
-// Facts relied on (see README, "Building wheels with the bundled runner"):
+// Facts relied on (docs/torch-labels.md, "What an installed torch says about itself" and "CUDA
+// compatibility"):
 // - `nvcc --version` ends with "Cuda compilation tools, release 12.8, V12.8.93"; the release is
 //   the toolkit's major.minor.
 // - `torch.__version__` is the release plus a local label ("2.8.0+cu128"); its series is the

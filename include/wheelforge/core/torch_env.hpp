@@ -1,7 +1,8 @@
 #pragma once
 // Which variant view fits an installed torch (GET /api/resolve). Pure functions, no I/O.
 //
-// What an installed torch tells about itself, from Python:
+// What an installed torch tells about itself, from Python (docs/torch-labels.md, "What an
+// installed torch says about itself"):
 //   torch.__version__             "2.8.0+cu128" from download.pytorch.org, but "2.9.0" from PyPI:
 //                                 PyPI's wheels carry no local label, so the version alone
 //                                 does not say which CUDA the build uses;
@@ -21,8 +22,9 @@
 //   3. cuda=None (or empty) and hip=None without a backend label: a CPU build (macOS wheels
 //      from PyPI, or a CPU build without label).
 //   4. Nothing given and no label: the CUDA of PyTorch's own PyPI wheels for Linux x86_64 of
-//      that series (pypi_default_cuda), with a note saying it was assumed. That is what a
-//      `pip install torch` from PyPI brings, which is how a version without label comes about.
+//      that series (pypi_default_cuda, docs/pypi-torch-cuda.md), with a note saying it was
+//      assumed. That is what a `pip install torch` from PyPI brings, which is how a version
+//      without label comes about.
 //   5. A series the table does not know (a release newer than this build of wheelforge): the
 //      view names the torch series only, with a note. The index cannot know the default CUDA of
 //      a release made after it; the series-only view still never lists another torch series

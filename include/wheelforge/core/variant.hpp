@@ -1,14 +1,15 @@
 #pragma once
-// Variant hints and variant views (DESIGN.md §4): what a wheel's local version label and
-// METADATA say about the CUDA/ROCm/CPU backend, torch series and C++ ABI it was built for, and
-// which wheels a view such as /cu128/torch2.8/simple/ lists. Pure functions, no I/O.
+// Variant hints and variant views (README, "Torch/CUDA variant views"; the label conventions
+// they read: docs/torch-labels.md): what a wheel's local version label and METADATA say about
+// the CUDA/ROCm/CPU backend, torch series and C++ ABI it was built for, and which wheels a view
+// such as /cu128/torch2.8/simple/ lists. Pure functions, no I/O.
 //
 // Label rules (parse_local_label). The label is lower-cased; '-', '_' and any character outside
 // [a-z0-9.] count as '.'. Keywords are recognised at the start of the label, after a '.', right
 // after another recognised part, or where a letter follows a digit (`cu130sm89torch2.10.0`).
 //   cuXY.. / cudaXY..  A digit run starting with '1' is a two-digit major followed by the minor
 //                      (cu12 → 12, cu118 → 11.8, cu130 → 13.0, cu1210 → 12.10); one starting
-//                      with 2–9 is a one-digit major (cu92 → 9.2, the old PyTorch spelling).
+//                      with 2–9 is a one-digit major (cu92 → 9.2, an old spelling).
 //                      `cu12.8`/`cuda12.8` also mean 12.8. Majors of 20 and above cannot be
 //                      written this way. Runs longer than 4 digits or starting with 0: not CUDA.
 //   torchX.Y[.Z]       Dotted: major.minor, patch ignored (torch2.10.0 → 2.10).
@@ -39,7 +40,8 @@
 //   3. ABI: a match with the view's ABI over unknown; when the view names none, the default
 //      ABI of PyTorch's own wheels of the series (view's torch, else the wheel's; FALSE up to
 //      2.6, TRUE from 2.7) over unknown over the other. ABI outranks the CUDA minor because an
-//      ABI mismatch fails at import while a lower CUDA minor loads fine;
+//      ABI mismatch fails at import while a lower CUDA minor loads fine (docs/torch-labels.md,
+//      "The C++ ABI" and "CUDA compatibility");
 //   4. backend: CUDA/ROCm view with a minor: exact minor > highest lower minor > major-only >
 //      no backend hint; major-only view: major-only > lowest minor (safest for an unknown
 //      runtime minor) > no backend hint; CPU view: CPU > no backend hint; a view naming no
@@ -94,7 +96,7 @@ struct VariantHints {
   friend bool operator==(const VariantHints&, const VariantHints&) = default;
 };
 
-/// Parses a local version label, raw (`+cu128torch2.8`, `CU12_torch2.8`) or PEP 440-normalized
+/// Parses a local version label, raw (`+cu128torch2.8`, `CU12_torch2.8`) or normalized
 /// (`cu128torch2.8`, separators '.'). A leading '+' is ignored. Never fails: a label it does
 /// not understand yields no selecting hints, with its parts in `extra`. Linear in the length.
 [[nodiscard]] VariantHints parse_local_label(std::string_view label);
@@ -103,7 +105,8 @@ struct VariantHints {
 /// 2.8); nullopt when the version has no numeric major.minor or has an epoch.
 [[nodiscard]] std::optional<TorchSeries> torch_series_of_version(std::string_view version);
 
-/// The C++ ABI of PyTorch's own pip wheels of a series: false up to 2.6, true from 2.7.
+/// The C++ ABI of PyTorch's own pip wheels of a series: false up to 2.6, true from 2.7
+/// (docs/torch-labels.md, "The C++ ABI").
 [[nodiscard]] bool default_cxx11_abi(TorchSeries series);
 
 /// A torch series pinned by a distribution's requirements, with the requirement text that pins
@@ -160,7 +163,7 @@ struct Candidate {
   /// Wheels compete only within the same key; the caller builds it from the public version and
   /// the python, abi and platform tags.
   std::string group_key;
-  std::string build_tag;  ///< PEP 427 build tag, empty when none
+  std::string build_tag;  ///< the wheel's build tag, empty when none
   std::int64_t upload_time = 0;
   std::string filename;
   bool yanked = false;

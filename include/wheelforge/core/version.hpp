@@ -1,6 +1,7 @@
 #pragma once
-// PEP 440 versions: parsing of every permitted spelling, normalization and total ordering
-// (including local version labels, compared segment by segment as PEP 440 says).
+// Versions: parsing of every permitted spelling, normalization and total ordering (including
+// local version labels, compared segment by segment): docs/packaging.md, "Versions" and "Local
+// version labels".
 
 #include <compare>
 #include <cstdint>
@@ -20,7 +21,7 @@ class Version {
   /// A local segment is a number or a lower-case alphanumeric string.
   using LocalSegment = std::variant<std::uint64_t, std::string>;
 
-  /// Parses any PEP 440 spelling ("1.0RC1", "v2.8.3+CU128_torch2.8", "1.0-1", ...).
+  /// Parses any permitted spelling ("1.0RC1", "v2.8.3+CU128_torch2.8", "1.0-1", ...).
   /// Fails with Errc::invalid and a message quoting the input.
   [[nodiscard]] static Result<Version> parse(std::string_view text);
 
@@ -28,10 +29,9 @@ class Version {
   [[nodiscard]] std::string str() const;
   /// Normalized form without the local label.
   [[nodiscard]] std::string public_str() const;
-  /// PEP 440's canonical form, as Warehouse groups releases (packaging's
-  /// canonicalize_version): str() without the trailing zero segments of the release, so that
-  /// versions PEP 440 calls equal have one spelling ("1.0", "1.0.0" and "v1" give "1",
-  /// "1.0.0+CU128" gives "1+cu128").
+  /// The canonical form, by which releases are grouped (docs/packaging.md, "Versions"): str()
+  /// without the trailing zero segments of the release, so that equal versions have one
+  /// spelling ("1.0", "1.0.0" and "v1" give "1", "1.0.0+CU128" gives "1+cu128").
   [[nodiscard]] std::string canonical_str() const;
   /// Normalized local label ("cu128torch2.8", separators as '.'), empty when none.
   [[nodiscard]] std::string local_str() const;
@@ -46,8 +46,9 @@ class Version {
   /// Pre-release or dev release.
   [[nodiscard]] bool is_prerelease() const { return pre_.has_value() || dev_.has_value(); }
 
-  /// PEP 440 ordering. Release segments compare with trailing zeros ignored; local labels
-  /// order after the same public version, numeric segments above alphanumeric ones.
+  /// The versions' order (docs/packaging.md, "Versions"). Release segments compare with
+  /// trailing zeros ignored; local labels order after the same public version, numeric
+  /// segments above alphanumeric ones.
   friend std::strong_ordering operator<=>(const Version& a, const Version& b);
   friend bool operator==(const Version& a, const Version& b) {
     return (a <=> b) == std::strong_ordering::equal;

@@ -1,7 +1,8 @@
 #pragma once
-// BLAKE2b (RFC 7693), unkeyed, with a configurable digest length. OpenSSL 3.0 only offers
-// BLAKE2b-512, while twine sends `blake2_256_digest`: BLAKE2b with a 32-byte output, which
-// is a different function from a truncated BLAKE2b-512 (the length is hashed in).
+// BLAKE2b (docs/formats.md, "BLAKE2b"), unkeyed, with a configurable digest length. OpenSSL 3.0
+// only offers BLAKE2b-512, while twine sends `blake2_256_digest` (docs/packaging.md, "Uploads"):
+// BLAKE2b with a 32-byte output, which is a different function from a truncated BLAKE2b-512
+// (the length is hashed in).
 
 #include <array>
 #include <cstddef>
@@ -33,14 +34,14 @@ class Blake2b {
   std::array<std::uint64_t, 8> h_{};
   std::array<unsigned char, kBlockBytes> buffer_{};
   std::size_t buffered_ = 0;
-  // The byte counter is 128 bits wide in the RFC; two words keep files above 2^64 bytes
+  // The byte counter is 128 bits wide in the algorithm; two words keep files above 2^64 bytes
   // correct in principle, at no cost.
   std::uint64_t counter_low_ = 0;
   std::uint64_t counter_high_ = 0;
   std::size_t digest_bytes_;
 };
 
-/// Lower-case hex of BLAKE2b with a 32-byte digest (PyPI's `blake2_256_digest`).
+/// Lower-case hex of BLAKE2b with a 32-byte digest (the upload API's `blake2_256_digest`).
 [[nodiscard]] std::string blake2b_256_hex(std::string_view bytes);
 
 }  // namespace wf::crypto

@@ -7,8 +7,8 @@
 
 namespace wf::crypto {
 
-/// blake2b_256 is BLAKE2b with a 32-byte digest (twine's `blake2_256_digest`), computed by
-/// wf::crypto::Blake2b because OpenSSL 3.0 only offers the 64-byte variant.
+/// blake2b_256 is BLAKE2b with a 32-byte digest (the upload API's `blake2_256_digest`),
+/// computed by wf::crypto::Blake2b because OpenSSL 3.0 only offers the 64-byte variant.
 enum class Algorithm { sha256, md5, blake2b_256 };
 
 /// Incremental digest. update() may be called any number of times, then finish() once.

@@ -1,9 +1,9 @@
 #pragma once
 // The upload API that twine, poetry and pdm speak (`POST /legacy/`, multipart/form-data with
-// `:action=file_upload`). The body is fed in chunks; the `content` part streams into a temp
-// file while it is hashed (sha256, md5, blake2b-256), the small form fields are kept. After
-// the last chunk, validate() checks the form against the file. Pure apart from the temp file
-// writes; call from a worker thread.
+// `:action=file_upload`: docs/packaging.md, "Uploads"). The body is fed in chunks; the `content`
+// part streams into a temp file while it is hashed (sha256, md5, blake2b-256), the small form
+// fields are kept. After the last chunk, validate() checks the form against the file. Pure apart
+// from the temp file writes; call from a worker thread.
 
 #include <memory>
 #include <optional>

@@ -84,7 +84,7 @@ struct Response {
 /// the status line (twine) show the cause. Errc::io (500) says it is a server storage error,
 /// not the client's; Errc::internal (500) only says "internal server error". No Retry-After
 /// on 503: a read-only store or a damaged file waits for an administrator, and pip would
-/// sleep for whatever it is told.
+/// sleep for whatever it is told (docs/clients.md, "pip" and "twine, poetry, pdm").
 [[nodiscard]] Response error_response(const Error& error);
 
 /// The 405 answer: an error response with the `Allow` header naming the methods the address

@@ -1,7 +1,7 @@
 #pragma once
-// Streaming multipart/form-data (RFC 7578 on top of RFC 2046), as sent by twine, poetry and pdm
-// to `POST /legacy/`. Pure: bytes in, callbacks and collected fields out. The body arrives in
-// chunks of any size; file parts are handed on piece by piece and never held whole, so a
+// Streaming multipart/form-data (docs/formats.md, "multipart/form-data"), as sent by twine,
+// poetry and pdm to `POST /legacy/`. Pure: bytes in, callbacks and collected fields out. The body
+// arrives in chunks of any size; file parts are handed on piece by piece and never held whole, so a
 // several-GB wheel costs no more memory than one chunk plus a boundary.
 
 #include <cstddef>
@@ -19,7 +19,7 @@ namespace wf::handlers {
 /// are case-insensitive; the boundary may be a token or a quoted string).
 /// Errc::invalid when the type is not multipart/form-data ("expected multipart/form-data"),
 /// the boundary parameter is absent ("missing boundary") or repeated, or the boundary is not
-/// 1..70 characters of the RFC 2046 boundary alphabet.
+/// 1..70 characters of the boundary alphabet.
 [[nodiscard]] Result<std::string> boundary_from_content_type(std::string_view content_type);
 
 /// Receives the parts that carry a `filename` parameter. Any error returned from a callback
@@ -54,7 +54,7 @@ class MultipartParser {
   explicit MultipartParser(const std::string& boundary, MultipartLimits limits = {});
 
   /// Consumes the next chunk of the body (any size, split anywhere). Text before the first
-  /// boundary and after the closing boundary is ignored (RFC 2046 preamble and epilogue).
+  /// boundary and after the closing boundary is ignored (the preamble and the epilogue).
   /// Errors: Errc::invalid for malformed boundary lines or part headers, a part without a
   /// form-data Content-Disposition or without a name, or more than max_parts parts;
   /// Errc::too_large when the non-file fields exceed max_field_bytes; any sink error as is.

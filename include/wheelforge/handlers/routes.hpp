@@ -47,7 +47,9 @@ inline constexpr std::size_t kMaxSmallBody = 64 * 1024;
 /// The credentials a route needs, checked from the request head before any body is read.
 enum class Access : std::uint8_t {
   open,     ///< none (health probes)
-  read,     ///< a read token when the index is private (Environment::private_reads)
+  read,     ///< a read token when the index is private (Environment::private_reads); the
+            ///< 401's WWW-Authenticate is what makes pip try .netrc, keyring or a prompt
+            ///< (docs/clients.md, "pip")
   upload,   ///< an upload token
   admin,    ///< an admin token
   handler,  ///< the handler checks (web UI: cookies, forms, redirects to the login page;

@@ -114,7 +114,8 @@ class Ingestor {
 
 /// The 409 message for `filename` when `existing` is stored under it, or under another
 /// spelling of it (catalog::Catalog::find_same_file), with other content. Starts with
-/// "File already exists" (what `twine upload --skip-existing` looks for).
+/// "File already exists" (what `twine upload --skip-existing` looks for: docs/clients.md,
+/// "twine, poetry, pdm").
 [[nodiscard]] std::string already_exists_message(std::string_view filename,
                                                  const core::FileRecord& existing);
 /// The 409 message for `filename` when it, or another spelling of it, was the name of the

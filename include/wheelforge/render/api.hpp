@@ -20,7 +20,7 @@ struct VersionFiles {
 
 /// GET /api/projects/<name>/variants: per public version, every file with its python, ABI and
 /// platform tags, its variant (backend, CUDA/ROCm version, torch series, C++ ABI), its build
-/// number (`build`, from the PEP 427 build tag; 0 without one), the glibc its manylinux platform
+/// number (`build`, from the build tag; 0 without one), the glibc its manylinux platform
 /// tag promises (`glibc`, null for other platforms) and, for a wheel rebuilt since, the file
 /// that supersedes it (`superseded_by`); plus the axes present (torch series, CUDA versions,
 /// python tags) and a coverage matrix of (torch, backend) cells listing the python tags that
@@ -44,7 +44,8 @@ struct Resolution {
 
 /// The answer: view, index URL and the pip and uv lines. Every line pins the version (or
 /// says PROJECT==VERSION when no project was named) and names the project in --only-binary, so
-/// that pip never falls back to building an sdist of another version from another index.
+/// that pip never falls back to building an sdist of another version from another index
+/// (docs/clients.md, "pip").
 [[nodiscard]] std::string render_resolution(const Resolution& r);
 
 /// The pip arguments that install `requirement` of `project` from `index_url`:

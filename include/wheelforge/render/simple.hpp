@@ -1,6 +1,6 @@
 #pragma once
-// Rendering of the simple repository API pages (PEP 503 HTML, PEP 691 JSON with PEP 700
-// fields) and their gzip form. Pure functions: no I/O, safe on any thread.
+// Rendering of the simple repository API pages (HTML and JSON: docs/packaging.md, "Simple API:
+// HTML" and "Simple API: JSON") and their gzip form. Pure functions: no I/O, safe on any thread.
 
 #include <span>
 #include <string>
@@ -17,7 +17,7 @@ namespace wf::render {
 
 struct ProjectPage {
   std::string name;                            ///< normalized project name
-  std::vector<std::string> versions;           ///< PEP 700 versions, already in PEP 440 order
+  std::vector<std::string> versions;           ///< JSON `versions`, already in version order
   std::vector<const core::FileRecord*> files;  ///< in listing order
 };
 
@@ -31,7 +31,8 @@ struct ProjectPage {
 /// upload-time.
 [[nodiscard]] std::string render_project(core::PageFormat format, const ProjectPage& page);
 
-/// gzip (RFC 1952) of bytes at the given zlib level (1-9; values outside are clamped).
+/// gzip (docs/formats.md, "gzip") of bytes at the given zlib level (1-9; values outside are
+/// clamped).
 /// Throws std::bad_alloc only when zlib cannot allocate its state.
 [[nodiscard]] std::string gzip(std::string_view bytes, int level = 6);
 

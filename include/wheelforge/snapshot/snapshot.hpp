@@ -72,8 +72,9 @@ class Snapshot {
   /// `prefix` is the URL path up to and including "simple/".
   [[nodiscard]] std::shared_ptr<const Page> view_root_page(const core::ViewSelector& view,
                                                            core::PageFormat format) const;
-  /// A project's page in a variant view (DESIGN.md §4): generic files as in /simple/, and of
-  /// the variant builds only the best one per (public version, python, abi, platform tags).
+  /// A project's page in a variant view (README, "Torch/CUDA variant views"): generic files as
+  /// in /simple/, and of the variant builds only the best one per (public version, python,
+  /// abi, platform tags).
   /// An existing project with nothing in the view gets an empty page (so that a client does
   /// not fall through to another index); nullptr when the project does not exist.
   [[nodiscard]] std::shared_ptr<const Page> view_project_page(const core::ViewSelector& view,
@@ -85,7 +86,7 @@ class Snapshot {
 
   /// Every project, sorted by normalized name.
   [[nodiscard]] std::vector<const core::ProjectRecord*> projects() const;
-  /// A project's files in listing order (PEP 440 version, then file name); empty when unknown.
+  /// A project's files in listing order (version, then file name); empty when unknown.
   [[nodiscard]] std::vector<const core::FileRecord*> files_of(std::string_view normalized) const;
   /// The files a variant view lists for a project (as view_project_page does), listing order.
   [[nodiscard]] std::vector<const core::FileRecord*> view_files_of(

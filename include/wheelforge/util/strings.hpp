@@ -24,7 +24,8 @@ namespace wf {
 
 /// Decodes %XX escapes (and nothing else: '+' stays '+'). nullopt on a malformed escape or %00.
 [[nodiscard]] std::optional<std::string> percent_decode(std::string_view s);
-/// Escapes everything outside RFC 3986 unreserved characters and '/'.
+/// Escapes everything outside the unreserved characters and '/' (docs/formats.md, "Host values
+/// and percent-encoding").
 [[nodiscard]] std::string percent_encode_path(std::string_view s);
 
 /// Escapes &, <, >, " and ' for HTML text and attribute values.

@@ -390,6 +390,185 @@ cuda = ["12.6", "12.8"]
   EXPECT_EQ(both.host_problems.size(), 7U);
 }
 
+TEST_F(ConfigTest, SlurmExecutorWithContainers) {
+  const auto path = write(R"(
+[build]
+[build.python]
+"3.12" = "/opt/python/bin/python3.12"
+[build.cuda]
+"12.8" = "/usr/local/cuda-12.8"
+"13.0" = "/usr/local/cuda-13.0"
+[build.executor]
+kind = "slurm"
+partition = "build"
+account = "ml"
+smoke_partition = "gpu"
+gres = "gpu:1"
+sbatch_args = ["--qos=normal", "--constraint=x86_64"]
+cpus = 16
+idle_timeout = "5m"
+container = "docker"
+program = "/usr/bin/docker"
+engine_args = ["--config", "/etc/wf-docker"]
+run_args = ["--ulimit", "nofile=20000:20000"]
+gpus = "all"
+network = "none"
+mounts = ["/usr/local/cuda-12.8", "/opt/cuda-13.0:/usr/local/cuda-13.0"]
+user = "image"
+[build.images]
+"12.8" = "pytorch/manylinux2_28-builder:cuda12.8"
+"13.0/3.12" = "example.com/builder:cuda13.0-py3.12"
+
+[recipes.r]
+project = "r"
+cpus = 32
+[recipes.r.matrix]
+python = ["3.12"]
+torch = ["2.8"]
+cuda = ["12.8", "13.0"]
+)");
+  const auto checked = check_configuration(path, {});
+  ASSERT_TRUE(checked.config) << checked.problems.front();
+  // Paths inside the images: not looked for on this host.
+  EXPECT_TRUE(checked.host_problems.empty()) << checked.host_problems.front();
+  const build::ExecutorConfig& e = checked.config->build.host.executor;
+  EXPECT_EQ(e.kind, build::ExecutorConfig::Kind::slurm);
+  EXPECT_EQ(e.slurm.partition, "build");
+  EXPECT_EQ(e.slurm.account, "ml");
+  EXPECT_EQ(e.slurm.smoke_partition, "gpu");
+  EXPECT_EQ(e.slurm.gres, "gpu:1");
+  EXPECT_EQ(e.slurm.sbatch_args, (std::vector<std::string>{"--qos=normal", "--constraint=x86_64"}));
+  EXPECT_EQ(e.slurm.default_cpus, 16U);
+  EXPECT_EQ(e.slurm.idle_timeout, seconds(300));
+  EXPECT_TRUE(e.slurm.in_containers);
+  ASSERT_NE(e.containers(), nullptr);
+  EXPECT_EQ(e.container.engine, build::ContainerConfig::Engine::docker);
+  EXPECT_EQ(e.container.program, "/usr/bin/docker");
+  EXPECT_EQ(e.container.engine_args, (std::vector<std::string>{"--config", "/etc/wf-docker"}));
+  EXPECT_EQ(e.container.run_args, (std::vector<std::string>{"--ulimit", "nofile=20000:20000"}));
+  EXPECT_EQ(e.container.gpus, build::ContainerConfig::Gpus::all);
+  EXPECT_EQ(e.container.network, "none");
+  EXPECT_EQ(e.container.mounts.size(), 2U);
+  EXPECT_FALSE(e.container.as_server_user);
+  EXPECT_EQ(e.container.images.size(), 2U);
+  ASSERT_NE(build::image_for(e.container, "13.0", "3.12"), nullptr);
+  EXPECT_EQ(*build::image_for(e.container, "13.0", "3.12"), "example.com/builder:cuda13.0-py3.12");
+  EXPECT_EQ(build::image_for(e.container, "13.0", "3.11"), nullptr);
+  EXPECT_EQ(*build::image_for(e.container, "12.8", "3.11"),
+            "pytorch/manylinux2_28-builder:cuda12.8");
+  EXPECT_EQ(checked.config->build.recipes.at("r").recipe.cpus, 32U);
+  const std::string summary = build_summary(checked.config->build);
+  EXPECT_NE(summary.find("executor: slurm (partition build, smoke tests on gpu with --gres=gpu:1, "
+                         "in docker containers)"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("images: 12.8 = pytorch/manylinux2_28-builder:cuda12.8"),
+            std::string::npos)
+      << summary;
+}
+
+TEST_F(ConfigTest, ExecutorDefaultsAndAContainerEngine) {
+  const auto plain = check_configuration(write("[build]\n"), {});
+  ASSERT_TRUE(plain.config);
+  EXPECT_EQ(plain.config->build.host.executor, build::ExecutorConfig{});
+  EXPECT_EQ(plain.config->build.host.executor.containers(), nullptr);
+  const auto podman = check_configuration(write(R"(
+[build.executor]
+kind = "podman"
+[build.images]
+"12.8" = "localhost/builder:12.8"
+)"),
+                                          {});
+  ASSERT_TRUE(podman.config) << podman.problems.front();
+  const build::ExecutorConfig& e = podman.config->build.host.executor;
+  EXPECT_EQ(e.kind, build::ExecutorConfig::Kind::podman);
+  ASSERT_NE(e.containers(), nullptr);
+  EXPECT_EQ(e.container.engine, build::ContainerConfig::Engine::podman);
+  EXPECT_EQ(e.container.gpus, build::ContainerConfig::Gpus::cdi);
+  EXPECT_EQ(e.container.network, "host");
+  EXPECT_TRUE(e.container.as_server_user);
+}
+
+TEST_F(ConfigTest, ExecutorProblemsAreNamed) {
+  const auto checked = check_configuration(write(R"(
+[build]
+[build.python]
+"3.12" = "@PY@"
+[build.cuda]
+"12.8" = "@CUDA@"
+"13.0" = "@CUDA@"
+[build.executor]
+kind = "podman"
+partition = "gpu"
+gpus = "some"
+mounts = ["relative/cuda", "/a:b"]
+idle_timeout = "1s"
+user = "root"
+network = ""
+engine_argz = []
+[build.images]
+"12.8" = "ok:1"
+"12.08" = "bad-key"
+"13.0/three" = "bad-python"
+"12.9" = ""
+
+[recipes.r]
+project = "r"
+cpus = 0
+[recipes.r.matrix]
+python = ["3.12"]
+torch = ["2.8"]
+cuda = ["12.8", "13.0"]
+)"),
+                                           {});
+  EXPECT_FALSE(checked.config);
+  expect_problems(
+      checked.problems,
+      {
+          "build.executor.partition: only for kind = \"slurm\" (kind is \"podman\")",
+          "build.executor.idle_timeout: only for kind = \"slurm\"",
+          "build.executor.idle_timeout: expected a duration of at least 10s, got '1s'",
+          "build.executor.gpus: expected one of \"cdi\", \"all\", \"none\", got 'some'",
+          "build.executor.mounts: 'relative/cuda' is not an absolute path",
+          "build.executor.mounts: '/a:b' is not an absolute path",
+          "build.executor.user: expected one of \"server\", \"image\", got 'root'",
+          "build.executor.network: expected a name without spaces, got ''",
+          "unknown setting 'engine_argz' in [build.executor] (did you mean 'engine_args'?)",
+          "build.images.12.08: '12.08' is not a CUDA version",
+          "build.images.13.0/three: '13.0/three' is not a CUDA version",
+          "build.images.12.9: expected an image name, got ''",
+          "recipes.r.cpus: expected a whole number from 1 to 4096, got 0",
+          "recipes.r.matrix.cuda: 13.0 has no image in [build.images] (configured: 12.8)",
+      });
+
+  const auto local = check_configuration(write(R"(
+[build.executor]
+kind = "lokal"
+)"),
+                                         {});
+  EXPECT_FALSE(local.config);
+  expect_problems(local.problems,
+                  {"build.executor.kind: expected one of \"local\", \"podman\", \"docker\", "
+                   "\"slurm\", got 'lokal'"});
+  const auto images = check_configuration(write(R"(
+[build.images]
+"12.8" = "x:1"
+)"),
+                                          {});
+  EXPECT_FALSE(images.config);
+  expect_problems(images.problems, {"build.images: only when commands run in containers"});
+  const auto stray = check_configuration(write(R"(
+[build.executor]
+kind = "slurm"
+gpus = "none"
+)"),
+                                         {});
+  EXPECT_FALSE(stray.config);
+  expect_problems(stray.problems,
+                  {"build.executor.gpus: only when commands run in containers (kind = \"podman\" "
+                   "or \"docker\", or kind = \"slurm\" with container"});
+}
+
 TEST_F(ConfigTest, HintsOnlyForCloseKeys) {
   const auto checked = check_configuration(write(R"(
 listen_address = "127.0.0.1:1"

@@ -927,7 +927,7 @@ TEST_F(RetagTest, PipInstallsManylinuxWheelsAndPrefersTheHigherBuild) {
 TEST_F(RetagTest, PipRejectsAWheelWithAnInconsistentVersion) {
   if (!python_has(kPipPython, "pip")) GTEST_SKIP() << kPipPython << " with pip is not available";
   // The control for PipInstallsTheResult: the label only in the file name, as the broken
-  // wheels of DOMAIN.md §1 have it.
+  // wheels of docs/torch-labels.md, "Labels extension projects use", have it.
   const fs::path in = write("demo_pkg-1.0+cu128-py3-none-any.whl",
                             {{"demo_pkg/__init__.py", ""},
                              {"demo_pkg-1.0+cu128.dist-info/METADATA", metadata_for("1.0")},

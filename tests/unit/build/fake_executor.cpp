@@ -119,8 +119,65 @@ Status FakeExecutor::prepare(const fs::path& work_dir) {
   return ok_status();
 }
 
+void FakeExecutor::on_reattach(std::string match, Outcome outcome) {
+  std::lock_guard lock(mu_);
+  reattach_rules_.push_back(Rule{std::move(match), std::move(outcome), -1});
+}
+
+std::vector<std::pair<std::int64_t, Executor::Release>> FakeExecutor::releases() const {
+  std::lock_guard lock(mu_);
+  return releases_;
+}
+
+std::vector<std::string> FakeExecutor::reattach_requests() const {
+  std::lock_guard lock(mu_);
+  return reattach_requests_;
+}
+
+Result<std::unique_ptr<Execution>> FakeExecutor::reattach(const ProcessSpec& spec) {
+  Recorded r{spec.argv, spec.env, spec.cwd, spec.log_file, spec.timeout, spec.placement, false};
+  const std::string line = r.line();
+  std::optional<Outcome> outcome;
+  {
+    std::lock_guard lock(mu_);
+    reattach_requests_.push_back(line);
+    for (const auto& rule : reattach_rules_) {
+      if (line.find(rule.match) != std::string::npos) {
+        outcome = rule.outcome;
+        break;
+      }
+    }
+  }
+  if (!outcome) return make_error(Errc::not_found, "nothing to re-attach to");
+  if (outcome->effect) outcome->effect(spec);
+  ++running_;
+  ExitStatus status;
+  if (outcome->signal != 0) {
+    status.signal = outcome->signal;
+  } else {
+    status.exited = true;
+    status.code = outcome->exit_code;
+  }
+  // Recorded as a command (not started anew: `reattached` in its line's place is the caller's
+  // to check through reattach_requests()).
+  std::size_t index = 0;
+  {
+    std::lock_guard lock(mu_);
+    index = commands_.size();
+    r.reattached = true;
+    commands_.push_back(std::move(r));
+  }
+  return std::unique_ptr<Execution>(
+      std::make_unique<FakeExecution>(*this, index, status, outcome->hang, spec.timeout));
+}
+
+void FakeExecutor::release(const CommandPlacement& job, Release how) {
+  std::lock_guard lock(mu_);
+  releases_.emplace_back(job.job_id, how);
+}
+
 Result<std::unique_ptr<Execution>> FakeExecutor::start(const ProcessSpec& spec) {
-  Recorded r{spec.argv, spec.env, spec.cwd, spec.log_file, spec.timeout, false};
+  Recorded r{spec.argv, spec.env, spec.cwd, spec.log_file, spec.timeout, spec.placement, false};
   const std::string line = r.line();
   Outcome outcome;
   std::size_t index = 0;

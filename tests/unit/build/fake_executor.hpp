@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "wheelforge/build/executor.hpp"
+#include "wheelforge/build/process.hpp"
 
 namespace wf::build::testing {
 
@@ -66,7 +67,9 @@ struct Recorded {
   std::filesystem::path cwd;
   std::filesystem::path log_file;
   std::chrono::milliseconds timeout{0};
+  CommandPlacement placement;
   bool cancelled = false;
+  bool reattached = false;  ///< not started: reattach() found it
 
   /// argv joined with spaces.
   [[nodiscard]] std::string line() const;
@@ -78,6 +81,19 @@ class FakeExecutor final : public Executor {
  public:
   /// What capacity() reports.
   Capacity capacity_value{16ULL << 30U, 8};
+  /// What admission() reports (cluster: the runner admits by count only).
+  Admission admission_value = Admission::host;
+  /// An executor whose commands outlive the server (as Slurm's do): reattaches() is true,
+  /// stopping the runner leaves commands running, and reattach() answers with the outcome of
+  /// the first `on_reattach` rule that matches (not_found when none does).
+  bool reattaches_value = false;
+
+  /// Answers reattach() for commands whose line contains `match` with `outcome`.
+  void on_reattach(std::string match, Outcome outcome);
+  /// Every release() so far: the job's id and how.
+  [[nodiscard]] std::vector<std::pair<std::int64_t, Release>> releases() const;
+  /// The command lines reattach() was asked for.
+  [[nodiscard]] std::vector<std::string> reattach_requests() const;
 
   /// Answers commands whose line contains `match` with `outcome`, `times` times (-1: always).
   /// Rules are tried in the order they were added.
@@ -104,6 +120,10 @@ class FakeExecutor final : public Executor {
   std::string read_log(const std::filesystem::path& log, std::uint64_t offset,
                        std::size_t max) override;
   LogChunk read_log_tail(const std::filesystem::path& log, std::size_t max) override;
+  Admission admission() const override { return admission_value; }
+  bool reattaches() const override { return reattaches_value; }
+  Result<std::unique_ptr<Execution>> reattach(const ProcessSpec& spec) override;
+  void release(const CommandPlacement& job, Release how) override;
 
  private:
   friend class FakeExecution;
@@ -117,6 +137,9 @@ class FakeExecutor final : public Executor {
   mutable std::mutex mu_;
   mutable std::condition_variable started_cv_;
   std::vector<Rule> rules_;
+  std::vector<Rule> reattach_rules_;
+  std::vector<std::pair<std::int64_t, Release>> releases_;
+  std::vector<std::string> reattach_requests_;
   std::vector<Recorded> commands_;
   std::optional<Error> prepare_error_;
   std::atomic<int> running_{0};

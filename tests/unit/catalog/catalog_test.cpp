@@ -439,7 +439,8 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   const std::string older =
-      "ALTER TABLE jobs DROP COLUMN glibc_floor; ALTER TABLE jobs DROP COLUMN build_number;"
+      "ALTER TABLE jobs DROP COLUMN executor_job;"
+      " ALTER TABLE jobs DROP COLUMN glibc_floor; ALTER TABLE jobs DROP COLUMN build_number;"
       " ALTER TABLE builds DROP COLUMN yank_superseded;"
       " ALTER TABLE jobs DROP COLUMN nvcc_path; ALTER TABLE jobs DROP COLUMN nvcc_version;"
       " ALTER TABLE jobs DROP COLUMN torch_version; ALTER TABLE jobs DROP COLUMN torch_cuda;"
@@ -571,7 +572,8 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db,
-                         "ALTER TABLE jobs DROP COLUMN glibc_floor;"
+                         "ALTER TABLE jobs DROP COLUMN executor_job;"
+                         " ALTER TABLE jobs DROP COLUMN glibc_floor;"
                          " ALTER TABLE jobs DROP COLUMN build_number;"
                          " ALTER TABLE builds DROP COLUMN yank_superseded;"
                          " ALTER TABLE jobs DROP COLUMN nvcc_path;"

@@ -101,7 +101,8 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(raw,
-                         "ALTER TABLE jobs DROP COLUMN glibc_floor;"
+                         "ALTER TABLE jobs DROP COLUMN executor_job;"
+                         " ALTER TABLE jobs DROP COLUMN glibc_floor;"
                          " ALTER TABLE jobs DROP COLUMN build_number;"
                          " ALTER TABLE builds DROP COLUMN yank_superseded;"
                          " ALTER TABLE jobs DROP COLUMN nvcc_path;"
@@ -122,6 +123,7 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   ASSERT_TRUE(all);
   ASSERT_EQ(all->size(), 1U);
   EXPECT_EQ(all->front().toolchain, Toolchain{});
+  EXPECT_EQ(all->front().executor_job, "");
   EXPECT_EQ(all->front().cell.key(), "py3.12-torch2.8-cu130");
   EXPECT_EQ(all->front().build_number, 0U);
   EXPECT_EQ(all->front().glibc_floor, "");
@@ -154,6 +156,24 @@ TEST_F(JobStoreTest, WheelBuildNumberAndGlibcFloorAreRecorded) {
   ASSERT_TRUE(listed);
   ASSERT_EQ(listed->size(), 1U);
   EXPECT_TRUE(listed->front().yank_superseded);
+}
+
+TEST_F(JobStoreTest, ExecutorJobIsRecordedKeptAndReplaced) {
+  auto jobs = open();
+  auto created = jobs->create_build(build(), cells(1));
+  ASSERT_TRUE(created);
+  const auto id = created->second.front().id;
+  EXPECT_EQ(created->second.front().executor_job, "");
+  ASSERT_TRUE(jobs->record_executor_job(id, "1234"));
+  EXPECT_EQ((*jobs->find_job(id))->executor_job, "1234");
+  ASSERT_TRUE(jobs->transition(id, core::JobState::preparing));
+  ASSERT_TRUE(jobs->transition(id, core::JobState::building));
+  EXPECT_EQ((*jobs->find_job(id))->executor_job, "1234");
+  ASSERT_TRUE(jobs->record_executor_job(id, "1240"));
+  auto running = jobs->jobs_in_state(core::JobState::building);
+  ASSERT_TRUE(running);
+  ASSERT_EQ(running->size(), 1U);
+  EXPECT_EQ(running->front().executor_job, "1240");
 }
 
 }  // namespace

@@ -93,6 +93,7 @@ TEST(Recipe, EveryProblemIsReportedTogether) {
   r.gb_per_job = 0.0;
   r.timeout = std::chrono::seconds(0);
   r.build_requires = {"ninja", ""};
+  r.cpus = 0U;
   const auto result = validate_recipe(r);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.error().code, Errc::invalid);
@@ -110,6 +111,7 @@ TEST(Recipe, EveryProblemIsReportedTogether) {
   EXPECT_THAT(m, HasSubstr("gb_per_job"));
   EXPECT_THAT(m, HasSubstr("timeout"));
   EXPECT_THAT(m, HasSubstr("build requirement is empty"));
+  EXPECT_THAT(m, HasSubstr("cpus must be at least 1"));
 }
 
 TEST(Recipe, BuildCommandChecks) {
@@ -604,8 +606,8 @@ TEST(JobState, FullTransitionTable) {
       /* p */ "0010000111",
       /* b */ "0011000111",
       /* r */ "0000101111",
-      /* t */ "0000010111",
-      /* i */ "0000001111",
+      /* t */ "0001010111",
+      /* i */ "0001001111",
       /* s */ "0000000000",
       /* f */ "1000000000",
       /* c */ "1000000000",

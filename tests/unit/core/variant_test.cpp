@@ -26,7 +26,7 @@ struct LabelCase {
   std::vector<std::string> extra;
 };
 
-// Every label of DOMAIN.md §2.
+// Every label of docs/torch-labels.md, "Labels extension projects use".
 const std::vector<LabelCase> kDomainLabels = {
     {"+cu128torch2.8", "cu128 torch2.8", {}},
     {"+cu12torch2.8cxx11abiTRUE", "cu12 torch2.8 cxx11abi1", {}},

@@ -27,6 +27,13 @@ TEST(RenderBuilds, JobToolchainIsNullUntilVerified) {
   EXPECT_EQ(j["reason"], "torch 2.8.0+cu130 was built for CUDA 13.0, the cell is CUDA 12.8");
 }
 
+TEST(RenderBuilds, JobNamesItsBatchJob) {
+  EXPECT_EQ(Json::parse(render_job(job()))["executor_job"], "");
+  catalog::JobRecord j = job();
+  j.executor_job = "4711";
+  EXPECT_EQ(Json::parse(render_job(j))["executor_job"], "4711");
+}
+
 TEST(RenderBuilds, JobToolchainNamesEachTool) {
   catalog::JobRecord j = job();
   j.toolchain =
