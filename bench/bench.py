@@ -569,6 +569,9 @@ def main():
     ap.add_argument("--note", default="", help="free text recorded with the results")
     ap.add_argument("--fresh-data", action="store_true",
                     help="ingest the large corpus again even when an earlier run of the same binary did")
+    ap.add_argument("--baseline", help="another wheelforge binary (an earlier build) served from the same "
+                    "data as wheelforge-base, taking turns with the others in the load runs and downloads, "
+                    "for a before/after table")
     args = ap.parse_args()
 
     binary = os.path.abspath(args.bin)
@@ -629,6 +632,22 @@ def main():
         wf_up = Wheelforge(binary, data_small, os.path.join(run_dir, "wf-small-upload.log"), ["--max-upload-size", "8G"])
         results["upload"]["small"], _ = measure_upload(binary, wf_up, big, keep=False, servers=servers)
         save()
+        if args.baseline:
+            # The same upload into the small index by both binaries, taking turns, each into a
+            # fresh copy of an index its own binary ingested.
+            baseline = os.path.abspath(args.baseline)
+            speeds = {"wheelforge": [], "wheelforge-base": []}
+            for i in range(3):
+                for n in in_turn(list(speeds), i):
+                    b, name = (binary, "small") if n == "wheelforge" else (baseline, "small-base")
+                    d, _ = prepare_data(b, name, [os.path.join(corpus, "small")], cache_root, run_dir, True)
+                    srv = Wheelforge(b, d, os.path.join(run_dir, f"wf-{name}-upload.log"), ["--max-upload-size", "8G"])
+                    u, st = measure_upload(b, srv, big, keep=False, servers=servers)
+                    if st not in (200, 201):
+                        raise SystemExit(f"upload into {n} failed: {st}")
+                    speeds[n].append(u["mb_per_s"])
+            results["upload_before_after"] = {n: {"mb_per_s": statistics.median(v), "all": v} for n, v in speeds.items()}
+            save()
         wf = Wheelforge(binary, data_large, os.path.join(run_dir, "wf-large.log"), ["--max-upload-size", "8G"])
         results["upload"]["large"], status = measure_upload(binary, wf, big, keep=True, servers=servers)
         if status not in (200, 201):
@@ -648,6 +667,14 @@ def main():
                          ["--network-threads", "1"]).start()
         servers.append(wf1)
         targets = {"wheelforge": wf, "wheelforge-1t": wf1, "nginx-1w": ngx1, "nginx-2w": ngx2}
+        if args.baseline:
+            baseline = os.path.abspath(args.baseline)
+            results["baseline"] = {"binary": baseline, "build_type": build_type(baseline),
+                                   "binary_built": datetime.datetime.fromtimestamp(
+                                       os.path.getmtime(baseline), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+            wfb = Wheelforge(baseline, data_large, os.path.join(run_dir, "wf-large-base.log")).start()
+            servers.append(wfb)
+            targets["wheelforge-base"] = wfb
 
         with open(os.path.join(static, "large", "manifest.json")) as f:
             manifest = json.load(f)
@@ -670,7 +697,8 @@ def main():
         results["cases"] = []
         log(f"wrk: {len(cases)} cases x {conns} connections, {args.duration}s each")
         for name, path, headers, on_nginx in cases:
-            names = ["wheelforge", "wheelforge-1t"] + (["nginx-1w", "nginx-2w"] if on_nginx else [])
+            names = ["wheelforge", "wheelforge-1t"] + (["wheelforge-base"] if args.baseline else []) + \
+                (["nginx-1w", "nginx-2w"] if on_nginx else [])
             sizes = {}
             for n in names:
                 st, hdrs, b = http_get(targets[n].url + path, dict(h.split(": ", 1) for h in headers))
@@ -872,6 +900,48 @@ def verdict(ok):
     return "met" if ok else "**missed**"
 
 
+def before_after(r):
+    """The table of wheelforge against the baseline binary (--baseline): both from the same data
+    in the same rounds; the range of each is its run-to-run spread, the noise to read a ratio
+    against."""
+    b = r["baseline"]
+    lines = ["### Before and after: this binary against the baseline", "",
+             f"`wheelforge` is `{os.path.relpath(r['binary'], ROOT)}`, `wheelforge-base` is "
+             f"`{os.path.relpath(b['binary'], ROOT)}` ({b.get('build_type', 'unknown')} build, linked "
+             f"{b.get('binary_built', '?')}), both with their defaults on the same data, taking turns with the "
+             "other servers. Requests/s and p99: the median over the rounds, then the lowest and highest round.", "",
+             "| case | conns | wheelforge req/s | (range) | wheelforge-base req/s | (range) | after/before | p99 after | p99 before |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def rps_range(run):
+        values = [x["rps"] for x in run.get("rounds", []) if x.get("rps")]
+        return f"{min(values):,.0f}–{max(values):,.0f}" if values else "–"
+
+    for case in r["cases"]:
+        for c in r["settings"]["conns"]:
+            w = case["runs"].get(f"wheelforge@{c}", {})
+            base = case["runs"].get(f"wheelforge-base@{c}", {})
+            if not w or not base:
+                continue
+            ratio = f"{w['rps'] / base['rps']:.2f}×" if base.get("rps") else "–"
+            lines.append(f"| {case['case']} | {c} | {fmt_rps(w.get('rps'))} | {rps_range(w)} | {fmt_rps(base.get('rps'))} | "
+                         f"{rps_range(base)} | {ratio} | {fmt_p99(w)} | {fmt_p99(base)} |")
+    if "upload_before_after" in r:
+        u = r["upload_before_after"]
+        lines += ["", f"PUT of the big wheel into the small index, MB/s, median (range) of {len(u['wheelforge']['all'])} "
+                  f"taking turns: wheelforge {u['wheelforge']['mb_per_s']:,.0f} ({min(u['wheelforge']['all']):,.0f}–"
+                  f"{max(u['wheelforge']['all']):,.0f}), wheelforge-base {u['wheelforge-base']['mb_per_s']:,.0f} "
+                  f"({min(u['wheelforge-base']['all']):,.0f}–{max(u['wheelforge-base']['all']):,.0f})."]
+    if "download" in r and "wheelforge-base" in r["download"]:
+        d = r["download"]
+        lines += ["", f"Download of the big wheel, MB/s, median (range): wheelforge {d['wheelforge']['mb_per_s']:,.0f} "
+                  f"({min(d['wheelforge']['all']):,.0f}–{max(d['wheelforge']['all']):,.0f}), wheelforge-base "
+                  f"{d['wheelforge-base']['mb_per_s']:,.0f} ({min(d['wheelforge-base']['all']):,.0f}–"
+                  f"{max(d['wheelforge-base']['all']):,.0f})."]
+    lines.append("")
+    return lines
+
+
 def render_markdown(r):
     m = r["machine"]
     lines = [
@@ -929,6 +999,8 @@ def render_markdown(r):
                     lines.append(f"| {case['case']} | {c} | {fmt_rps(w.get('rps'))} | {fmt_ms(w.get('p50_ms'))} | {fmt_p99(w)} | "
                                  f"{fmt_rps(n1.get('rps'))} | {fmt_ms(n1.get('p50_ms'))} | {fmt_p99(n1)} | {ratio} | {p99r} |")
             lines.append("")
+    if "cases" in r and "baseline" in r:
+        lines += before_after(r)
     other = ["### Downloads, upload, memory, startup, pip", "", "| measurement | wheelforge | nginx 1w | nginx 2w |", "|---|---:|---:|---:|"]
     if "download" in r:
         d = r["download"]

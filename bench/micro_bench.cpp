@@ -1,6 +1,7 @@
 // Google Benchmark micro-benchmarks of the hot pure functions: PEP 503 name normalization,
 // PEP 440 parsing and ordering, local-label parsing, view selection, and the rendering (and
-// gzip) of a variant-heavy project page shaped like bench/gen_corpus.py's flash-attn.
+// gzip) of a variant-heavy project page shaped like bench/gen_corpus.py's flash-attn, and the
+// route table's lookup (once per request).
 
 #include <benchmark/benchmark.h>
 
@@ -18,6 +19,7 @@
 #include "wheelforge/core/records.hpp"
 #include "wheelforge/core/variant.hpp"
 #include "wheelforge/core/version.hpp"
+#include "wheelforge/handlers/routes.hpp"
 #include "wheelforge/render/simple.hpp"
 
 namespace {
@@ -242,6 +244,23 @@ void BM_Negotiate(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Negotiate);
+
+// The route lookup of a request's path (parsed once by the transport): a file, a project page
+// (rows near the top), a view page and a miss (behind every family, at the end of the table).
+void BM_FindRoute(benchmark::State& state) {
+  static const std::array<std::string_view, 4> kTargets = {
+      "/files/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef/"
+      "flash_attn-2.8.3+cu128torch2.8-cp312-cp312-linux_x86_64.whl",
+      "/simple/flash-attn/", "/cu128/torch2.8/simple/flash-attn/", "/nothing/here"};
+  const auto parsed =
+      wf::handlers::parse_target(kTargets[static_cast<std::size_t>(state.range(0))]);
+  const std::vector<std::string> segments = parsed ? parsed->first : std::vector<std::string>{};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(wf::handlers::find_route(wf::handlers::Method::get, segments));
+  }
+  state.SetLabel(std::string(kTargets[static_cast<std::size_t>(state.range(0))].substr(0, 24)));
+}
+BENCHMARK(BM_FindRoute)->DenseRange(0, 3);
 
 }  // namespace
 

@@ -250,4 +250,37 @@ std::string render_api_error(std::string_view message) {
   return dump(j);
 }
 
+namespace {
+
+// Small answers keep their fields in the order written.
+std::string dump_ordered(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+std::string render_stored_file(const core::FileRecord& file) {
+  nlohmann::ordered_json j;
+  j["filename"] = file.filename;
+  j["project"] = file.project;
+  j["version"] = file.version;
+  j["sha256"] = file.sha256;
+  j["size"] = file.size;
+  j["url"] = file_url(file);
+  return dump_ordered(j);
+}
+
+std::string render_file_names(std::string_view key, std::span<const std::string> filenames) {
+  nlohmann::ordered_json j;
+  j[std::string(key)] = std::vector<std::string>(filenames.begin(), filenames.end());
+  return dump_ordered(j);
+}
+
+std::string render_claim(std::string_view project, std::string_view claim) {
+  nlohmann::ordered_json j;
+  j["project"] = std::string(project);
+  j["claim"] = std::string(claim);
+  return dump_ordered(j);
+}
+
 }  // namespace wf::render

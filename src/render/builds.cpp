@@ -70,29 +70,31 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
   if (j.is_discarded() || !j.is_object()) {
     return make_error(Errc::invalid, "the body must be a JSON object");
   }
+  // Only the JSON's shape is checked here; its values go through core::check_build_request,
+  // as the web form's do.
   Problems problems;
-  core::BuildRequest r;
+  core::BuildRequestFields fields;
   const auto get_string = [&](const char* key, std::string& out) {
-    if (!j.contains(key)) {
-      problems.add(std::string("missing \"") + key + "\"");
-    } else if (!j[key].is_string()) {
-      problems.add(std::string("\"") + key + "\" must be a string");
-    } else {
+    if (!j.contains(key)) return;  // missing: check_build_request says so
+    if (j[key].is_string()) {
       out = j[key].get<std::string>();
+    } else {
+      problems.add(std::string("\"") + key + "\" must be a string");
+      out = j[key].dump();  // given, though unusable: not reported as missing as well
     }
   };
-  get_string("recipe", r.recipe);
-  get_string("version", r.version);
+  get_string("recipe", fields.recipe);
+  get_string("version", fields.version);
   if (j.contains("force")) {
     if (j["force"].is_boolean()) {
-      r.force = j["force"].get<bool>();
+      fields.force = j["force"].get<bool>();
     } else {
       problems.add("\"force\" must be true or false");
     }
   }
   if (j.contains("yank_superseded")) {
     if (j["yank_superseded"].is_boolean()) {
-      r.yank_superseded = j["yank_superseded"].get<bool>();
+      fields.yank_superseded = j["yank_superseded"].get<bool>();
     } else {
       problems.add("\"yank_superseded\" must be true or false");
     }
@@ -102,13 +104,11 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
     if (!m.is_object()) {
       problems.add("\"matrix\" must be an object with python, torch and cuda lists");
     } else {
-      core::Matrix subset;
-      const auto strings = [&](const char* key) {
-        std::vector<std::string> out;
-        if (!m.contains(key)) return out;
+      const auto strings = [&](const char* key, std::vector<std::string>& out) {
+        if (!m.contains(key)) return;
         if (!m[key].is_array()) {
           problems.add(std::string("matrix.") + key + " must be a list");
-          return out;
+          return;
         }
         for (const auto& v : m[key]) {
           if (v.is_string()) {
@@ -117,31 +117,15 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
             problems.add(std::string("matrix.") + key + " must contain strings");
           }
         }
-        return out;
       };
-      subset.python = strings("python");
-      for (const auto& t : strings("torch")) {
-        if (auto s = core::parse_torch_series(t)) {
-          subset.torch.push_back(*s);
-        } else {
-          problems.add("matrix.torch: '" + sanitize_for_log(t) +
-                       "' is not a torch series like 2.8");
-        }
-      }
-      for (const auto& c : strings("cuda")) {
-        if (auto v = core::parse_cuda_version(c)) {
-          subset.cuda.push_back(*v);
-        } else {
-          problems.add("matrix.cuda: '" + sanitize_for_log(c) +
-                       "' is not a CUDA version like 12.8");
-        }
-      }
+      strings("python", fields.python);
+      strings("torch", fields.torch);
+      strings("cuda", fields.cuda);
       for (const auto& [key, value] : m.items()) {
         if (key != "python" && key != "torch" && key != "cuda") {
           problems.add("matrix: unknown axis '" + sanitize_for_log(key) + "'");
         }
       }
-      r.subset = std::move(subset);
     }
   }
   for (const auto& [key, value] : j.items()) {
@@ -150,8 +134,7 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
       problems.add("unknown field '" + sanitize_for_log(key) + "'");
     }
   }
-  if (!problems.empty()) return problems.to_error();
-  return r;
+  return core::check_build_request(fields, std::move(problems));
 }
 
 std::string render_job(const catalog::JobRecord& job) {

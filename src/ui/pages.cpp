@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "ui/frame.hpp"
 #include "ui/internal.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/torch_env.hpp"
@@ -20,61 +21,8 @@
 namespace wf::ui {
 namespace {
 
-namespace mus = kainjow::mustache;
-
 constexpr std::size_t kMaxSearchResults = 100;
 constexpr std::size_t kRecentProjects = 20;
-
-/// Renders templates/<name>.mustache. Templates are part of the binary and checked by the unit
-/// tests, so a parse error is a programming error: it is shown in the page, not thrown.
-std::string render_template(std::string_view name, const mus::data& data) {
-  mus::mustache tmpl{std::string(template_text(name))};
-  if (!tmpl.is_valid()) return "<p>template " + html_escape(name) + ": " + tmpl.error_message();
-  return tmpl.render(data);
-}
-
-struct Layout {
-  std::string title;
-  std::string content;  // already rendered HTML
-  std::vector<std::string> scripts;
-  bool refresh = false;  // without JavaScript, reload every few seconds (a running job)
-};
-
-std::string layout(const Site& site, const Layout& page) {
-  mus::data d;
-  d.set("title", page.title);
-  d.set("content", page.content);
-  d.set("style_url", static_url("style.css"));
-  d.set("icon_url", static_url("icon.svg"));
-  mus::data scripts{mus::data::type::list};
-  for (const auto& s : page.scripts) scripts.push_back(mus::data("url", static_url(s)));
-  d.set("scripts", scripts);
-  d.set("refresh", page.refresh);
-  d.set("signed_in", site.signed_in);
-  d.set("csrf", site.csrf);
-  return render_template("layout", d);
-}
-
-/// Sets a string only when it is not empty: mustache treats an empty string as true, and the
-/// templates use {{#name}}...{{/name}} to show optional values.
-void set_text(mus::data& d, const std::string& name, const std::string& value) {
-  if (!value.empty()) d.set(name, value);
-}
-
-mus::data list_of(const std::vector<std::string>& items) {
-  mus::data l{mus::data::type::list};
-  for (const auto& i : items) l.push_back(mus::data(i));
-  return l;
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const auto& i : items) {
-    if (!out.empty()) out += sep;
-    out += i;
-  }
-  return out;
-}
 
 std::string normalized_query(std::string_view q) {
   std::string out;
@@ -89,12 +37,6 @@ std::string normalized_query(std::string_view q) {
   return out;
 }
 
-std::string upload_date(Micros t) {
-  // "2025-01-31T12:00:00.000000Z" -> "2025-01-31 12:00 UTC"
-  const std::string iso = iso8601_micros(t);
-  return iso.substr(0, 10) + " " + iso.substr(11, 5) + " UTC";
-}
-
 /// A project's summary for lists: latest public version and number of files.
 mus::data project_item(const snapshot::Snapshot& snap, const core::ProjectRecord& p) {
   mus::data d;
@@ -105,68 +47,6 @@ mus::data project_item(const snapshot::Snapshot& snap, const core::ProjectRecord
   d.set("latest", files.empty() ? std::string() : public_version_of(*files.back()));
   d.set("files", std::to_string(files.size()));
   d.set("updated", upload_date(p.last_upload));
-  return d;
-}
-
-std::string time_or_dash(const std::optional<Micros>& t) {
-  return t ? upload_date(*t) : std::string("—");
-}
-
-std::string duration_of(const catalog::JobRecord& job, Micros now) {
-  if (!job.started_at) return "—";
-  const Micros end = job.finished_at.value_or(now);
-  return human_duration(end - *job.started_at);
-}
-
-bool can_cancel(core::JobState s) {
-  return !core::is_terminal(s) && s != core::JobState::interrupted;
-}
-bool can_retry(core::JobState s) {
-  return s == core::JobState::failed || s == core::JobState::cancelled ||
-         s == core::JobState::interrupted;
-}
-
-mus::data job_data(const catalog::JobRecord& job, Micros now) {
-  mus::data d;
-  d.set("id", std::to_string(job.id));
-  d.set("build_id", std::to_string(job.build_id));
-  d.set("recipe", job.recipe);
-  d.set("version", job.version);
-  d.set("python", job.cell.python);
-  d.set("torch", job.cell.torch.str());
-  d.set("cuda", job.cell.cuda.str());
-  d.set("cell", job.cell.key());
-  d.set("state", std::string(core::state_name(job.state)));
-  d.set("terminal", core::is_terminal(job.state));
-  set_text(d, "reason", job.reason);
-  d.set("attempts", std::to_string(job.attempts));
-  d.set("max_jobs", job.max_jobs == 0 ? std::string("—") : std::to_string(job.max_jobs));
-  d.set("nvcc_threads",
-        job.nvcc_threads == 0 ? std::string("—") : std::to_string(job.nvcc_threads));
-  set_text(d, "wheel", job.wheel);
-  // "0 (the first build of its file name)" or "2 (build tag -2-)", once a wheel is published.
-  set_text(d, "build_number",
-           job.wheel.empty()       ? std::string()
-           : job.build_number == 0 ? std::string("0 (the first build of its file name)")
-                                   : std::to_string(job.build_number) + " (build tag -" +
-                                         std::to_string(job.build_number) + "-)");
-  set_text(d, "glibc_floor", job.glibc_floor);
-  // The toolchain the runner verified: "path (version)" per tool, absent until verified.
-  const auto tool = [](const std::string& what, const std::string& version) {
-    if (what.empty()) return version;
-    return version.empty() ? what : what + " (" + version + ")";
-  };
-  set_text(d, "nvcc", tool(job.toolchain.nvcc, job.toolchain.nvcc_version));
-  set_text(d, "torch_build",
-           tool(job.toolchain.torch_version,
-                job.toolchain.torch_cuda.empty() ? "" : "CUDA " + job.toolchain.torch_cuda));
-  set_text(d, "python_build", tool(job.toolchain.python, job.toolchain.python_version));
-  d.set("created", upload_date(job.created_at));
-  d.set("started", time_or_dash(job.started_at));
-  d.set("finished", time_or_dash(job.finished_at));
-  d.set("duration", duration_of(job, now));
-  d.set("can_cancel", can_cancel(job.state));
-  d.set("can_retry", can_retry(job.state));
   return d;
 }
 
@@ -617,63 +497,6 @@ std::string render_login(const Site& site, std::string_view next, std::string_vi
   set_text(d, "error", std::string(error));
   d.set("has_error", !error.empty());
   return layout(site, Layout{"Log in — wheelforge", render_template("login", d), {}, false});
-}
-
-std::string render_builds(const Site& site, const BuildsPage& page) {
-  mus::data d;
-  d.set("csrf", site.csrf);
-  d.set("runner_enabled", page.runner_enabled);
-  set_text(d, "notice", page.notice);
-  set_text(d, "error", page.error);
-  mus::data recipes{mus::data::type::list};
-  for (const auto& r : page.recipes) {
-    mus::data dr;
-    dr.set("name", r.name);
-    dr.set("project", r.project);
-    dr.set("python", join(r.python, ", "));
-    dr.set("torch", join(r.torch, ", "));
-    dr.set("cuda", join(r.cuda, ", "));
-    recipes.push_back(dr);
-  }
-  d.set("recipes", recipes);
-  d.set("has_recipes", !page.recipes.empty());
-  mus::data builds{mus::data::type::list};
-  for (const auto& b : page.builds) {
-    mus::data db;
-    db.set("id", std::to_string(b.build.id));
-    db.set("recipe", b.build.recipe);
-    db.set("version", b.build.version);
-    db.set("force", b.build.force);
-    db.set("created", upload_date(b.build.created_at));
-    mus::data jobs{mus::data::type::list};
-    for (const auto& j : b.jobs) jobs.push_back(job_data(j, page.now));
-    db.set("jobs", jobs);
-    db.set("has_jobs", !b.jobs.empty());
-    builds.push_back(db);
-  }
-  d.set("builds", builds);
-  d.set("has_builds", !page.builds.empty());
-  return layout(site, Layout{"Builds — wheelforge", render_template("builds", d), {}, false});
-}
-
-std::string render_job(const Site& site, const JobPage& page) {
-  mus::data d = job_data(page.job, page.now);
-  d.set("csrf", site.csrf);
-  d.set("log", page.log);
-  d.set("log_offset", std::to_string(page.log_offset));
-  d.set("log_truncated", page.log_truncated);
-  set_text(d, "error", page.error);
-  set_text(
-      d, "project_url", page.job.wheel.empty() ? std::string() : [&] {
-        // The wheel's project page: its name is the file name's first part.
-        const auto dash = page.job.wheel.find('-');
-        return "/project/" + core::normalize_name(page.job.wheel.substr(0, dash)) + "/";
-      }());
-  const bool terminal = core::is_terminal(page.job.state);
-  return layout(site, Layout{"Job " + std::to_string(page.job.id) + " — wheelforge",
-                             render_template("job", d),
-                             {"job.js"},
-                             !terminal});
 }
 
 }  // namespace wf::ui

@@ -1,5 +1,6 @@
 // The read side of the HTTP layer on arbitrary requests: parse_target, parse_range,
-// etag_matches and handle_read over a small in-memory snapshot (two projects, wheels with and
+// etag_matches and GET requests through the route table (respond) over a small in-memory
+// snapshot (two projects, wheels with and
 // without variant labels, an sdist, a yanked file).
 //
 // Input lines ('\n'): request target, Accept, Range, If-None-Match, Accept-Encoding, If-Range,
@@ -17,13 +18,13 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "http/message.hpp"
-#include "http/read_handlers.hpp"
+#include "handlers/read.hpp"
 #include "wheelforge/core/variant.hpp"
+#include "wheelforge/handlers/routes.hpp"
 
 namespace {
 
-using wf::http::Response;
+using wf::handlers::Response;
 
 std::vector<std::string_view> split_lines(std::string_view s) {
   std::vector<std::string_view> out;
@@ -82,7 +83,7 @@ wf::catalog::Contents contents() {
   return c;
 }
 
-const wf::store::BlobStore& store() {
+wf::store::BlobStore& store() {
   static const std::unique_ptr<wf::store::BlobStore> s = [] {
     const auto dir = std::filesystem::temp_directory_path() /
                      ("wf-fuzz-http-read-" + std::to_string(::getpid()));
@@ -131,7 +132,7 @@ void check_response(const Response& r, std::uint64_t max_file_size) {
     const auto* s = std::get_if<std::string>(&r.body);
     WF_FUZZ_CHECK(s != nullptr && s->empty());
   }
-  if (const auto* range = std::get_if<wf::http::FileRange>(&r.body)) {
+  if (const auto* range = std::get_if<wf::handlers::FileRange>(&r.body)) {
     WF_FUZZ_CHECK(range->offset <= max_file_size);
     WF_FUZZ_CHECK(range->length <= max_file_size - range->offset);
     if (r.status == 206) WF_FUZZ_CHECK(range->length > 0);
@@ -139,7 +140,7 @@ void check_response(const Response& r, std::uint64_t max_file_size) {
 }
 
 void check_range(std::string_view header, std::uint64_t size) {
-  const auto r = wf::http::parse_range(header, size);
+  const auto r = wf::handlers::parse_range(header, size);
   if (!r) return;
   if (r->satisfiable) {
     WF_FUZZ_CHECK(r->length > 0);
@@ -160,10 +161,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
        {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{1000}, UINT64_MAX}) {
     check_range(line(2), file_size);
   }
-  (void)wf::http::etag_matches(line(3), "\"etag\"");
+  (void)wf::handlers::etag_matches(line(3), "\"etag\"");
 
   const std::string_view target = line(0);
-  auto parsed = wf::http::parse_target(target);
+  auto parsed = wf::handlers::parse_target(target);
   if (!parsed) {
     WF_FUZZ_CHECK(parsed.error().code == wf::Errc::invalid);
     return 0;
@@ -177,8 +178,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!transport_allows_value(line(i))) return 0;
   }
 
-  wf::http::Request req;
-  req.method = wf::http::Method::get;
+  wf::handlers::Request req;
+  req.method = wf::handlers::Method::get;
   req.target = std::string(target);
   req.segments = std::move(parsed->first);
   req.query = std::move(parsed->second);
@@ -190,6 +191,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // A fresh snapshot per input keeps runs reproducible (pages are cached per snapshot).
   const auto snap = wf::snapshot::Snapshot::build(contents());
-  check_response(wf::http::handle_read(req, *snap, store()), 2000);
+  wf::handlers::Environment env;
+  env.services.store = &store();
+  wf::handlers::Context ctx(*snap, env);
+  check_response(wf::handlers::respond(req, ctx), 2000);
   return 0;
 }

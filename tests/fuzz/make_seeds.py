@@ -251,6 +251,47 @@ HTTP = [
     "/",
 ]
 
+# handlers: method line, target, credentials (A/U/R/L or a header value), Cookie, Origin, Host,
+# then the body ("{session}" and "{csrf}" are filled in by the target).
+HANDLERS = [
+    "POST\n/admin/yank\nA\n\n\n\nproject=demo&version=1.0&reason=broken+ABI",
+    "POST\n/admin/unyank?project=demo\nA\n\n\n\nfilename=demo-1.0-py3-none-any.whl",
+    "DELETE\n/admin/files/demo-1.0-py3-none-any.whl\nA\n\n\n\n",
+    "POST\n/admin/projects/Demo/claim\nA\n\n\n\ntoken=2",
+    "POST\n/admin/projects/demo/release\nU\n\n\n\n",
+    'POST\n/admin/builds\nA\n\n\n\n{"recipe": "demo", "version": "1.0", "force": true, '
+    '"matrix": {"python": ["3.12"], "torch": ["2.8"], "cuda": ["12.8"]}}',
+    "GET\n/admin/jobs/1/log?offset=10&follow=1\nA\n\n\n\n",
+    "PUT\n/admin/builds\nBearer wf_x\n\n\n\n",
+    "POST\n/login\n\n\nhttp://idx.example\nidx.example\ntoken=wf_x&next=%2Fbuilds%2F",
+    "POST\n/logout\n\nwf_session={session}\nhttp://idx.example\nidx.example\ncsrf={csrf}",
+    "POST\n/builds/\nA\n\nhttp://idx.example\nidx.example\n"
+    "recipe=demo&version=1.0&python=3.12,3.13&torch=2.8&cuda=12.8&force=on&csrf={csrf}",
+    "POST\n/jobs/1/retry\n\nwf_session={session}\nhttp://idx.example\nidx.example\ncsrf={csrf}",
+    "GET private\n/project/Demo/?version=1.0&torch=2.8&backend=12.8&python=3.12\nR\n\n\n\n",
+    "GET\n/?q=dem\n\n\n\n\n",
+    "GET\n/static/style.css\n\n\n\n\n",
+    "GET\n/builds\n\n\n\n\n",
+    "GET\n/login?next=//evil.example/\n\n\n\n\n",
+    "OPTIONS\n/legacy/\nL\n\n\n\n",
+]
+
+# upload: a flags byte (bits 0-1 the token, bits 2-7 the chunk size), then the PUT's file name,
+# the declared length, the Content-Type, and the body.
+def upload_seeds():
+    seeds = []
+    for flags, name, length, boundary in ((1, "demo-1.0-py3-none-any.whl", "1000", BOUNDARY),
+                                          (3 | 8, "demo-1.0.tar.gz", "", "fuzzb"),
+                                          (2 | 64, "theirs-1.0-py3-none-any.whl", "9", "x"),
+                                          (1, "a/b-1.0-py3-none-any.whl", "", "q")):
+        ctype = 'multipart/form-data; boundary="%s"' % boundary
+        body = multipart_body(boundary)
+        body = body.replace(b'name="sha256_digest"', b'name="filetype"')
+        seeds.append(bytes([flags]) + ("%s\n%s\n%s\n" % (name, length, ctype)).encode() + body)
+    seeds.append(b"\x00\n\ntext/plain\n")
+    return seeds
+
+
 # framing: a flags byte (bit 0 HTTP/1.0, bits 1-2 Transfer-Encoding lines, bits 3-4 Host lines,
 # bits 5-7 the log cap), a Transfer-Encoding value, '\n', a Host value.
 FRAMING = [
@@ -290,6 +331,8 @@ def main():
     write(out, "elf", elves)
     write(out, "archive", archive_seeds(elves))
     write(out, "http_read", HTTP)
+    write(out, "handlers", HANDLERS)
+    write(out, "upload", upload_seeds())
     write(out, "framing", FRAMING)
 
 

@@ -15,16 +15,16 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "http/multipart.hpp"
+#include "wheelforge/handlers/multipart.hpp"
 
 namespace {
 
-using wf::http::MultipartLimits;
-using wf::http::MultipartParser;
+using wf::handlers::MultipartLimits;
+using wf::handlers::MultipartParser;
 
 // Records what the parser reports, joining adjacent data callbacks, and checks the callback
 // order the interface promises.
-class RecordingSink final : public wf::http::MultipartSink {
+class RecordingSink final : public wf::handlers::MultipartSink {
  public:
   wf::Status on_file_start(std::string_view field_name, std::string_view filename) override {
     WF_FUZZ_CHECK(!in_file_);
@@ -139,7 +139,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
 
   std::string boundary = "fuzzb";
-  if (auto parsed = wf::http::boundary_from_content_type(content_type)) {
+  if (auto parsed = wf::handlers::boundary_from_content_type(content_type)) {
     WF_FUZZ_CHECK(!parsed->empty() && parsed->size() <= 70);
     boundary = std::move(parsed).value();
   } else {

@@ -285,4 +285,25 @@ struct BuildRequest {
   std::optional<bool> yank_superseded;
 };
 
+/// A build request as a client sent it, before its values are checked: the admin API's JSON
+/// and the web UI's form both decode into this, and check_build_request() applies the one set
+/// of rules to either.
+struct BuildRequestFields {
+  std::string recipe;
+  std::string version;
+  bool force = false;
+  std::optional<bool> yank_superseded;  ///< nullopt: the recipe's
+  std::vector<std::string> python;      ///< the matrix subset's axes, as given
+  std::vector<std::string> torch;
+  std::vector<std::string> cuda;
+};
+
+/// The request, or Errc::invalid naming every problem together: `problems` (what the decoder
+/// found already, such as a mistyped JSON field) and then a recipe or version that is missing
+/// (surrounding whitespace is dropped), a Python version that is not X.Y, a torch series or a
+/// CUDA version that does not parse. The subset is set when an axis names something. Whether
+/// the recipe exists and the subset lies in its matrix is the runner's to check.
+[[nodiscard]] Result<BuildRequest> check_build_request(const BuildRequestFields& fields,
+                                                       Problems problems = {});
+
 }  // namespace wf::core

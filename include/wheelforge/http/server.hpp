@@ -1,8 +1,9 @@
 #pragma once
 // The HTTP front end: network threads (Boost.Beast/Asio, hidden behind this interface; one
 // io_context each, a connection stays on one thread) that only do I/O, and a small worker
-// pool for everything that blocks (SQLite, hashing, archive reads, fsync). Reads are answered
-// from an in-memory snapshot of the catalog.
+// pool for everything that blocks (SQLite, hashing, archive reads, fsync). Which handler
+// answers a request, and how it is reached, is the route table's (wheelforge/handlers);
+// reads are answered from an in-memory snapshot of the catalog.
 
 #include <chrono>
 #include <cstdint>
@@ -10,10 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "wheelforge/build/runner.hpp"
-#include "wheelforge/catalog/catalog.hpp"
-#include "wheelforge/ingest/ingestor.hpp"
-#include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/handlers/context.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::http {
@@ -58,12 +56,7 @@ struct ServerConfig {
 };
 
 /// What the server works with; owned by the caller and outliving the server.
-struct Services {
-  catalog::Catalog* catalog = nullptr;
-  store::BlobStore* store = nullptr;
-  ingest::Ingestor* ingestor = nullptr;
-  build::Runner* runner = nullptr;  ///< null when no build recipes are configured
-};
+using Services = handlers::Services;
 
 class Server {
  public:
@@ -93,7 +86,7 @@ class Server {
   /// Reloads the catalog snapshot now, then calls `done` (on a worker thread) with the result.
   void reload_catalog(std::function<void(Status)> done);
 
-  struct Impl;  ///< implementation detail (Boost.Asio state), defined in server.cpp
+  struct Impl;  ///< implementation detail (Boost.Asio state), defined in server_impl.hpp
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -69,4 +69,16 @@ struct NearbyBuilds {
 /// {"error": message} for the API's other refusals.
 [[nodiscard]] std::string render_api_error(std::string_view message);
 
+// Answers of the upload and admin endpoints (fields in this order).
+
+/// An upload that was stored: {"filename", "project", "version", "sha256", "size", "url"}.
+[[nodiscard]] std::string render_stored_file(const core::FileRecord& file);
+
+/// What an admin action changed: {"<key>": [file names]} ("yanked", "unyanked", "deleted").
+[[nodiscard]] std::string render_file_names(std::string_view key,
+                                            std::span<const std::string> filenames);
+
+/// A project's claim after an admin changed it: {"project": name, "claim": text}.
+[[nodiscard]] std::string render_claim(std::string_view project, std::string_view claim);
+
 }  // namespace wf::render

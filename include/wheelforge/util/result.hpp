@@ -1,7 +1,7 @@
 #pragma once
 // Expected failures are values: every fallible operation returns Result<T>.
-// The error code says what kind of failure it is; exactly one place (http/error_map)
-// turns a code into an HTTP status.
+// The error code says what kind of failure it is; exactly one place (status_for, beside the
+// HTTP handlers) turns a code into an HTTP status.
 
 #include <cassert>
 #include <string>
@@ -12,19 +12,23 @@
 namespace wf {
 
 enum class Errc {
-  invalid,         // the input is malformed or inconsistent (HTTP 400)
-  unauthorized,    // no or unknown credentials (401)
-  forbidden,       // valid credentials without the right scope (403)
-  not_found,       // (404)
-  not_acceptable,  // content negotiation found nothing acceptable (406)
-  conflict,        // same name, other content, or a reserved name (409)
-  gone,            // an API that no longer exists (410)
-  too_large,       // above a configured size limit (413)
-  too_slow,        // a client sending its request too slowly (408)
-  storage_full,    // ENOSPC / EDQUOT while writing (507)
-  io,              // any other filesystem failure (500)
-  internal,        // a bug or an unexpected third-party failure (500)
-  unavailable,     // shutting down or overloaded (503)
+  invalid,                // the input is malformed or inconsistent (HTTP 400)
+  unauthorized,           // no or unknown credentials (401)
+  forbidden,              // valid credentials without the right scope (403)
+  not_found,              // (404)
+  not_acceptable,         // content negotiation found nothing acceptable (406)
+  conflict,               // same name, other content, or a reserved name (409)
+  gone,                   // an API that no longer exists (410)
+  too_large,              // above a configured size limit (413)
+  too_slow,               // a client sending its request too slowly (408)
+  storage_full,           // ENOSPC / EDQUOT while writing (507)
+  io,                     // any other filesystem failure (500)
+  internal,               // a bug or an unexpected third-party failure (500)
+  unavailable,            // shutting down or overloaded (503)
+  method_not_allowed,     // the resource does not answer this method (405)
+  uri_too_long,           // a request target above the limit (414)
+  range_not_satisfiable,  // a byte range outside the file (416)
+  header_too_large,       // a request head above the limit (431)
 };
 
 struct Error {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "http/message.hpp"
+#include "http/access_log.hpp"
 
 namespace wf::http {
 namespace {

@@ -108,6 +108,32 @@ TEST(RenderApi, ErrorsAreJson) {
   EXPECT_EQ(j, json({{"error", "no such project: \"x\"\n"}}));
 }
 
+TEST(RenderApi, StoredFileKeepsItsFieldOrderAndEscapes) {
+  core::FileRecord f;
+  f.filename = "demo-1.0+cu128-py3-none-any.whl";
+  f.project = "demo";
+  f.version = "1.0+cu128";
+  f.sha256 = std::string(64, 'a');
+  f.size = 42;
+  EXPECT_EQ(
+      render_stored_file(f),
+      R"({"filename":"demo-1.0+cu128-py3-none-any.whl","project":"demo","version":"1.0+cu128",)"
+      R"("sha256":")" +
+          std::string(64, 'a') + R"(","size":42,"url":"/files/)" + std::string(64, 'a') +
+          "/demo-1.0%2Bcu128-py3-none-any.whl\"}\n");
+  f.filename = "a\"b\x01.whl";
+  EXPECT_EQ(json::parse(render_stored_file(f))["filename"], "a\"b\x01.whl");
+}
+
+TEST(RenderApi, AdminAnswers) {
+  const std::vector<std::string> names = {"a-1.0-py3-none-any.whl", "a-1.0.tar.gz"};
+  EXPECT_EQ(render_file_names("yanked", names),
+            "{\"yanked\":[\"a-1.0-py3-none-any.whl\",\"a-1.0.tar.gz\"]}\n");
+  EXPECT_EQ(render_file_names("deleted", {}), "{\"deleted\":[]}\n");
+  EXPECT_EQ(render_claim("flash-attn", "token 3"),
+            "{\"project\":\"flash-attn\",\"claim\":\"token 3\"}\n");
+}
+
 core::FileRecord wheel_file(std::string filename, std::string version, Micros uploaded) {
   core::FileRecord f;
   auto name = core::parse_dist_filename(filename);

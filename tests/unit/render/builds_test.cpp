@@ -53,6 +53,43 @@ TEST(RenderBuilds, JobToolchainNamesEachTool) {
   EXPECT_EQ(partial["toolchain"]["nvcc"]["version"], "13.0.88");
 }
 
+TEST(BuildRequestJson, DecodesEveryField) {
+  auto r = parse_build_request(
+      R"({"recipe": " flash-attn ", "version": "2.8.3", "force": true,
+          "matrix": {"python": ["3.12"], "torch": ["2.8", "2.9"], "cuda": ["12.8"]}})");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->recipe, "flash-attn");
+  EXPECT_EQ(r->version, "2.8.3");
+  EXPECT_TRUE(r->force);
+  ASSERT_TRUE(r->subset);
+  EXPECT_EQ(r->subset->python, std::vector<std::string>{"3.12"});
+  EXPECT_EQ(r->subset->torch.size(), 2U);
+  EXPECT_EQ(r->subset->cuda.size(), 1U);
+  // An empty matrix selects the whole recipe, as no matrix does.
+  r = parse_build_request(R"({"recipe": "x", "version": "1.0", "matrix": {"torch": []}})");
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->subset);
+}
+
+TEST(BuildRequestJson, NamesEveryProblemTogether) {
+  EXPECT_EQ(parse_build_request("[1]").error().message, "the body must be a JSON object");
+  EXPECT_EQ(parse_build_request("{").error().message, "the body must be a JSON object");
+  const auto r = parse_build_request(
+      R"({"recipe": 7, "force": "yes", "extra": 1,
+          "matrix": {"python": ["3"], "torch": ["two"], "cuda": [12.8], "rocm": []}})");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::invalid);
+  const std::string& m = r.error().message;
+  for (const char* problem :
+       {"\"recipe\" must be a string", "\"force\" must be true or false", "unknown field 'extra'",
+        "matrix.cuda must contain strings", "matrix: unknown axis 'rocm'", "missing version",
+        "python '3' is not X.Y like 3.12", "torch 'two' is not a series like 2.8"}) {
+    EXPECT_NE(m.find(problem), std::string::npos) << problem << " not in: " << m;
+  }
+  // A mistyped recipe is reported once, not as missing as well.
+  EXPECT_EQ(m.find("missing recipe"), std::string::npos) << m;
+}
+
 TEST(RenderBuilds, JobShowsItsBuildNumberAndGlibcFloor) {
   catalog::JobRecord j = job();
   const Json before = Json::parse(render_job(j));

@@ -1,0 +1,95 @@
+#pragma once
+// What a handler works with besides its request (Context), and what it tells the server besides
+// its answer (the Context's outputs). A handler is `Response handle_x(const Request&, Context&)`.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "wheelforge/build/runner.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/handlers/legacy_upload.hpp"
+#include "wheelforge/handlers/metrics.hpp"
+#include "wheelforge/handlers/ui_sessions.hpp"
+#include "wheelforge/handlers/upload.hpp"
+#include "wheelforge/ingest/ingestor.hpp"
+#include "wheelforge/snapshot/snapshot.hpp"
+#include "wheelforge/store/blob_store.hpp"
+
+namespace wf::handlers {
+
+/// What the server works with; owned by the caller and outliving the server.
+struct Services {
+  catalog::Catalog* catalog = nullptr;
+  store::BlobStore* store = nullptr;
+  ingest::Ingestor* ingestor = nullptr;
+  build::Runner* runner = nullptr;  ///< null when no build recipes are configured
+};
+
+/// The server's state that answers report (/readyz, /metrics). Written by the transport,
+/// read by any thread.
+struct ServerStatus {
+  std::atomic<bool> stopping{false};
+  std::atomic<std::size_t> open_connections{0};
+  std::atomic<std::uint64_t> refused_connections{0};
+  Metrics metrics;
+};
+
+/// The part of every context that is the same for all requests of one server.
+struct Environment {
+  Services services;
+  ServerStatus* status = nullptr;
+  UiSessions* ui_sessions = nullptr;
+  /// Every read (pages, files, APIs; not /healthz and /readyz) needs a read-scope token.
+  bool private_reads = false;
+};
+
+/// The body of an upload route once it has arrived in full.
+struct UploadedBody {
+  std::optional<store::TempFile> file;  ///< BodyPolicy::file: the body is the file
+  std::unique_ptr<LegacyUpload> form;   ///< BodyPolicy::form: the form, its file inside
+  UploadPlan plan;                      ///< BodyPolicy::file: what the head said (plan_upload)
+};
+
+/// Which part of the catalog a handler of a route that changes it (Route::changes_catalog) has
+/// changed, so that the server loads a new snapshot before it answers: the change is on the
+/// pages once the client hears of it.
+enum class Changed : std::uint8_t {
+  everything,  ///< anything (yanks, deletions, claims): a full load
+  project,     ///< one project (Context::changed_project): that project is read again
+  nothing,     ///< nothing after all (an identical upload)
+};
+
+/// A build log to stream to the client, growing until the job ends (`?follow=1`).
+struct LogFollow {
+  std::int64_t job = 0;
+  std::uint64_t offset = 0;
+};
+
+struct Context {
+  Context(const snapshot::Snapshot& snap, const Environment& environment)
+      : snapshot(snap), env(environment) {}
+
+  // In.
+  const snapshot::Snapshot& snapshot;  ///< the catalog as of this request
+  const Environment& env;
+  UploadedBody* upload = nullptr;  ///< upload routes: the body that arrived
+
+  // Out: what the server does besides sending the answer.
+  Changed changed = Changed::everything;
+  std::string changed_project;
+  std::optional<LogFollow> follow;  ///< stream this log instead of the answer
+  /// The 401 was for a token this snapshot does not know: another process may have just
+  /// created it, so the server looks at the catalog once and asks again.
+  bool unknown_token = false;
+  /// An upload's outcome for the metrics ("stored", "identical", "restored", "rejected",
+  /// "failed"); empty for other routes.
+  std::string_view upload_outcome;
+  /// One line for the server's log about what happened (never a secret); empty: none.
+  std::string note;
+};
+
+}  // namespace wf::handlers

@@ -1,0 +1,37 @@
+#pragma once
+// Internal to the app module: what the commands (commands.cpp, serve.cpp, build_command.cpp)
+// share.
+
+#include <filesystem>
+#include <memory>
+
+#include "wheelforge/app/app.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/ingest/ingestor.hpp"
+#include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/result.hpp"
+
+namespace wf::app::detail {
+
+/// Prints an error the way every command does and returns the exit status to use.
+int report(const Error& error, int exit_status);
+
+struct DataDir {
+  std::unique_ptr<catalog::Catalog> catalog;
+  std::unique_ptr<store::BlobStore> store;
+};
+
+/// The data directory's catalog and blob store, the directory made when missing.
+[[nodiscard]] Result<DataDir> open_data_dir(const Settings& settings);
+
+/// A wheel or an sdist, by its file name.
+[[nodiscard]] bool is_distribution(const std::filesystem::path& p);
+
+/// What the ingest path accepts: the upload size limit and the archive policy.
+[[nodiscard]] ingest::Limits ingest_limits(const Settings& settings);
+
+/// Makes sure lines logged so far are on stderr before the process tells the outside world
+/// something (the "listening on" line, its end). serve.cpp, with the log's output.
+void flush_logs();
+
+}  // namespace wf::app::detail

@@ -1,0 +1,287 @@
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <future>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "command_support.hpp"
+#include "wheelforge/app/app.hpp"
+#include "wheelforge/app/log_output.hpp"
+#include "wheelforge/app/systemd.hpp"
+#include "wheelforge/build/executor.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/catalog/jobs.hpp"
+#include "wheelforge/http/server.hpp"
+#include "wheelforge/ingest/ingestor.hpp"
+#include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/log.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::app {
+namespace {
+
+/// True when stderr is connected to the journal ($JOURNAL_STREAM names its device:inode).
+bool stderr_is_journal() {
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  if (stream == nullptr) return false;
+  struct stat st {};
+  if (::fstat(STDERR_FILENO, &st) != 0) return false;
+  return std::string(stream) == std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
+std::weak_ptr<LogOutput> g_log_output;
+
+/// True when two [build] tables say the same.
+bool same_host(const build::HostConfig& a, const build::HostConfig& b) {
+  return a.executor == b.executor && a.cuda_homes == b.cuda_homes && a.pythons == b.pythons &&
+         a.torch_index == b.torch_index && a.system_torch == b.system_torch &&
+         a.memory_reserve_bytes == b.memory_reserve_bytes &&
+         a.max_concurrent_jobs == b.max_concurrent_jobs &&
+         a.keep_failed_work_dirs == b.keep_failed_work_dirs && a.oom_retries == b.oom_retries;
+}
+
+/// What keeps `fresh` recipes from applying to a runner started with `running`: a matrix
+/// value whose interpreter or toolkit only the new [build] has ([build] is read once, at
+/// start: the admission budget is set up from it).
+std::vector<std::string> recipes_needing_restart(const build::RunnerConfig& running,
+                                                 const build::RunnerConfig& fresh) {
+  std::vector<std::string> problems;
+  for (const auto& [name, rc] : fresh.recipes) {
+    for (const auto& python : rc.matrix.python) {
+      if (!running.host.pythons.contains(python)) {
+        problems.push_back("recipes." + name + ".matrix.python: " + python +
+                           " has no interpreter in the running [build.python] ([build] "
+                           "changes need a restart)");
+      }
+    }
+    for (const auto& cuda : rc.matrix.cuda) {
+      if (!running.host.cuda_homes.contains(cuda.str())) {
+        problems.push_back("recipes." + name + ".matrix.cuda: " + cuda.str() +
+                           " has no toolkit in the running [build.cuda] ([build] changes need "
+                           "a restart)");
+      }
+    }
+  }
+  return problems;
+}
+
+}  // namespace
+
+void detail::flush_logs() {
+  if (auto output = g_log_output.lock()) output->flush();
+}
+
+using detail::flush_logs;
+using detail::ingest_limits;
+using detail::open_data_dir;
+using detail::report;
+
+void init_logging() {
+  // The log's lines, formatted and written by a LogOutput on stderr (its own format). Warnings
+  // and errors wake its writer at once; flush_logs() waits for it.
+  auto output = std::make_shared<LogOutput>(
+      STDERR_FILENO, stderr_is_journal() ? LogOutput::Style::journal : LogOutput::Style::text);
+  g_log_output = output;
+  log::set_output([output](LogLevel level, std::chrono::system_clock::time_point time,
+                           std::string_view line) { output->line(level, time, line); });
+}
+
+int serve(const Configuration& configuration, const std::function<ConfigCheck()>& reload) {
+  const Settings& settings = configuration.settings;
+  // A fixed mmap threshold: every allocation above 128 KiB is its own mapping, given back to
+  // the system when freed. glibc otherwise raises the threshold to the largest block freed
+  // so far (the catalog's rows at start, up to 32 MiB), and from then on serves large
+  // short-lived buffers (log lines gathered while the log output lags, pages rebuilt after
+  // an upload) from the threads' heaps, which keep the memory: RSS then creeps up under load.
+  (void)::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+
+  auto listen = parse_listen(settings.listen);
+  if (!listen) return report(listen.error(), 2);
+  auto dir = open_data_dir(settings);
+  if (!dir) return report(dir.error(), 1);
+  ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
+  const Notifier notifier = Notifier::from_environment();
+
+  // The build runner runs when recipes are configured. What the host lacks (interpreters,
+  // CUDA toolkits) fails those cells' jobs, not the server.
+  std::unique_ptr<catalog::JobStore> job_store;
+  const std::unique_ptr<build::Executor> executor =
+      build::make_executor(configuration.build.host.executor);
+  std::unique_ptr<build::Runner> runner;
+  std::function<void()> on_ingested;  // set once the server exists
+  if (!configuration.build.recipes.empty()) {
+    for (const auto& p : build_host_problems(configuration.build.host)) {
+      log::warn("build runner: {}", p);
+    }
+    auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
+    if (!jobs) return report(jobs.error(), 1);
+    job_store = std::move(*jobs);
+    runner =
+        std::make_unique<build::Runner>(configuration.build, *executor, *job_store, *dir->catalog,
+                                        *dir->store, ingestor, settings.data_dir, [&on_ingested] {
+                                          if (on_ingested) on_ingested();
+                                        });
+  }
+
+  // Signals are taken by one dedicated thread (sigwait), so no handler runs inside the
+  // network loop and stop() is called from ordinary code.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A client that goes away while a file body streams makes sendfile(2) fail with EPIPE, and
+  // sendfile has no MSG_NOSIGNAL: without this, that SIGPIPE would end the process. (Build
+  // steps get every signal back to its default when they start.)
+  std::signal(SIGPIPE, SIG_IGN);
+
+  http::ServerConfig config;
+  config.host = listen->first;
+  config.port = listen->second;
+  config.worker_threads = settings.worker_threads;
+  config.network_threads = settings.network_threads;
+  config.read_timeout = settings.read_timeout;
+  config.min_upload_rate = settings.min_upload_rate;
+  config.idle_timeout = settings.idle_timeout;
+  config.max_connections = settings.max_connections;
+  config.max_connections_per_client = settings.max_connections_per_client;
+  config.shutdown_grace = settings.shutdown_grace;
+  config.access_log = settings.access_log;
+  config.private_reads = settings.private_reads;
+  config.tls_cert_file = settings.tls_cert;
+  config.tls_key_file = settings.tls_key;
+  if (const auto fd = activated_socket()) config.listen_fd = *fd;
+  http::Server server(
+      config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor, runner.get()});
+  on_ingested = [&server] { server.reload_catalog([](const Status&) {}); };
+  auto bound = server.start();
+  if (!bound) return report(bound.error(), 1);
+  log::info("serving {} from {}{}", *bound, settings.data_dir.string(),
+            config.listen_fd >= 0 ? " (socket activation)" : "");
+  const char* scheme = settings.tls_cert.empty() ? "http" : "https";
+  flush_logs();
+  std::printf("listening on %s://%s\n", scheme, bound->c_str());
+  std::fflush(stdout);
+  if (runner) {
+    runner->set_server_url(settings.base_url.empty() ? std::string(scheme) + "://" + *bound
+                                                     : settings.base_url);
+    if (auto st = runner->start(); !st) {
+      std::cerr << "error: build runner: " << st.error().message << "\n";
+      return 1;
+    }
+  }
+  const std::string status = std::string("STATUS=Serving ") + scheme + "://" + *bound;
+  notifier.notify("READY=1\n" + status);
+
+  // The watchdog is fed only while the network loop answers: a stuck loop gets restarted.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog;
+  if (const auto interval = Notifier::watchdog_interval(); interval && notifier.enabled()) {
+    watchdog = std::thread([&, interval = *interval] {
+      auto beat = std::make_shared<std::atomic<bool>>(true);
+      std::unique_lock lock(mu);
+      while (!cv.wait_for(lock, interval, [&] { return done; })) {
+        if (beat->exchange(false)) notifier.notify("WATCHDOG=1");
+        server.post([beat] { beat->store(true); });
+      }
+    });
+  }
+
+  std::thread signal_thread([&] {
+    while (true) {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      if (sig == SIGHUP) {
+        notifier.notify("RELOADING=1\nSTATUS=Reloading configuration");
+        std::string outcome = "reloaded";
+        if (reload) {
+          const auto fresh = reload();
+          // A configuration is applied as a whole or not at all: the file's own problems, and
+          // recipes that need what only a restart would bring, keep the running one.
+          std::vector<std::string> problems = fresh.problems;
+          if (fresh.config && runner) {
+            for (auto& p : recipes_needing_restart(runner->config(), fresh.config->build)) {
+              problems.push_back(std::move(p));
+            }
+          }
+          if (!problems.empty()) {
+            // Each problem on its own line, then the outcome.
+            for (const auto& p : problems) log::warn("SIGHUP: {}", p);
+            outcome = "reload failed, keeping the running configuration: " +
+                      std::to_string(problems.size()) + " problem(s)" +
+                      (settings.config_file ? " in " + settings.config_file->string() : "");
+          } else {
+            const Settings& now = fresh.config->settings;
+            const build::RunnerConfig& build = fresh.config->build;
+            ingestor.set_limits(ingest_limits(now));
+            if (!settings.tls_cert.empty()) {
+              if (auto st = server.reload_tls(); !st) outcome += "; TLS: " + st.error().message;
+            }
+            if (now.listen != settings.listen || now.data_dir != settings.data_dir) {
+              outcome += " (listen and data_dir changes need a restart)";
+            }
+            if (runner) {
+              for (const auto& p : fresh.host_problems) log::warn("SIGHUP: build runner: {}", p);
+              runner->set_recipes(build.recipes);
+              runner->set_server_url(now.base_url.empty() ? std::string(scheme) + "://" + *bound
+                                                          : now.base_url);
+              outcome += "; build runner: " + std::to_string(build.recipes.size()) + " recipe(s)";
+              if (!same_host(configuration.build.host, build.host)) {
+                outcome += " ([build] changes need a restart)";
+              }
+            } else if (!build.recipes.empty()) {
+              outcome += " (the build runner was off at start: [recipes] need a restart)";
+            }
+          }
+        }
+        std::promise<Status> reloaded;
+        server.reload_catalog([&reloaded](Status st) { reloaded.set_value(std::move(st)); });
+        if (auto st = reloaded.get_future().get(); !st)
+          outcome += "; catalog: " + st.error().message;
+        log::info("SIGHUP: {}", outcome);
+        notifier.notify("READY=1\n" + status);
+        continue;
+      }
+      log::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      notifier.notify("STOPPING=1\nSTATUS=Stopping: finishing in-flight requests");
+      server.stop();
+      return;
+    }
+  });
+  server.run();
+  // Running builds are killed and left interrupted: the next start requeues them.
+  if (runner) runner->stop();
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+  // Wake the signal thread if the loop ended for another reason than a signal.
+  // It blocks SIGTERM and takes it with sigwait(), so this wakes it rather than ends it.
+  // NOLINTNEXTLINE(bugprone-bad-signal-to-kill-thread)
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  log::info("stopped");
+  log::shutdown();
+  return 0;
+}
+
+}  // namespace wf::app

@@ -1,0 +1,79 @@
+#pragma once
+// Every handler the route table (routes.cpp) names, by family. Each answers one route (or a
+// family's catch-all) from its request and context; what the server must check before it is
+// called (method, credentials, body) is in the route's row.
+
+#include "wheelforge/handlers/context.hpp"
+#include "wheelforge/handlers/message.hpp"
+
+namespace wf::handlers {
+
+// ---- reads (read.cpp): from the snapshot, on the network thread, no I/O --------------------
+
+/// /simple/... and the variant views /<selector...>/simple/...: root and project pages,
+/// redirects to normalized names, 404 for unknown projects (never a redirect elsewhere).
+Response handle_simple(const Request& req, Context& ctx);
+/// /files/<sha256>/<filename>[.metadata]: the file or its METADATA, ranges, ETags; 503 for a
+/// damaged file.
+Response handle_file(const Request& req, Context& ctx);
+/// /api/projects/<name>/variants: the coverage document.
+Response handle_variants(const Request& req, Context& ctx);
+/// /api/resolve?torch=...: the view for an installed torch.
+Response handle_resolve(const Request& req, Context& ctx);
+Response handle_healthz(const Request& req, Context& ctx);
+/// 200 "ready", 503 "stopping" while the server drains.
+Response handle_readyz(const Request& req, Context& ctx);
+/// Prometheus text: requests by route and status, uploads, connections, catalog size.
+Response handle_metrics(const Request& req, Context& ctx);
+/// 404 "not found": the catch-all.
+Response handle_not_found(const Request& req, Context& ctx);
+
+// ---- uploads (upload.cpp): the body has arrived (ctx.upload); on a worker ------------------
+
+/// PUT /upload/<filename>: ingests the file; 201 stored (or healed), 200 identical.
+Response handle_put_upload(const Request& req, Context& ctx);
+/// POST /legacy/ (twine, poetry, pdm): finishes the form and ingests its file; an identical
+/// file is a 409 here, which `twine upload --skip-existing` recognises (docs/clients.md,
+/// "twine, poetry, pdm").
+Response handle_form_upload(const Request& req, Context& ctx);
+
+// ---- admin API (admin.cpp): admin token checked; on a worker --------------------------------
+
+Response handle_yank(const Request& req, Context& ctx);
+Response handle_unyank(const Request& req, Context& ctx);
+Response handle_delete_file(const Request& req, Context& ctx);
+Response handle_claim(const Request& req, Context& ctx);
+Response handle_release(const Request& req, Context& ctx);
+Response handle_list_builds(const Request& req, Context& ctx);
+Response handle_submit_build(const Request& req, Context& ctx);
+Response handle_show_build(const Request& req, Context& ctx);
+Response handle_show_job(const Request& req, Context& ctx);
+/// The log from ?offset=N; with ?follow=1 the server streams it (ctx.follow).
+Response handle_job_log(const Request& req, Context& ctx);
+Response handle_cancel_job(const Request& req, Context& ctx);
+Response handle_retry_job(const Request& req, Context& ctx);
+Response handle_no_admin_endpoint(const Request& req, Context& ctx);
+
+// ---- web UI (ui_pages.cpp, ui_builds.cpp): on a worker; each checks its caller --------------
+
+Response handle_home(const Request& req, Context& ctx);
+Response handle_project_page(const Request& req, Context& ctx);
+Response handle_static(const Request& req, Context& ctx);
+Response handle_login_form(const Request& req, Context& ctx);
+Response handle_login(const Request& req, Context& ctx);
+Response handle_logout(const Request& req, Context& ctx);
+/// A 404 page: "There is no such page."
+Response handle_no_page(const Request& req, Context& ctx);
+/// /builds: the admin's way to /builds/.
+Response handle_builds_redirect(const Request& req, Context& ctx);
+Response handle_builds_page(const Request& req, Context& ctx);
+Response handle_start_build(const Request& req, Context& ctx);
+Response handle_job_page(const Request& req, Context& ctx);
+/// The log from ?offset=N; with ?follow=1 the server streams it (ctx.follow).
+Response handle_job_log_page(const Request& req, Context& ctx);
+Response handle_cancel_job_page(const Request& req, Context& ctx);
+Response handle_retry_job_page(const Request& req, Context& ctx);
+/// A 404 page under /builds/ and /jobs/, after the admin check that every page there makes.
+Response handle_no_admin_page(const Request& req, Context& ctx);
+
+}  // namespace wf::handlers

@@ -1,0 +1,453 @@
+#include "read.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "handlers.hpp"
+#include "wheelforge/core/name.hpp"
+#include "wheelforge/core/negotiate.hpp"
+#include "wheelforge/core/torch_env.hpp"
+#include "wheelforge/core/version.hpp"
+#include "wheelforge/render/api.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::handlers {
+namespace {
+
+Response not_found(std::string message) {
+  return error_response(make_error(Errc::not_found, std::move(message)));
+}
+
+Response redirect(std::string location) {
+  Response r;
+  r.status = 301;
+  r.set("Location", std::move(location));
+  r.set("Content-Type", "text/plain; charset=utf-8");
+  r.body = std::string("moved permanently\n");
+  return r;
+}
+
+Response page_response(const Request& req, const std::shared_ptr<const snapshot::Page>& page) {
+  Response r;
+  r.set("Content-Type", std::string(core::content_type(page->format)));
+  r.set("Vary", "Accept, Accept-Encoding");
+  r.set("Cache-Control", "max-age=0, must-revalidate");
+  return with_page_body(req, page, std::move(r));
+}
+
+}  // namespace
+
+Response with_page_body(const Request& req, const std::shared_ptr<const snapshot::Page>& page,
+                        Response r) {
+  const bool gz = accepts_gzip(req);
+  // The compressed representation is a different entity: it gets its own validator.
+  const std::string etag =
+      gz ? page->etag.substr(0, page->etag.size() - 1) + "-gzip\"" : page->etag;
+  r.set("ETag", etag);
+  if (etag_matches(req.header("if-none-match"), etag)) {
+    r.status = 304;
+    r.body = std::string();
+    return r;
+  }
+  if (gz) {
+    r.set("Content-Encoding", "gzip");
+    r.body = std::shared_ptr<const std::string>(page, &page->gzip);
+  } else {
+    r.body = std::shared_ptr<const std::string>(page, &page->body);
+  }
+  return r;
+}
+
+Response handle_simple(const Request& req, Context& ctx) {
+  const snapshot::Snapshot& snap = ctx.snapshot;
+  const auto& seg = req.segments;
+  // The index of the first "simple" segment: the ones before it select a view.
+  const auto at =
+      static_cast<std::size_t>(std::find(seg.begin(), seg.end(), "simple") - seg.begin());
+  if (at == seg.size()) return not_found("not found");
+  std::optional<core::ViewSelector> view;
+  std::string prefix = "/";
+  if (at > 0) {
+    std::vector<std::string_view> parts(seg.begin(), seg.begin() + static_cast<std::ptrdiff_t>(at));
+    auto parsed = core::parse_view_selector(parts);
+    if (!parsed) return error_response(parsed.error());
+    view = *parsed;
+    for (std::size_t i = 0; i < at; ++i) prefix += percent_encode_path(seg[i]) + "/";
+  }
+  prefix += "simple/";
+  // ".../simple" -> ".../simple/"
+  if (seg.size() == at + 1) return redirect(prefix);
+  auto format = core::negotiate(req.header("accept"), req.query_param("format"));
+  if (seg.size() == at + 2 && seg[at + 1].empty()) {
+    if (!format) return error_response(format.error());
+    return page_response(req, view ? snap.view_root_page(*view, *format) : snap.root_page(*format));
+  }
+  const std::string& name = seg[at + 1];
+  const bool trailing_slash = seg.size() == at + 3 && seg[at + 2].empty();
+  if (seg.size() > at + 3 || (seg.size() == at + 3 && !trailing_slash))
+    return not_found("not found");
+  if (!core::is_valid_project_name(name)) return not_found("no such project");
+  const std::string normalized = core::normalize_name(name);
+  if (!trailing_slash || normalized != name) {
+    std::string location = prefix + normalized + "/";
+    if (!req.query.empty()) location += "?" + req.query;
+    return redirect(std::move(location));
+  }
+  if (!format) return error_response(format.error());
+  auto page = view ? snap.view_project_page(*view, normalized, *format)
+                   : snap.project_page(normalized, *format);
+  // Unknown names are answered here and never sent elsewhere: a private index must not
+  // redirect to a public one (dependency confusion).
+  if (!page) return not_found("no such project: " + normalized);
+  return page_response(req, page);
+}
+
+namespace {
+
+// API refusals carry JSON like the API's answers; status and reason come from error_response.
+Response api_error(const Error& error, std::string body) {
+  Response r = error_response(error);
+  for (auto& [name, value] : r.headers) {
+    if (name == "Content-Type") value = "application/json";
+  }
+  r.body = std::move(body);
+  return r;
+}
+
+Response api_error(const Error& error) {
+  return api_error(error, render::render_api_error(error.message));
+}
+
+// At most this many cells in a no-build answer: enough to see what exists nearby.
+constexpr std::size_t kMaxNearest = 8;
+
+/// The newest public version with a wheel among `files` (a view's listing, in version order),
+/// preferring versions with a wheel that is not yanked; nullopt when there is no wheel.
+std::optional<std::string> newest_wheel_version(const std::vector<const core::FileRecord*>& files) {
+  std::optional<std::string> newest;
+  std::optional<std::string> newest_usable;
+  for (const auto* f : files) {
+    if (f->kind != core::DistKind::wheel) continue;
+    auto v = core::Version::parse(f->version);
+    std::string public_version = v ? v->public_str() : f->version;
+    if (!f->yanked) newest_usable = public_version;
+    newest = std::move(public_version);
+  }
+  return newest_usable ? newest_usable : newest;
+}
+
+/// Python tags in numeric order within a prefix: cp39 before cp311 (then by text).
+bool python_tag_before(const std::string& a, const std::string& b) {
+  auto split_tag = [](const std::string& t) {
+    const auto digits = t.find_first_of("0123456789");
+    const std::string prefix = t.substr(0, digits);
+    std::size_t number = 0;
+    std::size_t width = 0;
+    for (std::size_t i = digits; i < t.size(); ++i) {  // digits is npos: no digits
+      if (t[i] < '0' || t[i] > '9' || width == 6) break;
+      number = number * 10 + static_cast<std::size_t>(t[i] - '0');
+      ++width;
+    }
+    return std::make_tuple(prefix, number, t);
+  };
+  return split_tag(a) < split_tag(b);
+}
+
+/// The project's wheels grouped by what they were built for (backend, torch series, ABI),
+/// nearest to `wanted` first. Yanked wheels are left out.
+std::vector<render::NearbyBuilds> nearest_builds(const snapshot::Snapshot& snap,
+                                                 std::string_view project,
+                                                 const core::ViewSelector& wanted) {
+  std::vector<core::ViewSelector> cells;
+  std::vector<std::vector<core::Version>> versions;
+  std::vector<std::set<std::string>> pythons;
+  std::map<std::string, std::size_t> index;
+  for (const auto* f : snap.files_of(project)) {
+    if (f->kind != core::DistKind::wheel || f->yanked || !f->hints.selects()) continue;
+    const auto& h = f->hints;
+    core::ViewSelector cell;
+    cell.backend = h.backend;
+    cell.cuda_major = h.cuda_major;
+    cell.cuda_minor = h.cuda_minor;
+    cell.rocm_major = h.rocm_major;
+    cell.rocm_minor = h.rocm_minor;
+    cell.torch = h.torch;
+    cell.cxx11_abi = h.cxx11_abi;
+    const auto [it, added] = index.emplace(cell.path(), cells.size());
+    if (added) {
+      cells.push_back(cell);
+      versions.emplace_back();
+      pythons.emplace_back();
+    }
+    auto v = core::Version::parse(f->version);
+    if (v) {
+      auto pub = core::Version::parse(v->public_str());
+      if (pub) versions[it->second].push_back(*pub);
+    }
+    for (const auto& py : f->tags.python_tags()) pythons[it->second].insert(py);
+  }
+  std::vector<render::NearbyBuilds> out;
+  for (const std::size_t i : core::nearest_cells(wanted, cells)) {
+    if (out.size() == kMaxNearest) break;
+    auto& vs = versions[i];
+    std::sort(vs.begin(), vs.end(), [](const auto& a, const auto& b) { return a > b; });
+    vs.erase(std::unique(vs.begin(), vs.end()), vs.end());
+    render::NearbyBuilds n;
+    n.view = cells[i];
+    for (const auto& v : vs) n.versions.push_back(v.str());
+    n.python.assign(pythons[i].begin(), pythons[i].end());
+    std::stable_sort(n.python.begin(), n.python.end(), python_tag_before);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+}  // namespace
+
+// /api/resolve?torch=...[&cuda=...][&hip=...|&rocm=...][&abi=...][&project=...]
+Response handle_resolve(const Request& req, Context& ctx) {
+  const snapshot::Snapshot& snap = ctx.snapshot;
+  const std::string torch = req.query_param("torch");
+  const auto cuda = req.find_query_param("cuda");
+  auto hip = req.find_query_param("hip");
+  const auto rocm = req.find_query_param("rocm");
+  if (hip && rocm && *hip != *rocm) {
+    return api_error(make_error(Errc::invalid, "hip= and rocm= differ: give one of them"));
+  }
+  if (!hip) hip = rocm;
+  // An empty abi= is what a form sends for "not chosen": treated as absent, as before.
+  const std::string abi = req.query_param("abi");
+  core::TorchQuery query;
+  query.version = torch;
+  if (cuda) query.cuda = *cuda;
+  if (hip) query.hip = *hip;
+  if (!abi.empty()) query.abi = abi;
+  auto resolved = core::resolve_torch(query);
+  if (!resolved) return api_error(resolved.error());
+
+  render::Resolution r;
+  r.torch = torch;
+  r.selector = resolved->selector;
+  r.backend_source = std::string(core::backend_source_name(resolved->source));
+  r.base_url = base_url(req);
+  r.notes = std::move(resolved->notes);
+  if (const auto project = req.query_param("project"); !project.empty()) {
+    if (!core::is_valid_project_name(project)) {
+      return api_error(make_error(Errc::invalid, "invalid project name"));
+    }
+    const std::string normalized = core::normalize_name(project);
+    // Unknown names get a 404 of their own, never an answer about another index.
+    if (snap.find_project(normalized) == nullptr) {
+      return api_error(make_error(Errc::not_found, "no such project: " + normalized));
+    }
+    r.project = normalized;
+    r.version = newest_wheel_version(snap.view_files_of(r.selector, normalized));
+    if (!r.version) {
+      const auto nearest = nearest_builds(snap, normalized, r.selector);
+      // The selector always names the torch series, so the path is never empty.
+      const std::string path = r.selector.path();
+      std::string message =
+          "no build of " + normalized + " for " + path + " (view /" + path + "/simple/)";
+      message += nearest.empty()
+                     ? ": " + normalized + " has no wheel built for a torch/CUDA combination"
+                     : "; the nearest builds that exist are listed in \"nearest\"";
+      return api_error(make_error(Errc::not_found, message),
+                       render::render_no_build(r, message, nearest));
+    }
+  }
+  Response out;
+  out.set("Content-Type", "application/json");
+  out.body = render::render_resolution(r);
+  return out;
+}
+
+// /api/projects/<name>/variants
+Response handle_variants(const Request& req, Context& ctx) {
+  const std::string& name = req.segments[2];
+  if (!core::is_valid_project_name(name)) return not_found("no such project");
+  auto page = ctx.snapshot.variants_page(core::normalize_name(name));
+  if (!page) return not_found("no such project: " + core::normalize_name(name));
+  Response r;
+  r.set("Content-Type", "application/json");
+  r.set("Cache-Control", "max-age=0, must-revalidate");
+  r.set("ETag", page->etag);
+  if (etag_matches(req.header("if-none-match"), page->etag)) {
+    r.status = 304;
+    r.body = std::string();
+    return r;
+  }
+  r.body = std::shared_ptr<const std::string>(page, &page->body);
+  return r;
+}
+
+namespace {
+
+Response file_response(const Request& req, std::string path, std::uint64_t size,
+                       const std::string& etag, std::string content_type) {
+  Response r;
+  r.set("Content-Type", std::move(content_type));
+  r.set("ETag", etag);
+  r.set("Accept-Ranges", "bytes");
+  r.set("Cache-Control", "public, max-age=31536000, immutable");
+  if (etag_matches(req.header("if-none-match"), etag)) {
+    r.status = 304;
+    r.body = std::string();
+    return r;
+  }
+  std::optional<ByteRange> range;
+  const auto if_range = req.header("if-range");
+  if (if_range.empty() || if_range == etag) range = parse_range(req.header("range"), size);
+  if (range && !range->satisfiable) {
+    Response e = error_response(make_error(
+        Errc::range_not_satisfiable,
+        "requested range not satisfiable: the file has " + std::to_string(size) + " bytes"));
+    e.set("Content-Range", "bytes */" + std::to_string(size));
+    return e;
+  }
+  if (range) {
+    r.status = 206;
+    r.set("Content-Range", "bytes " + std::to_string(range->offset) + "-" +
+                               std::to_string(range->offset + range->length - 1) + "/" +
+                               std::to_string(size));
+    r.body = FileRange{std::move(path), range->offset, range->length};
+  } else {
+    r.body = FileRange{std::move(path), 0, size};
+  }
+  return r;
+}
+
+}  // namespace
+
+// /files/<sha256>/<filename>[.metadata]
+Response handle_file(const Request& req, Context& ctx) {
+  const snapshot::Snapshot& snap = ctx.snapshot;
+  const store::BlobStore& store = *ctx.env.services.store;
+  const auto& seg = req.segments;
+  if (seg.size() != 3 || !is_sha256_hex(seg[1])) return not_found("no such file");
+  std::string_view name = seg[2];
+  constexpr std::string_view kMetadataSuffix = ".metadata";
+  const bool metadata = name.size() > kMetadataSuffix.size() && name.ends_with(kMetadataSuffix);
+  if (metadata) name.remove_suffix(kMetadataSuffix.size());
+  const core::FileRecord* file = snap.find_file(name);
+  if (file == nullptr) {
+    if (const auto* damaged = snap.find_damaged(name); damaged && damaged->sha256 == seg[1]) {
+      return error_response(make_error(Errc::unavailable, damaged_message(name)));
+    }
+  }
+  if (file == nullptr || file->sha256 != seg[1]) return not_found("no such file");
+  if (metadata) {
+    if (file->metadata_sha256.empty()) return not_found("no metadata for this file");
+    return file_response(req, store.blob_file(file->metadata_sha256), file->metadata_size,
+                         "\"" + file->metadata_sha256 + "\"", "text/plain; charset=utf-8");
+  }
+  return file_response(req, store.blob_file(file->sha256), file->size, "\"" + file->sha256 + "\"",
+                       "application/octet-stream");
+}
+
+namespace {
+
+Response text(int status, std::string body) {
+  Response r;
+  r.status = status;
+  r.set("Content-Type", "text/plain; charset=utf-8");
+  r.body = std::move(body);
+  return r;
+}
+
+}  // namespace
+
+bool accepts_gzip(const Request& req) {
+  for (auto part : split(req.header("accept-encoding"), ',')) {
+    part = trim(part);
+    const auto semi = part.find(';');
+    const auto coding = trim(part.substr(0, semi));
+    if (!iequals(coding, "gzip") && coding != "*") continue;
+    if (semi != std::string_view::npos) {
+      const auto params = trim(part.substr(semi + 1));
+      if (params == "q=0" || params == "q=0.0" || params == "q=0.00" || params == "q=0.000") {
+        return false;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+bool etag_matches(std::string_view if_none_match, std::string_view etag) {
+  if (if_none_match.empty()) return false;
+  for (auto candidate : split(if_none_match, ',')) {
+    candidate = trim(candidate);
+    if (candidate == "*") return true;
+    if (candidate.starts_with("W/")) candidate.remove_prefix(2);
+    if (candidate == etag) return true;
+  }
+  return false;
+}
+
+std::optional<ByteRange> parse_range(std::string_view header, std::uint64_t size) {
+  header = trim(header);
+  if (!header.starts_with("bytes=")) return std::nullopt;
+  const std::string_view spec = trim(header.substr(6));
+  if (spec.find(',') != std::string_view::npos) return std::nullopt;
+  const auto dash = spec.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  const std::string_view first = trim(spec.substr(0, dash));
+  const std::string_view last = trim(spec.substr(dash + 1));
+  if (first.empty()) {  // suffix range: the last N bytes
+    const auto n = parse_u64(last);
+    if (!n) return std::nullopt;
+    if (*n == 0 || size == 0) return ByteRange{size, 0, false};
+    const std::uint64_t len = std::min(*n, size);
+    return ByteRange{size - len, len, true};
+  }
+  const auto start = parse_u64(first);
+  if (!start) return std::nullopt;
+  std::uint64_t end = size == 0 ? 0 : size - 1;
+  if (!last.empty()) {
+    const auto e = parse_u64(last);
+    if (!e || *e < *start) return std::nullopt;
+    end = std::min(*e, end);
+  }
+  if (*start >= size) return ByteRange{size, 0, false};
+  return ByteRange{*start, end - *start + 1, true};
+}
+
+Response handle_healthz(const Request& /*req*/, Context& /*ctx*/) {
+  return text(200, "ok\n");
+}
+
+Response handle_readyz(const Request& /*req*/, Context& ctx) {
+  const bool stopping = ctx.env.status != nullptr && ctx.env.status->stopping.load();
+  return text(stopping ? 503 : 200, stopping ? "stopping\n" : "ready\n");
+}
+
+Response handle_metrics(const Request& /*req*/, Context& ctx) {
+  const auto cache = snapshot::cache_stats();
+  const auto& snap = ctx.snapshot;
+  const ServerStatus* status = ctx.env.status;
+  const auto load = [](const auto& counter) { return static_cast<double>(counter.load()); };
+  std::map<std::string, double> gauges{
+      {"wheelforge_catalog_generation", static_cast<double>(snap.generation())},
+      {"wheelforge_projects", static_cast<double>(snap.project_count())},
+      {"wheelforge_files", static_cast<double>(snap.file_count())},
+      {"wheelforge_page_cache_hits", static_cast<double>(cache.hits)},
+      {"wheelforge_page_cache_misses", static_cast<double>(cache.misses)},
+  };
+  if (status != nullptr) {
+    gauges.emplace("wheelforge_connections_open", load(status->open_connections));
+    gauges.emplace("wheelforge_connections_refused", load(status->refused_connections));
+  }
+  Response r;
+  r.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+  r.body = status != nullptr ? status->metrics.render(gauges) : Metrics().render(gauges);
+  return r;
+}
+
+Response handle_not_found(const Request& /*req*/, Context& /*ctx*/) {
+  return not_found("not found");
+}
+
+}  // namespace wf::handlers

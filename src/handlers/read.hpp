@@ -1,0 +1,38 @@
+#pragma once
+// What the read handlers (handlers.hpp) share with the web UI's: HTTP validators and
+// encodings. Pure.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "wheelforge/handlers/message.hpp"
+#include "wheelforge/snapshot/snapshot.hpp"
+
+namespace wf::handlers {
+
+/// Parses a Range header value against a resource of `size` bytes.
+/// nullopt: ignore the header (absent, malformed or several ranges: answer 200 in full);
+/// a range with length 0 and offset == size: unsatisfiable (416).
+struct ByteRange {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  bool satisfiable = true;
+};
+[[nodiscard]] std::optional<ByteRange> parse_range(std::string_view header, std::uint64_t size);
+
+/// True when the request's Accept-Encoding admits gzip (not refused with q=0).
+[[nodiscard]] bool accepts_gzip(const Request& req);
+
+/// Answers with a cached page: its ETag (a separate one for the gzip form), 304 when the
+/// request's If-None-Match matches, else the body, gzip-encoded when the client accepts it.
+/// `r` carries the other headers.
+[[nodiscard]] Response with_page_body(const Request& req,
+                                      const std::shared_ptr<const snapshot::Page>& page,
+                                      Response r);
+
+/// True when an If-None-Match header value matches the (quoted) ETag.
+[[nodiscard]] bool etag_matches(std::string_view if_none_match, std::string_view etag);
+
+}  // namespace wf::handlers

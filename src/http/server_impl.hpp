@@ -1,0 +1,198 @@
+#pragma once
+// The server's state, shared by the listener (listener.cpp), the connections (session.cpp and
+// its parts) and the server's own work (server.cpp): network threads, the worker pool, the
+// current snapshot, the token rechecks and the graceful stop.
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "client_counts.hpp"
+#include "transport.hpp"
+#include "wheelforge/handlers/context.hpp"
+#include "wheelforge/handlers/routes.hpp"
+#include "wheelforge/http/server.hpp"
+#include "wheelforge/util/fs.hpp"
+
+namespace wf::http {
+
+/// One network thread: its own io_context (no locking inside Asio), the connections it serves,
+/// and descriptors of recently sent blobs and large pages.
+struct NetThread {
+  asio::io_context ioc{1};
+  std::unordered_set<SessionBase*> sessions;  // touched only on this thread
+  // How many of them are idle keep-alive connections (written by this thread only, read by
+  // the acceptor's to find one to close at the connection cap).
+  std::atomic<std::size_t> idle_keep_alive{0};
+  void idle_changed(bool more) {
+    const auto n = idle_keep_alive.load(std::memory_order_relaxed);
+    idle_keep_alive.store(more ? n + 1 : n - 1, std::memory_order_relaxed);
+  }
+  // Keeps run() going while the thread has no connection; released when the server stops.
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+
+  /// A blob (immutable, content-addressed) ready to send: an open descriptor, and for small
+  /// blobs (METADATA files, small wheels) their bytes, so that they go out with the head in a
+  /// single write. From a small cache that is emptied whenever a new snapshot is installed
+  /// (so deleted blobs are let go).
+  struct Blob {
+    std::shared_ptr<UniqueFd> fd;
+    std::shared_ptr<const std::string> bytes;  // null for large blobs
+  };
+  Blob open_blob(const std::string& path, std::uint64_t installed);
+
+  /// A large cached page (at least kFilePage bytes) copied once into an in-memory file, so
+  /// that it is sent with sendfile(2) like a blob: no copy of the page per response. Null for
+  /// smaller pages, or when the file cannot be made (the page is then sent from memory).
+  std::shared_ptr<UniqueFd> page_file(const std::shared_ptr<const std::string>& page,
+                                      std::uint64_t installed);
+
+ private:
+  /// Both caches are emptied whenever a new snapshot is installed.
+  void forget_if_reinstalled(std::uint64_t installed);
+
+  static constexpr std::size_t kMaxCachedBlobs = 64;
+  static constexpr std::size_t kSmallBlob = 16 * 1024;
+  static constexpr std::size_t kFilePage = 16 * 1024;
+  static constexpr std::size_t kMaxCachedPages = 256;
+  std::uint64_t cached_installed = 0;  // the install the caches below belong to
+  std::unordered_map<std::string, Blob> blobs;
+  struct PageFile {
+    std::shared_ptr<const std::string> page;
+    std::shared_ptr<UniqueFd> fd;
+  };
+  std::unordered_map<const std::string*, PageFile> pages;
+};
+
+/// The network thread the calling code runs on (null elsewhere).
+extern constinit thread_local NetThread* t_net_thread;
+
+struct Server::Impl {
+  Impl(ServerConfig c, Services s);
+
+  ServerConfig config;
+  // Set when the server is destroyed: handlers still queued in the io_contexts are destroyed
+  // with them, and the sessions they own must then not touch the server's other members.
+  // Declared before the threads so that it outlives them.
+  bool tearing_down = false;
+  // What the handlers see: the services, the server's status (metrics, connections, stopping)
+  // and the web UI's login sessions.
+  handlers::ServerStatus status;
+  handlers::UiSessions ui_sessions;
+  handlers::Environment env;
+  asio::thread_pool workers;
+  // The network threads; the first one runs on the thread that calls run() and also owns the
+  // acceptor and the timers below.
+  std::vector<std::unique_ptr<NetThread>> threads;
+  asio::io_context& ioc;
+  tcp::acceptor acceptor;
+  asio::steady_timer poll_timer;
+  asio::steady_timer grace_timer;
+  std::size_t next_thread = 0;  // round-robin for accepted connections (first thread only)
+
+  // Tokens another process has just created (first thread only): see recheck_tokens().
+  struct TokenWaiter {
+    asio::io_context* home;
+    std::function<void()> then;
+    asio::executor_work_guard<asio::io_context::executor_type> guard;
+  };
+  static constexpr std::chrono::milliseconds kTokenRecheckInterval{100};
+  asio::steady_timer token_timer;
+  bool token_timer_armed = false;
+  bool token_check_running = false;
+  std::chrono::steady_clock::time_point token_check_started{};
+  std::vector<TokenWaiter> token_waiters;  // for the next check to start
+
+  // The connection caps: open connections per client address, the peer of the connection
+  // being accepted (first thread only), connections being refused.
+  ClientCounts clients;
+  tcp::endpoint accept_peer;
+  std::atomic<std::size_t> refusing{0};
+  std::atomic<std::int64_t> refusal_logged_ms{-1000000};
+  static constexpr std::size_t kMaxRefusing = 128;
+
+  std::atomic<std::uint64_t> next_request_id{1};
+  // First thread only: the TLS context new connections use (replaced on reload); null for
+  // plain HTTP.
+  std::shared_ptr<asio::ssl::context> tls;
+  // The current snapshot; network threads read it through their own copy (snapshot()).
+  mutable std::mutex snapshot_mu;
+  SnapshotPtr snapshot_;
+  std::atomic<std::uint64_t> installed{0};  // g_installs value of snapshot_
+  // Read by workers to skip needless reloads.
+  std::atomic<std::uint64_t> generation{0};
+
+  // The listener (listener.cpp).
+  void accept();
+  void admit(NetThread& target, Socket socket, const std::shared_ptr<asio::ssl::context>& tls);
+  void open(NetThread& target, Socket socket, std::shared_ptr<asio::ssl::context> tls,
+            ClientCounts::Slot slot);
+  void refuse(NetThread& target, Socket socket, std::shared_ptr<asio::ssl::context> tls,
+              std::string why, std::string message);
+
+  // Snapshots, token rechecks, polling, stopping (server.cpp).
+  void recheck_tokens(std::function<void()> then);
+  void run_token_check();
+  SnapshotPtr load_if_changed();
+  void schedule_poll();
+  void begin_stop();
+  void maybe_finish_stop();
+
+  /// The network thread the caller runs on (the first one when called from elsewhere).
+  NetThread& here() const { return t_net_thread != nullptr ? *t_net_thread : *threads.front(); }
+
+  /// The current snapshot, as this thread's cached copy: one atomic load per call unless a
+  /// new snapshot was installed since the thread last looked.
+  const SnapshotPtr& snapshot() const;
+
+  /// Installs a snapshot if it is newer than the current one (any thread).
+  void install(SnapshotPtr s);
+  void release_on_worker(SnapshotPtr old);
+
+  /// Loads a fresh snapshot (worker thread; blocks on SQLite).
+  Result<SnapshotPtr> load_snapshot() const;
+
+  /// The snapshot after this process changed one project (worker thread): only that project
+  /// is read again and the others are shared with the current snapshot, when nothing else
+  /// changed since (the catalog's generation moved by exactly `changes`); a full load otherwise.
+  Result<SnapshotPtr> load_snapshot_after(const std::string& project, std::uint64_t changes) const;
+
+  /// The snapshot to install after a handler of `route` answered with status `answered`
+  /// (worker thread): a successful change to the catalog is on the pages before its answer is
+  /// sent. Null when nothing changed or the load failed (logged).
+  SnapshotPtr reload_after(const handlers::Route& route, const handlers::Context& ctx,
+                           int answered) const;
+
+  /// The largest file an upload may carry.
+  [[nodiscard]] std::uint64_t max_file_size() const {
+    return env.services.ingestor->limits().max_file_size;
+  }
+
+  /// Runs `work` on the worker pool, then `then(result)` back on the calling network thread.
+  /// The work guard keeps that thread's run() alive while the worker is busy.
+  template <class Work, class Then>
+  void offload(Work work, Then then) {
+    asio::io_context& home = here().ioc;
+    asio::post(workers, [&home, work = std::move(work), then = std::move(then),
+                         guard = asio::make_work_guard(home)]() mutable {
+      auto result = work();
+      asio::post(home, [then = std::move(then), result = std::move(result)]() mutable {
+        then(std::move(result));
+      });
+    });
+  }
+};
+
+}  // namespace wf::http

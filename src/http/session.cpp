@@ -1,0 +1,414 @@
+#include "session.hpp"
+
+#include <limits>
+
+#include "access_log.hpp"
+#include "framing.hpp"
+#include "wheelforge/util/log.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::http {
+namespace {
+
+Method method_of(bhttp::verb v) {
+  switch (v) {
+    case bhttp::verb::get:
+      return Method::get;
+    case bhttp::verb::head:
+      return Method::head;
+    case bhttp::verb::put:
+      return Method::put;
+    case bhttp::verb::post:
+      return Method::post;
+    case bhttp::verb::delete_:
+      return Method::del;
+    default:
+      return Method::other;
+  }
+}
+
+/// An answer after which the connection closes.
+Response closing(Response r) {
+  r.close = true;
+  return r;
+}
+
+}  // namespace
+
+template <class Stream>
+Stream Session<Stream>::open_stream(Socket socket, asio::ssl::context* tls) {
+  if constexpr (kTls) {
+    return Stream(std::move(socket), *tls);
+  } else {
+    return Stream(std::move(socket));
+  }
+}
+
+template <class Stream>
+Session<Stream>::Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio::ssl::context> tls,
+                         Admission admission)
+    : srv_(srv),
+      home_(srv.here()),
+      tls_(std::move(tls)),
+      stream_(open_stream(std::move(socket), tls_.get())),
+      slot_(admission.slot),
+      refusal_(std::move(admission.refusal)) {
+  home_.sessions.insert(this);
+}
+
+template <class Stream>
+Session<Stream>::~Session() {
+  if (srv_.tearing_down) return;
+  home_.sessions.erase(this);
+  if (counted_idle_) home_.idle_changed(false);
+  if (!refusal_.empty()) {
+    srv_.refusing.fetch_sub(1);
+    return;
+  }
+  srv_.clients.release(slot_);
+  srv_.status.open_connections.fetch_sub(1);
+  srv_.maybe_finish_stop();
+}
+
+template <class Stream>
+void Session<Stream>::start() {
+  if constexpr (kTls) {
+    lowest().expires_after(srv_.config.read_timeout);
+    stream_.async_handshake(asio::ssl::stream_base::server, [self = self()](beast::error_code ec) {
+      if (ec) {
+        log::debug("TLS handshake failed: {}", ec.message());
+        return self->lowest().close();
+      }
+      self->refusal_.empty() ? self->read_header() : self->refuse();
+    });
+  } else {
+    refusal_.empty() ? read_header() : refuse();
+  }
+}
+
+template <class Stream>
+void Session<Stream>::close_if_idle() {
+  if (idle_) {
+    beast::error_code ec;
+    lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+    lowest().close();
+  }
+}
+
+template <class Stream>
+bool Session<Stream>::evict_if_idle() {
+  if (!idle_ || requests_ == 0 || buffer_.size() != 0) return false;
+  leave_idle();
+  beast::error_code ec;
+  lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+  lowest().close();
+  return true;
+}
+
+/// Answers a connection refused at the door (a connection cap) without reading its request,
+/// then closes it: 503 with Retry-After.
+template <class Stream>
+void Session<Stream>::refuse() {
+  idle_ = false;
+  Response r;
+  r.status = 503;
+  r.set("Content-Type", "text/plain; charset=utf-8");
+  r.set("Retry-After", "1");
+  r.body = refusal_ + "\n";
+  r.close = true;
+  // A request may be on its way: read it away before closing, so that the client is not
+  // reset before it has read the answer.
+  drain_on_close_ = true;
+  send(std::move(r));
+}
+
+template <class Stream>
+void Session<Stream>::leave_idle() {
+  idle_ = false;
+  if (counted_idle_) {
+    counted_idle_ = false;
+    home_.idle_changed(false);
+  }
+}
+
+template <class Stream>
+void Session<Stream>::read_header() {
+  idle_ = true;
+  if (requests_ > 0 && !counted_idle_) {
+    counted_idle_ = true;
+    home_.idle_changed(true);
+  }
+  parser_.emplace();
+  parser_->header_limit(static_cast<std::uint32_t>(srv_.config.max_header_bytes));
+  // No body limit while the head is parsed: a declared length above the upload limit must
+  // reach the upload's head check, which answers 413 before any body byte is read. The body
+  // policy sets the limit (it then bounds chunked bodies too).
+  parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+  lowest().expires_after(requests_ == 0 ? srv_.config.read_timeout : srv_.config.idle_timeout);
+  bhttp::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = self()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+}
+
+template <class Stream>
+void Session<Stream>::on_header(beast::error_code ec) {
+  leave_idle();
+  id_ = srv_.next_request_id.fetch_add(1, std::memory_order_relaxed);
+  started_ = std::chrono::steady_clock::now();
+  route_ = nullptr;
+  label_ = "other";
+  if (ec) {
+    // The client went away (or never finished its head): nothing to answer.
+    if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
+        ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset || ec == asio::error::eof) {
+      return close();
+    }
+    // Malformed framing (two lengths, Content-Length with chunked, bad chunk sizes, header
+    // too large): answer 400/431 and close, never guess.
+    return send(closing(
+        error_response(ec == bhttp::error::header_limit
+                           ? make_error(Errc::header_too_large,
+                                        "request header fields too large: the limit is " +
+                                            std::to_string(srv_.config.max_header_bytes) + " bytes")
+                           : make_error(Errc::invalid, "malformed request: " + ec.message()))));
+  }
+  ++requests_;
+  const auto& msg = parser_->get();
+  auto header_strings = std::move(req_.headers);  // reused below
+  std::string body = std::move(req_.body);
+  req_ = Request{};
+  req_.headers = std::move(header_strings);
+  req_.body = std::move(body);
+  req_.body.clear();
+  req_.method = method_of(msg.method());
+  req_.target = std::string(msg.target());
+  req_.tls = kTls;
+  keep_alive_ = msg.keep_alive();
+  rechecked_ = false;
+  // The previous request's strings are reused (assign keeps their capacity).
+  std::size_t fields = 0;
+  HeadFraming framing;
+  framing.version = msg.version();
+  for (const auto& field : msg) {
+    if (fields == req_.headers.size()) req_.headers.emplace_back();
+    auto& [name, value] = req_.headers[fields++];
+    name.assign(field.name_string());
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    value.assign(field.value());
+    if (field.name() == bhttp::field::transfer_encoding) {
+      if (framing.transfer_encodings++ == 0) framing.transfer_encoding = field.value();
+    } else if (field.name() == bhttp::field::host) {
+      if (framing.hosts++ == 0) framing.host = field.value();
+    }
+  }
+  req_.headers.resize(fields);
+  if (auto bad = check_head(framing)) {
+    // Where this body ends (if it has one) is unknown: never read on, answer and close.
+    drain_on_close_ = true;
+    return send(closing(error_response(*bad)));
+  }
+  if (req_.target.size() > srv_.config.max_target_bytes) {
+    return send(closing(error_response(make_error(
+        Errc::uri_too_long, "request target too long: the limit is " +
+                                std::to_string(srv_.config.max_target_bytes) + " bytes"))));
+  }
+  auto parsed = handlers::parse_target(req_.target);
+  if (!parsed) return send(error_response(parsed.error()));
+  req_.segments = std::move(parsed->first);
+  req_.query = std::move(parsed->second);
+  const handlers::RouteMatch match = handlers::find_route(req_.method, req_.segments);
+  label_ = match.label;
+  if (match.route == nullptr) {
+    return send(handlers::method_not_allowed(handlers::allow_header(match.allowed)));
+  }
+  route_ = match.route;
+  admit();
+}
+
+/// The route's credentials, then its body policy; then the body is read and the handler run.
+/// Again after a token recheck.
+template <class Stream>
+void Session<Stream>::admit() {
+  const snapshot::Snapshot& snap = *srv_.snapshot();
+  if (auto allowed = handlers::check_access(*route_, req_, snap, srv_.env); !allowed) {
+    return refuse_request(allowed.error());
+  }
+  const auto declared = parser_->content_length();
+  const std::optional<std::uint64_t> length =
+      declared ? std::optional<std::uint64_t>(*declared) : std::nullopt;
+  if (auto refused = handlers::check_body_head(*route_, !parser_->is_done(), length)) {
+    return send(error_response(*refused));
+  }
+  switch (route_->body) {
+    case handlers::BodyPolicy::none:
+      return run(nullptr);
+    case handlers::BodyPolicy::small:
+      return body_.read_small(req_.body, handlers::kMaxSmallBody);
+    case handlers::BodyPolicy::file:
+    case handlers::BodyPolicy::form:
+      break;
+  }
+  auto upload = std::make_unique<handlers::UploadedBody>();
+  std::uint64_t limit = srv_.max_file_size();
+  std::string boundary;
+  if (route_->body == handlers::BodyPolicy::file) {
+    auto plan = handlers::plan_upload(req_, length, limit, snap);
+    if (!plan) return refuse_request(plan.error());
+    body_.name_upload(plan->filename);
+    upload->plan = std::move(*plan);
+  } else {
+    body_.name_upload("(form upload)");
+    auto form = handlers::plan_form(req_, length, limit);
+    if (!form) return body_.upload_refused(form.error());
+    boundary = std::move(*form);
+    limit =
+        limit > UINT64_MAX - handlers::kFormOverhead ? UINT64_MAX : limit + handlers::kFormOverhead;
+  }
+  srv_.offload([&srv = srv_] { return srv.env.services.store->create_temp(); },
+               [self = self(), upload = std::move(upload), limit,
+                boundary = std::move(boundary)](Result<store::TempFile> temp) mutable {
+                 if (!temp) return self->body_.upload_refused(temp.error());
+                 if (self->route_->body == handlers::BodyPolicy::form) {
+                   upload->form =
+                       std::make_unique<handlers::LegacyUpload>(boundary, std::move(*temp));
+                 } else {
+                   upload->file.emplace(std::move(*temp));
+                 }
+                 self->body_.read_upload(std::move(upload), limit);
+               });
+}
+
+/// Answers a refusal from the head, unless it is a 401 for a token this server does not know:
+/// another process may have just created it (`wheelforge token create`), so the catalog is
+/// looked at once (Impl::recheck_tokens) and the request admitted again.
+template <class Stream>
+void Session<Stream>::refuse_request(const Error& e) {
+  if (e.code == Errc::unauthorized && !rechecked_ &&
+      handlers::has_unknown_token(req_, *srv_.snapshot())) {
+    rechecked_ = true;
+    return srv_.recheck_tokens([self = self()] { self->admit(); });
+  }
+  send(error_response(e));
+}
+
+template <class Stream>
+void Session<Stream>::body_received(std::unique_ptr<handlers::UploadedBody> upload) {
+  run(std::move(upload));
+}
+
+template <class Stream>
+void Session<Stream>::run(std::unique_ptr<handlers::UploadedBody> upload) {
+  if (route_->thread == handlers::Thread::network) {
+    handlers::Context ctx(*srv_.snapshot(), srv_.env);
+    return send(route_->handler(req_, ctx));
+  }
+  srv_.offload(
+      [&srv = srv_, route = route_, req = req_, upload = std::move(upload),
+       snap = srv_.snapshot()]() mutable {
+        handlers::Context ctx(*snap, srv.env);
+        ctx.upload = upload.get();
+        Handled done;
+        done.response = route->handler(req, ctx);
+        done.snapshot = srv.reload_after(*route, ctx, done.response.status);
+        done.follow = ctx.follow;
+        done.unknown_token = ctx.unknown_token;
+        done.upload = upload != nullptr;
+        done.upload_outcome = ctx.upload_outcome;
+        done.note = std::move(ctx.note);
+        return done;
+      },
+      [self = self()](Handled done) { self->handled(std::move(done)); });
+}
+
+template <class Stream>
+void Session<Stream>::handled(Handled done) {
+  srv_.install(std::move(done.snapshot));
+  // A token just created elsewhere, in an Authorization header or the login form: once.
+  if (done.response.status == 401 && !done.upload && !rechecked_ &&
+      (done.unknown_token || handlers::has_unknown_token(req_, *srv_.snapshot()))) {
+    rechecked_ = true;
+    return srv_.recheck_tokens([self = self()] { self->run(nullptr); });
+  }
+  if (!done.upload_outcome.empty()) srv_.status.metrics.upload(done.upload_outcome);
+  if (!done.note.empty()) {
+    if (done.response.status >= 500) {
+      log::error("req={} {}", id_, done.note);
+    } else {
+      log::info("req={} {}", id_, done.note);
+    }
+  }
+  if (route_->access == handlers::Access::admin) {
+    log::info("req={} admin {} -> {}", id_, sanitize_for_log(req_.target, 300),
+              done.response.status);
+  }
+  if (done.follow && srv_.env.services.runner != nullptr) {
+    keep_alive_ = false;  // the answer ends with the job; the connection with it
+    return follower_.start(*done.follow);
+  }
+  send(std::move(done.response));
+}
+
+template <class Stream>
+bool Session<Stream>::keep_alive() const {
+  return keep_alive_ && !srv_.status.stopping && parser_ && parser_->is_done();
+}
+
+template <class Stream>
+void Session<Stream>::responded(int status, std::uint64_t length, beast::error_code ec,
+                                bool keep_alive) {
+  if (refusal_.empty()) {  // no request was read from a refused one; Impl::refuse logs those
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - started_)
+                        .count();
+    srv_.status.metrics.request(label_, status, static_cast<double>(us) / 1e6, length);
+    if (srv_.config.access_log || ec) {
+      thread_local std::string line;
+      line.clear();
+      append_access_line(line, id_, handlers::method_name(req_.method), req_.target, status, length,
+                         static_cast<std::uint64_t>(us), ec ? ec.message() : std::string());
+      // Logged as it is: the line needs no formatting.
+      log::write(log::Level::info, line);
+    }
+  }
+  if (ec || !keep_alive) return close();
+  read_header();
+}
+
+template <class Stream>
+void Session<Stream>::close() {
+  if constexpr (kTls) {
+    // close_notify first, so TLS clients see a clean end of the stream.
+    if (!tls_closing_) {
+      tls_closing_ = true;
+      lowest().expires_after(std::chrono::seconds(2));
+      return stream_.async_shutdown([self = self()](beast::error_code) { self->close(); });
+    }
+  }
+  beast::error_code ec;
+  // Half-close first: the client reads our last response before it sees the socket end,
+  // even when we stop reading an unwanted body.
+  lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (!draining_ && (drain_on_close_ || (parser_ && !parser_->is_done()))) return drain();
+  lowest().close();
+}
+
+/// Reads and discards what the client still sends (bounded in time and bytes) so that
+/// closing does not reset the connection before the client has read our answer.
+template <class Stream>
+void Session<Stream>::drain() {
+  draining_ = true;
+  lowest().expires_after(std::chrono::seconds(2));
+  if (!drain_buf_) drain_buf_ = std::make_unique<std::array<char, 64 * 1024>>();
+  stream_.async_read_some(asio::buffer(*drain_buf_),
+                          [self = self()](beast::error_code ec, std::size_t n) {
+                            self->drained_ += n;
+                            if (ec || self->drained_ > (64U << 20U)) return self->lowest().close();
+                            self->drain();
+                          });
+}
+
+template class Session<TcpStream>;
+template class Session<TlsStream>;
+
+}  // namespace wf::http

@@ -1,0 +1,135 @@
+#pragma once
+// One connection: read a request's head, look it up in the route table, apply the route's
+// credentials and body policy, run its handler (here, or on a worker), write the answer, and
+// go on with the next request or close. The parts that do the I/O in between are its members:
+// the body reader (small bodies, the upload pump), the response writer, the log follower.
+//
+// A class template over the stream (TcpStream for HTTP, TlsStream for HTTPS); its members are
+// defined in session.cpp and the parts' .cpp files, each instantiated there for both streams.
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "body_reader.hpp"
+#include "client_counts.hpp"
+#include "log_follower.hpp"
+#include "server_impl.hpp"
+#include "transport.hpp"
+#include "writer.hpp"
+
+namespace wf::http {
+
+/// How a connection was let in: the client-address slot it holds (released when it ends), or
+/// the message of a connection refused at the door (503, then closed; it holds no slot).
+struct Admission {
+  ClientCounts::Slot slot = ClientCounts::kUncounted;
+  std::string refusal;
+};
+
+template <class Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  /// `tls`: the context of a TLS connection (kept alive while it is used); null for TcpStream.
+  Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio::ssl::context> tls,
+          Admission admission);
+  ~Session() override;
+
+  void start();
+  void close_if_idle() override;
+  bool evict_if_idle() override;
+
+  // ---- for the parts of the connection -------------------------------------------------
+
+  [[nodiscard]] Server::Impl& server() { return srv_; }
+  [[nodiscard]] NetThread& home() { return home_; }
+  [[nodiscard]] Stream& stream() { return stream_; }
+  [[nodiscard]] TcpStream& lowest() { return beast::get_lowest_layer(stream_); }
+  [[nodiscard]] beast::flat_buffer& buffer() { return buffer_; }
+  [[nodiscard]] RequestParser& parser() { return *parser_; }
+  [[nodiscard]] const Request& request() const { return req_; }
+  [[nodiscard]] std::uint64_t id() const { return id_; }
+  [[nodiscard]] std::shared_ptr<Session> self() { return this->shared_from_this(); }
+
+  /// Whether the connection may serve another request after this one: the client wants it, the
+  /// server is not stopping, and the request's body was read to its end.
+  [[nodiscard]] bool keep_alive() const;
+
+  /// Answers the current request (through the writer).
+  void send(Response r) { writer_.send(std::move(r)); }
+  /// Starts a chunked answer whose body the caller writes (through the writer).
+  void write_chunked_head(const Response& meta, std::function<void(beast::error_code)> then) {
+    writer_.write_chunked_head(meta, std::move(then));
+  }
+
+  /// The answer was written, or failed: counts and logs it, then reads the next request or
+  /// closes the connection.
+  void responded(int status, std::uint64_t length, beast::error_code ec, bool keep_alive);
+
+  /// The request's body has arrived (the upload's, or a small one in Request::body): runs the
+  /// route's handler.
+  void body_received(std::unique_ptr<handlers::UploadedBody> upload);
+
+  /// Ends the connection: half-closes, reads away what the client still sends (bounded),
+  /// then closes.
+  void close();
+
+ private:
+  static Stream open_stream(Socket socket, asio::ssl::context* tls);
+  void refuse();
+  void leave_idle();
+  void read_header();
+  void on_header(beast::error_code ec);
+  void admit();
+  void refuse_request(const Error& e);
+  void run(std::unique_ptr<handlers::UploadedBody> upload);
+  /// What a handler run on a worker hands back: its answer, what it asked of the server, and
+  /// the snapshot to install before the answer is sent.
+  struct Handled {
+    Response response;
+    std::optional<handlers::LogFollow> follow;
+    bool unknown_token = false;
+    bool upload = false;
+    std::string_view upload_outcome;
+    std::string note;
+    SnapshotPtr snapshot;
+  };
+  void handled(Handled done);
+  void drain();
+
+  Server::Impl& srv_;
+  NetThread& home_;                          // the thread this connection lives on
+  std::shared_ptr<asio::ssl::context> tls_;  // kept alive while this connection uses it
+  Stream stream_;
+  bool tls_closing_ = false;
+  beast::flat_buffer buffer_;
+  std::optional<RequestParser> parser_;
+  Request req_;
+  const handlers::Route* route_ = nullptr;  // the route of req_ (null until it is known)
+  std::string_view label_ = "other";        // its metrics label
+  std::uint64_t id_ = 0;
+  std::uint64_t requests_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  bool keep_alive_ = false;
+  bool idle_ = true;
+  bool counted_idle_ = false;  // counted in home_.idle_keep_alive
+  ClientCounts::Slot slot_ = ClientCounts::kUncounted;
+  std::string refusal_;          // a connection refused at the door: the 503's message
+  bool rechecked_ = false;       // this request's token was looked up in the catalog again
+  bool drain_on_close_ = false;  // read what the client still sends before closing
+  bool draining_ = false;
+  std::uint64_t drained_ = 0;
+  std::unique_ptr<std::array<char, 64 * 1024>> drain_buf_;
+  BodyReader<Stream> body_{*this};
+  ResponseWriter<Stream> writer_{*this};
+  LogFollower<Stream> follower_{*this};
+};
+
+}  // namespace wf::http
