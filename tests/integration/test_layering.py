@@ -174,12 +174,12 @@ def test_no_stated_order_is_named(tree):
 def test_a_new_module_is_checked_in_its_wf_modules_place(tree):
     """A directory that is no module fails; listed in WF_MODULES (and in the stated orders), it
     may include the modules to its left and not those to its right."""
-    write(tree / "src/handlers/read.cpp", '#include "wheelforge/build/runner.hpp"\n')
+    write(tree / "src/proxy/upstream.cpp", '#include "wheelforge/build/runner.hpp"\n')
     found = problems(check(tree))
-    assert found == ["src/handlers: not-a-module: src/handlers/ is not in WF_MODULES (src/CMakeLists.txt)"]
+    assert found == ["src/proxy: not-a-module: src/proxy/ is not in WF_MODULES (src/CMakeLists.txt)"]
 
     order = modules(tree)
-    new_order = order[: order.index("http")] + ["handlers"] + order[order.index("http") :]
+    new_order = order[: order.index("http")] + ["proxy"] + order[order.index("http") :]
     for name in ("src/CMakeLists.txt", "README.md", "CMakeLists.txt"):
         path = tree / name
         text = path.read_text()
@@ -189,9 +189,9 @@ def test_a_new_module_is_checked_in_its_wf_modules_place(tree):
     result = check(tree)
     assert result.returncode == 0, result.stdout + result.stderr
 
-    write(tree / "src/handlers/admin.cpp", '#include "wheelforge/http/server.hpp"\n')
+    write(tree / "src/proxy/client.cpp", '#include "wheelforge/http/server.hpp"\n')
     found = problems(check(tree))
     assert len(found) == 1, found
     assert found[0].startswith(
-        'src/handlers/admin.cpp:1: higher-module: handlers includes "wheelforge/http/server.hpp" of http'
+        'src/proxy/client.cpp:1: higher-module: proxy includes "wheelforge/http/server.hpp" of http'
     )
