@@ -104,15 +104,17 @@ TEST_F(AdminHandlers, DeleteFile) {
 
 TEST_F(AdminHandlers, ClaimAndRelease) {
   store("demo-pkg", "1.0");
-  const auto* upload = h.snapshot()->tokens().find(h.upload);
+  // The id, read while the snapshot holding the token is alive: the claim publishes a new one.
+  const auto before = h.snapshot();
+  const auto* upload = before->tokens().find(h.upload);
   ASSERT_NE(upload, nullptr);
+  const auto upload_id = upload->id;
   auto r =
-      admin(Method::post, "/admin/projects/Demo.Pkg/claim", "token=" + std::to_string(upload->id));
+      admin(Method::post, "/admin/projects/Demo.Pkg/claim", "token=" + std::to_string(upload_id));
   ASSERT_EQ(r.status, 200) << body_of(r);
   const Json claimed = Json::parse(body_of(r));
   EXPECT_EQ(claimed["project"], "demo-pkg");
-  EXPECT_NE(claimed["claim"].get<std::string>().find(std::to_string(upload->id)),
-            std::string::npos);
+  EXPECT_NE(claimed["claim"].get<std::string>().find(std::to_string(upload_id)), std::string::npos);
   r = admin(Method::post, "/admin/projects/demo-pkg/claim");  // admins only
   ASSERT_EQ(r.status, 200) << body_of(r);
   r = admin(Method::post, "/admin/projects/demo-pkg/release");
