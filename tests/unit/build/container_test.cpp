@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "test_files.hpp"
+
 namespace wf::build {
 namespace {
 
@@ -24,12 +26,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Where = CommandPlacement::Where;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using testing_files::read_file;
 
 ProcessSpec command(const fs::path& work_dir, Where where) {
   ProcessSpec s;

@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "test_files.hpp"
+
 namespace wf::build {
 namespace {
 
@@ -22,12 +24,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using testing_files::read_file;
 
 // Members of a process group that can still run. kill(-pgid, 0) would also count zombies, and
 // orphans reparented to a PID 1 that never reaps them (as in some containers) stay zombies.

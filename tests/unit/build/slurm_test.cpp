@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "build/remote.hpp"
+#include "test_files.hpp"
 #include "wheelforge/core/build.hpp"
 
 namespace wf::build {
@@ -32,12 +33,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Where = CommandPlacement::Where;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using testing_files::read_file;
 
 void write(const fs::path& p, std::string_view text) {
   std::ofstream(p, std::ios::binary) << text;
