@@ -1,0 +1,123 @@
+#pragma once
+// The SQLite catalog, private to the catalog module: the class and the row mapping shared by
+// its three source files (sqlite_catalog.cpp: files, projects and snapshots; sqlite_edits.cpp:
+// yanks, claims, deletions, tokens and damage records; sqlite_schema.cpp: migrations and
+// backfills). Every function blocks on SQLite; one mutex serializes the connection.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "catalog/sqlite_db.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/core/version.hpp"
+
+namespace wf::catalog::detail {
+
+using sqlite::Db;
+using sqlite::Stmt;
+
+/// The columns read_file_row() reads, in its order (files f JOIN projects p).
+extern const char* const kFileColumns;
+
+/// A file row selected with kFileColumns.
+core::FileRecord read_file_row(const Stmt& s);
+
+/// Binds the nine hint columns (backend .. label_extra) starting at parameter `first`.
+void bind_hints(Stmt& s, int first, const core::VariantHints& h);
+
+// Bumped when the label parser learns something new, so that stored hints are recomputed.
+constexpr std::int64_t kHintsVersion = 1;
+
+class SqliteCatalog final : public Catalog {
+ public:
+  explicit SqliteCatalog(Db db) : db_(std::move(db)) {}
+
+  Status init();
+  Result<std::optional<core::FileRecord>> find_file(std::string_view filename) override;
+  Result<std::optional<core::FileRecord>> find_same_file(std::string_view filename,
+                                                         std::string_view sha256) override;
+  Result<Inserted> insert_file(const NewFile& nf, const std::function<Status()>& publish) override;
+  Result<std::vector<Result<Inserted>>> insert_files(
+      const std::vector<NewFile>& files, const std::function<Status(std::size_t)>& publish,
+      const std::function<Status()>& before_commit) override;
+  Result<std::uint64_t> generation() override;
+  Result<Contents> load() override;
+  Result<Contents> load_project(std::string_view project) override;
+  Result<std::vector<std::string>> set_yanked(const std::string_view project,
+                                              const std::optional<std::string>& version,
+                                              const std::optional<std::string>& filename,
+                                              const std::optional<std::string>& reason) override;
+  Result<core::ProjectRecord> set_claim(std::string_view project,
+                                        const core::ProjectClaim& claim) override;
+  Result<core::FileRecord> delete_file(std::string_view filename) override;
+  Result<bool> is_reserved(std::string_view filename) override;
+  Result<std::optional<DeletedFile>> find_reservation(std::string_view filename) override;
+  Result<std::vector<DeletedFile>> deleted_files(std::string_view project) override;
+  Result<TokenRecord> revoke_token(std::int64_t id) override;
+  Result<TokenRecord> insert_token(const TokenRecord& token) override;
+  Result<core::FileRecord> restore_file(std::string_view filename, std::string_view sha256,
+                                        const std::function<Status()>& publish) override;
+  Result<bool> mark_damaged(std::string_view sha256, std::string_view detail,
+                            const std::function<Result<bool>()>& quarantine) override;
+  Status clear_damaged(const std::vector<std::string>& sha256s) override;
+  Result<std::vector<DamagedBlob>> damaged_blobs() override;
+  Result<std::vector<BlobRef>> referenced_blobs() override;
+  Status backup_to(const std::filesystem::path& dest) override;
+
+ private:
+  static constexpr const char* kTokenColumns =
+      "id, hash, scope, project, description, created_at, revoked_at";
+  static TokenRecord read_token_row(const Stmt& s);
+
+  Status migrate();
+  // Computes the canonical keys of rows stored before keys existed. Rows whose keys collide
+  // stay as they are (both files remain served); only new files are held to the rule.
+  Status backfill_canonical();
+  // Computes the variant hints of rows stored before hints existed (or by an older parser).
+  Status backfill_hints();
+  static core::VariantHints hints_for_row(const std::string& project, const std::string& version,
+                                          const std::vector<std::string>& requires_dist);
+  /// Drops the damage records of blobs that were just published (or found intact).
+  Status forget_damage_locked(const std::vector<std::string>& sha256s);
+  Result<std::optional<core::FileRecord>> find_file_locked(std::string_view filename);
+  /// The live file whose name is `filename` after normalization (core::canonical_file_key).
+  /// Databases from before the rule may hold several: the one with these bytes, else the one
+  /// of this exact name, else the oldest.
+  Result<std::optional<core::FileRecord>> find_canonical_locked(std::string_view filename,
+                                                                std::string_view sha256);
+  /// The deleted file whose name is `filename` after normalization, if any.
+  Result<std::optional<DeletedFile>> find_reservation_locked(std::string_view filename);
+  Result<Inserted> insert_file_locked(const NewFile& nf, const std::function<Status()>& publish);
+  Result<core::FileRecord> delete_file_locked(std::string_view filename);
+  /// A project's claim; nullopt when the project does not exist.
+  Result<std::optional<core::ProjectClaim>> project_claim_locked(std::string_view project);
+  static core::ProjectClaim read_claim(Stmt& s, int col);
+  static void bind_claim(Stmt& s, int col, const core::ProjectClaim& claim);
+  Status write_claim_locked(std::string_view project, const core::ProjectClaim& claim);
+  Result<core::ProjectRecord> set_claim_locked(std::string_view project,
+                                               const core::ProjectClaim& claim);
+  Result<std::vector<std::string>> set_yanked_locked(std::string_view project,
+                                                     const std::optional<core::Version>& version,
+                                                     const std::optional<std::string>& filename,
+                                                     const std::optional<std::string>& reason);
+  Result<std::uint64_t> generation_locked();
+  /// Every project (sorted by name), or only the one named `only` (none when absent).
+  Result<std::vector<core::ProjectRecord>> projects_locked(std::optional<std::string_view> only);
+  /// Everything, or with `only` one project and its files.
+  Result<Contents> load_locked(std::optional<std::string_view> only = std::nullopt);
+  Result<std::vector<BlobRef>> referenced_blobs_locked();
+  // Copies every page in one step inside one read transaction: in WAL mode writers in other
+  // processes go on, and the copy is the database as of the transaction's first read.
+  Status backup_into(const Db& out, const std::filesystem::path& dest);
+
+  std::mutex mu_;
+  Db db_;
+};
+
+}  // namespace wf::catalog::detail
