@@ -202,6 +202,18 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   }
   if (!created) return report(created.error(), 2);
   const auto& [b, queued] = *created;
+  {
+    catalog::AuditRecord entry;
+    entry.action = "build";
+    entry.actor = detail::local_actor();
+    entry.target = "build #" + std::to_string(b.id);
+    entry.detail = "recipe=" + b.recipe + " version=" + b.version +
+                   " jobs=" + std::to_string(queued.size()) + (b.force ? " force" : "");
+    if (auto st = dir->catalog->record_audit(entry); !st) {
+      std::cerr << "warning: the build was not recorded in the audit trail: "
+                << st.error().message << "\n";
+    }
+  }
 
   const char* term = std::getenv("TERM");
   const bool terminal =

@@ -24,6 +24,9 @@ struct DataDir {
 /// The data directory's catalog and blob store, the directory made when missing.
 [[nodiscard]] Result<DataDir> open_data_dir(const Settings& settings);
 
+/// Who a local command acts as in the audit trail: "cli", from "local:<user>".
+[[nodiscard]] catalog::Actor local_actor();
+
 /// A wheel or an sdist, by its file name.
 [[nodiscard]] bool is_distribution(const std::filesystem::path& p);
 

@@ -1,4 +1,5 @@
 #include <poll.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "wheelforge/catalog/jobs.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/ingest/ingestor.hpp"
+#include "wheelforge/render/admin.hpp"
 #include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/log.hpp"
@@ -44,6 +46,14 @@ Result<DataDir> open_data_dir(const Settings& settings) {
   return DataDir{std::move(*catalog), std::move(*store)};
 }
 
+catalog::Actor local_actor() {
+  catalog::Actor a;
+  a.origin = "cli";
+  const passwd* pw = ::getpwuid(::geteuid());
+  a.address = std::string("local:") + (pw != nullptr ? pw->pw_name : std::to_string(::geteuid()));
+  return a;
+}
+
 bool is_distribution(const std::filesystem::path& p) {
   const std::string name = p.filename().string();
   return name.ends_with(".whl") || name.ends_with(".tar.gz");
@@ -62,6 +72,7 @@ ingest::Limits ingest_limits(const Settings& settings) {
 
 using detail::ingest_limits;
 using detail::is_distribution;
+using detail::local_actor;
 using detail::open_data_dir;
 using detail::report;
 
@@ -141,15 +152,21 @@ int ingest(const Settings& settings, const std::vector<std::filesystem::path>& p
 int token_list(const Settings& settings) {
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
-  auto contents = dir->catalog->load();
-  if (!contents) return report(contents.error(), 1);
-  std::printf("%-6s %-7s %-24s %-28s %s\n", "ID", "SCOPE", "PROJECT", "CREATED",
-              "STATE / DESCRIPTION");
-  for (const auto& t : contents->tokens) {
-    std::printf("%-6lld %-7s %-24s %-28s %s%s\n", static_cast<long long>(t.id),
-                std::string(catalog::scope_name(t.scope)).c_str(), t.project.value_or("*").c_str(),
-                iso8601_micros(t.created_at).c_str(), t.revoked ? "revoked " : "active ",
-                t.description.c_str());
+  auto tokens = dir->catalog->tokens();
+  if (!tokens) return report(tokens.error(), 1);
+  const Micros now = now_micros();
+  const auto when = [](const std::optional<Micros>& t) {
+    return t ? iso8601_micros(*t).substr(0, 19) + "Z" : std::string("-");
+  };
+  std::printf("%-5s %-7s %-20s %-8s %-21s %-14s %-21s %-21s %s\n", "ID", "SCOPE", "PROJECT",
+              "STATE", "CREATED", "CREATED-BY", "EXPIRES", "LAST-USED", "DESCRIPTION");
+  for (const auto& t : *tokens) {
+    std::printf("%-5lld %-7s %-20s %-8s %-21s %-14s %-21s %-21s %s\n",
+                static_cast<long long>(t.id), std::string(catalog::scope_name(t.scope)).c_str(),
+                t.project.value_or("*").c_str(),
+                std::string(render::token_state(t, now)).c_str(), when(t.created_at).c_str(),
+                t.created_by.empty() ? "-" : t.created_by.c_str(), when(t.expires_at).c_str(),
+                when(t.last_used_at).c_str(), t.description.c_str());
   }
   return 0;
 }
@@ -157,18 +174,29 @@ int token_list(const Settings& settings) {
 int token_revoke(const Settings& settings, std::int64_t id) {
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
-  auto revoked = dir->catalog->revoke_token(id);
+  auto revoked = dir->catalog->revoke_token(id, local_actor());
   if (!revoked) return report(revoked.error(), 1);
   std::cout << "revoked token #" << id << " (" << catalog::scope_name(revoked->scope) << ")\n";
   return 0;
 }
 
 int token_create(const Settings& settings, const std::string& scope,
-                 const std::optional<std::string>& project, const std::string& description) {
+                 const std::optional<std::string>& project, const std::string& description,
+                 const std::optional<std::string>& expires) {
   const auto parsed = catalog::parse_scope(scope);
   if (!parsed) {
     std::cerr << "error: --scope must be read, upload or admin\n";
     return 2;
+  }
+  const Micros now = now_micros();
+  std::optional<Micros> expires_at;
+  if (expires) {
+    auto at = auth::parse_expiry(*expires, now);
+    if (!at) {
+      std::cerr << "error: --expires: " << at.error().message << "\n";
+      return 2;
+    }
+    expires_at = *at;
   }
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
@@ -183,11 +211,13 @@ int token_create(const Settings& settings, const std::string& scope,
   record.project =
       project ? std::optional<std::string>(core::normalize_name(*project)) : std::nullopt;
   record.description = description;
-  record.created_at = now_micros();
-  auto stored = dir->catalog->insert_token(record);
+  record.created_at = now;
+  record.expires_at = expires_at;
+  auto stored = dir->catalog->insert_token(record, local_actor());
   if (!stored) return report(stored.error(), 1);
   std::cerr << "created " << scope << " token #" << stored->id
-            << (project ? " for project " + *project : std::string()) << "\n";
+            << (project ? " for project " + *project : std::string())
+            << (expires_at ? ", expires " + iso8601_micros(*expires_at) : std::string()) << "\n";
   std::cout << token << std::endl;
   return 0;
 }
@@ -216,7 +246,7 @@ int project_claim(const Settings& settings, const std::string& project,
   }
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
-  auto updated = dir->catalog->set_claim(core::normalize_name(project), claim);
+  auto updated = dir->catalog->set_claim(core::normalize_name(project), claim, local_actor());
   if (!updated) return report(updated.error(), 1);
   std::cout << updated->name << ": " << core::claim_text(updated->claim) << "\n";
   return 0;
@@ -231,7 +261,8 @@ int yank(const Settings& settings, const std::string& project,
   }
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
-  auto changed = dir->catalog->set_yanked(core::normalize_name(project), version, filename, reason);
+  auto changed = dir->catalog->set_yanked(core::normalize_name(project), version, filename, reason,
+                                          local_actor());
   if (!changed) return report(changed.error(), 1);
   for (const auto& name : *changed) std::cout << (reason ? "yanked " : "unyanked ") << name << "\n";
   return 0;
@@ -240,9 +271,45 @@ int yank(const Settings& settings, const std::string& project,
 int delete_file(const Settings& settings, const std::string& filename) {
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
-  auto deleted = dir->catalog->delete_file(filename);
+  auto deleted = dir->catalog->delete_file(filename, local_actor());
   if (!deleted) return report(deleted.error(), 1);
   std::cout << "deleted " << deleted->filename << " (the name stays reserved)\n";
+  return 0;
+}
+
+int audit(const Settings& settings, const std::optional<std::string>& project,
+          const std::optional<std::string>& since, std::size_t limit) {
+  catalog::AuditQuery query;
+  query.limit = limit;
+  if (project) {
+    if (!core::is_valid_project_name(*project)) {
+      std::cerr << "error: --project: '" << *project << "' is not a valid project name\n";
+      return 2;
+    }
+    query.project = core::normalize_name(*project);
+  }
+  if (since) {
+    auto at = auth::parse_since(*since, now_micros());
+    if (!at) {
+      std::cerr << "error: --since: " << at.error().message << "\n";
+      return 2;
+    }
+    query.since = *at;
+  }
+  auto dir = open_data_dir(settings);
+  if (!dir) return report(dir.error(), 1);
+  auto entries = dir->catalog->audit(query);
+  if (!entries) return report(entries.error(), 1);
+  std::printf("%-21s %-13s %-12s %-20s %-20s %-40s %s\n", "TIME", "ACTION", "ACTOR", "ADDRESS",
+              "PROJECT", "TARGET", "DETAIL");
+  for (const auto& e : *entries) {
+    std::string actor = e.actor.label();
+    if (!e.actor.token_description.empty()) actor += " (" + e.actor.token_description + ")";
+    std::printf("%-21s %-13s %-12s %-20s %-20s %-40s %s\n",
+                (iso8601_micros(e.at).substr(0, 19) + "Z").c_str(), e.action.c_str(),
+                actor.c_str(), e.actor.address.empty() ? "-" : e.actor.address.c_str(),
+                e.project.empty() ? "-" : e.project.c_str(), e.target.c_str(), e.detail.c_str());
+  }
   return 0;
 }
 

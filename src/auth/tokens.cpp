@@ -1,5 +1,7 @@
 #include "wheelforge/auth/tokens.hpp"
 
+#include <algorithm>
+
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -42,12 +44,13 @@ Result<std::optional<std::string>> token_from_authorization(std::string_view hea
   return make_error(Errc::unauthorized, "unsupported authorization scheme (use Basic or Bearer)");
 }
 
-TokenIndex::TokenIndex(std::vector<catalog::TokenRecord> tokens) {
-  for (auto& t : tokens) {
-    if (!t.revoked) {
-      std::string key = t.hash;
-      by_hash_.emplace(std::move(key), std::move(t));
-    }
+TokenIndex::TokenIndex(std::vector<catalog::TokenRecord> tokens)
+    : records_(std::move(tokens)),
+      used_(std::make_unique<std::atomic<Micros>[]>(records_.size())) {
+  std::sort(records_.begin(), records_.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (std::size_t i = 0; i < records_.size(); ++i) {
+    if (!records_[i].revoked) by_hash_.emplace(records_[i].hash, i);
   }
 }
 
@@ -55,7 +58,28 @@ const catalog::TokenRecord* TokenIndex::find(std::string_view token) const {
   // Looking up by the hash keeps the comparison off the secret itself: the hash of a guess
   // reveals nothing about how close the guess was.
   const auto it = by_hash_.find(hash_token(token));
-  return it == by_hash_.end() ? nullptr : &it->second;
+  return it == by_hash_.end() ? nullptr : &records_[it->second];
+}
+
+const catalog::TokenRecord* TokenIndex::find_id(std::int64_t id) const {
+  const auto it = std::lower_bound(records_.begin(), records_.end(), id,
+                                   [](const auto& t, std::int64_t v) { return t.id < v; });
+  return it == records_.end() || it->id != id ? nullptr : &*it;
+}
+
+void TokenIndex::note_use(const catalog::TokenRecord& token, Micros now) const {
+  const auto i = static_cast<std::size_t>(&token - records_.data());
+  if (i >= records_.size()) return;  // not one of ours
+  used_[i].store(now, std::memory_order_relaxed);
+}
+
+std::vector<std::pair<std::int64_t, Micros>> TokenIndex::uses() const {
+  std::vector<std::pair<std::int64_t, Micros>> out;
+  for (std::size_t i = 0; i < records_.size(); ++i) {
+    const Micros at = used_[i].load(std::memory_order_relaxed);
+    if (at != 0) out.emplace_back(records_[i].id, at);
+  }
+  return out;
 }
 
 bool scope_includes(catalog::Scope granted, catalog::Scope needed) {
@@ -69,6 +93,13 @@ Result<const catalog::TokenRecord*> authorize(const TokenIndex& tokens,
   if (!token) return make_error(Errc::unauthorized, "authentication required");
   const catalog::TokenRecord* record = tokens.find(*token);
   if (record == nullptr) return make_error(Errc::unauthorized, "invalid or revoked token");
+  const Micros now = now_micros();
+  if (record->expired(now)) {
+    return make_error(Errc::unauthorized, "token #" + std::to_string(record->id) +
+                                              " expired at " +
+                                              iso8601_micros(*record->expires_at) +
+                                              ": ask an admin for a new one");
+  }
   if (!scope_includes(record->scope, needed)) {
     return make_error(Errc::forbidden, "token scope '" +
                                            std::string(catalog::scope_name(record->scope)) +
@@ -79,6 +110,7 @@ Result<const catalog::TokenRecord*> authorize(const TokenIndex& tokens,
       record->scope != catalog::Scope::admin) {
     return make_error(Errc::forbidden, "token is limited to project '" + *record->project + "'");
   }
+  tokens.note_use(*record, now);
   return record;
 }
 

@@ -119,7 +119,11 @@ void yank_superseded_builds(JobContext& ctx, const std::string& published) {
   for (std::size_t i = 0; i < family->live.size(); ++i) {
     const core::FileRecord& f = family->live[i];
     if (family->live_numbers[i] >= ctx.build_number || f.yanked) continue;
-    auto yanked = ctx.services.catalog.set_yanked(f.project, std::nullopt, f.filename, reason);
+    catalog::Actor runner;
+    runner.origin = "build";
+    runner.address = "job " + std::to_string(ctx.job.id);
+    auto yanked =
+        ctx.services.catalog.set_yanked(f.project, std::nullopt, f.filename, reason, runner);
     if (!yanked) {
       ctx.note("[ingesting] cannot yank " + f.filename + ": " + yanked.error().message);
       log::warn("job={} cannot yank {}: {}", ctx.job.id, f.filename, yanked.error().message);

@@ -354,7 +354,10 @@ Status smoke_test(JobContext& ctx) {
 
 Status ingest_wheel(JobContext& ctx) {
   // Through the same path as uploads, so that the wheel appears in its variant views.
-  auto ingested = ctx.services.ingestor.ingest_path(ctx.wheel);
+  catalog::Actor runner;
+  runner.origin = "build";
+  runner.address = "job " + std::to_string(ctx.job.id);
+  auto ingested = ctx.services.ingestor.ingest_path(ctx.wheel, runner);
   if (!ingested) return make_error(ingested.error().code, "ingest: " + ingested.error().message);
   (void)ctx.services.jobs.record_wheel(ctx.job.id, ingested->file.filename, ctx.build_number);
   ctx.note(

@@ -49,7 +49,8 @@ const char* const kFileColumns =
     "f.build_tag, f.python_tag, f.abi_tag, f.platform_tag, f.backend, f.cuda_major, "
     "f.cuda_minor, f.rocm_major, f.rocm_minor, f.torch_major, f.torch_minor, f.cxx11_abi, "
     "f.label_extra, "
-    "EXISTS (SELECT 1 FROM damaged_blobs d WHERE d.sha256 IN (f.sha256, f.metadata_sha256))";
+    "EXISTS (SELECT 1 FROM damaged_blobs d WHERE d.sha256 IN (f.sha256, f.metadata_sha256)), "
+    "f.uploaded_by, f.uploaded_by_token";
 
 core::FileRecord read_file_row(const Stmt& s) {
   core::FileRecord f;
@@ -84,6 +85,8 @@ core::FileRecord read_file_row(const Stmt& s) {
     if (!part.empty()) h.extra.emplace_back(part);
   }
   f.damaged = s.i64(26) != 0;
+  f.uploaded_by = s.text(27);
+  f.uploaded_by_token = s.opt_i64(28).value_or(0);
   return f;
 }
 
@@ -283,9 +286,9 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
            " requires_python, metadata_sha256, metadata_size, build_tag, python_tag, abi_tag,"
            " platform_tag, requires_dist, backend, cuda_major, cuda_minor, rocm_major,"
            " rocm_minor, torch_major, torch_minor, cxx11_abi, label_extra, hints_version,"
-           " canonical)"
+           " canonical, uploaded_by, uploaded_by_token)"
            " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-           " ? FROM projects WHERE name = ?");
+           " ?, ?, ? FROM projects WHERE name = ?");
   if (!ins.valid()) return db_.error("prepare file insert");
   ins.bind(1, f.filename)
       .bind(2, f.version)
@@ -302,10 +305,24 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
       .bind(13, f.tags.platform_tag)
       .bind(14, requires_dist);
   bind_hints(ins, 15, f.hints);
-  ins.bind(24, kHintsVersion).bind(25, core::canonical_file_key(f.filename)).bind(26, f.project);
+  const std::string uploaded_by = nf.actor.label();
+  ins.bind(24, kHintsVersion)
+      .bind(25, core::canonical_file_key(f.filename))
+      .bind(26, uploaded_by)
+      .bind(27, nf.actor.token_id != 0 ? std::optional(nf.actor.token_id) : std::nullopt)
+      .bind(28, f.project);
   if (ins.step() != SQLITE_DONE) return db_.error("insert file");
   core::FileRecord stored = f;
   stored.id = db_.last_insert_rowid();
+  stored.uploaded_by = uploaded_by;
+  stored.uploaded_by_token = nf.actor.token_id;
+  if (auto st = append_audit_locked(AuditRecord{0, stored.upload_time, "upload", nf.actor,
+                                                stored.project, stored.filename,
+                                                "sha256=" + stored.sha256 +
+                                                    " size=" + std::to_string(stored.size)});
+      !st) {
+    return st.error();
+  }
   return std::pair{InsertOutcome::inserted, std::move(stored)};
 }
 

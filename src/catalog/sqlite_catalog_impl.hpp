@@ -1,8 +1,8 @@
 #pragma once
 // The SQLite catalog, private to the catalog module: the class and the row mapping shared by
-// its three source files (sqlite_catalog.cpp: files, projects and snapshots; sqlite_edits.cpp:
-// yanks, claims, deletions, tokens and damage records; sqlite_schema.cpp: migrations and
-// backfills). Every function blocks on SQLite; one mutex serializes the connection.
+// its source files (sqlite_catalog.cpp: files, projects and snapshots; sqlite_edits.cpp:
+// yanks, claims, deletions and damage records; sqlite_audit.cpp: tokens and the audit trail;
+// sqlite_schema.cpp: migrations and backfills). Every function blocks on SQLite; one mutex serializes the connection.
 
 #include <cstdint>
 #include <filesystem>
@@ -52,15 +52,20 @@ class SqliteCatalog final : public Catalog {
   Result<std::vector<std::string>> set_yanked(const std::string_view project,
                                               const std::optional<std::string>& version,
                                               const std::optional<std::string>& filename,
-                                              const std::optional<std::string>& reason) override;
-  Result<core::ProjectRecord> set_claim(std::string_view project,
-                                        const core::ProjectClaim& claim) override;
-  Result<core::FileRecord> delete_file(std::string_view filename) override;
+                                              const std::optional<std::string>& reason,
+                                              const Actor& by) override;
+  Result<core::ProjectRecord> set_claim(std::string_view project, const core::ProjectClaim& claim,
+                                        const Actor& by) override;
+  Result<core::FileRecord> delete_file(std::string_view filename, const Actor& by) override;
   Result<bool> is_reserved(std::string_view filename) override;
   Result<std::optional<DeletedFile>> find_reservation(std::string_view filename) override;
   Result<std::vector<DeletedFile>> deleted_files(std::string_view project) override;
-  Result<TokenRecord> revoke_token(std::int64_t id) override;
-  Result<TokenRecord> insert_token(const TokenRecord& token) override;
+  Result<TokenRecord> revoke_token(std::int64_t id, const Actor& by) override;
+  Result<TokenRecord> insert_token(const TokenRecord& token, const Actor& by) override;
+  Result<std::vector<TokenRecord>> tokens() override;
+  Status record_token_uses(const std::vector<std::pair<std::int64_t, Micros>>& uses) override;
+  Status record_audit(const AuditRecord& entry) override;
+  Result<std::vector<AuditRecord>> audit(const AuditQuery& query) override;
   Result<core::FileRecord> restore_file(std::string_view filename, std::string_view sha256,
                                         const std::function<Status()>& publish) override;
   Result<bool> mark_damaged(std::string_view sha256, std::string_view detail,
@@ -72,8 +77,12 @@ class SqliteCatalog final : public Catalog {
 
  private:
   static constexpr const char* kTokenColumns =
-      "id, hash, scope, project, description, created_at, revoked_at";
+      "id, hash, scope, project, description, created_at, revoked_at, expires_at, "
+      "last_used_at, created_by";
   static TokenRecord read_token_row(const Stmt& s);
+  Result<std::vector<TokenRecord>> tokens_locked();
+  /// Appends an audit entry inside the caller's transaction (`at` 0: now).
+  Status append_audit_locked(const AuditRecord& entry);
 
   Status migrate();
   // Computes the canonical keys of rows stored before keys existed. Rows whose keys collide
@@ -105,7 +114,8 @@ class SqliteCatalog final : public Catalog {
   Result<std::vector<std::string>> set_yanked_locked(std::string_view project,
                                                      const std::optional<core::Version>& version,
                                                      const std::optional<std::string>& filename,
-                                                     const std::optional<std::string>& reason);
+                                                     const std::optional<std::string>& reason,
+                                                     const Actor& by);
   Result<std::uint64_t> generation_locked();
   /// Every project (sorted by name), or only the one named `only` (none when absent).
   Result<std::vector<core::ProjectRecord>> projects_locked(std::optional<std::string_view> only);

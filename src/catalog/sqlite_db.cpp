@@ -59,6 +59,11 @@ Stmt& Stmt::bind(int i, std::optional<int> v) {
   return bind_null(i);
 }
 
+Stmt& Stmt::bind(int i, std::optional<std::int64_t> v) {
+  if (v) return bind(i, *v);
+  return bind_null(i);
+}
+
 Stmt& Stmt::bind_null(int i) {
   sqlite3_bind_null(stmt_, i);
   return *this;

@@ -49,6 +49,7 @@ class Stmt {
   Stmt& bind(int i, const std::optional<std::string>& s);
   Stmt& bind(int i, std::int64_t v);
   Stmt& bind(int i, std::optional<int> v);
+  Stmt& bind(int i, std::optional<std::int64_t> v);
   Stmt& bind_null(int i);
   /// SQLITE_ROW, SQLITE_DONE or an error code.
   int step();

@@ -1,4 +1,4 @@
-// Yanks, claims, deletions and their reservations, tokens and damage records.
+// Yanks, claims, deletions and their reservations, and damage records.
 
 #include <mutex>
 #include <string>
@@ -13,7 +13,8 @@ namespace wf::catalog::detail {
 
 Result<std::vector<std::string>> SqliteCatalog::set_yanked(
     const std::string_view project, const std::optional<std::string>& version,
-    const std::optional<std::string>& filename, const std::optional<std::string>& reason) {
+    const std::optional<std::string>& filename, const std::optional<std::string>& reason,
+    const Actor& by) {
   std::optional<core::Version> wanted;
   if (version) {
     auto v = core::Version::parse(*version);
@@ -21,13 +22,15 @@ Result<std::vector<std::string>> SqliteCatalog::set_yanked(
     wanted = std::move(*v);
   }
   std::lock_guard lock(mu_);
-  return db_.write_transaction([&] { return set_yanked_locked(project, wanted, filename, reason); },
-                               [](const auto&) { return true; });
+  return db_.write_transaction(
+      [&] { return set_yanked_locked(project, wanted, filename, reason, by); },
+      [](const auto&) { return true; });
 }
 
 Result<std::vector<std::string>> SqliteCatalog::set_yanked_locked(
     std::string_view project, const std::optional<core::Version>& version,
-    const std::optional<std::string>& filename, const std::optional<std::string>& reason) {
+    const std::optional<std::string>& filename, const std::optional<std::string>& reason,
+    const Actor& by) {
   const std::string sql = std::string("SELECT ") + kFileColumns +
                           " FROM files f JOIN projects p ON p.id = f.project_id"
                           " WHERE p.name = ? ORDER BY f.filename";
@@ -58,16 +61,32 @@ Result<std::vector<std::string>> SqliteCatalog::set_yanked_locked(
     Stmt u(db_, "UPDATE files SET yanked = ?, yanked_reason = ? WHERE id = ?");
     u.bind(1, static_cast<std::int64_t>(reason ? 1 : 0)).bind(2, reason).bind(3, id);
     if (u.step() != SQLITE_DONE) return db_.error("yank");
+    AuditRecord entry{0, 0, reason ? "yank" : "unyank", by, std::string(project), name, {}};
+    if (reason && !reason->empty()) entry.detail = "reason: " + *reason;
+    if (auto st = append_audit_locked(entry); !st) return st.error();
     names.push_back(name);
   }
   return names;
 }
 
 Result<core::ProjectRecord> SqliteCatalog::set_claim(std::string_view project,
-                                                     const core::ProjectClaim& claim) {
+                                                     const core::ProjectClaim& claim,
+                                                     const Actor& by) {
   std::lock_guard lock(mu_);
-  return db_.write_transaction([&] { return set_claim_locked(project, claim); },
-                               [](const auto&) { return true; });
+  return db_.write_transaction(
+      [&]() -> Result<core::ProjectRecord> {
+        auto updated = set_claim_locked(project, claim);
+        if (!updated) return updated;
+        const bool release = claim.kind == core::ClaimKind::unclaimed;
+        if (auto st = append_audit_locked(AuditRecord{0, 0, release ? "release" : "claim", by,
+                                                      std::string(project), std::string(project),
+                                                      core::claim_text(claim)});
+            !st) {
+          return st.error();
+        }
+        return updated;
+      },
+      [](const auto&) { return true; });
 }
 
 Result<core::ProjectRecord> SqliteCatalog::set_claim_locked(std::string_view project,
@@ -136,10 +155,21 @@ Status SqliteCatalog::write_claim_locked(std::string_view project,
   return ok_status();
 }
 
-Result<core::FileRecord> SqliteCatalog::delete_file(std::string_view filename) {
+Result<core::FileRecord> SqliteCatalog::delete_file(std::string_view filename, const Actor& by) {
   std::lock_guard lock(mu_);
-  return db_.write_transaction([&] { return delete_file_locked(filename); },
-                               [](const auto&) { return true; });
+  return db_.write_transaction(
+      [&]() -> Result<core::FileRecord> {
+        auto deleted = delete_file_locked(filename);
+        if (!deleted) return deleted;
+        if (auto st = append_audit_locked(AuditRecord{0, 0, "delete", by, deleted->project,
+                                                      deleted->filename,
+                                                      "sha256=" + deleted->sha256});
+            !st) {
+          return st.error();
+        }
+        return deleted;
+      },
+      [](const auto&) { return true; });
 }
 
 Result<core::FileRecord> SqliteCatalog::delete_file_locked(std::string_view filename) {
@@ -204,47 +234,6 @@ Result<std::vector<DeletedFile>> SqliteCatalog::deleted_files(std::string_view p
   while ((rc = s.step()) == SQLITE_ROW) out.push_back(DeletedFile{s.text(0), s.text(1), s.text(2)});
   if (rc != SQLITE_DONE) return db_.error("deleted-file listing");
   return out;
-}
-
-Result<TokenRecord> SqliteCatalog::insert_token(const TokenRecord& token) {
-  std::lock_guard lock(mu_);
-  Stmt s(db_,
-         "INSERT INTO tokens (hash, scope, project, description, created_at) "
-         "VALUES (?, ?, ?, ?, ?)");
-  if (!s.valid()) return db_.error("prepare token insert");
-  s.bind(1, token.hash)
-      .bind(2, scope_name(token.scope))
-      .bind(3, token.project)
-      .bind(4, token.description)
-      .bind(5, token.created_at);
-  if (s.step() != SQLITE_DONE) return db_.error("insert token");
-  TokenRecord stored = token;
-  stored.id = db_.last_insert_rowid();
-  return stored;
-}
-
-Result<TokenRecord> SqliteCatalog::revoke_token(std::int64_t id) {
-  std::lock_guard lock(mu_);
-  Stmt u(db_, "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?");
-  u.bind(1, now_micros()).bind(2, id);
-  if (u.step() != SQLITE_DONE) return db_.error("revoke token");
-  if (db_.changes() == 0) return make_error(Errc::not_found, "no token #" + std::to_string(id));
-  Stmt s(db_, (std::string("SELECT ") + kTokenColumns + " FROM tokens WHERE id = ?").c_str());
-  s.bind(1, id);
-  if (s.step() != SQLITE_ROW) return db_.error("read token");
-  return read_token_row(s);
-}
-
-TokenRecord SqliteCatalog::read_token_row(const Stmt& s) {
-  TokenRecord t;
-  t.id = s.i64(0);
-  t.hash = s.text(1);
-  t.scope = parse_scope(s.text(2)).value_or(Scope::read);
-  t.project = s.opt_text(3);
-  t.description = s.text(4);
-  t.created_at = s.i64(5);
-  t.revoked = s.opt_text(6).has_value();
-  return t;
 }
 
 Result<core::FileRecord> SqliteCatalog::restore_file(std::string_view filename,

@@ -175,6 +175,34 @@ ALTER TABLE builds ADD COLUMN yank_superseded INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE jobs ADD COLUMN executor_job TEXT NOT NULL DEFAULT '';
 )sql",
+    // 11: token lifecycle (expiry, last use, creator), who uploaded each file, and the audit
+    // trail. A token's last use is written at most once a minute and changes no page: the
+    // tokens trigger now fires only for the columns that decide what a token may do.
+    R"sql(
+ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
+ALTER TABLE tokens ADD COLUMN last_used_at INTEGER;
+ALTER TABLE tokens ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
+DROP TRIGGER tokens_upd;
+CREATE TRIGGER tokens_upd AFTER UPDATE OF hash, scope, project, description, created_at,
+  revoked_at, expires_at, created_by ON tokens
+  BEGIN UPDATE meta SET generation = generation + 1; END;
+ALTER TABLE files ADD COLUMN uploaded_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE files ADD COLUMN uploaded_by_token INTEGER;
+CREATE TABLE audit (
+  id INTEGER PRIMARY KEY,
+  at INTEGER NOT NULL,
+  action TEXT NOT NULL,
+  token_id INTEGER,
+  token_description TEXT NOT NULL DEFAULT '',
+  origin TEXT NOT NULL DEFAULT '',
+  address TEXT NOT NULL DEFAULT '',
+  project TEXT NOT NULL DEFAULT '',
+  target TEXT NOT NULL DEFAULT '',
+  detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX audit_at ON audit(at);
+CREATE INDEX audit_project ON audit(project, at);
+)sql",
 };
 
 }  // namespace

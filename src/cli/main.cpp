@@ -116,6 +116,23 @@ int run(int argc, char** argv) {
   token_create->add_option("--scope", scope, "read, upload or admin")->required();
   token_create->add_option("--project", project, "limit an upload token to one project");
   token_create->add_option("--description", description, "a note shown in token listings");
+  std::optional<std::string> expires;
+  token_create->add_option("--expires", expires,
+                           "the token stops working after a duration (90d, 12h, 30m, 2w) or "
+                           "at a UTC date or time (2027-01-31, 2027-01-31T12:00:00Z)");
+
+  Common audit_opts;
+  std::optional<std::string> audit_project;
+  std::optional<std::string> audit_since;
+  std::size_t audit_limit = 1000;
+  auto* audit = app.add_subcommand(
+      "audit", "who uploaded, yanked, deleted, claimed, made tokens and builds; newest first");
+  audit_opts.add_to(audit, false);
+  audit->add_option("--project", audit_project, "only this project's entries");
+  audit->add_option("--since", audit_since,
+                    "only entries since a time: a duration back (7d, 12h) or a UTC date or time");
+  audit->add_option("--limit", audit_limit, "at most this many entries (default 1000)")
+      ->check(CLI::Range(static_cast<std::size_t>(1), static_cast<std::size_t>(1000000)));
 
   Common yank_opts;
   std::string yank_project;
@@ -368,7 +385,12 @@ int run(int argc, char** argv) {
   if (token_create->parsed()) {
     const auto settings = token_opts.settings();
     if (!settings) return 2;
-    return wf::app::token_create(*settings, scope, project, description);
+    return wf::app::token_create(*settings, scope, project, description, expires);
+  }
+  if (audit->parsed()) {
+    const auto settings = audit_opts.settings();
+    if (!settings) return 2;
+    return wf::app::audit(*settings, audit_project, audit_since, audit_limit);
   }
   return 2;
 }

@@ -4,6 +4,7 @@
 //
 //   POST   /admin/yank          project=NAME [version=V | filename=F] [reason=TEXT]
 //   POST   /admin/unyank        project=NAME [version=V | filename=F]
+//          (also upload tokens, for the project they claimed or are limited to)
 //   DELETE /admin/files/<filename>
 //   POST   /admin/projects/<name>/claim     [token=ID]   (nothing: admins only)
 //   POST   /admin/projects/<name>/release
@@ -14,6 +15,7 @@
 #include <climits>
 
 #include "handlers.hpp"
+#include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/render/api.hpp"
 #include "wheelforge/render/builds.hpp"
@@ -41,7 +43,8 @@ std::vector<std::pair<std::string, std::string>> parameters(const Request& req) 
   return params;
 }
 
-Response yank(const Request& req, catalog::Catalog& catalog, bool undo) {
+Response yank(const Request& req, Context& ctx, bool undo) {
+  catalog::Catalog& catalog = *ctx.env.services.catalog;
   std::optional<std::string> project;
   std::optional<std::string> version;
   std::optional<std::string> filename;
@@ -67,9 +70,21 @@ Response yank(const Request& req, catalog::Catalog& catalog, bool undo) {
     problems.add("give exactly one of version=V or filename=F");
   }
   if (!problems.empty()) return error_response(problems.to_error());
+  const std::string name = core::normalize_name(*project);
+  const catalog::TokenRecord* token = caller_token(req, ctx.snapshot);
+  if (token == nullptr) return error_response(make_error(Errc::unauthorized, "authentication required"));
+  // Maintainers yank their own project's files, as on PyPI (the route admits upload tokens).
+  const auto* known = ctx.snapshot.find_project(name);
+  if (!auth::may_yank(*token, name, known ? std::optional(known->claim) : std::nullopt)) {
+    return error_response(make_error(
+        Errc::forbidden, "token #" + std::to_string(token->id) + " may not " +
+                             (undo ? "unyank" : "yank") + " files of project '" + name +
+                             "': an upload token yanks only in the project it claimed or is "
+                             "limited to"));
+  }
   if (!undo && !reason) reason = std::string();
-  auto changed = catalog.set_yanked(core::normalize_name(*project), version, filename,
-                                    undo ? std::nullopt : reason);
+  auto changed = catalog.set_yanked(name, version, filename, undo ? std::nullopt : reason,
+                                    actor_of(req, token));
   if (!changed) return error_response(changed.error());
   return json(200, render::render_file_names(undo ? "unyanked" : "yanked", *changed));
 }
@@ -80,7 +95,8 @@ std::optional<std::int64_t> parse_id(std::string_view s) {
   return static_cast<std::int64_t>(*n);
 }
 
-Response claim(const Request& req, catalog::Catalog& catalog, bool release) {
+Response claim(const Request& req, Context& ctx, bool release) {
+  catalog::Catalog& catalog = *ctx.env.services.catalog;
   const std::string& name = req.segments[2];
   Problems problems;
   core::ProjectClaim wanted{release ? core::ClaimKind::unclaimed : core::ClaimKind::admin, 0};
@@ -97,7 +113,8 @@ Response claim(const Request& req, catalog::Catalog& catalog, bool release) {
   }
   if (!core::is_valid_project_name(name)) problems.add("invalid project name");
   if (!problems.empty()) return error_response(problems.to_error());
-  auto updated = catalog.set_claim(core::normalize_name(name), wanted);
+  auto updated = catalog.set_claim(core::normalize_name(name), wanted,
+                                   actor_of(req, caller_token(req, ctx.snapshot)));
   if (!updated) return error_response(updated.error());
   return json(200, render::render_claim(updated->name, core::claim_text(updated->claim)));
 }
@@ -139,27 +156,28 @@ Response job_action(const Request& req, Context& ctx, bool cancel) {
 }  // namespace
 
 Response handle_yank(const Request& req, Context& ctx) {
-  return yank(req, *ctx.env.services.catalog, false);
+  return yank(req, ctx, false);
 }
 
 Response handle_unyank(const Request& req, Context& ctx) {
-  return yank(req, *ctx.env.services.catalog, true);
+  return yank(req, ctx, true);
 }
 
 Response handle_delete_file(const Request& req, Context& ctx) {
   if (req.segments[2].empty()) return not_found("no such admin endpoint");
-  auto deleted = ctx.env.services.catalog->delete_file(req.segments[2]);
+  auto deleted = ctx.env.services.catalog->delete_file(
+      req.segments[2], actor_of(req, caller_token(req, ctx.snapshot)));
   if (!deleted) return error_response(deleted.error());
   const std::string names[] = {deleted->filename};
   return json(200, render::render_file_names("deleted", names));
 }
 
 Response handle_claim(const Request& req, Context& ctx) {
-  return claim(req, *ctx.env.services.catalog, false);
+  return claim(req, ctx, false);
 }
 
 Response handle_release(const Request& req, Context& ctx) {
-  return claim(req, *ctx.env.services.catalog, true);
+  return claim(req, ctx, true);
 }
 
 Response handle_list_builds(const Request& /*req*/, Context& ctx) {
@@ -177,6 +195,8 @@ Response handle_submit_build(const Request& req, Context& ctx) {
   if (!request) return error_response(request.error());
   auto created = (*runner)->submit(*request);
   if (!created) return error_response(created.error());
+  record_build(ctx, actor_of(req, caller_token(req, ctx.snapshot)), created->first,
+               created->second.size());
   return json(202, render::render_build(created->first, created->second));
 }
 

@@ -8,6 +8,19 @@
 
 namespace wf::handlers {
 
+// ---- who asks (admin_tokens.cpp) -------------------------------------------------------------
+
+/// The token of the request's Authorization header, as the snapshot knows it; nullptr when
+/// there is none (or it is unknown).
+[[nodiscard]] const catalog::TokenRecord* caller_token(const Request& req,
+                                                       const snapshot::Snapshot& snap);
+/// Who the request acts as, for the audit trail: the token (nullptr: "http") and the address.
+[[nodiscard]] catalog::Actor actor_of(const Request& req, const catalog::TokenRecord* token);
+/// Records a build request in the audit trail (a failure is logged through ctx.note only:
+/// the build runs anyway).
+void record_build(Context& ctx, const catalog::Actor& actor, const catalog::BuildRecord& build,
+                  std::size_t jobs);
+
 // ---- reads (read.cpp): from the snapshot, on the network thread, no I/O --------------------
 
 /// /simple/... and the variant views /<selector...>/simple/...: root and project pages,
@@ -53,6 +66,14 @@ Response handle_job_log(const Request& req, Context& ctx);
 Response handle_cancel_job(const Request& req, Context& ctx);
 Response handle_retry_job(const Request& req, Context& ctx);
 Response handle_no_admin_endpoint(const Request& req, Context& ctx);
+/// GET /admin/tokens: every token, never a secret.
+Response handle_list_tokens(const Request& req, Context& ctx);
+/// POST /admin/tokens: scope=, [project=], [description=], [expires=]: 201 with the secret.
+Response handle_create_token(const Request& req, Context& ctx);
+/// POST /admin/tokens/<id>/revoke.
+Response handle_revoke_token(const Request& req, Context& ctx);
+/// GET /admin/audit?project=&since=&limit=: the audit trail, newest first.
+Response handle_audit(const Request& req, Context& ctx);
 
 // ---- web UI (ui_pages.cpp, ui_builds.cpp): on a worker; each checks its caller --------------
 

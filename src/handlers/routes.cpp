@@ -41,11 +41,16 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/legacy",                           kPost,   handle_form_upload,       form,  upload,  worker,  kChanges, "legacy_upload"},
     {"/legacy/",                          kPost,   handle_form_upload,       form,  upload,  worker,  kChanges, "legacy_upload"},
     // The admin API.
-    {"/admin/yank",                       kPost,   handle_yank,              small, admin,   worker,  kChanges, "admin"},
-    {"/admin/unyank",                     kPost,   handle_unyank,            small, admin,   worker,  kChanges, "admin"},
+    // Yanks take upload tokens too: the handler allows them their own project's files.
+    {"/admin/yank",                       kPost,   handle_yank,              small, upload,  worker,  kChanges, "admin"},
+    {"/admin/unyank",                     kPost,   handle_unyank,            small, upload,  worker,  kChanges, "admin"},
     {"/admin/files/{file}",               kDelete, handle_delete_file,       small, admin,   worker,  kChanges, "admin"},
     {"/admin/projects/{project}/claim",   kPost,   handle_claim,             small, admin,   worker,  kChanges, "admin"},
     {"/admin/projects/{project}/release", kPost,   handle_release,           small, admin,   worker,  kChanges, "admin"},
+    {"/admin/tokens",                     kGet,    handle_list_tokens,       small, admin,   worker,  kReads,   "admin"},
+    {"/admin/tokens",                     kPost,   handle_create_token,      small, admin,   worker,  kChanges, "admin"},
+    {"/admin/tokens/{id}/revoke",         kPost,   handle_revoke_token,      small, admin,   worker,  kChanges, "admin"},
+    {"/admin/audit",                      kGet,    handle_audit,             small, admin,   worker,  kReads,   "admin"},
     {"/admin/builds",                     kGet,    handle_list_builds,       small, admin,   worker,  kReads,   "admin"},
     {"/admin/builds",                     kPost,   handle_submit_build,      small, admin,   worker,  kReads,   "admin"},
     {"/admin/builds/{id}",                kGet,    handle_show_build,        small, admin,   worker,  kReads,   "admin"},

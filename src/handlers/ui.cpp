@@ -1,5 +1,6 @@
 #include "ui.hpp"
 
+#include "handlers.hpp"
 #include "read.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/crypto/digest.hpp"
@@ -187,6 +188,14 @@ std::optional<Response> UiCall::require(catalog::Scope scope, bool redirect_to_l
                                   std::string(catalog::scope_name(scope)) + "; yours has scope " +
                                   has + ". Log in with an admin token.",
                               true));
+}
+
+const catalog::TokenRecord* UiCall::token_record() const {
+  return token_ ? snap().tokens().find(*token_) : nullptr;
+}
+
+catalog::Actor UiCall::actor() const {
+  return actor_of(req, token_record());
 }
 
 std::optional<Response> UiCall::require_read() {

@@ -73,6 +73,10 @@ class UiCall {
   [[nodiscard]] const snapshot::Snapshot& snap() const { return ctx.snapshot; }
   [[nodiscard]] build::Runner* runner() const { return ctx.env.services.runner; }
   [[nodiscard]] Form query() const { return parse_form(req.query); }
+  /// The caller's token as the snapshot knows it (header or session), or nullptr.
+  [[nodiscard]] const catalog::TokenRecord* token_record() const;
+  /// Who the caller is, for the audit trail.
+  [[nodiscard]] catalog::Actor actor() const;
   /// The session id when the caller signed in with the login form; "" otherwise.
   [[nodiscard]] const std::string& session() const { return session_; }
 

@@ -132,6 +132,7 @@ Response handle_start_build(const Request& req, Context& ctx) {
     page.error = "The build was not started: " + created.error().message;
     return html(status_for(created.error().code), ui::render_builds(call.site, page));
   }
+  record_build(ctx, call.actor(), created->first, created->second.size());
   const auto id = std::to_string(created->first.id);
   call.note("build " + id + " submitted (" + std::to_string(created->second.size()) + " jobs)");
   return redirect(303, "/builds/?created=" + id + "#build-" + id);

@@ -41,7 +41,7 @@ Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> 
   if (content_length && *content_length > max_size) {
     return body_too_large("upload", *content_length, max_size);
   }
-  return UploadPlan{seg[1], uploader};
+  return UploadPlan{seg[1], uploader, catalog::Actor::of_token(**granted, req.peer)};
 }
 
 Result<std::string> plan_form(const Request& req, std::optional<std::uint64_t> content_length,
@@ -125,7 +125,8 @@ Result<ingest::Ingested> ingest_form(const Request& req, LegacyUpload& form, Con
       auth::authorize(ctx.snapshot.tokens(), *token, catalog::Scope::upload,
                       name ? std::optional<std::string_view>(name->normalized_name) : std::nullopt);
   if (!granted) return granted.error();
-  auto result = ingestor.ingest(form.take_file(), *filename, auth::uploader_of(**granted));
+  auto result = ingestor.ingest(form.take_file(), *filename, auth::uploader_of(**granted),
+                                catalog::Actor::of_token(**granted, req.peer));
   if (result && result->outcome == ingest::Outcome::identical) {
     return make_error(Errc::conflict, "File already exists: " + sanitize_for_log(*filename, 300) +
                                           " was uploaded before (identical content)");
@@ -138,7 +139,7 @@ Result<ingest::Ingested> ingest_form(const Request& req, LegacyUpload& form, Con
 Response handle_put_upload(const Request& /*req*/, Context& ctx) {
   UploadedBody& body = *ctx.upload;
   auto result = ctx.env.services.ingestor->ingest(std::move(*body.file), body.plan.filename,
-                                                  body.plan.uploader);
+                                                  body.plan.uploader, body.plan.actor);
   return answer(result, body.plan.filename, ctx);
 }
 

@@ -190,11 +190,31 @@ SnapshotPtr Server::Impl::load_if_changed() {
   return *loaded;
 }
 
+void Server::Impl::flush_token_uses() {
+  SnapshotPtr current;
+  {
+    std::lock_guard lock(snapshot_mu);
+    current = snapshot_;
+  }
+  const Micros now = now_micros();
+  Status st = ok_status();
+  if (uses_seen && uses_seen != current) {
+    st = token_uses.flush(uses_seen->tokens(), *env.services.catalog, now);
+  }
+  if (st && current) st = token_uses.flush(current->tokens(), *env.services.catalog, now);
+  if (!st) log::warn("tokens' last use not recorded: {}", st.error().message);
+  uses_seen = std::move(current);
+}
+
 void Server::Impl::schedule_poll() {
   poll_timer.expires_after(config.catalog_poll_interval);
   poll_timer.async_wait([this](beast::error_code ec) {
     if (ec || status.stopping) return;
-    offload([this] { return load_if_changed(); },
+    offload(
+        [this] {
+          flush_token_uses();
+          return load_if_changed();
+        },
             [this](SnapshotPtr s) {
               install(std::move(s));
               schedule_poll();

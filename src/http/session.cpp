@@ -54,6 +54,10 @@ Session<Stream>::Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio:
       slot_(admission.slot),
       refusal_(std::move(admission.refusal)) {
   home_.sessions.insert(this);
+  // The client's address, for the audit trail of the requests that change the catalog.
+  beast::error_code ec;
+  const auto peer = lowest().socket().remote_endpoint(ec);
+  if (!ec) req_.peer = peer.address().to_string();
 }
 
 template <class Stream>
@@ -177,7 +181,9 @@ void Session<Stream>::on_header(beast::error_code ec) {
   const auto& msg = parser_->get();
   auto header_strings = std::move(req_.headers);  // reused below
   std::string body = std::move(req_.body);
+  std::string peer = std::move(req_.peer);
   req_ = Request{};
+  req_.peer = std::move(peer);
   req_.headers = std::move(header_strings);
   req_.body = std::move(body);
   req_.body.clear();

@@ -152,7 +152,8 @@ struct Prepared {
 using Prepare = std::variant<Ingested, Prepared>;
 
 Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::string_view filename,
-                        const core::Uploader& uploader, const Limits& limits, store::Sync sync) {
+                        const core::Uploader& uploader, const catalog::Actor& actor,
+                        const Limits& limits, store::Sync sync) {
   if (temp.size() > limits.max_file_size) {
     return make_error(Errc::too_large, "file is larger than the limit of " +
                                            std::to_string(limits.max_file_size) + " bytes");
@@ -190,6 +191,7 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
 
   catalog::NewFile nf;
   nf.uploader = uploader;
+  nf.actor = actor;
   core::FileRecord& f = nf.file;
   f.filename = std::string(name);
   f.project = v->name.normalized_name;
@@ -258,9 +260,9 @@ Result<Ingested> restore(catalog::Catalog& catalog, const store::BlobStore& stor
 }  // namespace
 
 Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filename,
-                                  const core::Uploader& uploader) {
+                                  const core::Uploader& uploader, const catalog::Actor& actor) {
   auto prepared =
-      prepare(catalog_, std::move(temp), filename, uploader, limits(), store::Sync::now);
+      prepare(catalog_, std::move(temp), filename, uploader, actor, limits(), store::Sync::now);
   if (!prepared) return prepared.error();
   if (auto* done = std::get_if<Ingested>(&*prepared)) return std::move(*done);
   auto& p = std::get<Prepared>(*prepared);
@@ -286,7 +288,7 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
       results.emplace_back(temp.error());
       continue;
     }
-    auto prepared = prepare(catalog_, std::move(*temp), path.filename().string(), {}, limits,
+    auto prepared = prepare(catalog_, std::move(*temp), path.filename().string(), {}, {}, limits,
                             store::Sync::deferred);
     if (!prepared) {
       results.emplace_back(prepared.error());
@@ -367,10 +369,11 @@ Result<store::TempFile> Ingestor::copy_to_temp(const std::filesystem::path& path
   return temp;
 }
 
-Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path) {
+Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path,
+                                       const catalog::Actor& actor) {
   auto temp = copy_to_temp(path);
   if (!temp) return temp.error();
-  return ingest(std::move(*temp), path.filename().string());
+  return ingest(std::move(*temp), path.filename().string(), {}, actor);
 }
 
 }  // namespace wf::ingest

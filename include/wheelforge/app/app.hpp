@@ -189,15 +189,23 @@ int serve(const Configuration& config, const std::function<ConfigCheck()>& reloa
 /// `wheelforge ingest`: imports files and directory trees (*.whl, *.tar.gz found in them).
 int ingest(const Settings& settings, const std::vector<std::filesystem::path>& paths);
 
-/// `wheelforge token list`: id, scope, project, description, created, revoked (never the token).
+/// `wheelforge token list`: id, scope, project, state (active, expired, revoked), created (and
+/// by whom), expires, last used, description (never the token).
 int token_list(const Settings& settings);
 /// `wheelforge token revoke ID`: the token stops working (a running server notices within a
 /// second).
 int token_revoke(const Settings& settings, std::int64_t id);
 
-/// `wheelforge token create`: prints the new token alone on the last line.
+/// `wheelforge token create`: prints the new token alone on the last line. `expires`:
+/// auth::parse_expiry's forms ("90d", "12h", "2027-01-31"); a bad value exits 2.
 int token_create(const Settings& settings, const std::string& scope,
-                 const std::optional<std::string>& project, const std::string& description);
+                 const std::optional<std::string>& project, const std::string& description,
+                 const std::optional<std::string>& expires);
+
+/// `wheelforge audit`: the audit trail, newest first: time, action, actor, address, project,
+/// target, detail. `since`: auth::parse_since's forms; a bad value or project exits 2.
+int audit(const Settings& settings, const std::optional<std::string>& project,
+          const std::optional<std::string>& since, std::size_t limit);
 
 /// `wheelforge project list`: every project with its file count and claim.
 int project_list(const Settings& settings);

@@ -30,6 +30,45 @@ struct TokenRecord {
   std::string description;
   Micros created_at = 0;
   bool revoked = false;
+  std::optional<Micros> expires_at;    ///< the token stops working at this time; none: never
+  std::optional<Micros> last_used_at;  ///< recorded at most once a minute (record_token_uses)
+  std::string created_by;              ///< Actor::label() of its creator; "" before it was kept
+
+  /// True when the token has an expiry and `now` is at or past it.
+  [[nodiscard]] bool expired(Micros now) const { return expires_at && now >= *expires_at; }
+};
+
+/// Who changes the catalog, as the audit trail records it.
+struct Actor {
+  std::int64_t token_id = 0;  ///< the token that authenticated an HTTP request; 0: none
+  std::string token_description;
+  std::string origin = "cli";  ///< without a token: "cli" (a local command), "build" (the runner)
+  std::string address;  ///< the client's address (HTTP), "job N" (the runner); empty for commands
+
+  /// "token:<id>", or the origin.
+  [[nodiscard]] std::string label() const;
+  /// The actor of a request authenticated with `token` from `address`.
+  [[nodiscard]] static Actor of_token(const TokenRecord& token, std::string address);
+};
+
+/// One entry of the audit trail: an upload, yank, unyank, deletion, claim or release, token
+/// creation or revocation, or build request.
+struct AuditRecord {
+  std::int64_t id = 0;
+  Micros at = 0;
+  std::string action;  ///< upload, yank, unyank, delete, claim, release, token-create,
+                       ///< token-revoke, build
+  Actor actor;
+  std::string project;  ///< normalized; empty when the action has none (tokens)
+  std::string target;   ///< the file, "token #ID" or "build #ID" acted on
+  std::string detail;   ///< what else there is to say: a yank's reason, a token's scope, ...
+};
+
+/// Which audit entries to read: newest first.
+struct AuditQuery {
+  std::optional<std::string> project;  ///< normalized
+  Micros since = 0;                    ///< entries at or after this time
+  std::size_t limit = 1000;
 };
 
 /// A file about to be recorded. `file.id` is ignored.
@@ -39,6 +78,8 @@ struct NewFile {
   std::vector<std::string> requires_dist;
   /// Who uploads it: decides whether the project may receive it (core::decide_upload).
   core::Uploader uploader;
+  /// Who uploads it, for the audit trail and the file's `uploaded_by`.
+  Actor actor;
 };
 
 /// Names are compared after normalization (core::canonical_file_key): "the same file name"
@@ -84,6 +125,9 @@ struct DamagedBlob {
   Micros found_at = 0;
 };
 
+/// The methods that change files, claims and tokens take the Actor that asks, and append the
+/// audit entries of what they changed in the same write transaction (one per file yanked,
+/// unyanked, deleted or inserted; one per claim, release, token created or revoked).
 class Catalog {
  public:
   /// What insert_file() did, and the row stored under the name (for `reserved`: the deleted
@@ -135,16 +179,34 @@ class Catalog {
   /// token that uploads claims it). A token claim must name a token that exists and is not
   /// revoked. Errc::not_found for an unknown project or token. Returns the updated project.
   [[nodiscard]] virtual Result<core::ProjectRecord> set_claim(std::string_view project,
-                                                              const core::ProjectClaim& claim) = 0;
+                                                              const core::ProjectClaim& claim,
+                                                              const Actor& by) = 0;
 
   /// Like load(), read in one transaction, but only one project (none when it does not exist)
   /// and its files; tokens and the generation in full.
   [[nodiscard]] virtual Result<Contents> load_project(std::string_view project) = 0;
 
-  [[nodiscard]] virtual Result<TokenRecord> insert_token(const TokenRecord& token) = 0;
+  /// Records a new token; its `created_by` is `by`'s label.
+  [[nodiscard]] virtual Result<TokenRecord> insert_token(const TokenRecord& token,
+                                                         const Actor& by) = 0;
 
   /// Revokes a token (kept, marked revoked, so listings show it). Errc::not_found if absent.
-  [[nodiscard]] virtual Result<TokenRecord> revoke_token(std::int64_t id) = 0;
+  [[nodiscard]] virtual Result<TokenRecord> revoke_token(std::int64_t id, const Actor& by) = 0;
+
+  /// Every token (revoked ones too), with its last use, by id.
+  [[nodiscard]] virtual Result<std::vector<TokenRecord>> tokens() = 0;
+
+  /// Records when tokens were last used (id, time; a time older than the recorded one is
+  /// ignored). Does not move the generation: pages do not depend on it.
+  [[nodiscard]] virtual Status record_token_uses(
+      const std::vector<std::pair<std::int64_t, Micros>>& uses) = 0;
+
+  /// Appends an entry to the audit trail (actions the catalog does not record itself: build
+  /// requests). Its `at` is set when it is 0.
+  [[nodiscard]] virtual Status record_audit(const AuditRecord& entry) = 0;
+
+  /// The audit trail, newest first.
+  [[nodiscard]] virtual Result<std::vector<AuditRecord>> audit(const AuditQuery& query) = 0;
 
   /// Marks files yanked (reason set, possibly empty) or not yanked (nullopt): docs/packaging.md,
   /// "Yanking". `version` selects every file of that public version (all local variants) and
@@ -152,12 +214,14 @@ class Catalog {
   /// already in that state; Errc::not_found when nothing matches.
   [[nodiscard]] virtual Result<std::vector<std::string>> set_yanked(
       std::string_view project, const std::optional<std::string>& version,
-      const std::optional<std::string>& filename, const std::optional<std::string>& reason) = 0;
+      const std::optional<std::string>& filename, const std::optional<std::string>& reason,
+      const Actor& by) = 0;
 
   /// Removes the file of this exact name from the catalog and reserves its name forever, in
   /// every spelling (a later upload of the same name is InsertOutcome::reserved). The blob
   /// stays until garbage collection. Errc::not_found if absent.
-  [[nodiscard]] virtual Result<core::FileRecord> delete_file(std::string_view filename) = 0;
+  [[nodiscard]] virtual Result<core::FileRecord> delete_file(std::string_view filename,
+                                                             const Actor& by) = 0;
 
   /// True when the name, or another spelling of it, belonged to a deleted file.
   [[nodiscard]] virtual Result<bool> is_reserved(std::string_view filename) = 0;

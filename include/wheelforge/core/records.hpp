@@ -34,6 +34,10 @@ struct FileRecord {
   /// Its file or METADATA blob was found damaged (corrupt or missing) by `fsck --repair`:
   /// not listed anywhere, its URLs answer 503 until the same bytes are ingested again.
   bool damaged = false;
+  /// Who uploaded it: "token:<id>", "cli" (`wheelforge ingest`), "build" (the runner); empty
+  /// for files stored before this was kept. Kept for the file's lifetime.
+  std::string uploaded_by;
+  std::int64_t uploaded_by_token = 0;  ///< the token's id when a token uploaded it
 };
 
 /// Who may upload new files to a project besides admins. A project is claimed by the token

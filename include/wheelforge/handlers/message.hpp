@@ -28,6 +28,7 @@ struct Request {
   std::string query;                  ///< raw query string (after '?')
   std::vector<std::pair<std::string, std::string>> headers;  ///< names lower-case
   bool tls = false;                                          ///< arrived over HTTPS
+  std::string peer;  ///< the client's address, for the audit trail ("" when unknown)
   /// The body of a route whose body policy is `small` (admin requests, web forms), read in
   /// full before the handler runs; empty for the others.
   std::string body;

@@ -15,6 +15,7 @@ namespace wf::handlers {
 struct UploadPlan {
   std::string filename;
   core::Uploader uploader;  ///< who uploads, for the project claim checked again at ingest
+  catalog::Actor actor;     ///< who uploads, for the file's uploader and the audit trail
 };
 
 /// Checks a `PUT /upload/<filename>` head. `content_length` is nullopt for chunked bodies.

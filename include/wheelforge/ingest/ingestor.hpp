@@ -80,9 +80,11 @@ class Ingestor {
   /// server's own: storage_full, unavailable (the data directory is not writable), io (a
   /// storage fault such as EIO). On any error nothing is left behind: the temp file is
   /// removed, no blob is published, no row is written. `uploader` defaults to an admin (local
-  /// commands, the build runner).
+  /// commands, the build runner); `actor` (default: a local command) is recorded as the
+  /// file's uploader and in the audit trail.
   [[nodiscard]] Result<Ingested> ingest(store::TempFile temp, std::string_view filename,
-                                        const core::Uploader& uploader = {});
+                                        const core::Uploader& uploader = {},
+                                        const catalog::Actor& actor = {});
 
   /// Runs the file name, archive and metadata checks of ingest() without storing anything:
   /// the problems a file would be rejected for, all together (Errc::invalid), or ok.
@@ -90,7 +92,8 @@ class Ingestor {
 
   /// Copies a local file into a temp file (hashing it on the way) and ingests it under its
   /// own base name.
-  [[nodiscard]] Result<Ingested> ingest_path(const std::filesystem::path& path);
+  [[nodiscard]] Result<Ingested> ingest_path(const std::filesystem::path& path,
+                                             const catalog::Actor& actor = {});
 
   /// ingest_path() for many files, as one batch: each file is checked and answered on its
   /// own (one result per path, in order, as ingest_path() calls one after another would give

@@ -1,0 +1,208 @@
+// Tokens (creation, revocation, last use) and the audit trail.
+
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "catalog/sqlite_catalog_impl.hpp"
+
+namespace wf::catalog {
+
+std::string Actor::label() const {
+  return token_id != 0 ? "token:" + std::to_string(token_id) : origin;
+}
+
+Actor Actor::of_token(const TokenRecord& token, std::string address) {
+  Actor a;
+  a.token_id = token.id;
+  a.token_description = token.description;
+  a.origin = "http";
+  a.address = std::move(address);
+  return a;
+}
+
+}  // namespace wf::catalog
+
+namespace wf::catalog::detail {
+
+namespace {
+
+std::string token_target(std::int64_t id) {
+  return "token #" + std::to_string(id);
+}
+
+// What a token's audit entry says about it (never the secret, nor its hash).
+std::string token_detail(const TokenRecord& t) {
+  std::string d = "scope=" + std::string(scope_name(t.scope));
+  if (t.project) d += " project=" + *t.project;
+  if (t.expires_at) d += " expires=" + iso8601_micros(*t.expires_at);
+  if (!t.description.empty()) d += " description=" + t.description;
+  return d;
+}
+
+}  // namespace
+
+Result<TokenRecord> SqliteCatalog::insert_token(const TokenRecord& token, const Actor& by) {
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Result<TokenRecord> {
+        Stmt s(db_,
+               "INSERT INTO tokens (hash, scope, project, description, created_at, expires_at,"
+               " created_by) VALUES (?, ?, ?, ?, ?, ?, ?)");
+        if (!s.valid()) return db_.error("prepare token insert");
+        TokenRecord stored = token;
+        stored.created_by = by.label();
+        s.bind(1, token.hash)
+            .bind(2, scope_name(token.scope))
+            .bind(3, token.project)
+            .bind(4, token.description)
+            .bind(5, token.created_at)
+            .bind(6, token.expires_at)
+            .bind(7, stored.created_by);
+        if (s.step() != SQLITE_DONE) return db_.error("insert token");
+        stored.id = db_.last_insert_rowid();
+        if (auto st = append_audit_locked(AuditRecord{0, token.created_at, "token-create", by,
+                                                      token.project.value_or(""),
+                                                      token_target(stored.id),
+                                                      token_detail(stored)});
+            !st) {
+          return st.error();
+        }
+        return stored;
+      },
+      [](const auto&) { return true; });
+}
+
+Result<TokenRecord> SqliteCatalog::revoke_token(std::int64_t id, const Actor& by) {
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Result<TokenRecord> {
+        Stmt u(db_, "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?");
+        u.bind(1, now_micros()).bind(2, id);
+        if (u.step() != SQLITE_DONE) return db_.error("revoke token");
+        if (db_.changes() == 0) {
+          return make_error(Errc::not_found, "no token #" + std::to_string(id));
+        }
+        Stmt s(db_, std::string("SELECT ") + kTokenColumns + " FROM tokens WHERE id = ?");
+        s.bind(1, id);
+        if (s.step() != SQLITE_ROW) return db_.error("read token");
+        TokenRecord t = read_token_row(s);
+        if (auto st = append_audit_locked(AuditRecord{0, 0, "token-revoke", by,
+                                                      t.project.value_or(""), token_target(id),
+                                                      token_detail(t)});
+            !st) {
+          return st.error();
+        }
+        return t;
+      },
+      [](const auto&) { return true; });
+}
+
+TokenRecord SqliteCatalog::read_token_row(const Stmt& s) {
+  TokenRecord t;
+  t.id = s.i64(0);
+  t.hash = s.text(1);
+  t.scope = parse_scope(s.text(2)).value_or(Scope::read);
+  t.project = s.opt_text(3);
+  t.description = s.text(4);
+  t.created_at = s.i64(5);
+  t.revoked = s.opt_text(6).has_value();
+  t.expires_at = s.opt_i64(7);
+  t.last_used_at = s.opt_i64(8);
+  t.created_by = s.text(9);
+  return t;
+}
+
+Result<std::vector<TokenRecord>> SqliteCatalog::tokens() {
+  std::lock_guard lock(mu_);
+  return tokens_locked();
+}
+
+Result<std::vector<TokenRecord>> SqliteCatalog::tokens_locked() {
+  Stmt s(db_, std::string("SELECT ") + kTokenColumns + " FROM tokens ORDER BY id");
+  if (!s.valid()) return db_.error("prepare token list");
+  std::vector<TokenRecord> out;
+  int rc = SQLITE_ROW;
+  while ((rc = s.step()) == SQLITE_ROW) out.push_back(read_token_row(s));
+  if (rc != SQLITE_DONE) return db_.error("list tokens");
+  return out;
+}
+
+Status SqliteCatalog::record_token_uses(const std::vector<std::pair<std::int64_t, Micros>>& uses) {
+  if (uses.empty()) return ok_status();
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Status {
+        for (const auto& [id, at] : uses) {
+          Stmt u(db_,
+                 "UPDATE tokens SET last_used_at = ? WHERE id = ?"
+                 " AND (last_used_at IS NULL OR last_used_at < ?)");
+          if (!u.valid()) return db_.error("prepare token use");
+          u.bind(1, at).bind(2, id).bind(3, at);
+          if (u.step() != SQLITE_DONE) return db_.error("record token use");
+        }
+        return ok_status();
+      },
+      [](const auto&) { return true; });
+}
+
+Status SqliteCatalog::record_audit(const AuditRecord& entry) {
+  std::lock_guard lock(mu_);
+  return db_.write_transaction([&] { return append_audit_locked(entry); },
+                               [](const auto&) { return true; });
+}
+
+Status SqliteCatalog::append_audit_locked(const AuditRecord& entry) {
+  Stmt s(db_,
+         "INSERT INTO audit (at, action, token_id, token_description, origin, address, project,"
+         " target, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!s.valid()) return db_.error("prepare audit entry");
+  const Actor& a = entry.actor;
+  s.bind(1, entry.at != 0 ? entry.at : now_micros())
+      .bind(2, entry.action)
+      .bind(3, a.token_id != 0 ? std::optional(a.token_id) : std::nullopt)
+      .bind(4, a.token_description)
+      .bind(5, a.origin)
+      .bind(6, a.address)
+      .bind(7, entry.project)
+      .bind(8, entry.target)
+      .bind(9, entry.detail);
+  if (s.step() != SQLITE_DONE) return db_.error("record audit entry");
+  return ok_status();
+}
+
+Result<std::vector<AuditRecord>> SqliteCatalog::audit(const AuditQuery& query) {
+  std::lock_guard lock(mu_);
+  const std::string sql =
+      std::string(
+          "SELECT id, at, action, token_id, token_description, origin, address, project,"
+          " target, detail FROM audit WHERE at >= ?") +
+      (query.project ? " AND project = ?" : "") + " ORDER BY at DESC, id DESC LIMIT ?";
+  Stmt s(db_, sql);
+  if (!s.valid()) return db_.error("prepare audit query");
+  int i = 1;
+  s.bind(i++, query.since);
+  if (query.project) s.bind(i++, *query.project);
+  s.bind(i, static_cast<std::int64_t>(query.limit));
+  std::vector<AuditRecord> out;
+  int rc = SQLITE_ROW;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    AuditRecord r;
+    r.id = s.i64(0);
+    r.at = s.i64(1);
+    r.action = s.text(2);
+    r.actor.token_id = s.opt_i64(3).value_or(0);
+    r.actor.token_description = s.text(4);
+    r.actor.origin = s.text(5);
+    r.actor.address = s.text(6);
+    r.project = s.text(7);
+    r.target = s.text(8);
+    r.detail = s.text(9);
+    out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return db_.error("audit query");
+  return out;
+}
+
+}  // namespace wf::catalog::detail
