@@ -31,6 +31,11 @@ core::FileRecord read_file_row(const Stmt& s);
 /// Binds the nine hint columns (backend .. label_extra) starting at parameter `first`.
 void bind_hints(Stmt& s, int first, const core::VariantHints& h);
 
+/// Applies the migrations after the database's schema version up to `target` (all of them for
+/// SIZE_MAX), in one write transaction. Opening a catalog runs all; tests stop at an earlier
+/// version to build a database as an older wheelforge left it.
+Status migrate_to(Db& db, std::size_t target);
+
 // Bumped when the label parser learns something new, so that stored hints are recomputed.
 constexpr std::int64_t kHintsVersion = 1;
 

@@ -1,5 +1,7 @@
 // The catalog schema: its migrations, and the backfills of columns added after rows existed.
 
+#include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -207,34 +209,40 @@ CREATE INDEX audit_project ON audit(project, at);
 
 }  // namespace
 
-Status SqliteCatalog::migrate() {
-  if (auto st = db_.exec("BEGIN IMMEDIATE"); !st) return st;
-  Stmt v(db_, "PRAGMA user_version");
+Status migrate_to(Db& db, std::size_t target) {
+  if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st;
+  Stmt v(db, "PRAGMA user_version");
   if (!v.valid() || v.step() != SQLITE_ROW) {
-    (void)db_.exec("ROLLBACK");
-    return db_.error("read schema version");
+    (void)db.exec("ROLLBACK");
+    return db.error("read schema version");
   }
   const auto current = static_cast<std::size_t>(v.i64(0));
   constexpr std::size_t kLatest = std::size(kMigrations);
   if (current > kLatest) {
-    (void)db_.exec("ROLLBACK");
+    (void)db.exec("ROLLBACK");
     return make_error(Errc::internal, "database schema version " + std::to_string(current) +
                                           " is newer than this wheelforge (" +
                                           std::to_string(kLatest) + ")");
   }
-  for (std::size_t i = current; i < kLatest; ++i) {
-    if (auto st = db_.exec(kMigrations[i]); !st) {
-      (void)db_.exec("ROLLBACK");
+  target = std::min(target, kLatest);
+  for (std::size_t i = current; i < target; ++i) {
+    if (auto st = db.exec(kMigrations[i]); !st) {
+      (void)db.exec("ROLLBACK");
       return make_error(Errc::internal,
                         "migration " + std::to_string(i + 1) + " failed: " + st.error().message);
     }
   }
-  const std::string set_version = "PRAGMA user_version = " + std::to_string(kLatest);
-  if (auto st = db_.exec(set_version.c_str()); !st) {
-    (void)db_.exec("ROLLBACK");
+  const std::string set_version =
+      "PRAGMA user_version = " + std::to_string(std::max(current, target));
+  if (auto st = db.exec(set_version.c_str()); !st) {
+    (void)db.exec("ROLLBACK");
     return st;
   }
-  return db_.exec("COMMIT");
+  return db.exec("COMMIT");
+}
+
+Status SqliteCatalog::migrate() {
+  return migrate_to(db_, SIZE_MAX);
 }
 
 // Computes the canonical keys of rows stored before keys existed. Rows whose keys collide

@@ -119,7 +119,7 @@ TEST_F(MaintenanceTest, CatalogListsTheBlobsItsRowsReference) {
   EXPECT_EQ((*refs)[1].sha256, a.metadata_sha256);
   EXPECT_EQ((*refs)[3].sha256, b.metadata_sha256);  // shared METADATA: listed for each row
 
-  ASSERT_TRUE(catalog_->delete_file("demo-1.0.tar.gz"));
+  ASSERT_TRUE(catalog_->delete_file("demo-1.0.tar.gz", wf::catalog::Actor{}));
   refs = catalog_->referenced_blobs();
   ASSERT_TRUE(refs);
   EXPECT_EQ(refs->size(), 2U);
@@ -137,7 +137,7 @@ TEST_F(MaintenanceTest, BackupCopiesTheCatalogAndTheBlobsItReferences) {
   const auto a = add_file("demo-1.0-py3-none-any.whl", "wheel bytes", "Name: demo\nV: 1\n");
   const auto b = add_file("demo-1.0.tar.gz", "sdist bytes", "Name: demo\nV: 2\n");
   const auto gone = add_file("demo-0.9-py3-none-any.whl", "old wheel", "Name: demo\nV: 0\n");
-  ASSERT_TRUE(catalog_->delete_file("demo-0.9-py3-none-any.whl"));
+  ASSERT_TRUE(catalog_->delete_file("demo-0.9-py3-none-any.whl", wf::catalog::Actor{}));
   const auto orphan = add_orphan("nobody");
 
   const fs::path dest = root_ / "backup";
@@ -251,7 +251,7 @@ TEST_F(MaintenanceTest, GcRemovesUnreferencedBlobsOnly) {
   const auto kept = add_file("demo-1.0-py3-none-any.whl", "wheel bytes", "Name: demo\n");
   // Same METADATA as the kept file: still referenced after this file is deleted.
   const auto gone = add_file("demo-1.0.tar.gz", "sdist bytes", "Name: demo\n");
-  ASSERT_TRUE(catalog_->delete_file("demo-1.0.tar.gz"));
+  ASSERT_TRUE(catalog_->delete_file("demo-1.0.tar.gz", wf::catalog::Actor{}));
   const auto orphan = add_orphan("nobody");
   fs::create_directories(data_ / "blobs" / "zz");
   std::ofstream(data_ / "blobs" / "zz" / "stray") << "x";
@@ -372,8 +372,8 @@ TEST_F(MaintenanceTest, FsckFindsMissingCorruptAndOrphanBlobs) {
   ASSERT_TRUE(again);
   EXPECT_TRUE(again->withdrawn.empty());
   EXPECT_EQ(*catalog_->generation(), *generation);
-  ASSERT_TRUE(catalog_->delete_file("demo-2.0-py3-none-any.whl"));
-  ASSERT_TRUE(catalog_->delete_file("demo-3.0-py3-none-any.whl"));
+  ASSERT_TRUE(catalog_->delete_file("demo-2.0-py3-none-any.whl", wf::catalog::Actor{}));
+  ASSERT_TRUE(catalog_->delete_file("demo-3.0-py3-none-any.whl", wf::catalog::Actor{}));
   after = check_data_dir(data_, FsckOptions{false, seconds{0}});
   ASSERT_TRUE(after);
   EXPECT_TRUE(after->clean());

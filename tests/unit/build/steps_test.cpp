@@ -719,7 +719,7 @@ TEST_F(Steps, DeletedBuildNumbersStayTaken) {
   ASSERT_EQ(bed.run_one().state, core::JobState::succeeded);
   const auto second = bed.rebuild();
   ASSERT_EQ(second.build_number, 1U) << bed.log(second.id);
-  ASSERT_TRUE(bed.catalog->delete_file(second.wheel));
+  ASSERT_TRUE(bed.catalog->delete_file(second.wheel, wf::catalog::Actor{}));
   // The same contents as the deleted build 1: the published build is 0, whose contents differ,
   // and build 1's name is reserved.
   const auto third = bed.rebuild();

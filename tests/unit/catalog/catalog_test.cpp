@@ -168,7 +168,7 @@ TEST_F(CatalogTest, GenerationChangesAcrossConnections) {
   TokenRecord t;
   t.hash = std::string(64, 't');
   t.scope = Scope::upload;
-  ASSERT_TRUE((*writer)->insert_token(t));
+  ASSERT_TRUE((*writer)->insert_token(t, wf::catalog::Actor{}));
   EXPECT_GT(*(*reader)->generation(), *g1);
 }
 
@@ -181,7 +181,7 @@ TEST_F(CatalogTest, LoadReturnsEverything) {
   t.hash = std::string(64, 't');
   t.scope = Scope::admin;
   t.project = "demo-pkg";
-  ASSERT_TRUE((*cat)->insert_token(t));
+  ASSERT_TRUE((*cat)->insert_token(t, wf::catalog::Actor{}));
   auto contents = (*cat)->load();
   ASSERT_TRUE(contents);
   ASSERT_EQ(contents->projects.size(), 1U);
@@ -259,7 +259,7 @@ TEST_F(CatalogTest, YankByVersionAndFile) {
     ASSERT_TRUE((*cat)->insert_file(nf));
   }
   auto yanked =
-      (*cat)->set_yanked("demo-pkg", std::string("1.0"), std::nullopt, std::string("broken"));
+      (*cat)->set_yanked("demo-pkg", std::string("1.0"), std::nullopt, std::string("broken"), wf::catalog::Actor{});
   ASSERT_TRUE(yanked) << yanked.error().message;
   EXPECT_EQ(yanked->size(), 2U);  // both local variants of 1.0
   auto contents = (*cat)->load();
@@ -272,15 +272,15 @@ TEST_F(CatalogTest, YankByVersionAndFile) {
     }
   }
   auto one = (*cat)->set_yanked("demo-pkg", std::nullopt,
-                                std::string("demo_pkg-1.0+cu126-py3-none-any.whl"), std::nullopt);
+                                std::string("demo_pkg-1.0+cu126-py3-none-any.whl"), std::nullopt, wf::catalog::Actor{});
   ASSERT_TRUE(one);
   auto f = (*cat)->find_file("demo_pkg-1.0+cu126-py3-none-any.whl");
   EXPECT_FALSE((**f).yanked);
   EXPECT_EQ(
-      (*cat)->set_yanked("demo-pkg", std::string("9.9"), std::nullopt, std::string()).error().code,
+      (*cat)->set_yanked("demo-pkg", std::string("9.9"), std::nullopt, std::string(), wf::catalog::Actor{}).error().code,
       Errc::not_found);
   EXPECT_EQ((*cat)
-                ->set_yanked("demo-pkg", std::string("not a version"), std::nullopt, std::string())
+                ->set_yanked("demo-pkg", std::string("not a version"), std::nullopt, std::string(), wf::catalog::Actor{})
                 .error()
                 .code,
             Errc::invalid);
@@ -291,12 +291,12 @@ TEST_F(CatalogTest, DeleteReservesTheName) {
   ASSERT_TRUE(cat);
   const std::string name = "demo_pkg-1.0-py3-none-any.whl";
   ASSERT_TRUE((*cat)->insert_file(wheel(name, std::string(64, 'a'))));
-  auto deleted = (*cat)->delete_file(name);
+  auto deleted = (*cat)->delete_file(name, wf::catalog::Actor{});
   ASSERT_TRUE(deleted);
   EXPECT_EQ(deleted->sha256, std::string(64, 'a'));
   EXPECT_FALSE((*cat)->find_file(name)->has_value());
   EXPECT_TRUE(*(*cat)->is_reserved(name));
-  EXPECT_EQ((*cat)->delete_file(name).error().code, Errc::not_found);
+  EXPECT_EQ((*cat)->delete_file(name, wf::catalog::Actor{}).error().code, Errc::not_found);
   auto again = (*cat)->insert_file(wheel(name, std::string(64, 'a')));
   ASSERT_TRUE(again);
   EXPECT_EQ(again->first, InsertOutcome::reserved);
@@ -312,8 +312,8 @@ TEST_F(CatalogTest, DeletedFilesAreListedPerProject) {
     ASSERT_TRUE((*cat)->insert_file(wheel(name, std::string(64, name[9] == '2' ? 'c' : 'a'))));
   }
   EXPECT_TRUE((*cat)->deleted_files("demo-pkg")->empty());
-  ASSERT_TRUE((*cat)->delete_file("demo_pkg-1.0-py3-none-any.whl"));
-  ASSERT_TRUE((*cat)->delete_file("demo_pkg-1.0-1-py3-none-any.whl"));
+  ASSERT_TRUE((*cat)->delete_file("demo_pkg-1.0-py3-none-any.whl", wf::catalog::Actor{}));
+  ASSERT_TRUE((*cat)->delete_file("demo_pkg-1.0-1-py3-none-any.whl", wf::catalog::Actor{}));
   auto listed = (*cat)->deleted_files("demo-pkg");
   ASSERT_TRUE(listed);
   ASSERT_EQ(listed->size(), 2U);
@@ -390,7 +390,7 @@ TEST_F(CatalogTest, DeletionReservesEverySpellingOfTheName) {
   ASSERT_TRUE(cat);
   const std::string name = "demo_pkg-1.0-py3-none-any.whl";
   ASSERT_TRUE((*cat)->insert_file(wheel(name, std::string(64, 'a'))));
-  ASSERT_TRUE((*cat)->delete_file(name));
+  ASSERT_TRUE((*cat)->delete_file(name, wf::catalog::Actor{}));
   const std::string other = "Demo.Pkg-1.0.0-py3-none-any.whl";
   EXPECT_TRUE(*(*cat)->is_reserved(other));
   auto reservation = (*cat)->find_reservation(other);
@@ -431,7 +431,7 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
     ASSERT_TRUE(cat);
     ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
     ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-2.0-py3-none-any.whl", std::string(64, 'c'))));
-    ASSERT_TRUE((*cat)->delete_file("demo_pkg-2.0-py3-none-any.whl"));
+    ASSERT_TRUE((*cat)->delete_file("demo_pkg-2.0-py3-none-any.whl", wf::catalog::Actor{}));
   }
   // Make the database look as if an older wheelforge, which compared names exactly, had
   // written it, with a second spelling of the same file name.
@@ -439,7 +439,13 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   const std::string older =
-      "ALTER TABLE jobs DROP COLUMN executor_job;"
+      "DROP TABLE audit; ALTER TABLE files DROP COLUMN uploaded_by_token;"
+      " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
+      " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
+      " BEGIN UPDATE meta SET generation = generation + 1; END;"
+      " ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE tokens DROP COLUMN last_used_at;"
+      " ALTER TABLE tokens DROP COLUMN expires_at;"
+      " ALTER TABLE jobs DROP COLUMN executor_job;"
       " ALTER TABLE jobs DROP COLUMN glibc_floor; ALTER TABLE jobs DROP COLUMN build_number;"
       " ALTER TABLE builds DROP COLUMN yank_superseded;"
       " ALTER TABLE jobs DROP COLUMN nvcc_path; ALTER TABLE jobs DROP COLUMN nvcc_version;"
@@ -489,9 +495,9 @@ TEST_F(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
   TokenRecord t;
   t.hash = std::string(64, '1');
   t.scope = Scope::upload;
-  auto a = (*cat)->insert_token(t);
+  auto a = (*cat)->insert_token(t, wf::catalog::Actor{});
   t.hash = std::string(64, '2');
-  auto b = (*cat)->insert_token(t);
+  auto b = (*cat)->insert_token(t, wf::catalog::Actor{});
   ASSERT_TRUE(a && b);
   const core::Uploader by_a{false, a->id, std::nullopt};
   const core::Uploader by_b{false, b->id, std::nullopt};
@@ -526,7 +532,7 @@ TEST_F(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
   EXPECT_EQ(contents->projects[0].claim, (core::ProjectClaim{core::ClaimKind::token, a->id}));
 
   // An admin hands the project to b.
-  auto handed = (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id});
+  auto handed = (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id}, wf::catalog::Actor{});
   ASSERT_TRUE(handed) << handed.error().message;
   EXPECT_EQ(handed->claim.token_id, b->id);
   EXPECT_EQ((*cat)->insert_file(other)->first, InsertOutcome::inserted);
@@ -534,18 +540,18 @@ TEST_F(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
   EXPECT_EQ((*cat)->insert_file(first)->first, InsertOutcome::forbidden);
 
   // Released: the next token to upload claims it again.
-  ASSERT_TRUE((*cat)->set_claim("demo-pkg", core::ProjectClaim{}));
+  ASSERT_TRUE((*cat)->set_claim("demo-pkg", core::ProjectClaim{}, wf::catalog::Actor{}));
   EXPECT_EQ((*cat)->insert_file(first)->first, InsertOutcome::inserted);
   EXPECT_EQ((*cat)->load()->projects[0].claim, (core::ProjectClaim{core::ClaimKind::token, a->id}));
 
   // Unknown projects and tokens, revoked tokens.
-  EXPECT_EQ((*cat)->set_claim("nope", core::ProjectClaim{}).error().code, Errc::not_found);
+  EXPECT_EQ((*cat)->set_claim("nope", core::ProjectClaim{}, wf::catalog::Actor{}).error().code, Errc::not_found);
   EXPECT_EQ(
-      (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, 999}).error().code,
+      (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, 999}, wf::catalog::Actor{}).error().code,
       Errc::not_found);
-  ASSERT_TRUE((*cat)->revoke_token(b->id));
+  ASSERT_TRUE((*cat)->revoke_token(b->id, wf::catalog::Actor{}));
   EXPECT_EQ(
-      (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id}).error().code,
+      (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id}, wf::catalog::Actor{}).error().code,
       Errc::not_found);
 }
 
@@ -572,7 +578,13 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(db,
-                         "ALTER TABLE jobs DROP COLUMN executor_job;"
+                         "DROP TABLE audit; ALTER TABLE files DROP COLUMN uploaded_by_token;"
+      " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
+      " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
+      " BEGIN UPDATE meta SET generation = generation + 1; END;"
+      " ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE tokens DROP COLUMN last_used_at;"
+      " ALTER TABLE tokens DROP COLUMN expires_at;"
+      " ALTER TABLE jobs DROP COLUMN executor_job;"
                          " ALTER TABLE jobs DROP COLUMN glibc_floor;"
                          " ALTER TABLE jobs DROP COLUMN build_number;"
                          " ALTER TABLE builds DROP COLUMN yank_superseded;"
@@ -603,7 +615,7 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   TokenRecord t;
   t.hash = std::string(64, '5');
   t.scope = Scope::upload;
-  auto token = (*cat)->insert_token(t);
+  auto token = (*cat)->insert_token(t, wf::catalog::Actor{});
   ASSERT_TRUE(token);
   next.uploader = core::Uploader{false, token->id, std::nullopt};
   auto inserted = (*cat)->insert_file(next);

@@ -101,7 +101,13 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
   char* err = nullptr;
   ASSERT_EQ(sqlite3_exec(raw,
-                         "ALTER TABLE jobs DROP COLUMN executor_job;"
+                         "DROP TABLE audit; ALTER TABLE files DROP COLUMN uploaded_by_token;"
+      " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
+      " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
+      " BEGIN UPDATE meta SET generation = generation + 1; END;"
+      " ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE tokens DROP COLUMN last_used_at;"
+      " ALTER TABLE tokens DROP COLUMN expires_at;"
+      " ALTER TABLE jobs DROP COLUMN executor_job;"
                          " ALTER TABLE jobs DROP COLUMN glibc_floor;"
                          " ALTER TABLE jobs DROP COLUMN build_number;"
                          " ALTER TABLE builds DROP COLUMN yank_superseded;"

@@ -33,9 +33,11 @@ class AdminHandlers : public ::testing::Test {
 
 TEST_F(AdminHandlers, EveryAdminRouteNeedsAnAdminToken) {
   const std::pair<Method, std::string> routes[] = {
-      {Method::post, "/admin/yank"},
-      {Method::post, "/admin/unyank"},
       {Method::del, "/admin/files/x.whl"},
+      {Method::get, "/admin/tokens"},
+      {Method::post, "/admin/tokens"},
+      {Method::post, "/admin/tokens/1/revoke"},
+      {Method::get, "/admin/audit"},
       {Method::post, "/admin/projects/p/claim"},
       {Method::post, "/admin/projects/p/release"},
       {Method::get, "/admin/builds"},

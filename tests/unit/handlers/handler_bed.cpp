@@ -60,7 +60,7 @@ std::string HandlerBed::token(catalog::Scope scope, std::optional<std::string> p
   t.hash = auth::hash_token(value);
   t.scope = scope;
   t.project = std::move(project);
-  EXPECT_TRUE(bed.catalog->insert_token(t));
+  EXPECT_TRUE(bed.catalog->insert_token(t, wf::catalog::Actor{}));
   return value;
 }
 

@@ -107,7 +107,7 @@ TEST_F(UploadHandlers, ClaimedProjectsRefuseOtherUploaders) {
   const std::string token = "wf_other-uploader-token-for-the-claims-test-0000";
   other.hash = auth::hash_token(token);
   other.scope = catalog::Scope::upload;
-  ASSERT_TRUE(h.bed.catalog->insert_token(other));
+  ASSERT_TRUE(h.bed.catalog->insert_token(other, wf::catalog::Actor{}));
   const auto r = h.put(wheel_name("demo-pkg", "3.0"), h.wheel("demo-pkg", "3.0"), token);
   EXPECT_EQ(r.status, 403);
   EXPECT_NE(body_of(r).find("claimed by another uploader"), std::string::npos) << body_of(r);
