@@ -99,7 +99,8 @@ constexpr const char* kTimeForms =
 Result<Micros> parse_expiry(std::string_view text, Micros now) {
   const std::string shown = sanitize_for_log(text, 60);
   if (const auto d = parse_duration(text)) {
-    if (*d == 0) return make_error(Errc::invalid, "expiry '" + shown + "' is zero: no token would work");
+    if (*d == 0)
+      return make_error(Errc::invalid, "expiry '" + shown + "' is zero: no token would work");
     return now + *d;
   }
   if (const auto t = parse_utc(text)) {

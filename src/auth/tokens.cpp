@@ -45,8 +45,7 @@ Result<std::optional<std::string>> token_from_authorization(std::string_view hea
 }
 
 TokenIndex::TokenIndex(std::vector<catalog::TokenRecord> tokens)
-    : records_(std::move(tokens)),
-      used_(std::make_unique<std::atomic<Micros>[]>(records_.size())) {
+    : records_(std::move(tokens)), used_(std::make_unique<std::atomic<Micros>[]>(records_.size())) {
   std::sort(records_.begin(), records_.end(),
             [](const auto& a, const auto& b) { return a.id < b.id; });
   for (std::size_t i = 0; i < records_.size(); ++i) {
@@ -95,8 +94,7 @@ Result<const catalog::TokenRecord*> authorize(const TokenIndex& tokens,
   if (record == nullptr) return make_error(Errc::unauthorized, "invalid or revoked token");
   const Micros now = now_micros();
   if (record->expired(now)) {
-    return make_error(Errc::unauthorized, "token #" + std::to_string(record->id) +
-                                              " expired at " +
+    return make_error(Errc::unauthorized, "token #" + std::to_string(record->id) + " expired at " +
                                               iso8601_micros(*record->expires_at) +
                                               ": ask an admin for a new one");
   }

@@ -62,10 +62,9 @@ Result<TokenRecord> SqliteCatalog::insert_token(const TokenRecord& token, const 
             .bind(7, stored.created_by);
         if (s.step() != SQLITE_DONE) return db_.error("insert token");
         stored.id = db_.last_insert_rowid();
-        if (auto st = append_audit_locked(AuditRecord{0, token.created_at, "token-create", by,
-                                                      token.project.value_or(""),
-                                                      token_target(stored.id),
-                                                      token_detail(stored)});
+        if (auto st = append_audit_locked(
+                AuditRecord{0, token.created_at, "token-create", by, token.project.value_or(""),
+                            token_target(stored.id), token_detail(stored)});
             !st) {
           return st.error();
         }
@@ -88,9 +87,9 @@ Result<TokenRecord> SqliteCatalog::revoke_token(std::int64_t id, const Actor& by
         s.bind(1, id);
         if (s.step() != SQLITE_ROW) return db_.error("read token");
         TokenRecord t = read_token_row(s);
-        if (auto st = append_audit_locked(AuditRecord{0, 0, "token-revoke", by,
-                                                      t.project.value_or(""), token_target(id),
-                                                      token_detail(t)});
+        if (auto st =
+                append_audit_locked(AuditRecord{0, 0, "token-revoke", by, t.project.value_or(""),
+                                                token_target(id), token_detail(t)});
             !st) {
           return st.error();
         }

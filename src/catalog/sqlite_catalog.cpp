@@ -316,10 +316,9 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
   stored.id = db_.last_insert_rowid();
   stored.uploaded_by = uploaded_by;
   stored.uploaded_by_token = nf.actor.token_id;
-  if (auto st = append_audit_locked(AuditRecord{0, stored.upload_time, "upload", nf.actor,
-                                                stored.project, stored.filename,
-                                                "sha256=" + stored.sha256 +
-                                                    " size=" + std::to_string(stored.size)});
+  if (auto st = append_audit_locked(
+          AuditRecord{0, stored.upload_time, "upload", nf.actor, stored.project, stored.filename,
+                      "sha256=" + stored.sha256 + " size=" + std::to_string(stored.size)});
       !st) {
     return st.error();
   }

@@ -161,9 +161,9 @@ Result<core::FileRecord> SqliteCatalog::delete_file(std::string_view filename, c
       [&]() -> Result<core::FileRecord> {
         auto deleted = delete_file_locked(filename);
         if (!deleted) return deleted;
-        if (auto st = append_audit_locked(AuditRecord{0, 0, "delete", by, deleted->project,
-                                                      deleted->filename,
-                                                      "sha256=" + deleted->sha256});
+        if (auto st =
+                append_audit_locked(AuditRecord{0, 0, "delete", by, deleted->project,
+                                                deleted->filename, "sha256=" + deleted->sha256});
             !st) {
           return st.error();
         }

@@ -72,7 +72,8 @@ Response yank(const Request& req, Context& ctx, bool undo) {
   if (!problems.empty()) return error_response(problems.to_error());
   const std::string name = core::normalize_name(*project);
   const catalog::TokenRecord* token = caller_token(req, ctx.snapshot);
-  if (token == nullptr) return error_response(make_error(Errc::unauthorized, "authentication required"));
+  if (token == nullptr)
+    return error_response(make_error(Errc::unauthorized, "authentication required"));
   // Maintainers yank their own project's files, as on PyPI (the route admits upload tokens).
   const auto* known = ctx.snapshot.find_project(name);
   if (!auth::may_yank(*token, name, known ? std::optional(known->claim) : std::nullopt)) {
