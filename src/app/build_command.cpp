@@ -210,8 +210,8 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
     entry.detail = "recipe=" + b.recipe + " version=" + b.version +
                    " jobs=" + std::to_string(queued.size()) + (b.force ? " force" : "");
     if (auto st = dir->catalog->record_audit(entry); !st) {
-      std::cerr << "warning: the build was not recorded in the audit trail: "
-                << st.error().message << "\n";
+      std::cerr << "warning: the build was not recorded in the audit trail: " << st.error().message
+                << "\n";
     }
   }
 

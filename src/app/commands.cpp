@@ -161,9 +161,8 @@ int token_list(const Settings& settings) {
   std::printf("%-5s %-7s %-20s %-8s %-21s %-14s %-21s %-21s %s\n", "ID", "SCOPE", "PROJECT",
               "STATE", "CREATED", "CREATED-BY", "EXPIRES", "LAST-USED", "DESCRIPTION");
   for (const auto& t : *tokens) {
-    std::printf("%-5lld %-7s %-20s %-8s %-21s %-14s %-21s %-21s %s\n",
-                static_cast<long long>(t.id), std::string(catalog::scope_name(t.scope)).c_str(),
-                t.project.value_or("*").c_str(),
+    std::printf("%-5lld %-7s %-20s %-8s %-21s %-14s %-21s %-21s %s\n", static_cast<long long>(t.id),
+                std::string(catalog::scope_name(t.scope)).c_str(), t.project.value_or("*").c_str(),
                 std::string(render::token_state(t, now)).c_str(), when(t.created_at).c_str(),
                 t.created_by.empty() ? "-" : t.created_by.c_str(), when(t.expires_at).c_str(),
                 when(t.last_used_at).c_str(), t.description.c_str());
@@ -306,8 +305,8 @@ int audit(const Settings& settings, const std::optional<std::string>& project,
     std::string actor = e.actor.label();
     if (!e.actor.token_description.empty()) actor += " (" + e.actor.token_description + ")";
     std::printf("%-21s %-13s %-12s %-20s %-20s %-40s %s\n",
-                (iso8601_micros(e.at).substr(0, 19) + "Z").c_str(), e.action.c_str(),
-                actor.c_str(), e.actor.address.empty() ? "-" : e.actor.address.c_str(),
+                (iso8601_micros(e.at).substr(0, 19) + "Z").c_str(), e.action.c_str(), actor.c_str(),
+                e.actor.address.empty() ? "-" : e.actor.address.c_str(),
                 e.project.empty() ? "-" : e.project.c_str(), e.target.c_str(), e.detail.c_str());
   }
   return 0;

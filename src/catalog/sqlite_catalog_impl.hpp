@@ -2,7 +2,8 @@
 // The SQLite catalog, private to the catalog module: the class and the row mapping shared by
 // its source files (sqlite_catalog.cpp: files, projects and snapshots; sqlite_edits.cpp:
 // yanks, claims, deletions and damage records; sqlite_audit.cpp: tokens and the audit trail;
-// sqlite_schema.cpp: migrations and backfills). Every function blocks on SQLite; one mutex serializes the connection.
+// sqlite_schema.cpp: migrations and backfills). Every function blocks on SQLite; one mutex
+// serializes the connection.
 
 #include <cstdint>
 #include <filesystem>

@@ -215,10 +215,10 @@ void Server::Impl::schedule_poll() {
           flush_token_uses();
           return load_if_changed();
         },
-            [this](SnapshotPtr s) {
-              install(std::move(s));
-              schedule_poll();
-            });
+        [this](SnapshotPtr s) {
+          install(std::move(s));
+          schedule_poll();
+        });
   });
 }
 

@@ -258,8 +258,8 @@ TEST_F(CatalogTest, YankByVersionAndFile) {
     nf.file.version = v;
     ASSERT_TRUE((*cat)->insert_file(nf));
   }
-  auto yanked =
-      (*cat)->set_yanked("demo-pkg", std::string("1.0"), std::nullopt, std::string("broken"), wf::catalog::Actor{});
+  auto yanked = (*cat)->set_yanked("demo-pkg", std::string("1.0"), std::nullopt,
+                                   std::string("broken"), wf::catalog::Actor{});
   ASSERT_TRUE(yanked) << yanked.error().message;
   EXPECT_EQ(yanked->size(), 2U);  // both local variants of 1.0
   auto contents = (*cat)->load();
@@ -272,15 +272,20 @@ TEST_F(CatalogTest, YankByVersionAndFile) {
     }
   }
   auto one = (*cat)->set_yanked("demo-pkg", std::nullopt,
-                                std::string("demo_pkg-1.0+cu126-py3-none-any.whl"), std::nullopt, wf::catalog::Actor{});
+                                std::string("demo_pkg-1.0+cu126-py3-none-any.whl"), std::nullopt,
+                                wf::catalog::Actor{});
   ASSERT_TRUE(one);
   auto f = (*cat)->find_file("demo_pkg-1.0+cu126-py3-none-any.whl");
   EXPECT_FALSE((**f).yanked);
-  EXPECT_EQ(
-      (*cat)->set_yanked("demo-pkg", std::string("9.9"), std::nullopt, std::string(), wf::catalog::Actor{}).error().code,
-      Errc::not_found);
   EXPECT_EQ((*cat)
-                ->set_yanked("demo-pkg", std::string("not a version"), std::nullopt, std::string(), wf::catalog::Actor{})
+                ->set_yanked("demo-pkg", std::string("9.9"), std::nullopt, std::string(),
+                             wf::catalog::Actor{})
+                .error()
+                .code,
+            Errc::not_found);
+  EXPECT_EQ((*cat)
+                ->set_yanked("demo-pkg", std::string("not a version"), std::nullopt, std::string(),
+                             wf::catalog::Actor{})
                 .error()
                 .code,
             Errc::invalid);
@@ -532,7 +537,8 @@ TEST_F(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
   EXPECT_EQ(contents->projects[0].claim, (core::ProjectClaim{core::ClaimKind::token, a->id}));
 
   // An admin hands the project to b.
-  auto handed = (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id}, wf::catalog::Actor{});
+  auto handed = (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id},
+                                  wf::catalog::Actor{});
   ASSERT_TRUE(handed) << handed.error().message;
   EXPECT_EQ(handed->claim.token_id, b->id);
   EXPECT_EQ((*cat)->insert_file(other)->first, InsertOutcome::inserted);
@@ -545,14 +551,21 @@ TEST_F(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
   EXPECT_EQ((*cat)->load()->projects[0].claim, (core::ProjectClaim{core::ClaimKind::token, a->id}));
 
   // Unknown projects and tokens, revoked tokens.
-  EXPECT_EQ((*cat)->set_claim("nope", core::ProjectClaim{}, wf::catalog::Actor{}).error().code, Errc::not_found);
-  EXPECT_EQ(
-      (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, 999}, wf::catalog::Actor{}).error().code,
-      Errc::not_found);
+  EXPECT_EQ((*cat)->set_claim("nope", core::ProjectClaim{}, wf::catalog::Actor{}).error().code,
+            Errc::not_found);
+  EXPECT_EQ((*cat)
+                ->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, 999},
+                            wf::catalog::Actor{})
+                .error()
+                .code,
+            Errc::not_found);
   ASSERT_TRUE((*cat)->revoke_token(b->id, wf::catalog::Actor{}));
-  EXPECT_EQ(
-      (*cat)->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id}, wf::catalog::Actor{}).error().code,
-      Errc::not_found);
+  EXPECT_EQ((*cat)
+                ->set_claim("demo-pkg", core::ProjectClaim{core::ClaimKind::token, b->id},
+                            wf::catalog::Actor{})
+                .error()
+                .code,
+            Errc::not_found);
 }
 
 TEST_F(CatalogTest, LocalCommandsClaimNewProjectsForAdmins) {
@@ -577,32 +590,34 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(db,
-                         "DROP TABLE audit; ALTER TABLE files DROP COLUMN uploaded_by_token;"
-      " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
-      " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
-      " BEGIN UPDATE meta SET generation = generation + 1; END;"
-      " ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE tokens DROP COLUMN last_used_at;"
-      " ALTER TABLE tokens DROP COLUMN expires_at;"
-      " ALTER TABLE jobs DROP COLUMN executor_job;"
-                         " ALTER TABLE jobs DROP COLUMN glibc_floor;"
-                         " ALTER TABLE jobs DROP COLUMN build_number;"
-                         " ALTER TABLE builds DROP COLUMN yank_superseded;"
-                         " ALTER TABLE jobs DROP COLUMN nvcc_path;"
-                         " ALTER TABLE jobs DROP COLUMN nvcc_version;"
-                         " ALTER TABLE jobs DROP COLUMN torch_version;"
-                         " ALTER TABLE jobs DROP COLUMN torch_cuda;"
-                         " ALTER TABLE jobs DROP COLUMN python_path;"
-                         " ALTER TABLE jobs DROP COLUMN python_version;"
-                         " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
-                         " ALTER TABLE files DROP COLUMN canonical;"
-                         " ALTER TABLE deleted_files DROP COLUMN canonical;"
-                         " DROP TRIGGER projects_upd;"
-                         " ALTER TABLE projects DROP COLUMN owner_token_id;"
-                         " ALTER TABLE projects DROP COLUMN claimed_by;"
-                         " PRAGMA user_version = 4;",
-                         nullptr, nullptr, &err),
-            SQLITE_OK)
+  ASSERT_EQ(
+      sqlite3_exec(
+          db,
+          "DROP TABLE audit; ALTER TABLE files DROP COLUMN uploaded_by_token;"
+          " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
+          " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
+          " BEGIN UPDATE meta SET generation = generation + 1; END;"
+          " ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE tokens DROP COLUMN last_used_at;"
+          " ALTER TABLE tokens DROP COLUMN expires_at;"
+          " ALTER TABLE jobs DROP COLUMN executor_job;"
+          " ALTER TABLE jobs DROP COLUMN glibc_floor;"
+          " ALTER TABLE jobs DROP COLUMN build_number;"
+          " ALTER TABLE builds DROP COLUMN yank_superseded;"
+          " ALTER TABLE jobs DROP COLUMN nvcc_path;"
+          " ALTER TABLE jobs DROP COLUMN nvcc_version;"
+          " ALTER TABLE jobs DROP COLUMN torch_version;"
+          " ALTER TABLE jobs DROP COLUMN torch_cuda;"
+          " ALTER TABLE jobs DROP COLUMN python_path;"
+          " ALTER TABLE jobs DROP COLUMN python_version;"
+          " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
+          " ALTER TABLE files DROP COLUMN canonical;"
+          " ALTER TABLE deleted_files DROP COLUMN canonical;"
+          " DROP TRIGGER projects_upd;"
+          " ALTER TABLE projects DROP COLUMN owner_token_id;"
+          " ALTER TABLE projects DROP COLUMN claimed_by;"
+          " PRAGMA user_version = 4;",
+          nullptr, nullptr, &err),
+      SQLITE_OK)
       << (err ? err : "");
   sqlite3_close(db);
 

@@ -76,8 +76,9 @@ TEST_F(AdminTokens, CreateListAndRevoke) {
   r = admin(Method::post, "/admin/tokens/" + std::to_string(id) + "/revoke");
   ASSERT_EQ(r.status, 200) << body_of(r);
   EXPECT_EQ(Json::parse(body_of(r))["state"], "revoked");
-  EXPECT_EQ(h.put(testing::wheel_name("demo-pkg", "2.0"), h.wheel("demo-pkg", "2.0"), secret).status,
-            401);
+  EXPECT_EQ(
+      h.put(testing::wheel_name("demo-pkg", "2.0"), h.wheel("demo-pkg", "2.0"), secret).status,
+      401);
   EXPECT_EQ(admin(Method::post, "/admin/tokens/999/revoke").status, 404);
   EXPECT_EQ(admin(Method::post, "/admin/tokens/abc/revoke").status, 404);
 }
@@ -146,9 +147,9 @@ TEST_F(AdminTokens, UploadTokensYankTheirOwnProjectOnly) {
 
 TEST_F(AdminTokens, AuditRecordsWhoDidWhatFromWhere) {
   store("demo-pkg", "1.0", h.upload);
-  ASSERT_EQ(as(h.upload, Method::post, "/admin/yank", "project=demo-pkg&version=1.0&reason=abi")
-                .status,
-            200);
+  ASSERT_EQ(
+      as(h.upload, Method::post, "/admin/yank", "project=demo-pkg&version=1.0&reason=abi").status,
+      200);
   ASSERT_EQ(admin(Method::del, "/admin/files/demo_pkg-1.0-py3-none-any.whl").status, 200);
   (void)create("scope=read&description=reader");
 
