@@ -81,6 +81,17 @@ std::vector<std::pair<std::int64_t, Micros>> TokenIndex::uses() const {
   return out;
 }
 
+void TokenIndex::adopt_uses(const TokenIndex& prev) const {
+  for (const auto& [id, at] : prev.uses()) {
+    const auto* mine = find_id(id);
+    if (mine == nullptr) continue;
+    auto& slot = used_[static_cast<std::size_t>(mine - records_.data())];
+    Micros seen = slot.load(std::memory_order_relaxed);
+    while (seen < at && !slot.compare_exchange_weak(seen, at, std::memory_order_relaxed)) {
+    }
+  }
+}
+
 bool scope_includes(catalog::Scope granted, catalog::Scope needed) {
   return static_cast<int>(granted) >= static_cast<int>(needed);
 }

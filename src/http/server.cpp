@@ -64,6 +64,8 @@ void Server::Impl::install(SnapshotPtr s) {
   {
     std::lock_guard lock(snapshot_mu);
     if (!s || (snapshot_ && s->generation() <= snapshot_->generation())) return;
+    // Tokens' last uses go on in the new snapshot (flush_token_uses() writes them).
+    if (snapshot_) s->tokens().adopt_uses(snapshot_->tokens());
     old = std::exchange(snapshot_, std::move(s));
     generation.store(snapshot_->generation());
     installed.store(g_installs.fetch_add(1) + 1, std::memory_order_release);

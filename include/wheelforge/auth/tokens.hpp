@@ -49,6 +49,9 @@ class TokenIndex {
   void note_use(const catalog::TokenRecord& token, Micros now) const;
   /// The uses noted so far: (token id, last time), for tokens used since the index was made.
   [[nodiscard]] std::vector<std::pair<std::int64_t, Micros>> uses() const;
+  /// Takes over the uses `prev` noted (the index this one replaces), so that none is lost
+  /// between two looks of the UseRecorder. Never blocks.
+  void adopt_uses(const TokenIndex& prev) const;
 
  private:
   std::vector<catalog::TokenRecord> records_;  // by id

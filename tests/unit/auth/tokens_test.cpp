@@ -97,6 +97,20 @@ TEST(Tokens, UsesAreNotedOnlyForGrantedRequests) {
   EXPECT_GT(uses[0].second, 0);
 }
 
+TEST(Tokens, ANewIndexAdoptsTheUsesOfTheOneItReplaces) {
+  const TokenIndex old({make(1, "a", Scope::upload), make(2, "b", Scope::upload)});
+  old.note_use(*old.find("a"), 100);
+  const TokenIndex next({make(1, "a", Scope::upload), make(3, "c", Scope::read)});
+  next.note_use(*next.find("c"), 50);
+  next.adopt_uses(old);
+  const auto uses = next.uses();
+  EXPECT_EQ(uses, (std::vector<std::pair<std::int64_t, Micros>>{{1, 100}, {3, 50}}));
+  // A later use is never replaced by an earlier one.
+  next.note_use(*next.find("a"), 200);
+  next.adopt_uses(old);
+  EXPECT_EQ(next.uses().front().second, 200);
+}
+
 TEST(Tokens, FindsRevokedTokensById) {
   TokenIndex index({make(3, "a", Scope::upload), make(1, "b", Scope::admin, std::nullopt, true)});
   ASSERT_NE(index.find_id(1), nullptr);
