@@ -1,0 +1,139 @@
+"""The audit trail: uploads (twine, curl), yanks, unyanks, deletions, claims, token creation
+and revocation record who (token id and description), when, from which address and what;
+`wheelforge audit [--project] [--since]` and `GET /admin/audit` show it; it and the tokens'
+expiry survive `wheelforge backup` and a server started on the backup."""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+from test_claims import admin_post, new_token
+from test_publish import output_of, twine
+from test_tokens import age_token, token_rows
+from wfhelpers import Server, curl_upload, make_wheel, wait_for
+
+
+def audit_rows(harness, *args: str, data_dir=None) -> list[list[str]]:
+    proc = harness.cli("audit", "--data-dir", str(data_dir or harness.data_dir), *args)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["TIME", "ACTION", "ACTOR", "ADDRESS", "PROJECT", "TARGET",
+                                "DETAIL"], lines[0]
+    return [line.split() for line in lines[1:]]
+
+
+def describe(harness, *args: str) -> tuple[int, str]:
+    """A token with a description: (id, secret)."""
+    proc = harness.cli("token", "create", "--data-dir", str(harness.data_dir), *args)
+    assert proc.returncode == 0, proc.stderr
+    return int(re.search(r"#(\d+)", proc.stderr).group(1)), proc.stdout.strip().splitlines()[-1]
+
+
+def test_every_change_is_recorded_with_who_when_where_and_what(harness, artifacts):
+    admin = harness.token("admin")
+    up_id, up = describe(harness, "--scope", "upload", "--description", "ci-uploader")
+    server = harness.serve()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    one = make_wheel(artifacts, "audit-pkg", "1.0")
+    two = make_wheel(artifacts, "audit-pkg", "2.0")
+    proc = twine(harness, server.url + "/legacy/", up, [one.path])
+    assert proc.returncode == 0, output_of(proc)
+    assert curl_upload(server, harness.root, two.path, token=up).status == 201
+    # A refused upload (the same name, other bytes) records nothing.
+    clash = make_wheel(artifacts / "clash", "audit-pkg", "2.0", value="other bytes")
+    assert curl_upload(server, harness.root, clash.path, token=up).status == 409
+
+    assert admin_post(server, "/admin/yank", up, "project=audit-pkg&version=2.0&reason=abi").status == 200
+    assert admin_post(server, "/admin/unyank", up, "project=audit-pkg&version=2.0").status == 200
+    r = server.request("DELETE", f"/admin/files/{one.filename}", {"Authorization": f"Bearer {admin}"})
+    assert r.status == 200, r.text
+    assert admin_post(server, "/admin/projects/audit-pkg/claim", admin).status == 200
+    made = admin_post(server, "/admin/tokens", admin, "scope=read&description=dashboard")
+    assert made.status == 201
+    assert admin_post(server, f"/admin/tokens/{made.json()['id']}/revoke", admin).status == 200
+    assert harness.cli("yank", "--data-dir", str(harness.data_dir), "audit-pkg", "2.0",
+                       "--reason", "from-the-shell").returncode == 0
+
+    # The command line: newest first, the project's entries only with --project.
+    rows = audit_rows(harness, "--project", "audit-pkg")
+    assert [r[1] for r in rows] == ["yank", "claim", "delete", "unyank", "yank", "upload",
+                                    "upload"], rows
+    by_action = {}
+    for r in reversed(rows):
+        by_action.setdefault(r[1], r)
+    upload = by_action["upload"]
+    assert upload[2] == f"token:{up_id}" and upload[3] == "(ci-uploader)", upload
+    assert upload[4] == "127.0.0.1" and upload[5] == "audit-pkg" and upload[6] == one.filename
+    assert datetime.datetime.fromisoformat(upload[0].rstrip("Z")).replace(
+        tzinfo=datetime.timezone.utc) >= started.replace(microsecond=0)
+    shell = rows[0]
+    assert shell[2] == "cli" and shell[3].startswith("local:"), shell
+    everything = audit_rows(harness)
+    actions = [r[1] for r in everything]
+    assert actions.count("token-create") == 3 and actions.count("token-revoke") == 1, actions
+    assert audit_rows(harness, "--since", "2999-01-01") == []
+    assert len(audit_rows(harness, "--since", "1h")) == len(everything)
+
+    # Bad values: exit 2 with the reason.
+    for args, message in [(["--since", "last-week"], "invalid time 'last-week'"),
+                          (["--project", "..x"], "not a valid project name"),
+                          (["--limit", "0"], "--limit")]:
+        proc = harness.cli("audit", "--data-dir", str(harness.data_dir), *args)
+        assert proc.returncode != 0 and message in proc.stderr, (args, proc.stderr)
+
+    # The admin API: the same entries as JSON; admins only.
+    r = server.get("/admin/audit?project=audit-pkg&since=1d", {"Authorization": f"Bearer {admin}"})
+    assert r.status == 200, r.text
+    entries = r.json()["entries"]
+    assert [e["action"] for e in entries] == [r[1] for r in rows]
+    first_upload = entries[-1]
+    assert first_upload["token_id"] == up_id and first_upload["token_description"] == "ci-uploader"
+    assert first_upload["address"] == "127.0.0.1"
+    assert f"sha256={one.sha256}" in first_upload["detail"]
+    assert entries[-3]["detail"] == "reason: abi"
+    assert server.get("/admin/audit", {"Authorization": f"Bearer {up}"}).status == 403
+    r = server.get("/admin/audit?since=soon", {"Authorization": f"Bearer {admin}"})
+    assert r.status == 400 and "invalid time 'soon'" in r.text
+
+
+def test_audit_and_token_expiry_survive_backup_and_restore(harness, artifacts):
+    up_id, up = describe(harness, "--scope", "upload", "--description", "kept",
+                         "--expires", "30d")
+    old_id, old = describe(harness, "--scope", "read", "--expires", "2099-06-01")
+    server = harness.serve()
+    wheel = make_wheel(artifacts, "bk-audit-pkg", "1.0")
+    assert curl_upload(server, harness.root, wheel.path, token=up).status == 201
+    assert admin_post(server, "/admin/yank", up, "project=bk-audit-pkg&version=1.0").status == 200
+    age_token(harness, old_id)  # its time has passed
+    before_rows = audit_rows(harness)
+    before_tokens = token_rows(harness)
+    server.stop()
+
+    backup = harness.root / "backup"
+    proc = harness.cli("backup", str(backup), "--data-dir", str(harness.data_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert audit_rows(harness, data_dir=backup) == before_rows
+    restored_tokens = token_rows_of(harness, backup)
+    assert restored_tokens == before_tokens
+    assert restored_tokens[up_id]["EXPIRES"] != "-" and restored_tokens[old_id]["STATE"] == "expired"
+
+    # A server on the backup: the expired token is refused saying so, the other works, and the
+    # trail goes on.
+    restored = Server(harness.binary, backup, harness.root / "restored.log", [], None)
+    harness.servers.append(restored)  # stopped with the harness
+    restored.start()
+    later = make_wheel(artifacts, "bk-audit-pkg", "2.0")
+    refused = curl_upload(restored, harness.root, later.path, token=old)
+    assert refused.status == 401 and f"token #{old_id} expired at" in refused.body, refused.body
+    assert curl_upload(restored, harness.root, later.path, token=up).status == 201
+    assert wait_for(lambda: len(audit_rows(harness, data_dir=backup)) == len(before_rows) + 1)
+
+
+def token_rows_of(harness, data_dir):
+    original = harness.data_dir
+    harness.data_dir = data_dir
+    try:
+        return token_rows(harness)
+    finally:
+        harness.data_dir = original
