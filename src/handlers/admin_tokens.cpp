@@ -72,13 +72,13 @@ Response handle_list_tokens(const Request& /*req*/, Context& ctx) {
   return json(200, render::render_tokens(*tokens, now_micros()));
 }
 
-Response handle_create_token(const Request& req, Context& ctx) {
+Result<catalog::TokenRecord> decode_token_request(const Fields& fields, Micros now) {
   Problems problems;
   std::optional<catalog::Scope> scope;
   bool scope_given = false;
   catalog::TokenRecord record;
-  record.created_at = now_micros();
-  for (auto& [k, v] : parameters(req)) {
+  record.created_at = now;
+  for (const auto& [k, v] : fields) {
     if (k == "scope") {
       scope_given = true;
       scope = catalog::parse_scope(v);
@@ -97,7 +97,7 @@ Response handle_create_token(const Request& req, Context& ctx) {
       record.description = sanitize_for_log(v, kMaxDescription);
     } else if (k == "expires") {
       if (v.empty()) continue;
-      auto at = auth::parse_expiry(v, record.created_at);
+      auto at = auth::parse_expiry(v, now);
       if (at) {
         record.expires_at = *at;
       } else {
@@ -111,16 +111,30 @@ Response handle_create_token(const Request& req, Context& ctx) {
   if (scope && record.project && *scope != catalog::Scope::upload) {
     problems.add("project= limits upload tokens only");
   }
-  if (!problems.empty()) return error_response(problems.to_error());
+  if (!problems.empty()) return problems.to_error();
   record.scope = *scope;
-  const std::string secret = auth::generate_token();
+  return record;
+}
+
+Result<std::pair<catalog::TokenRecord, std::string>> create_token(Context& ctx,
+                                                                  catalog::TokenRecord record,
+                                                                  const catalog::Actor& by) {
+  std::string secret = auth::generate_token();
   record.hash = auth::hash_token(secret);
-  auto stored = ctx.env.services.catalog->insert_token(
-      record, actor_of(req, caller_token(req, ctx.snapshot)));
-  if (!stored) return error_response(stored.error());
+  auto stored = ctx.env.services.catalog->insert_token(record, by);
+  if (!stored) return stored.error();
   ctx.note = "token #" + std::to_string(stored->id) + " created (" +
              std::string(catalog::scope_name(stored->scope)) + ")";
-  return json(201, render::render_created_token(*stored, secret, now_micros()));
+  return std::pair{std::move(*stored), std::move(secret)};
+}
+
+Response handle_create_token(const Request& req, Context& ctx) {
+  auto record = decode_token_request(parameters(req), now_micros());
+  if (!record) return error_response(record.error());
+  auto created =
+      create_token(ctx, std::move(*record), actor_of(req, caller_token(req, ctx.snapshot)));
+  if (!created) return error_response(created.error());
+  return json(201, render::render_created_token(created->first, created->second, now_micros()));
 }
 
 Response handle_revoke_token(const Request& req, Context& ctx) {

@@ -16,6 +16,13 @@ namespace wf::handlers {
                                                        const snapshot::Snapshot& snap);
 /// Who the request acts as, for the audit trail: the token (nullptr: "http") and the address.
 [[nodiscard]] catalog::Actor actor_of(const Request& req, const catalog::TokenRecord* token);
+using Fields = std::vector<std::pair<std::string, std::string>>;
+/// A token request from form fields (scope, project, description, expires): the record to
+/// store (no hash yet), or Errc::invalid naming every problem.
+[[nodiscard]] Result<catalog::TokenRecord> decode_token_request(const Fields& fields, Micros now);
+/// Stores a new token made by `by`: the stored record and its secret (shown once).
+[[nodiscard]] Result<std::pair<catalog::TokenRecord, std::string>> create_token(
+    Context& ctx, catalog::TokenRecord record, const catalog::Actor& by);
 /// Records a build request in the audit trail (a failure is logged through ctx.note only:
 /// the build runs anyway).
 void record_build(Context& ctx, const catalog::Actor& actor, const catalog::BuildRecord& build,
@@ -96,5 +103,13 @@ Response handle_cancel_job_page(const Request& req, Context& ctx);
 Response handle_retry_job_page(const Request& req, Context& ctx);
 /// A 404 page under /builds/ and /jobs/, after the admin check that every page there makes.
 Response handle_no_admin_page(const Request& req, Context& ctx);
+/// /tokens (ui_tokens.cpp): the admin's way to /tokens/.
+Response handle_tokens_redirect(const Request& req, Context& ctx);
+/// GET /tokens/: every token; a form to create one.
+Response handle_tokens_page(const Request& req, Context& ctx);
+/// POST /tokens/: creates a token and shows its secret once.
+Response handle_create_token_page(const Request& req, Context& ctx);
+/// POST /tokens/<id>/revoke.
+Response handle_revoke_token_page(const Request& req, Context& ctx);
 
 }  // namespace wf::handlers

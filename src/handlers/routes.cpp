@@ -78,6 +78,11 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/jobs/{id}/cancel",                 kPost,   handle_cancel_job_page,   small, handler, worker,  kReads,   "ui"},
     {"/jobs/{id}/retry",                  kPost,   handle_retry_job_page,    small, handler, worker,  kReads,   "ui"},
     {"/jobs/*",                           kGet | kPost, handle_no_admin_page, small, handler, worker, kReads,   "ui"},
+    {"/tokens",                           kGet,    handle_tokens_redirect,   none,  handler, worker,  kReads,   "ui"},
+    {"/tokens/",                          kGet,    handle_tokens_page,       none,  handler, worker,  kReads,   "ui"},
+    {"/tokens/",                          kPost,   handle_create_token_page, small, handler, worker,  kChanges, "ui"},
+    {"/tokens/{id}/revoke",               kPost,   handle_revoke_token_page, small, handler, worker,  kChanges, "ui"},
+    {"/tokens/*",                         kGet | kPost, handle_no_admin_page, small, handler, worker, kReads,   "ui"},
     // The variant views: /<selector...>/simple/...
     {"/{view...}/simple",                 kGet,    handle_simple,            none,  read,    network, kReads,   "view_root"},
     {"/{view...}/simple/",                kGet,    handle_simple,            none,  read,    network, kReads,   "view_root"},

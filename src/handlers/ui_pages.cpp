@@ -50,11 +50,17 @@ Response handle_project_page(const Request& req, Context& ctx) {
                           form_value(params, "backend"), form_value(params, "python")};
   // Only choices that exist reach the cache key, so the cache stays bounded.
   selection = ui::canonical_selection(snap, normalized, selection);
-  const ui::Site shared{call.site.base_url, "", false};
+  // Admins see who uploaded each file: their own variant of the page, never stored by a
+  // shared cache.
+  const auto* caller = call.token_record();
+  const bool admin =
+      caller != nullptr && caller->scope == catalog::Scope::admin && !caller->expired(now_micros());
+  const ui::Site shared{call.site.base_url, "", false, admin};
   auto page = snap.derived_page(
-      "/project/" + normalized + "/|" + shared.base_url + "|" + selection.key(),
+      "/project/" + normalized + "/|" + shared.base_url + "|" + selection.key() +
+          (admin ? "|admin" : ""),
       [&] { return ui::render_project(snap, shared, normalized, selection).value_or(""); });
-  return cacheable(req, page, ctx.env.private_reads);
+  return cacheable(req, page, ctx.env.private_reads || admin);
 }
 
 Response handle_static(const Request& req, Context& /*ctx*/) {

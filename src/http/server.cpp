@@ -117,7 +117,8 @@ Result<SnapshotPtr> Server::Impl::load_snapshot_after(const std::string& project
 
 SnapshotPtr Server::Impl::reload_after(const handlers::Route& route, const handlers::Context& ctx,
                                        int answered) const {
-  if (!route.changes_catalog || answered >= 300) return nullptr;
+  // A form's 303 (the web UI's way on after a change) is a success too.
+  if (!route.changes_catalog || (answered >= 300 && answered != 303)) return nullptr;
   Result<SnapshotPtr> loaded = SnapshotPtr();
   switch (ctx.changed) {
     case handlers::Changed::nothing:

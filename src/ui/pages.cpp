@@ -284,6 +284,25 @@ std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::s
   return layout(site, Layout{title, render_template("home", d), {"copy.js"}, false});
 }
 
+namespace {
+
+// "token #3 (ci uploader)", "wheelforge ingest", "the build runner"; "" when not known (files
+// stored before uploaders were recorded).
+std::string uploaded_by(const snapshot::Snapshot& snap, const core::FileRecord& f) {
+  if (f.uploaded_by_token != 0) {
+    std::string who = "token #" + std::to_string(f.uploaded_by_token);
+    const auto* t = snap.tokens().find_id(f.uploaded_by_token);
+    if (t != nullptr && !t->description.empty()) who += " (" + t->description + ")";
+    if (t != nullptr && t->revoked) who += ", since revoked";
+    return who;
+  }
+  if (f.uploaded_by == "cli") return "wheelforge ingest";
+  if (f.uploaded_by == "build") return "the build runner";
+  return f.uploaded_by;
+}
+
+}  // namespace
+
 std::optional<std::string> render_project(const snapshot::Snapshot& snap, const Site& site,
                                           std::string_view normalized, const Selection& selection) {
   const core::ProjectRecord* project = snap.find_project(normalized);
@@ -339,6 +358,7 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
              f->kind == core::DistKind::wheel ? join(python_versions_of(*f), ", ") : "source");
       df.set("yanked", f->yanked.has_value());
       set_text(df, "yank_reason", f->yanked.value_or(""));
+      if (site.admin) set_text(df, "uploaded_by", uploaded_by(snap, *f));
       file_list.push_back(df);
     }
     dv.set("files", file_list);

@@ -73,8 +73,8 @@ struct Route {
   BodyPolicy body;
   Access access;
   Thread thread;
-  /// A successful answer (< 300) changed the catalog: the server loads a new snapshot before
-  /// it sends the answer (Context::changed says how much to load).
+  /// A successful answer (< 300, or a web form's 303) changed the catalog: the server loads a
+  /// new snapshot before it sends the answer (Context::changed says how much to load).
   bool changes_catalog;
   std::string_view label;  ///< for /metrics: low cardinality, never the raw path
 };

@@ -20,6 +20,8 @@ struct Site {
   std::string base_url;  ///< "https://host:port": scheme from the transport, host validated
   std::string csrf;      ///< the signed-in user's form token; empty when not signed in
   bool signed_in = false;
+  /// The caller has an admin token: project pages say who uploaded each file.
+  bool admin = false;
 };
 
 /// `/` and `/?q=`: counts, the search form and its results (or the recently updated projects
@@ -123,5 +125,18 @@ struct JobPage {
 [[nodiscard]] std::string human_size(std::uint64_t bytes);
 /// "1 min 05 s", "3.2 s".
 [[nodiscard]] std::string human_duration(Micros micros);
+
+/// `/tokens/` (admin): every token with its scope, project, state, creator, expiry and last
+/// use (never a secret), a form to create one and revoke buttons. `created`/`secret`: the
+/// token just created, whose secret is shown this once.
+struct TokensPage {
+  std::vector<catalog::TokenRecord> tokens;
+  Micros now = 0;
+  std::optional<catalog::TokenRecord> created;
+  std::string secret;
+  std::string notice;
+  std::string error;
+};
+[[nodiscard]] std::string render_tokens(const Site& site, const TokensPage& page);
 
 }  // namespace wf::ui

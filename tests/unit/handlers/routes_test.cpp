@@ -113,6 +113,11 @@ TEST(RouteTable, EachRequestFindsItsHandlerAndLabel) {
       {Method::post, "/jobs/4/cancel", handle_cancel_job_page, "ui"},
       {Method::post, "/jobs/4/retry", handle_retry_job_page, "ui"},
       {Method::get, "/jobs/4/5/6", handle_no_admin_page, "ui"},
+      {Method::get, "/tokens", handle_tokens_redirect, "ui"},
+      {Method::get, "/tokens/", handle_tokens_page, "ui"},
+      {Method::post, "/tokens/", handle_create_token_page, "ui"},
+      {Method::post, "/tokens/3/revoke", handle_revoke_token_page, "ui"},
+      {Method::get, "/tokens/3", handle_no_admin_page, "ui"},
       {Method::get, "/nothing", handle_not_found, "other"},
       {Method::get, "/healthz/more", handle_not_found, "other"},
   };
