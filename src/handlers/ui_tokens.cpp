@@ -76,7 +76,8 @@ Response handle_revoke_token_page(const Request& req, Context& ctx) {
   if (!n || *n > static_cast<std::uint64_t>(INT64_MAX)) {
     return call.not_found_page("There is no such token.");
   }
-  auto revoked = ctx.env.services.catalog->revoke_token(static_cast<std::int64_t>(*n), call.actor());
+  auto revoked =
+      ctx.env.services.catalog->revoke_token(static_cast<std::int64_t>(*n), call.actor());
   if (!revoked) {
     ctx.changed = Changed::nothing;
     ui::TokensPage page = tokens_page(ctx);

@@ -263,6 +263,12 @@ HANDLERS = [
     '"matrix": {"python": ["3.12"], "torch": ["2.8"], "cuda": ["12.8"]}}',
     "GET\n/admin/jobs/1/log?offset=10&follow=1\nA\n\n\n\n",
     "PUT\n/admin/builds\nBearer wf_x\n\n\n\n",
+    "POST\n/admin/yank\nU\n\n\n\nproject=demo&version=1.0",
+    "POST\n/admin/tokens\nA\n\n\n\nscope=upload&project=Demo&description=ci&expires=90d",
+    "POST\n/admin/tokens/2/revoke\nA\n\n\n\n",
+    "GET\n/admin/audit?project=demo&since=2026-01-01T00:00:00Z&limit=5\nA\n\n\n\n",
+    "POST\n/tokens/\nA\n\nhttp://idx.example\nidx.example\n"
+    "scope=read&expires=2027-01-31&description=x&csrf={csrf}",
     "POST\n/login\n\n\nhttp://idx.example\nidx.example\ntoken=wf_x&next=%2Fbuilds%2F",
     "POST\n/logout\n\nwf_session={session}\nhttp://idx.example\nidx.example\ncsrf={csrf}",
     "POST\n/builds/\nA\n\nhttp://idx.example\nidx.example\n"
