@@ -53,22 +53,27 @@ namespace wf::core {
 std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit) {
   if (a.size() > b.size()) std::swap(a, b);
   if (b.size() - a.size() > limit) return limit + 1;
-  // One row of the dynamic programme over the shorter string.
+  // The optimal string alignment distance, row by row over the shorter string: `prev2` and
+  // `prev` are the rows of b[j-2] and b[j-1].
+  std::vector<std::size_t> prev2(a.size() + 1);
+  std::vector<std::size_t> prev(a.size() + 1);
   std::vector<std::size_t> row(a.size() + 1);
-  for (std::size_t i = 0; i <= a.size(); ++i) row[i] = i;
+  for (std::size_t i = 0; i <= a.size(); ++i) prev[i] = i;
   for (std::size_t j = 1; j <= b.size(); ++j) {
-    std::size_t diagonal = row[0];
     row[0] = j;
     std::size_t best = row[0];
     for (std::size_t i = 1; i <= a.size(); ++i) {
-      const std::size_t above = row[i];
-      row[i] = std::min({row[i] + 1, row[i - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
+      row[i] = std::min({prev[i] + 1, row[i - 1] + 1, prev[i - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        row[i] = std::min(row[i], prev2[i - 2] + 1);  // two neighbours swapped
+      }
       best = std::min(best, row[i]);
     }
-    if (best > limit) return limit + 1;
+    if (best > limit && j > 1) return limit + 1;
+    std::swap(prev2, prev);
+    std::swap(prev, row);
   }
-  return std::min(row[a.size()], limit + 1);
+  return std::min(prev[a.size()], limit + 1);
 }
 
 std::vector<std::string> similar_names(std::string_view name,

@@ -18,8 +18,9 @@ namespace wf::core {
 /// True when `name` is already in normal form (and valid).
 [[nodiscard]] bool is_normalized_name(std::string_view name);
 
-/// The Levenshtein distance between two strings (insertions, deletions, substitutions of one
-/// byte each), or `limit + 1` as soon as it is known to exceed `limit`.
+/// The edit distance between two strings (insertions, deletions, substitutions of one byte and
+/// swaps of two neighbouring bytes count one each: the optimal string alignment distance), or
+/// `limit + 1` as soon as it is known to exceed `limit`.
 [[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit);
 
 /// The names of `candidates` (normalized names) closest to `name` (normalized first), for a
