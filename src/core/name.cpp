@@ -63,7 +63,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t li
     row[0] = j;
     std::size_t best = row[0];
     for (std::size_t i = 1; i <= a.size(); ++i) {
-      row[i] = std::min({prev[i] + 1, row[i - 1] + 1, prev[i - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row[i] =
+          std::min({prev[i] + 1, row[i - 1] + 1, prev[i - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
         row[i] = std::min(row[i], prev2[i - 2] + 1);  // two neighbours swapped
       }

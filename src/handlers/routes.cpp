@@ -180,10 +180,10 @@ std::string allow_header(Methods methods) {
 Response wrong_method(const RouteMatch& match, Method method) {
   const std::string allow = allow_header(match.allowed);
   if (method != Method::post && method != Method::put) return method_not_allowed(allow);
-  Response r = error_response(make_error(
-      Errc::method_not_allowed, "method not allowed: this address answers " + allow +
-                                    "; uploads go to /legacy/ (twine, poetry, pdm) or PUT "
-                                    "/upload/<filename>"));
+  Response r = error_response(make_error(Errc::method_not_allowed,
+                                         "method not allowed: this address answers " + allow +
+                                             "; uploads go to /legacy/ (twine, poetry, pdm) or PUT "
+                                             "/upload/<filename>"));
   r.set("Allow", allow);
   return r;
 }

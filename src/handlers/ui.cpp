@@ -131,7 +131,8 @@ Result<core::BuildRequest> decode_build_form(const Form& form) {
   return core::check_build_request(fields);
 }
 
-UiCall::UiCall(const Request& r, Context& c) : req(r), ctx(c), site{base_url(r), "", false, "", false} {
+UiCall::UiCall(const Request& r, Context& c)
+    : req(r), ctx(c), site{base_url(r), "", false, "", false} {
   if (!req.header("authorization").empty()) {
     auto token = auth::token_from_authorization(req.header("authorization"));
     if (!token) {

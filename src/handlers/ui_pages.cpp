@@ -75,9 +75,9 @@ Response handle_projects(const Request& req, Context& ctx) {
   if (const std::string page = form_value(params, "page"); !page.empty()) {
     const auto n = parse_u64(page);
     if (!n || *n == 0) {
-      return error_page(call, 400, "Bad request",
-                        "page must be a page number (1, 2, ...), not \"" +
-                            sanitize_for_log(page, 40) + "\".");
+      return error_page(
+          call, 400, "Bad request",
+          "page must be a page number (1, 2, ...), not \"" + sanitize_for_log(page, 40) + "\".");
     }
     asked.page = static_cast<std::size_t>(std::min<std::uint64_t>(*n, SIZE_MAX));
   }
@@ -119,11 +119,10 @@ Response handle_project_page(const Request& req, Context& ctx) {
   // Only choices that exist reach the cache key, so the cache stays bounded.
   selection = ui::canonical_selection(snap, normalized, selection);
   const ui::ProjectText text = project_text(ctx, normalized, selection);
-  return call.shared_page("/project/" + normalized + "/|" + selection.key(),
-                          [&](const ui::Site& site) {
-                            return ui::render_project(snap, site, normalized, selection, text)
-                                .value_or("");
-                          });
+  return call.shared_page(
+      "/project/" + normalized + "/|" + selection.key(), [&](const ui::Site& site) {
+        return ui::render_project(snap, site, normalized, selection, text).value_or("");
+      });
 }
 
 Response handle_static(const Request& req, Context& /*ctx*/) {

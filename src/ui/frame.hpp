@@ -46,7 +46,6 @@ void set_text(mus::data& d, const std::string& name, const std::string& value);
 
 /// A project's summary for lists: name, link, latest public version, number of files, last
 /// upload (project_list.cpp).
-[[nodiscard]] mus::data project_item(const snapshot::Snapshot& snap,
-                                     const core::ProjectRecord& p);
+[[nodiscard]] mus::data project_item(const snapshot::Snapshot& snap, const core::ProjectRecord& p);
 
 }  // namespace wf::ui

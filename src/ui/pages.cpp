@@ -259,17 +259,17 @@ std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::s
   return layout(site, Layout{title, render_template("home", d), {"copy.js"}, false});
 }
 
-const core::FileRecord* described_file(const snapshot::Snapshot& snap,
-                                       std::string_view normalized, const Selection& selection) {
+const core::FileRecord* described_file(const snapshot::Snapshot& snap, std::string_view normalized,
+                                       const Selection& selection) {
   const auto files = snap.files_of(normalized);
   const std::string version = chosen_version(files, selection.version);
   const core::FileRecord* chosen = nullptr;
   for (const auto* f : files) {
     if (public_version_of(*f) != version) continue;
     // A wheel over the sdist; among wheels, the newest upload (the last word on the release).
-    if (chosen == nullptr || (f->kind == core::DistKind::wheel &&
-                              (chosen->kind != core::DistKind::wheel ||
-                               f->upload_time > chosen->upload_time))) {
+    if (chosen == nullptr ||
+        (f->kind == core::DistKind::wheel &&
+         (chosen->kind != core::DistKind::wheel || f->upload_time > chosen->upload_time))) {
       chosen = f;
     }
   }

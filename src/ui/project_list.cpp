@@ -33,8 +33,8 @@ std::vector<const core::ProjectRecord*> listed_projects(const snapshot::Snapshot
 }
 
 std::size_t page_count(std::size_t items) {
-  return std::max<std::size_t>(1, (items + ProjectListQuery::kPageSize - 1) /
-                                      ProjectListQuery::kPageSize);
+  return std::max<std::size_t>(
+      1, (items + ProjectListQuery::kPageSize - 1) / ProjectListQuery::kPageSize);
 }
 
 /// The list's URL for a query, sort and page, with the defaults left out.
@@ -94,9 +94,8 @@ std::string render_project_list(const snapshot::Snapshot& snap, const Site& site
   const ProjectListQuery q = canonical_list_query(snap, asked);
   auto projects = listed_projects(snap, q.query);
   if (q.by_upload) {
-    std::stable_sort(projects.begin(), projects.end(), [](const auto* a, const auto* b) {
-      return a->last_upload > b->last_upload;
-    });
+    std::stable_sort(projects.begin(), projects.end(),
+                     [](const auto* a, const auto* b) { return a->last_upload > b->last_upload; });
   }
   const std::size_t pages = page_count(projects.size());
   const std::size_t first = (q.page - 1) * ProjectListQuery::kPageSize;

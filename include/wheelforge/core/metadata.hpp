@@ -29,20 +29,20 @@ struct CoreMetadata {
 /// What a project page shows of a file's core metadata (docs/packaging.md, "Core metadata":
 /// "Description"). Every field is optional; text is as written (not escaped).
 struct ProjectInfo {
-  std::string summary;                      ///< "Summary"
-  std::string description;                  ///< the message body, else the "Description" field
-  std::string description_content_type;     ///< "Description-Content-Type", as written
-  std::string license;                      ///< "License"
-  std::string license_expression;           ///< "License-Expression" (metadata 2.4)
-  std::string author;                       ///< "Author"
-  std::string author_email;                 ///< "Author-email"
-  std::string maintainer;                   ///< "Maintainer"
-  std::string maintainer_email;             ///< "Maintainer-email"
-  std::string home_page;                    ///< "Home-page" (deprecated, still common)
-  std::string requires_python;              ///< "Requires-Python"
-  std::string keywords;                     ///< "Keywords"
-  std::vector<std::string> requires_dist;   ///< every "Requires-Dist", in order
-  std::vector<std::string> classifiers;     ///< every "Classifier", in order
+  std::string summary;                     ///< "Summary"
+  std::string description;                 ///< the message body, else the "Description" field
+  std::string description_content_type;    ///< "Description-Content-Type", as written
+  std::string license;                     ///< "License"
+  std::string license_expression;          ///< "License-Expression" (metadata 2.4)
+  std::string author;                      ///< "Author"
+  std::string author_email;                ///< "Author-email"
+  std::string maintainer;                  ///< "Maintainer"
+  std::string maintainer_email;            ///< "Maintainer-email"
+  std::string home_page;                   ///< "Home-page" (deprecated, still common)
+  std::string requires_python;             ///< "Requires-Python"
+  std::string keywords;                    ///< "Keywords"
+  std::vector<std::string> requires_dist;  ///< every "Requires-Dist", in order
+  std::vector<std::string> classifiers;    ///< every "Classifier", in order
   std::vector<std::pair<std::string, std::string>> project_urls;  ///< "Project-URL": label, URL
 };
 

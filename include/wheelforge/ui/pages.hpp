@@ -18,8 +18,8 @@ namespace wf::ui {
 
 /// What every page needs to know about how it was reached.
 struct Site {
-  std::string base_url;  ///< "https://host:port": scheme from the transport, host validated
-  std::string csrf;      ///< the signed-in user's form token; empty when not signed in
+  std::string base_url;    ///< "https://host:port": scheme from the transport, host validated
+  std::string csrf;        ///< the signed-in user's form token; empty when not signed in
   bool signed_in = false;  ///< a login session (the navigation has its log-out button)
   /// The scope of the caller's valid token ("read", "upload", "admin"), from a login session
   /// or HTTP Basic; empty for an anonymous caller. The navigation shows it.
@@ -84,7 +84,7 @@ struct ProjectText {
 
 /// What `/projects/` lists: a page of the projects that have files, sorted, maybe filtered.
 struct ProjectListQuery {
-  std::string query;     ///< a part of the name (any spelling); empty: every project
+  std::string query;       ///< a part of the name (any spelling); empty: every project
   bool by_upload = false;  ///< newest upload first; otherwise by name
   std::size_t page = 1;    ///< 1-based; past the last page means the last
   static constexpr std::size_t kPageSize = 50;

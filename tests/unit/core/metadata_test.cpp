@@ -299,10 +299,12 @@ TEST(ProjectInfo, ReadsThePageFieldsAndTheBodyDescription) {
   EXPECT_EQ(info.license, "BSD");
   EXPECT_EQ(info.home_page, "https://example.com/home");
   ASSERT_EQ(info.project_urls.size(), 2U);
-  EXPECT_EQ(info.project_urls[0], (std::pair<std::string, std::string>{"Source", "https://example.com/src"}));
+  EXPECT_EQ(info.project_urls[0],
+            (std::pair<std::string, std::string>{"Source", "https://example.com/src"}));
   EXPECT_EQ(info.project_urls[1].first, "Docs");
   EXPECT_EQ(info.project_urls[1].second, "https://example.com/d");
-  EXPECT_EQ(info.classifiers, (Strings{"Programming Language :: Python :: 3", "License :: OSI Approved"}));
+  EXPECT_EQ(info.classifiers,
+            (Strings{"Programming Language :: Python :: 3", "License :: OSI Approved"}));
   EXPECT_EQ(info.requires_python, ">=3.9");
   EXPECT_EQ(info.requires_dist, (Strings{"torch", "einops; extra == 'x'"}));
   EXPECT_EQ(info.keywords, "cuda,attention");

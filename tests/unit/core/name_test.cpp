@@ -78,13 +78,13 @@ TEST(EditDistance, CountsEditsAndStopsPastTheLimit) {
   EXPECT_EQ(edit_distance("flash-xttm", "flash-attn", 3), 2U);
   EXPECT_EQ(edit_distance("kitten", "sitting", 5), 3U);
   EXPECT_EQ(edit_distance("", "abc", 5), 3U);
-  EXPECT_EQ(edit_distance("abc", "xyz", 1), 2U);           // limit + 1
-  EXPECT_EQ(edit_distance("a", "abcdefgh", 2), 3U);        // lengths alone exceed it
+  EXPECT_EQ(edit_distance("abc", "xyz", 1), 2U);     // limit + 1
+  EXPECT_EQ(edit_distance("a", "abcdefgh", 2), 3U);  // lengths alone exceed it
 }
 
 TEST(SimilarNames, SuggestsCloseNormalizedNamesNearestFirst) {
-  const std::vector<std::string> names = {"flash-attn", "flash-attn-3", "xformers", "torch",
-                                          "torchvision", "numpy", "demo-pkg"};
+  const std::vector<std::string> names = {"flash-attn",  "flash-attn-3", "xformers", "torch",
+                                          "torchvision", "numpy",        "demo-pkg"};
   EXPECT_EQ(similar_names("flash-atn", names),
             (std::vector<std::string>{"flash-attn", "flash-attn-3"}));
   // Any spelling of the name is normalized first.

@@ -172,8 +172,7 @@ TEST(RouteTable, OtherMethodsGetTheResourcesAllow) {
 
 TEST(RouteTable, UploadsToTheWrongAddressHearWhereUploadsGo) {
   // twine or poetry given the index URL (or a page's) instead of the upload URL.
-  const std::string hint =
-      "uploads go to /legacy/ (twine, poetry, pdm) or PUT /upload/<filename>";
+  const std::string hint = "uploads go to /legacy/ (twine, poetry, pdm) or PUT /upload/<filename>";
   for (const Method method : {Method::post, Method::put}) {
     for (const std::string_view target :
          {"/", "/simple/", "/simple/flash-attn/", "/project/flash-attn/", "/projects/"}) {

@@ -1,14 +1,14 @@
 // Descriptions as HTML: Markdown through libcmark in safe mode, reStructuredText and plain text
 // escaped, and a corpus of script injections of which nothing executable may come out.
 
+#include "wheelforge/render/markdown.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cctype>
 #include <string>
 #include <vector>
-
-#include "wheelforge/render/markdown.hpp"
 
 namespace wf::render {
 namespace {
@@ -123,7 +123,8 @@ TEST(Markdown, XssCorpusGivesNothingExecutable) {
 
 TEST(Description, RestructuredTextAndPlainTextAreEscapedAndPreformatted) {
   const std::string rst =
-      "Title\n=====\n\n.. raw:: html\n\n   <script>alert(1)</script>\n\n`x <javascript:alert(1)>`_\n"
+      "Title\n=====\n\n.. raw:: html\n\n   <script>alert(1)</script>\n\n`x "
+      "<javascript:alert(1)>`_\n"
       "<img src=x onerror=alert(1)>\n";
   for (const auto format : {DescriptionFormat::rst, DescriptionFormat::plain}) {
     const std::string html = description_html(rst, format);

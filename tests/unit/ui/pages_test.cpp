@@ -146,7 +146,8 @@ TEST(UiPages, DefaultCommandFallsBackToTheWidestCell) {
     c.files[i].sha256 = std::string(63, 'c') + static_cast<char>('0' + i);
   }
   auto snap = snapshot::Snapshot::build(std::move(c));
-  const auto html = render_project(*snap, Site{"http://h", "", false, "", false}, "flash-attn", Selection{});
+  const auto html =
+      render_project(*snap, Site{"http://h", "", false, "", false}, "flash-attn", Selection{});
   ASSERT_TRUE(html);
   EXPECT_NE(html->find("flash-attn 1.0 built for torch 2.9, CUDA 13.0"), std::string::npos);
   EXPECT_NE(html->find("http://h/cu130/torch2.9/simple/ --only-binary flash-attn flash-attn==1.0"),
