@@ -66,7 +66,8 @@ TEST_F(UiProjectPages, ProjectPageShowsTheMetadataAndTheMarkdownDescription) {
   const auto r = get("/project/desc-pkg/");
   ASSERT_EQ(r.status, 200);
   const std::string page = body_of(r);
-  EXPECT_TRUE(has(page, "<p class=\"summary\" id=\"summary\">Fast kernels &lt;b&gt;bold&lt;/b&gt;</p>"))
+  EXPECT_TRUE(
+      has(page, "<p class=\"summary\" id=\"summary\">Fast kernels &lt;b&gt;bold&lt;/b&gt;</p>"))
       << page;
   EXPECT_TRUE(has(page, "<dd id=\"license\">MIT</dd>"));
   EXPECT_TRUE(has(page, "<code>&gt;=3.9</code>"));
