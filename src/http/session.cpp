@@ -220,7 +220,7 @@ void Session<Stream>::on_header(beast::error_code ec) {
   const handlers::RouteMatch match = handlers::find_route(req_.method, req_.segments);
   label_ = match.label;
   if (match.route == nullptr) {
-    return send(handlers::method_not_allowed(handlers::allow_header(match.allowed)));
+    return send(handlers::wrong_method(match, req_.method));
   }
   route_ = match.route;
   admit();
