@@ -231,8 +231,9 @@ def main():
             vbin, vargs = binary, rest.split()
             if vargs and vargs[0].startswith("BIN:"):
                 vbin = os.path.abspath(vargs.pop(0)[4:])
+            base_args = common if "--network-threads" not in vargs else common[2:]
             srv = bench.Wheelforge(vbin, data, os.path.join(run_dir, f"{name}.log"),
-                                   common + vargs).start()
+                                   base_args + vargs).start()
             servers.append(srv)
             targets[name] = srv
         ngx = bench.Nginx(os.path.join(work, "static", "large"), os.path.join(run_dir, "nginx"), args.threads).start()
