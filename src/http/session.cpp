@@ -60,6 +60,7 @@ template <class Stream>
 Session<Stream>::~Session() {
   if (srv_.tearing_down) return;
   home_.sessions.erase(this);
+  home_.connections.fetch_sub(1, std::memory_order_relaxed);
   if (counted_idle_) home_.idle_changed(false);
   if (!refusal_.empty()) {
     srv_.refusing.fetch_sub(1);
