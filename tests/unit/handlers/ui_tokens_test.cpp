@@ -23,8 +23,8 @@ class UiTokens : public ::testing::Test {
 
   Response post(const std::string& target, std::string form, const std::string& token,
                 bool with_form_token = true) {
-    Headers headers = {{"host", "idx.example"}, {"origin", "http://idx.example"},
-                       {"authorization", basic(token)}};
+    Headers headers = {
+        {"host", "idx.example"}, {"origin", "http://idx.example"}, {"authorization", basic(token)}};
     if (with_form_token) form += "&csrf=" + h.sessions.form_token("token:" + token);
     return h.respond(Method::post, target, std::move(headers), std::move(form));
   }
@@ -50,8 +50,8 @@ TEST_F(UiTokens, PagesNeedAnAdmin) {
 }
 
 TEST_F(UiTokens, CreateShowsTheSecretOnceThenRevoke) {
-  auto r = post("/tokens/", "scope=upload&project=Demo_Pkg&description=ci+%3Cb%3E&expires=30d",
-                h.admin);
+  auto r =
+      post("/tokens/", "scope=upload&project=Demo_Pkg&description=ci+%3Cb%3E&expires=30d", h.admin);
   ASSERT_EQ(r.status, 201) << body_of(r);
   EXPECT_EQ(r.header("Cache-Control"), "no-store");
   const std::string page = body_of(r);
