@@ -128,24 +128,26 @@ bool may_yank(const catalog::TokenRecord& token, std::string_view project,
   return claim && claim->kind == core::ClaimKind::token && claim->token_id == token.id;
 }
 
-Status UseRecorder::flush(const TokenIndex& index, catalog::Catalog& catalog, Micros now) {
+Status UseRecorder::flush(const TokenIndex& index, catalog::Catalog& catalog, Micros now, Due due) {
   for (const auto& [id, at] : index.uses()) {
     Micros& p = pending_[id];
     if (at > p) p = at;
   }
-  std::vector<std::pair<std::int64_t, Micros>> due;
+  std::vector<std::pair<std::int64_t, Micros>> writes;
   for (auto it = pending_.begin(); it != pending_.end();) {
     const auto w = written_.find(it->first);
     if (w != written_.end() && it->second <= w->second.used) {
       it = pending_.erase(it);  // nothing newer than what is written
       continue;
     }
-    if (w == written_.end() || now - w->second.at >= interval_) due.emplace_back(*it);
+    if (w == written_.end() || now - w->second.at >= interval_ || due == Due::all) {
+      writes.emplace_back(*it);
+    }
     ++it;
   }
-  if (due.empty()) return ok_status();
-  if (auto st = catalog.record_token_uses(due); !st) return st;
-  for (const auto& [id, at] : due) {
+  if (writes.empty()) return ok_status();
+  if (auto st = catalog.record_token_uses(writes); !st) return st;
+  for (const auto& [id, at] : writes) {
     written_[id] = Written{at, now};
     pending_.erase(id);
   }

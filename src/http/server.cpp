@@ -194,7 +194,8 @@ SnapshotPtr Server::Impl::load_if_changed() {
   return *loaded;
 }
 
-void Server::Impl::flush_token_uses() {
+void Server::Impl::flush_token_uses(auth::UseRecorder::Due due) {
+  std::lock_guard uses_lock(uses_mu);
   SnapshotPtr current;
   {
     std::lock_guard lock(snapshot_mu);
@@ -203,9 +204,9 @@ void Server::Impl::flush_token_uses() {
   const Micros now = now_micros();
   Status st = ok_status();
   if (uses_seen && uses_seen != current) {
-    st = token_uses.flush(uses_seen->tokens(), *env.services.catalog, now);
+    st = token_uses.flush(uses_seen->tokens(), *env.services.catalog, now, due);
   }
-  if (st && current) st = token_uses.flush(current->tokens(), *env.services.catalog, now);
+  if (st && current) st = token_uses.flush(current->tokens(), *env.services.catalog, now, due);
   if (!st) log::warn("tokens' last use not recorded: {}", st.error().message);
   uses_seen = std::move(current);
 }
@@ -358,6 +359,13 @@ void Server::run() {
   for (std::size_t i = 1; i < threads.size(); ++i) others.emplace_back(serve, threads[i].get());
   serve(threads.front().get());
   for (auto& t : others) t.join();
+  // The uses of the last minute, which the poll held back (on a worker, like every write).
+  std::promise<void> flushed;
+  asio::post(impl_->workers, [this, &flushed] {
+    impl_->flush_token_uses(auth::UseRecorder::Due::all);
+    flushed.set_value();
+  });
+  flushed.get_future().wait();
 }
 
 namespace {

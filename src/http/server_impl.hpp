@@ -147,8 +147,10 @@ struct Server::Impl {
   std::atomic<std::uint64_t> installed{0};  // g_installs value of snapshot_
   // Read by workers to skip needless reloads.
   std::atomic<std::uint64_t> generation{0};
-  // Tokens' last uses, written to the catalog by the poll (on a worker, one poll at a time);
-  // the snapshot whose uses the last poll read, read once more after it is replaced.
+  // Tokens' last uses, written to the catalog by the poll and once more when the server stops
+  // (on workers); the snapshot whose uses the last flush read, read once more after it is
+  // replaced.
+  std::mutex uses_mu;
   auth::UseRecorder token_uses;
   SnapshotPtr uses_seen;
 
@@ -166,8 +168,8 @@ struct Server::Impl {
   void recheck_tokens(std::function<void()> then);
   void run_token_check();
   SnapshotPtr load_if_changed();
-  /// Writes the tokens' last uses that are due (worker thread, from the poll).
-  void flush_token_uses();
+  /// Writes the tokens' last uses that are due (worker thread).
+  void flush_token_uses(auth::UseRecorder::Due due = auth::UseRecorder::Due::by_interval);
   void schedule_poll();
   void begin_stop();
   void maybe_finish_stop();

@@ -66,8 +66,13 @@ class UseRecorder {
  public:
   explicit UseRecorder(Micros interval = 60 * 1'000'000LL) : interval_(interval) {}
 
+  /// Which uses flush() writes: those whose token was last written an interval ago or more,
+  /// or every one not written yet (when the server stops).
+  enum class Due : std::uint8_t { by_interval, all };
+
   /// Collects the uses `index` noted and writes those due. Blocks on SQLite.
-  Status flush(const TokenIndex& index, catalog::Catalog& catalog, Micros now);
+  Status flush(const TokenIndex& index, catalog::Catalog& catalog, Micros now,
+               Due due = Due::by_interval);
 
  private:
   struct Written {

@@ -65,6 +65,12 @@ TEST_F(UseRecorderTest, LastUsesAreWrittenAtMostOncePerInterval) {
   next.note_use(*next.find("wf_a"), t0 + 201'000'000);
   ASSERT_TRUE(recorder.flush(next, **cat, t0 + 202'000'000));
   EXPECT_EQ(last_used(), t0 + 201'000'000);  // the last write was 141 s before
+  // When the server stops, a use within the interval is written all the same.
+  next.note_use(*next.find("wf_a"), t0 + 203'000'000);
+  ASSERT_TRUE(recorder.flush(next, **cat, t0 + 204'000'000));
+  EXPECT_EQ(last_used(), t0 + 201'000'000);
+  ASSERT_TRUE(recorder.flush(next, **cat, t0 + 204'000'000, UseRecorder::Due::all));
+  EXPECT_EQ(last_used(), t0 + 203'000'000);
   // Pages do not depend on last uses: the generation never moved.
   EXPECT_EQ(*(*cat)->generation(), *generation);
 }

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "archive/shell.hpp"
@@ -53,6 +54,14 @@ TEST_F(Steps, EveryStepRunsInOrderAndTheWheelIsPublished) {
   ASSERT_TRUE(contents);
   ASSERT_EQ(contents->files.size(), 1U);
   EXPECT_EQ(contents->files.front().filename, kLabelledWheel);
+  // The runner is recorded as the file's uploader, and in the audit trail with its job.
+  EXPECT_EQ(contents->files.front().uploaded_by, "build");
+  const auto trail = bed.catalog->audit(catalog::AuditQuery{});
+  ASSERT_TRUE(trail);
+  ASSERT_EQ(trail->size(), 1U);
+  EXPECT_EQ(trail->front().action, "upload");
+  EXPECT_EQ(trail->front().actor.label(), "build");
+  EXPECT_EQ(trail->front().actor.address, "job " + std::to_string(job.id));
 
   const auto commands = bed.fake.commands();
   const std::vector<std::string> order = {
@@ -747,6 +756,14 @@ TEST_F(Steps, YankSupersededYanksTheEarlierBuilds) {
   EXPECT_THAT(bed.log(third.id), HasSubstr("==> [ingesting] yanked " + std::string(kLabelledWheel) +
                                            " (superseded by build 2)"));
   EXPECT_EQ(bed.ingested.load(), reloads + 1);
+  // The runner's yanks are in the audit trail, with the job that made them.
+  const auto trail = bed.catalog->audit(catalog::AuditQuery{});
+  ASSERT_TRUE(trail);
+  const auto yanks = std::count_if(trail->begin(), trail->end(), [&](const auto& e) {
+    return e.action == "yank" && e.actor.label() == "build" &&
+           e.actor.address == "job " + std::to_string(third.id);
+  });
+  EXPECT_EQ(yanks, 2);
   auto build = bed.jobs->find_build(third.build_id);
   ASSERT_TRUE(build && build->has_value());
   EXPECT_TRUE((*build)->yank_superseded);

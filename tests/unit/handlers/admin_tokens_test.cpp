@@ -188,6 +188,25 @@ TEST_F(AdminTokens, AuditRecordsWhoDidWhatFromWhere) {
   EXPECT_NE(body.find("unknown parameter 'x'"), std::string::npos) << body;
 }
 
+TEST_F(AdminTokens, BuildRequestsAreRecorded) {
+  auto r = admin(Method::post, "/admin/builds",
+                 R"({"recipe": "demo", "version": "1.0.0", "matrix": {"torch": ["2.8"]}})");
+  ASSERT_EQ(r.status, 202) << body_of(r);
+  const auto build = Json::parse(body_of(r))["build"]["id"].get<std::int64_t>();
+  r = admin(Method::get, "/admin/audit?limit=1");
+  const Json entry = Json::parse(body_of(r))["entries"][0];
+  EXPECT_EQ(entry["action"], "build");
+  EXPECT_EQ(entry["target"], "build #" + std::to_string(build));
+  EXPECT_NE(entry["detail"].get<std::string>().find("recipe=demo version=1.0.0 jobs=1"),
+            std::string::npos);
+  EXPECT_EQ(entry["address"], "192.0.2.7");
+  // A refused request records nothing.
+  ASSERT_EQ(admin(Method::post, "/admin/builds", R"({"recipe": "nope", "version": "1"})").status,
+            400);
+  r = admin(Method::get, "/admin/audit?limit=1");
+  EXPECT_EQ(Json::parse(body_of(r))["entries"][0]["target"], "build #" + std::to_string(build));
+}
+
 TEST_F(AdminTokens, UploadsKeepWhoUploadedThem) {
   store("demo-pkg", "1.0", h.upload);
   const auto snap = h.snapshot();
