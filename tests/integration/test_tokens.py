@@ -144,6 +144,30 @@ def test_last_use_is_recorded(harness, artifacts):
     assert token_rows(harness)[idle_id]["LAST-USED"] == "-"
 
 
+def last_used_micros(harness, token_id: int) -> int | None:
+    conn = sqlite3.connect(f"file:{harness.data_dir / 'wheelforge.db'}?mode=ro", uri=True,
+                           timeout=10)
+    try:
+        return conn.execute("SELECT last_used_at FROM tokens WHERE id = ?", (token_id,)).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_uses_held_back_within_the_minute_are_written_when_the_server_stops(harness, artifacts):
+    up_id, up = new_token(harness, "upload")
+    server = harness.serve()
+    first = make_wheel(artifacts, "stop-pkg", "1.0")
+    assert curl_upload(server, harness.root, first.path, token=up).status == 201
+    assert wait_for(lambda: last_used_micros(harness, up_id) is not None, timeout=10)
+    written = last_used_micros(harness, up_id)
+    # Used again within the minute: held back while the server runs...
+    second = make_wheel(artifacts, "stop-pkg", "2.0")
+    assert curl_upload(server, harness.root, second.path, token=up).status == 201
+    # ...and written when it stops.
+    assert server.stop() == 0
+    assert last_used_micros(harness, up_id) > written
+
+
 def test_admins_create_list_and_revoke_tokens_over_http(harness, artifacts):
     admin = harness.token("admin")
     _, upload = new_token(harness, "upload")
