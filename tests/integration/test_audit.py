@@ -11,7 +11,7 @@ import re
 from test_claims import admin_post, new_token
 from test_publish import output_of, twine
 from test_tokens import age_token, token_rows
-from wfhelpers import Server, curl_upload, make_wheel, wait_for
+from wfhelpers import Server, curl, curl_upload, make_wheel, wait_for
 
 
 def audit_rows(harness, *args: str, data_dir=None) -> list[list[str]]:
@@ -93,6 +93,14 @@ def test_every_change_is_recorded_with_who_when_where_and_what(harness, artifact
     assert f"sha256={one.sha256}" in first_upload["detail"]
     assert entries[-3]["detail"] == "reason: abi"
     assert server.get("/admin/audit", {"Authorization": f"Bearer {up}"}).status == 403
+
+    # The project page tells admins (HTTP Basic here, as curl sends it) who uploaded each file.
+    page = curl(["-u", f"__token__:{admin}", server.url + "/project/audit-pkg/"], harness.root)
+    assert page.status == 200
+    assert f"by token #{up_id} (ci-uploader)" in page.body, page.body
+    for who in ([], ["-u", f"__token__:{up}"]):
+        page = curl([*who, server.url + "/project/audit-pkg/"], harness.root)
+        assert page.status == 200 and "uploaded-by" not in page.body and "ci-uploader" not in page.body
     r = server.get("/admin/audit?since=soon", {"Authorization": f"Bearer {admin}"})
     assert r.status == 400 and "invalid time 'soon'" in r.text
 
@@ -106,9 +114,9 @@ def test_audit_and_token_expiry_survive_backup_and_restore(harness, artifacts):
     assert curl_upload(server, harness.root, wheel.path, token=up).status == 201
     assert admin_post(server, "/admin/yank", up, "project=bk-audit-pkg&version=1.0").status == 200
     age_token(harness, old_id)  # its time has passed
+    server.stop()  # writes the last uses it held back
     before_rows = audit_rows(harness)
     before_tokens = token_rows(harness)
-    server.stop()
 
     backup = harness.root / "backup"
     proc = harness.cli("backup", str(backup), "--data-dir", str(harness.data_dir))
