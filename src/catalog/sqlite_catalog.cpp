@@ -49,7 +49,8 @@ const char* const kFileColumns =
     "f.build_tag, f.python_tag, f.abi_tag, f.platform_tag, f.backend, f.cuda_major, "
     "f.cuda_minor, f.rocm_major, f.rocm_minor, f.torch_major, f.torch_minor, f.cxx11_abi, "
     "f.label_extra, "
-    "EXISTS (SELECT 1 FROM damaged_blobs d WHERE d.sha256 IN (f.sha256, f.metadata_sha256))";
+    "EXISTS (SELECT 1 FROM damaged_blobs d WHERE d.sha256 IN (f.sha256, f.metadata_sha256)), "
+    "f.binaries";
 
 core::FileRecord read_file_row(const Stmt& s) {
   core::FileRecord f;
@@ -84,6 +85,7 @@ core::FileRecord read_file_row(const Stmt& s) {
     if (!part.empty()) h.extra.emplace_back(part);
   }
   f.damaged = s.i64(26) != 0;
+  if (const auto binaries = s.opt_text(27)) f.binaries = core::decode_findings(*binaries);
   return f;
 }
 
@@ -283,9 +285,9 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
            " requires_python, metadata_sha256, metadata_size, build_tag, python_tag, abi_tag,"
            " platform_tag, requires_dist, backend, cuda_major, cuda_minor, rocm_major,"
            " rocm_minor, torch_major, torch_minor, cxx11_abi, label_extra, hints_version,"
-           " canonical)"
+           " canonical, binaries)"
            " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-           " ? FROM projects WHERE name = ?");
+           " ?, ? FROM projects WHERE name = ?");
   if (!ins.valid()) return db_.error("prepare file insert");
   ins.bind(1, f.filename)
       .bind(2, f.version)
@@ -302,7 +304,11 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
       .bind(13, f.tags.platform_tag)
       .bind(14, requires_dist);
   bind_hints(ins, 15, f.hints);
-  ins.bind(24, kHintsVersion).bind(25, core::canonical_file_key(f.filename)).bind(26, f.project);
+  ins.bind(24, kHintsVersion)
+      .bind(25, core::canonical_file_key(f.filename))
+      .bind(26, f.binaries ? std::optional<std::string>(core::encode_findings(*f.binaries))
+                           : std::nullopt)
+      .bind(27, f.project);
   if (ins.step() != SQLITE_DONE) return db_.error("insert file");
   core::FileRecord stored = f;
   stored.id = db_.last_insert_rowid();

@@ -175,6 +175,12 @@ ALTER TABLE builds ADD COLUMN yank_superseded INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE jobs ADD COLUMN executor_job TEXT NOT NULL DEFAULT '';
 )sql",
+    // 12: what a wheel's ELF binaries say (core::WheelFindings in its stored form,
+    // core::encode_findings): NEEDED libraries, glibc floors, the CUDA runtime, the torch
+    // binding. NULL for sdists and for wheels stored before wheels were inspected.
+    R"sql(
+ALTER TABLE files ADD COLUMN binaries TEXT;
+)sql",
 };
 
 }  // namespace

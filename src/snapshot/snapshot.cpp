@@ -271,6 +271,9 @@ std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
     c.upload_time = f.upload_time;
     c.filename = f.filename;
     c.yanked = f.yanked.has_value();
+    c.linux_binary = f.tags.platform_tag.starts_with("linux_") ||
+                     f.tags.platform_tag.starts_with("manylinux");
+    if (f.binaries) c.torch_from = f.binaries->torch_from;
     candidates.push_back(std::move(c));
     candidate_file.push_back(k);
   }
