@@ -27,11 +27,10 @@ std::string clean(std::string_view text, std::size_t limit = 1000) {
 constexpr std::array kRuntimeVersioned = {"libcudart.so.", "libnvrtc.so.", "libcublas.so.",
                                           "libcublasLt.so."};
 // Libraries that exist only for CUDA: linking one means the binary uses CUDA.
-constexpr std::array kCudaOnly = {"libcudart.so", "libcuda.so",    "libnvrtc.so",
-                                  "libcublas.so", "libcublasLt.so", "libcufft.so",
-                                  "libcurand.so", "libcusparse.so", "libcusolver.so",
-                                  "libcudnn.so",  "libnccl.so",     "libc10_cuda.so",
-                                  "libtorch_cuda.so"};
+constexpr std::array kCudaOnly = {
+    "libcudart.so", "libcuda.so",     "libnvrtc.so",     "libcublas.so",   "libcublasLt.so",
+    "libcufft.so",  "libcurand.so",   "libcusparse.so",  "libcusolver.so", "libcudnn.so",
+    "libnccl.so",   "libc10_cuda.so", "libtorch_cuda.so"};
 
 std::optional<int> cuda_major_of(std::string_view library) {
   for (const std::string_view prefix : kRuntimeVersioned) {
@@ -222,6 +221,42 @@ Status check_label_against_binaries(const VariantHints& hints, std::string_view 
       return ok_status();
   }
   return ok_status();
+}
+
+WheelInspection inspect_contents(std::vector<WheelMember> members,
+                                 std::span<const WheelBinary> binaries) {
+  WheelInspection out;
+  out.members_total = members.size();
+  for (const auto& m : members) out.inflated_total += m.size;
+  if (members.size() > kMaxMembersShown) members.resize(kMaxMembersShown);
+  for (auto& m : members) m.name = clean(m.name);
+  out.members = std::move(members);
+  for (const auto& b : binaries) {
+    InspectedBinary ib;
+    ib.findings = find_binary(b);
+    if (b.elf) {
+      for (const auto& sym : b.elf->symbols) {
+        const bool visible = sym.visibility == SymbolVisibility::default_visibility ||
+                             sym.visibility == SymbolVisibility::protected_;
+        const bool bound = sym.binding == SymbolBinding::global ||
+                           sym.binding == SymbolBinding::weak ||
+                           sym.binding == SymbolBinding::gnu_unique;
+        if (!sym.defined || !visible || !bound || sym.type == SymbolType::section ||
+            sym.type == SymbolType::file) {
+          continue;
+        }
+        ++ib.exported_total;
+        if (ib.exported.size() >= kMaxExportedShown) continue;
+        std::string kind = "other";
+        if (sym.type == SymbolType::func || sym.type == SymbolType::gnu_ifunc) kind = "function";
+        if (sym.type == SymbolType::object || sym.type == SymbolType::common) kind = "object";
+        if (sym.type == SymbolType::tls) kind = "tls";
+        ib.exported.push_back({clean(sym.name, kMaxSymbolShown), kind, clean(sym.version, 100)});
+      }
+    }
+    out.binaries.push_back(std::move(ib));
+  }
+  return out;
 }
 
 // ---- stored form ---------------------------------------------------------------------------

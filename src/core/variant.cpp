@@ -527,8 +527,8 @@ std::optional<TorchSeries> torch_minimum_from_requirements(
 
 std::optional<bool> effective_cxx11_abi(const VariantHints& hints, std::string_view platform_tag) {
   if (hints.cxx11_abi || !hints.torch) return hints.cxx11_abi;
-  const bool linux_binary = platform_tag.starts_with("linux_") ||
-                            platform_tag.starts_with("manylinux");
+  const bool linux_binary =
+      platform_tag.starts_with("linux_") || platform_tag.starts_with("manylinux");
   if (linux_binary && default_cxx11_abi(*hints.torch)) return true;
   return std::nullopt;
 }

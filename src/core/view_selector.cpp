@@ -112,7 +112,6 @@ int abi_rank(const ViewSelector& view, const VariantHints& h) {
   return *h.cxx11_abi == default_cxx11_abi(*series) ? 2 : 0;
 }
 
-
 Rank rank_of(const ViewSelector& view, const Candidate& c) {
   Rank r;
   r.not_yanked = c.yanked ? 0 : 1;

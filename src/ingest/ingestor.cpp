@@ -83,8 +83,8 @@ struct Validated {
 // Reads what the wheel's ELF members say (streaming, nothing extracted) and checks its label
 // against it: a label the binaries contradict (`+cu128` on a binary linking libcudart.so.13)
 // would install a build that cannot load.
-Result<core::WheelFindings> inspect_binaries(const std::filesystem::path& file,
-                                             const Validated& v, const Limits& limits) {
+Result<core::WheelFindings> inspect_binaries(const std::filesystem::path& file, const Validated& v,
+                                             const Limits& limits) {
   archive::InspectLimits ilimits;
   ilimits.max_members = limits.max_archive_members;
   ilimits.max_inflated_bytes = limits.max_inflated_size;
@@ -93,8 +93,7 @@ Result<core::WheelFindings> inspect_binaries(const std::filesystem::path& file,
     return make_error(binaries.error().code,
                       "reading the wheel's binaries: " + binaries.error().message);
   }
-  core::WheelFindings findings =
-      core::find_wheel(*binaries, v.hints, v.metadata.requires_dist);
+  core::WheelFindings findings = core::find_wheel(*binaries, v.hints, v.metadata.requires_dist);
   if (auto st = core::check_label_against_binaries(v.hints, v.name.version.local_str(), findings);
       !st) {
     return st.error();

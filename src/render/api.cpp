@@ -24,8 +24,6 @@ Json text_or_null(const std::string& s) {
   return s.empty() ? Json(nullptr) : Json(s);
 }
 
-}  // namespace
-
 Json binary_json(const core::BinaryFindings& b) {
   Json j;
   j["path"] = b.path;
@@ -58,8 +56,6 @@ Json findings_json(const core::WheelFindings& w) {
   for (const auto& b : w.binaries) j["modules"].push_back(binary_json(b));
   return j;
 }
-
-namespace {
 
 Json file_json(const core::FileRecord& f) {
   const auto& h = f.hints;
@@ -115,6 +111,46 @@ std::string dump(const Json& j) {
 }
 
 }  // namespace
+
+std::string render_file_contents(const core::FileRecord& file,
+                                 const core::WheelInspection& inspection) {
+  Json doc;
+  doc["filename"] = file.filename;
+  doc["project"] = file.project;
+  doc["version"] = file.version;
+  doc["sha256"] = file.sha256;
+  doc["size"] = file.size;
+  doc["url"] = file_url(file);
+  doc["members_total"] = inspection.members_total;
+  doc["members_truncated"] = inspection.members.size() < inspection.members_total;
+  doc["inflated_total"] = inspection.inflated_total;
+  doc["members"] = Json::array();
+  for (const auto& m : inspection.members) {
+    doc["members"].push_back(
+        {{"name", m.name}, {"size", m.size}, {"compressed_size", m.compressed_size}});
+  }
+  doc["binaries"] = Json::array();
+  for (const auto& b : inspection.binaries) {
+    Json jb = binary_json(b.findings);
+    jb["exported_total"] = b.exported_total;
+    jb["exported_truncated"] = b.exported.size() < b.exported_total;
+    jb["exported"] = Json::array();
+    for (const auto& e : b.exported) {
+      jb["exported"].push_back({{"name", e.name},
+                                {"kind", e.kind},
+                                {"version", e.version.empty() ? Json(nullptr) : Json(e.version)}});
+    }
+    doc["binaries"].push_back(std::move(jb));
+  }
+  if (file.binaries) {
+    Json summary = findings_json(*file.binaries);
+    summary.erase("modules");
+    doc["summary"] = std::move(summary);
+  } else {
+    doc["summary"] = nullptr;
+  }
+  return dump(doc);
+}
 
 std::string render_variants(std::string_view project, std::span<const VersionFiles> versions) {
   Json doc;

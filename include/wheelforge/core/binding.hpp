@@ -39,18 +39,18 @@ enum class TorchBinding : std::uint8_t {
 
 /// The findings of one ELF member of a wheel.
 struct BinaryFindings {
-  std::string path;                ///< member name
-  std::uint64_t size = 0;          ///< uncompressed size
-  bool extension_module = false;   ///< exports a PyInit_* function: a Python extension module
-  std::string arch;                ///< "x86_64"; empty when unreadable
-  std::vector<std::string> needed; ///< DT_NEEDED in order (at most kMaxNeeded)
-  std::string glibc;               ///< highest GLIBC_ version needed, "2.17"; empty: none
-  std::string glibcxx;             ///< highest GLIBCXX_ version needed, "3.4.21"; empty: none
-  std::optional<int> cuda_major;   ///< from a runtime-versioned CUDA library (libcudart.so.12)
-  std::string cuda_library;        ///< the CUDA library that shows it links CUDA; empty: none
+  std::string path;                 ///< member name
+  std::uint64_t size = 0;           ///< uncompressed size
+  bool extension_module = false;    ///< exports a PyInit_* function: a Python extension module
+  std::string arch;                 ///< "x86_64"; empty when unreadable
+  std::vector<std::string> needed;  ///< DT_NEEDED in order (at most kMaxNeeded)
+  std::string glibc;                ///< highest GLIBC_ version needed, "2.17"; empty: none
+  std::string glibcxx;              ///< highest GLIBCXX_ version needed, "3.4.21"; empty: none
+  std::optional<int> cuda_major;    ///< from a runtime-versioned CUDA library (libcudart.so.12)
+  std::string cuda_library;         ///< the CUDA library that shows it links CUDA; empty: none
   TorchBinding binding = TorchBinding::none;
-  std::string binding_symbol;      ///< the imported symbol that shows the binding
-  std::string problem;             ///< why the member could not be read as ELF; empty: read
+  std::string binding_symbol;  ///< the imported symbol that shows the binding
+  std::string problem;         ///< why the member could not be read as ELF; empty: read
 
   friend bool operator==(const BinaryFindings&, const BinaryFindings&) = default;
 };
@@ -92,14 +92,51 @@ inline constexpr std::size_t kMaxSymbolShown = 300;
 /// links (`+cu128` and libcudart.so.13), or a CPU or ROCm label comes with a binary that links
 /// CUDA. A torch series label is never contradicted: series-bound and stable-ABI binaries both
 /// load into the series they name.
-[[nodiscard]] Status check_label_against_binaries(const VariantHints& hints,
-                                                  std::string_view label,
+[[nodiscard]] Status check_label_against_binaries(const VariantHints& hints, std::string_view label,
                                                   const WheelFindings& findings);
 
 /// The stored form of findings (one line per binary, tab-separated); decode_findings reads it
 /// back, nullopt when it is not such a text.
 [[nodiscard]] std::string encode_findings(const WheelFindings& findings);
 [[nodiscard]] std::optional<WheelFindings> decode_findings(std::string_view text);
+
+// ---- the wheel inspector (GET /api/files/<sha256>/contents and its page) --------------------
+
+/// One zip member as the central directory declares it.
+struct WheelMember {
+  std::string name;
+  std::uint64_t size = 0;             ///< uncompressed
+  std::uint64_t compressed_size = 0;  ///< as stored
+};
+
+/// A symbol a binary exports (defined, global or weak, default or protected visibility).
+struct ExportedSymbol {
+  std::string name;     ///< as stored (C++ names mangled)
+  std::string kind;     ///< "function", "object", "tls" or "other"
+  std::string version;  ///< its version definition, empty when unversioned
+};
+
+struct InspectedBinary {
+  BinaryFindings findings;
+  std::vector<ExportedSymbol> exported;  ///< the first kMaxExportedShown, .dynsym order
+  std::size_t exported_total = 0;        ///< how many it exports in all
+};
+
+/// What the inspector shows of one wheel.
+struct WheelInspection {
+  std::vector<WheelMember> members;  ///< the first kMaxMembersShown, central directory order
+  std::size_t members_total = 0;
+  std::uint64_t inflated_total = 0;  ///< sum of every member's uncompressed size
+  std::vector<InspectedBinary> binaries;
+};
+
+inline constexpr std::size_t kMaxMembersShown = 5000;
+inline constexpr std::size_t kMaxExportedShown = 500;
+
+/// The inspection of a wheel from its members and its binaries (archive::list_wheel_members,
+/// archive::inspect_wheel_binaries), cut to the bounds above.
+[[nodiscard]] WheelInspection inspect_contents(std::vector<WheelMember> members,
+                                               std::span<const WheelBinary> binaries);
 
 /// True when an undefined symbol name belongs to torch's C++ API (c10::, at::, torch::).
 [[nodiscard]] bool is_torch_cxx_symbol(std::string_view name);

@@ -45,9 +45,9 @@
 //   3. ABI: a match with the view's ABI over unknown; when the view names none, the default
 //      ABI of PyTorch's own wheels of the series (view's torch, else the wheel's; FALSE up to
 //      2.6, TRUE from 2.7) over unknown over the other; the ABI compared is the effective one,
-//      so `+cu128torch2.8` and `+cu12torch2.8cxx11abiTRUE` tie here. ABI outranks the CUDA minor because an
-//      ABI mismatch fails at import while a lower CUDA minor loads fine (docs/torch-labels.md,
-//      "The C++ ABI" and "CUDA compatibility");
+//      so `+cu128torch2.8` and `+cu12torch2.8cxx11abiTRUE` tie here. ABI outranks the CUDA minor
+//      because an ABI mismatch fails at import while a lower CUDA minor loads fine
+//      (docs/torch-labels.md, "The C++ ABI" and "CUDA compatibility");
 //   4. backend: CUDA/ROCm view with a minor: exact minor > highest lower minor > major-only >
 //      no backend hint; major-only view: major-only > lowest minor (safest for an unknown
 //      runtime minor) > no backend hint; CPU view: CPU > no backend hint; a view naming no

@@ -3,10 +3,11 @@
 // stable C ABI (aoti_torch_* only), the CUDA runtime it links (a stub libcudart.so.12 built
 // here), its glibc floor, and the same objects read from inside a wheel next to a damaged one.
 
-#include <unistd.h>
+#include "wheelforge/core/binding.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,7 +15,6 @@
 
 #include "shell.hpp"
 #include "wheelforge/archive/elf.hpp"
-#include "wheelforge/core/binding.hpp"
 #include "zip_builder.hpp"
 
 namespace wf::archive {
@@ -106,8 +106,8 @@ TEST_F(BindingTest, StableAbiExtensionImportsOnlyTheCShims) {
   const auto f = findings(stable_abi());
   EXPECT_EQ(f.binding, core::TorchBinding::stable_abi);
   // The first of the two in .dynsym order.
-  EXPECT_THAT(f.binding_symbol, ::testing::AnyOf("aoti_torch_get_device_type",
-                                                 "torch_call_dispatcher"));
+  EXPECT_THAT(f.binding_symbol,
+              ::testing::AnyOf("aoti_torch_get_device_type", "torch_call_dispatcher"));
   EXPECT_TRUE(f.extension_module);
   EXPECT_EQ(f.glibcxx, "");
 }
@@ -147,10 +147,11 @@ TEST_F(BindingTest, CudaRuntimeFromAStubLibcudart) {
 
 TEST_F(BindingTest, GlibcFloorOfAnObjectThatCallsGetrandom) {
   // getrandom appeared in glibc 2.25 (GLIBC_2.25 on every architecture).
-  const fs::path so = compile("gcc -shared -fPIC -O1", "rnd.c",
-                              "#include <sys/random.h>\n"
-                              "long fill(void* p, unsigned long n) { return getrandom(p, n, 0); }\n",
-                              "librnd.so");
+  const fs::path so =
+      compile("gcc -shared -fPIC -O1", "rnd.c",
+              "#include <sys/random.h>\n"
+              "long fill(void* p, unsigned long n) { return getrandom(p, n, 0); }\n",
+              "librnd.so");
   const auto f = findings(so);
   EXPECT_EQ(f.glibc, "2.25");
   EXPECT_EQ(f.binding, core::TorchBinding::none);
@@ -161,8 +162,9 @@ TEST_F(BindingTest, WheelWithADamagedBinaryIsStillAnswered) {
   const std::string bound = read_bytes(series_bound());
   const std::string stable = read_bytes(stable_abi());
   std::string truncated = bound.substr(0, 40);  // the magic, then nothing readable
-  std::string garbage = "\x7f"
-                        "ELF";
+  std::string garbage =
+      "\x7f"
+      "ELF";
   garbage += std::string(200, '\xff');
   const fs::path wheel = dir_ / "demo-1.0-cp312-cp312-linux_x86_64.whl";
   std::ofstream(wheel, std::ios::binary) << fixtures::build_zip({

@@ -439,7 +439,7 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   const std::string older =
-      "ALTER TABLE jobs DROP COLUMN executor_job;"
+      "ALTER TABLE files DROP COLUMN binaries; ALTER TABLE jobs DROP COLUMN executor_job;"
       " ALTER TABLE jobs DROP COLUMN glibc_floor; ALTER TABLE jobs DROP COLUMN build_number;"
       " ALTER TABLE builds DROP COLUMN yank_superseded;"
       " ALTER TABLE jobs DROP COLUMN nvcc_path; ALTER TABLE jobs DROP COLUMN nvcc_version;"
@@ -571,25 +571,26 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(db,
-                         "ALTER TABLE jobs DROP COLUMN executor_job;"
-                         " ALTER TABLE jobs DROP COLUMN glibc_floor;"
-                         " ALTER TABLE jobs DROP COLUMN build_number;"
-                         " ALTER TABLE builds DROP COLUMN yank_superseded;"
-                         " ALTER TABLE jobs DROP COLUMN nvcc_path;"
-                         " ALTER TABLE jobs DROP COLUMN nvcc_version;"
-                         " ALTER TABLE jobs DROP COLUMN torch_version;"
-                         " ALTER TABLE jobs DROP COLUMN torch_cuda;"
-                         " ALTER TABLE jobs DROP COLUMN python_path;"
-                         " ALTER TABLE jobs DROP COLUMN python_version;"
-                         " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
-                         " ALTER TABLE files DROP COLUMN canonical;"
-                         " ALTER TABLE deleted_files DROP COLUMN canonical;"
-                         " DROP TRIGGER projects_upd;"
-                         " ALTER TABLE projects DROP COLUMN owner_token_id;"
-                         " ALTER TABLE projects DROP COLUMN claimed_by;"
-                         " PRAGMA user_version = 4;",
-                         nullptr, nullptr, &err),
+  ASSERT_EQ(sqlite3_exec(
+                db,
+                "ALTER TABLE files DROP COLUMN binaries; ALTER TABLE jobs DROP COLUMN executor_job;"
+                " ALTER TABLE jobs DROP COLUMN glibc_floor;"
+                " ALTER TABLE jobs DROP COLUMN build_number;"
+                " ALTER TABLE builds DROP COLUMN yank_superseded;"
+                " ALTER TABLE jobs DROP COLUMN nvcc_path;"
+                " ALTER TABLE jobs DROP COLUMN nvcc_version;"
+                " ALTER TABLE jobs DROP COLUMN torch_version;"
+                " ALTER TABLE jobs DROP COLUMN torch_cuda;"
+                " ALTER TABLE jobs DROP COLUMN python_path;"
+                " ALTER TABLE jobs DROP COLUMN python_version;"
+                " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
+                " ALTER TABLE files DROP COLUMN canonical;"
+                " ALTER TABLE deleted_files DROP COLUMN canonical;"
+                " DROP TRIGGER projects_upd;"
+                " ALTER TABLE projects DROP COLUMN owner_token_id;"
+                " ALTER TABLE projects DROP COLUMN claimed_by;"
+                " PRAGMA user_version = 4;",
+                nullptr, nullptr, &err),
             SQLITE_OK)
       << (err ? err : "");
   sqlite3_close(db);

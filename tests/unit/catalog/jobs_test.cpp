@@ -100,19 +100,20 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
   char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(raw,
-                         "ALTER TABLE jobs DROP COLUMN executor_job;"
-                         " ALTER TABLE jobs DROP COLUMN glibc_floor;"
-                         " ALTER TABLE jobs DROP COLUMN build_number;"
-                         " ALTER TABLE builds DROP COLUMN yank_superseded;"
-                         " ALTER TABLE jobs DROP COLUMN nvcc_path;"
-                         " ALTER TABLE jobs DROP COLUMN nvcc_version;"
-                         " ALTER TABLE jobs DROP COLUMN torch_version;"
-                         " ALTER TABLE jobs DROP COLUMN torch_cuda;"
-                         " ALTER TABLE jobs DROP COLUMN python_path;"
-                         " ALTER TABLE jobs DROP COLUMN python_version;"
-                         " PRAGMA user_version = 7;",
-                         nullptr, nullptr, &err),
+  ASSERT_EQ(sqlite3_exec(
+                raw,
+                "ALTER TABLE files DROP COLUMN binaries; ALTER TABLE jobs DROP COLUMN executor_job;"
+                " ALTER TABLE jobs DROP COLUMN glibc_floor;"
+                " ALTER TABLE jobs DROP COLUMN build_number;"
+                " ALTER TABLE builds DROP COLUMN yank_superseded;"
+                " ALTER TABLE jobs DROP COLUMN nvcc_path;"
+                " ALTER TABLE jobs DROP COLUMN nvcc_version;"
+                " ALTER TABLE jobs DROP COLUMN torch_version;"
+                " ALTER TABLE jobs DROP COLUMN torch_cuda;"
+                " ALTER TABLE jobs DROP COLUMN python_path;"
+                " ALTER TABLE jobs DROP COLUMN python_version;"
+                " PRAGMA user_version = 7;",
+                nullptr, nullptr, &err),
             SQLITE_OK)
       << (err ? err : "");
   sqlite3_close(raw);

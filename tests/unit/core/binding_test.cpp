@@ -70,9 +70,9 @@ TEST(BinaryFindings, BindingCudaAndExtensionModule) {
   EXPECT_TRUE(bound.extension_module);
   EXPECT_EQ(bound.arch, "x86_64");
 
-  const auto stable = find_binary(binary("pkg/_C.abi3.so", {"libtorch.so"},
-                                         {undefined("aoti_torch_get_device_type"),
-                                          undefined("torch_new_list_reserve_size")}));
+  const auto stable = find_binary(
+      binary("pkg/_C.abi3.so", {"libtorch.so"},
+             {undefined("aoti_torch_get_device_type"), undefined("torch_new_list_reserve_size")}));
   EXPECT_EQ(stable.binding, TorchBinding::stable_abi);
   EXPECT_EQ(stable.binding_symbol, "aoti_torch_get_device_type");
   EXPECT_FALSE(stable.cuda_major);
@@ -101,9 +101,9 @@ TEST(BinaryFindings, WheelSummaryAndStableSpan) {
   // A label that names a series has no span.
   VariantHints labelled;
   labelled.torch = TorchSeries{2, 9};
-  EXPECT_FALSE(findings_of({binary("a.so", {}, {undefined("aoti_torch_x")})}, labelled,
-                           requires_dist)
-                   .torch_from);
+  EXPECT_FALSE(
+      findings_of({binary("a.so", {}, {undefined("aoti_torch_x")})}, labelled, requires_dist)
+          .torch_from);
   // Nor has a series-bound wheel, nor one without a lower bound.
   auto mixed = findings_of({binary("a.so", {}, {undefined("aoti_torch_x")}),
                             binary("b.so", {}, {undefined("_ZNK2at6Tensor3dimEv")})},
@@ -111,8 +111,8 @@ TEST(BinaryFindings, WheelSummaryAndStableSpan) {
   EXPECT_EQ(mixed.binding(), TorchBinding::series);
   EXPECT_EQ(mixed.binding_evidence()->path, "b.so");
   EXPECT_FALSE(mixed.torch_from);
-  EXPECT_FALSE(findings_of({binary("a.so", {}, {undefined("aoti_torch_x")})}, {}, {"torch"})
-                   .torch_from);
+  EXPECT_FALSE(
+      findings_of({binary("a.so", {}, {undefined("aoti_torch_x")})}, {}, {"torch"}).torch_from);
 }
 
 TEST(TorchMinimum, LowerBounds) {
@@ -165,10 +165,11 @@ TEST(LabelCheck, CudaMajorMustAgree) {
 }
 
 TEST(StoredFindings, RoundTrip) {
-  auto w = findings_of({binary("pkg/_C.so", {"libcudart.so.12", "libc.so.6"},
-                               {undefined("aoti_torch_x"), exported("PyInit__C")}),
-                        WheelBinary{"pkg/bad.so", 9, std::nullopt, "the ELF header\tis\ntruncated"}},
-                       {}, {"torch>=2.10"});
+  auto w =
+      findings_of({binary("pkg/_C.so", {"libcudart.so.12", "libc.so.6"},
+                          {undefined("aoti_torch_x"), exported("PyInit__C")}),
+                   WheelBinary{"pkg/bad.so", 9, std::nullopt, "the ELF header\tis\ntruncated"}},
+                  {}, {"torch>=2.10"});
   w.binaries[0].glibc = "2.17";
   w.binaries[0].glibcxx = "3.4.21";
   const std::string text = encode_findings(w);
