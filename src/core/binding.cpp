@@ -99,6 +99,7 @@ BinaryFindings find_binary(const WheelBinary& binary) {
   const ElfInfo& elf = *binary.elf;
   out.arch = clean(elf.arch(), 40);
   for (const auto& library : elf.needed) {
+    if (library.empty()) continue;  // names nothing the loader could find
     if (out.needed.size() < kMaxNeeded) out.needed.push_back(clean(library, 200));
     const auto major = cuda_major_of(library);
     if (major && !out.cuda_major) {
