@@ -206,10 +206,11 @@ Status check_label_against_binaries(const VariantHints& hints, std::string_view 
   switch (hints.backend) {
     case Backend::cuda:
       if (cuda->cuda_major && hints.cuda_major && *cuda->cuda_major != *hints.cuda_major) {
-        return make_error(Errc::invalid, shown + " says CUDA " + hints.backend_label().substr(2) +
-                                             " (major " + std::to_string(*hints.cuda_major) +
-                                             "), but " + where + " (CUDA " +
-                                             std::to_string(*cuda->cuda_major) + ")");
+        std::string said = std::to_string(*hints.cuda_major);
+        if (hints.cuda_minor) said += "." + std::to_string(*hints.cuda_minor);
+        return make_error(Errc::invalid, shown + " says CUDA " + said + ", but " + where +
+                                             " (CUDA " + std::to_string(*cuda->cuda_major) +
+                                             "): the label must name the CUDA the binary links");
       }
       return ok_status();
     case Backend::cpu:
