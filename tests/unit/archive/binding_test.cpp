@@ -145,6 +145,32 @@ TEST_F(BindingTest, CudaRuntimeFromAStubLibcudart) {
   EXPECT_FALSE(check("cpu"));
 }
 
+TEST_F(BindingTest, NvccSharedRuntimeNamesTheToolkitsMajor) {
+  const fs::path nvcc = "/usr/local/cuda/bin/nvcc";
+  if (!fs::exists(nvcc)) GTEST_SKIP() << nvcc << " is not installed";
+  const auto [status, version] = shell(quote(nvcc) + " --version");
+  ASSERT_EQ(status, 0) << version;
+  // "Cuda compilation tools, release 12.8, V12.8.93" (docs/torch-labels.md).
+  const auto at = version.find("release ");
+  ASSERT_NE(at, std::string::npos) << version;
+  const int major = std::stoi(version.substr(at + 8));
+  const fs::path so =
+      compile(nvcc.string() + " -Xcompiler -fPIC -shared -cudart shared", "kernel.cu",
+              "__global__ void add(float* x) { x[threadIdx.x] += 1.0f; }\n"
+              "extern \"C\" void launch(float* x) { add<<<1, 32>>>(x); }\n",
+              "libkernel.so");
+  const auto f = findings(so);
+  EXPECT_EQ(f.cuda_major, major);
+  EXPECT_EQ(f.cuda_library, "libcudart.so." + std::to_string(major));
+  core::WheelFindings wheel;
+  wheel.binaries.push_back(f);
+  const std::string matching = "cu" + std::to_string(major) + "0";
+  const std::string other = "cu" + std::to_string(major == 12 ? 13 : 12) + "0";
+  EXPECT_TRUE(
+      core::check_label_against_binaries(core::parse_local_label(matching), matching, wheel));
+  EXPECT_FALSE(core::check_label_against_binaries(core::parse_local_label(other), other, wheel));
+}
+
 TEST_F(BindingTest, GlibcFloorOfAnObjectThatCallsGetrandom) {
   // getrandom appeared in glibc 2.25 (GLIBC_2.25 on every architecture).
   const fs::path so =
