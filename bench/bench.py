@@ -223,7 +223,11 @@ def run_wrk(url, conns, duration, headers, threads):
     for h in headers:
         cmd += ["-H", h]
     cmd.append(url)
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return parse_wrk(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+
+
+def parse_wrk(out):
+    """The figures of one `wrk --latency` report."""
     res = {"raw": out}
     for pct in ("50", "75", "90", "99"):
         m = re.search(rf"^\s+{pct}%\s+(\S+)", out, re.M)

@@ -10,11 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
-#include <iostream>
 #include <map>
 #include <set>
 
-#include "wheelforge/build/executor.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/atomic_file.hpp"
@@ -174,42 +172,6 @@ Result<Copied> copy_verified(const fs::path& src, const fs::path& dest, std::str
   if (auto st = out->sync(); !st) return st.error();
   if (auto st = out->commit(dest, Durability::deferred); !st) return st.error();
   return copied;
-}
-
-std::string shell_quote(std::string_view s) {
-  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '_' || c == '.' || c == '/' || c == '+' || c == ',' || c == ':' || c == '=' ||
-           c == '@';
-  });
-  if (plain) return std::string(s);
-  std::string out = "'";
-  for (const char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  out += "'";
-  return out;
-}
-
-std::string_view role_name(catalog::BlobRole role) {
-  return role == catalog::BlobRole::file ? "file" : "METADATA";
-}
-
-std::string describe_refs(const std::vector<catalog::BlobRef>& refs) {
-  std::string out;
-  for (const auto& r : refs) {
-    if (!out.empty()) out += ", ";
-    out += std::string(role_name(r.role)) + " of " + r.filename;
-  }
-  return out;
-}
-
-std::string format_bytes(std::uint64_t bytes) {
-  return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
 }
 
 }  // namespace
@@ -495,147 +457,6 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
     if (auto st = dir->catalog->clear_damaged(cleared); !st) return st.error();
   }
   return report;
-}
-
-int backup(const Settings& settings, const BackupOptions& options) {
-  auto report = backup_data_dir(settings.data_dir, options);
-  if (!report) {
-    std::cerr << "error: " << report.error().message << "\n";
-    return 2;
-  }
-  std::cout << "backed up " << report->files << " files of " << report->projects << " projects and "
-            << report->tokens << " tokens to " << options.dest.string() << "\n"
-            << report->blobs << " blobs (" << format_bytes(report->bytes) << "): " << report->copied
-            << " copied (" << report->reflinked << " as reflinks), " << report->linked
-            << " hard-linked\n";
-  if (report->linked > 0) {
-    std::cout << "note: hard-linked blobs are the live files themselves: damage to one is "
-                 "damage to both (back up without --link for independent copies)\n";
-  }
-  for (const auto& sha : report->missing) {
-    std::cerr << "missing blob " << sha << " (not in the backup; run wheelforge fsck)\n";
-  }
-  for (const auto& sha : report->corrupt) {
-    std::cerr << "corrupt blob " << sha << " (not in the backup; run wheelforge fsck)\n";
-  }
-  if (!report->missing.empty() || !report->corrupt.empty()) return 1;
-  std::cout << "restore: wheelforge serve --data-dir " << shell_quote(options.dest.string())
-            << "\n";
-  return 0;
-}
-
-int gc(const Settings& settings, const GcOptions& options) {
-  auto report = collect_garbage(settings.data_dir, options);
-  if (!report) {
-    std::cerr << "error: " << report.error().message << "\n";
-    return 1;
-  }
-  const char* verb = options.dry_run ? "would remove " : "removed ";
-  for (const auto& sha : report->removed) std::cout << verb << sha << "\n";
-  for (const auto& p : report->unexpected) {
-    std::cerr << "warning: " << p.string() << " is not a blob (left alone)\n";
-  }
-  std::cout << verb << report->removed.size() << " unreferenced blobs ("
-            << format_bytes(report->removed_bytes) << "); kept " << report->referenced
-            << " referenced and " << report->too_young << " younger than "
-            << options.min_age.count() << "s; removed " << report->stale_temp_sessions
-            << " stale temp sessions\n";
-  return 0;
-}
-
-int fsck(const Settings& settings, const FsckOptions& options) {
-  auto report = check_data_dir(settings.data_dir, options);
-  if (!report) {
-    std::cerr << "error: " << report.error().message << "\n";
-    return 2;
-  }
-  const FsckReport& r = *report;
-  const std::string data = shell_quote(settings.data_dir.string());
-  std::cout << "checked " << r.checked << " blobs referenced by " << r.files << " files\n";
-  for (const auto& p : r.missing) {
-    std::cout << "missing blob " << p.sha256 << ": " << p.detail << " (" << describe_refs(p.refs)
-              << ")\n";
-  }
-  for (const auto& p : r.corrupt) {
-    std::cout << "corrupt blob " << p.sha256 << ": " << p.detail << " (" << describe_refs(p.refs)
-              << ")\n";
-  }
-  for (const auto& q : r.quarantined) std::cout << "quarantined " << q.string() << "\n";
-  std::set<std::string> withdrawn;
-  for (const auto& p : r.withdrawn) {
-    for (const auto& ref : p.refs) withdrawn.insert(ref.filename);
-  }
-  for (const auto& name : withdrawn) {
-    std::cout << "withdrew " << name
-              << " (damaged: no longer listed, its URL answers 503 until it is healed)\n";
-  }
-  for (const auto& p : r.intact_again) {
-    std::cout << "blob " << p.sha256 << " is intact again (" << describe_refs(p.refs)
-              << "): " << (options.repair ? "served again" : "fsck --repair serves it again")
-              << "\n";
-  }
-  for (const auto& p : r.unexpected) {
-    std::cout << "unexpected file " << p.string() << " (not a blob; left alone)\n";
-  }
-  if (options.repair) {
-    for (const auto& sha : r.removed_orphans) std::cout << "removed orphan blob " << sha << "\n";
-  } else {
-    for (const auto& sha : r.orphans) {
-      std::cout << "orphan blob " << sha << " (no file references it; gc removes it)\n";
-    }
-  }
-  std::cout << r.orphans.size() << " orphan blobs";
-  if (r.young_orphans > 0) {
-    std::cout << " (and " << r.young_orphans << " younger than " << options.min_age.count()
-              << "s, not counted: maybe uploads in progress)";
-  }
-  std::cout << "\n";
-  if (r.clean()) {
-    std::cout << "ok\n";
-    return 0;
-  }
-  // Rows are never removed here: the operator decides between healing and deleting.
-  std::set<std::string> broken;
-  for (const auto* list : {&r.missing, &r.corrupt}) {
-    for (const auto& p : *list) {
-      for (const auto& ref : p.refs) broken.insert(ref.filename);
-    }
-  }
-  std::cout << r.missing.size() << " missing and " << r.corrupt.size() << " corrupt blobs; "
-            << (options.repair ? "the files below are withdrawn (their URLs answer 503).\n"
-                               : "the files below cannot be served correctly (fsck --repair "
-                                 "withdraws them).\n")
-            << "Heal a file by uploading or ingesting the same file again (wheelforge ingest "
-               "--data-dir "
-            << data
-            << " FILE), or copy its blob back from a backup (BACKUP/blobs/... to the same path "
-               "under "
-            << data << "/blobs) and run wheelforge fsck --repair; or remove it:\n";
-  for (const auto& name : broken) {
-    std::cout << "  wheelforge delete --data-dir " << data << " " << shell_quote(name) << "\n";
-  }
-  return 1;
-}
-
-int config_check(const std::optional<fs::path>& config_file, const Overrides& overrides) {
-  const auto checked = check_configuration(config_file, overrides);
-  for (const auto* list : {&checked.problems, &checked.host_problems}) {
-    for (const auto& p : *list) std::cerr << "error: " << p << "\n";
-  }
-  if (!checked.config || !checked.host_problems.empty()) return 2;
-  std::cout << settings_to_toml(checked.config->settings) << build_summary(checked.config->build);
-  // What only the executor can tell: the engine and images are there, a batch job sees the
-  // builds directory.
-  const build::ExecutorConfig& executor_config = checked.config->build.host.executor;
-  if (executor_config.kind == build::ExecutorConfig::Kind::local) return 0;
-  std::cout << std::flush;
-  const auto executor = build::make_executor(executor_config);
-  std::vector<std::string> notes;
-  const auto problems = executor->check(checked.config->settings.data_dir / "builds",
-                                        std::chrono::seconds(60), notes);
-  for (const auto& n : notes) std::cout << "#   executor check: " << sanitize_for_log(n) << "\n";
-  for (const auto& p : problems) std::cerr << "error: " << p << "\n";
-  return problems.empty() ? 0 : 2;
 }
 
 }  // namespace wf::app

@@ -39,18 +39,6 @@ void set_env(Env& env, const std::string& key, std::string value) {
   env.emplace_back(key, std::move(value));
 }
 
-std::string shell_quote(std::string_view s) {
-  std::string out = "'";
-  for (const char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 std::string replace_all(std::string s, std::string_view from, std::string_view to) {
   for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
     s.replace(pos, from.size(), to);

@@ -30,8 +30,6 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 
 /// Sets `key` in `env` (replacing an earlier value, keeping its position).
 void set_env(Env& env, const std::string& key, std::string value);
-/// `s` in single quotes for /bin/sh.
-[[nodiscard]] std::string shell_quote(std::string_view s);
 /// `s` with every `from` replaced by `to`.
 [[nodiscard]] std::string replace_all(std::string s, std::string_view from, std::string_view to);
 

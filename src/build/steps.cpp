@@ -5,6 +5,7 @@
 #include "wheelforge/core/build_failure.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/version.hpp"
+#include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
 

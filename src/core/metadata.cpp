@@ -50,6 +50,7 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view bytes) {
 struct Field {
   std::string name;
   std::string value;
+  std::vector<std::string_view> continuation;  ///< continuation lines, untrimmed
 };
 
 // Python's email parser (which pip and the packaging tools use) accepts these bytes in a
@@ -66,7 +67,7 @@ bool is_field_name(std::string_view name) {
 // The header block: fields up to the first empty line. Like Python's email parser, a line
 // that is neither a field nor a continuation also ends the block (it starts the body), and a
 // continuation before the first field is dropped. Continuation lines join the value with '\n'.
-std::vector<Field> parse_header_block(std::string_view bytes) {
+std::vector<Field> parse_header_block(std::string_view bytes, std::size_t* body = nullptr) {
   std::vector<Field> fields;
   std::size_t pos = 0;
   while (pos < bytes.size()) {
@@ -85,16 +86,36 @@ std::vector<Field> parse_header_block(std::string_view bytes) {
       if (!fields.empty()) {
         fields.back().value += '\n';
         fields.back().value += trim(line);
+        fields.back().continuation.push_back(line);
       }
       continue;
     }
     const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos || !is_field_name(line.substr(0, colon))) break;
+    if (colon == std::string_view::npos || !is_field_name(line.substr(0, colon))) {
+      pos = end - line.size();  // the body starts with this line
+      break;
+    }
     fields.push_back(
-        Field{std::string(line.substr(0, colon)), std::string(line.substr(colon + 1))});
+        Field{std::string(line.substr(0, colon)), std::string(line.substr(colon + 1)), {}});
   }
   for (auto& field : fields) field.value = std::string(trim(field.value));
+  if (body != nullptr) *body = pos;
   return fields;
+}
+
+// The Description field with its folding undone: each continuation line loses up to 8 spaces
+// of indentation and then one '|' (setuptools' way of keeping blank and indented lines).
+std::string unfold_description(const Field& field) {
+  std::string out(trim(field.value.substr(0, field.value.find('\n'))));
+  for (std::string_view line : field.continuation) {
+    std::size_t cut = 0;
+    while (cut < line.size() && cut < 8 && (line[cut] == ' ' || line[cut] == '\t')) ++cut;
+    line.remove_prefix(cut);
+    if (line.starts_with('|')) line.remove_prefix(1);
+    out += '\n';
+    out += line;
+  }
+  return out;
 }
 
 std::string not_utf8_message(std::string_view what, std::size_t offset) {
@@ -171,6 +192,67 @@ Result<CoreMetadata> parse_core_metadata(std::string_view bytes) {
     return error;
   }
   return out;
+}
+
+DescriptionFormat description_format(std::string_view content_type) {
+  std::string_view type = trim(content_type.substr(0, content_type.find(';')));
+  if (type.empty() || iequals(type, "text/x-rst")) return DescriptionFormat::rst;
+  if (iequals(type, "text/markdown")) return DescriptionFormat::markdown;
+  return DescriptionFormat::plain;
+}
+
+ProjectInfo parse_project_info(std::string_view bytes) {
+  ProjectInfo info;
+  if (first_invalid_utf8(bytes)) return info;
+  std::size_t body = bytes.size();
+  const auto fields = parse_header_block(bytes, &body);
+  for (const auto& field : fields) {
+    const std::string_view name = field.name;
+    const std::string& value = field.value;
+    const auto first = [&](std::string& into) {
+      if (into.empty()) into = value;
+    };
+    if (iequals(name, "Summary")) {
+      first(info.summary);
+    } else if (iequals(name, "Description")) {
+      if (info.description.empty()) info.description = unfold_description(field);
+    } else if (iequals(name, "Description-Content-Type")) {
+      first(info.description_content_type);
+    } else if (iequals(name, "License")) {
+      if (info.license.empty()) info.license = unfold_description(field);
+    } else if (iequals(name, "License-Expression")) {
+      first(info.license_expression);
+    } else if (iequals(name, "Author")) {
+      first(info.author);
+    } else if (iequals(name, "Author-email")) {
+      first(info.author_email);
+    } else if (iequals(name, "Maintainer")) {
+      first(info.maintainer);
+    } else if (iequals(name, "Maintainer-email")) {
+      first(info.maintainer_email);
+    } else if (iequals(name, "Home-page")) {
+      first(info.home_page);
+    } else if (iequals(name, "Requires-Python")) {
+      first(info.requires_python);
+    } else if (iequals(name, "Keywords")) {
+      first(info.keywords);
+    } else if (iequals(name, "Requires-Dist")) {
+      info.requires_dist.push_back(value);
+    } else if (iequals(name, "Classifier")) {
+      info.classifiers.push_back(value);
+    } else if (iequals(name, "Project-URL")) {
+      const auto comma = value.find(',');
+      if (comma == std::string::npos) continue;
+      info.project_urls.emplace_back(std::string(trim(std::string_view(value).substr(0, comma))),
+                                     std::string(trim(std::string_view(value).substr(comma + 1))));
+    }
+  }
+  // Metadata 2.1 puts the description in the message body, after the blank line.
+  if (body < bytes.size()) {
+    const std::string_view rest = bytes.substr(body);
+    if (!trim(rest).empty()) info.description = std::string(rest);
+  }
+  return info;
 }
 
 Result<std::vector<std::string>> parse_wheel_file(std::string_view bytes) {

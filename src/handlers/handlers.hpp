@@ -66,6 +66,8 @@ Response handle_home(const Request& req, Context& ctx);
 /// /inspect/<sha256>: the wheel inspector's page (inspect.cpp).
 Response handle_inspect_page(const Request& req, Context& ctx);
 Response handle_project_page(const Request& req, Context& ctx);
+Response handle_projects(const Request& req, Context& ctx);
+Response handle_projects_redirect(const Request& req, Context& ctx);
 Response handle_static(const Request& req, Context& ctx);
 Response handle_login_form(const Request& req, Context& ctx);
 Response handle_login(const Request& req, Context& ctx);

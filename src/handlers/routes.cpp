@@ -60,6 +60,9 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/",                                 kGet,    handle_home,              none,  handler, worker,  kReads,   "home"},
     {"/project/*",                        kGet,    handle_project_page,      none,  handler, worker,  kReads,   "ui"},
     {"/inspect/{sha256}",                 kGet,    handle_inspect_page,      none,  handler, worker,  kReads,   "ui"},
+    {"/projects",                         kGet,    handle_projects_redirect, none,  handler, worker,  kReads,   "ui"},
+    {"/projects/",                        kGet,    handle_projects,          none,  handler, worker,  kReads,   "ui"},
+    {"/projects/*",                       kGet,    handle_no_page,           none,  handler, worker,  kReads,   "ui"},
     {"/static/*",                         kGet,    handle_static,            none,  handler, worker,  kReads,   "ui"},
     {"/login",                            kGet,    handle_login_form,        none,  handler, worker,  kReads,   "ui"},
     {"/login",                            kPost,   handle_login,             small, handler, worker,  kReads,   "ui"},
@@ -176,6 +179,17 @@ std::string allow_header(Methods methods) {
   return out;
 }
 
+Response wrong_method(const RouteMatch& match, Method method) {
+  const std::string allow = allow_header(match.allowed);
+  if (method != Method::post && method != Method::put) return method_not_allowed(allow);
+  Response r = error_response(make_error(Errc::method_not_allowed,
+                                         "method not allowed: this address answers " + allow +
+                                             "; uploads go to /legacy/ (twine, poetry, pdm) or PUT "
+                                             "/upload/<filename>"));
+  r.set("Allow", allow);
+  return r;
+}
+
 Status check_access(const Route& route, const Request& req, const snapshot::Snapshot& snap,
                     const Environment& env) {
   catalog::Scope scope = catalog::Scope::read;
@@ -219,7 +233,7 @@ std::optional<Error> check_body_head(const Route& route, bool has_body,
 
 Response respond(const Request& req, Context& ctx) {
   const RouteMatch match = find_route(req.method, req.segments);
-  if (match.route == nullptr) return method_not_allowed(allow_header(match.allowed));
+  if (match.route == nullptr) return wrong_method(match, req.method);
   const Route& route = *match.route;
   if (auto allowed = check_access(route, req, ctx.snapshot, ctx.env); !allowed) {
     return error_response(allowed.error());

@@ -131,7 +131,8 @@ Result<core::BuildRequest> decode_build_form(const Form& form) {
   return core::check_build_request(fields);
 }
 
-UiCall::UiCall(const Request& r, Context& c) : req(r), ctx(c), site{base_url(r), "", false} {
+UiCall::UiCall(const Request& r, Context& c)
+    : req(r), ctx(c), site{base_url(r), "", false, "", false} {
   if (!req.header("authorization").empty()) {
     auto token = auth::token_from_authorization(req.header("authorization"));
     if (!token) {
@@ -149,6 +150,31 @@ UiCall::UiCall(const Request& r, Context& c) : req(r), ctx(c), site{base_url(r),
     }
   }
   if (!credential_.empty()) site.csrf = ctx.env.ui_sessions->form_token(credential_);
+  if (token_) {
+    if (auto granted = auth::authorize(snap().tokens(), token_, catalog::Scope::read)) {
+      site.scope = std::string(catalog::scope_name((*granted)->scope));
+      site.basic = session_.empty();
+    }
+  }
+}
+
+ui::Site UiCall::shared_site() const {
+  // The form token and the log-out button belong to one login session: such pages are not
+  // shared. A caller known by an Authorization header sees the same page as every caller of
+  // its scope.
+  ui::Site shared{site.base_url, "", false, site.basic ? site.scope : std::string(), site.basic};
+  return shared;
+}
+
+Response UiCall::shared_page(const std::string& key,
+                             const std::function<std::string(const ui::Site&)>& render,
+                             bool cache) const {
+  if (!session_.empty()) return cacheable(req, fresh_page(render(site)), ctx.env.private_reads);
+  const ui::Site shared = shared_site();
+  if (!cache) return cacheable(req, fresh_page(render(shared)), ctx.env.private_reads);
+  auto page = snap().derived_page(key + "|" + shared.base_url + "|" + shared.scope,
+                                  [&] { return render(shared); });
+  return cacheable(req, page, ctx.env.private_reads);
 }
 
 std::optional<Response> UiCall::require(catalog::Scope scope, bool redirect_to_login) {

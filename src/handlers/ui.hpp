@@ -4,6 +4,7 @@
 //
 //   GET  /, /?q=NAME                     home: counts, search, how to use the index
 //   GET  /project/<name>/[?version=&torch=&backend=&python=]   project page, matrix, picker
+//   GET  /projects/[?q=&sort=name|updated&page=N]              every project with files
 //   GET  /static/<name>, /static/<hash>/<name>                 embedded CSS, scripts, icon
 //   GET  /login, POST /login, POST /logout                     token login, session cookie
 //   GET  /builds/, POST /builds/                               builds and jobs; start a build
@@ -14,6 +15,7 @@
 // header or a session cookie). Builds pages need admin scope. Every POST must come from this
 // origin (Origin, else Referer) and, once signed in, carry the session's form token.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +87,17 @@ class UiCall {
   [[nodiscard]] std::optional<Response> check_post(const Form& form, bool needs_form_token);
 
   [[nodiscard]] Response not_found_page(std::string_view message) const;
+
+  /// The site a shared (cached) page is rendered with: the caller's navigation state without
+  /// anything that belongs to one login session.
+  [[nodiscard]] ui::Site shared_site() const;
+  /// A page that depends on the catalog, the URL and the caller's navigation state only:
+  /// rendered once per snapshot under `key` (when `cache`; searches are not, their number is
+  /// unbounded) for every caller who sees the same navigation (anonymous, or signed in by an
+  /// Authorization header, per scope). A caller with a login session gets a page of its own.
+  [[nodiscard]] Response shared_page(const std::string& key,
+                                     const std::function<std::string(const ui::Site&)>& render,
+                                     bool cache = true) const;
   void note(std::string text) { ctx.note = "ui: " + std::move(text); }
 
  private:

@@ -1,4 +1,8 @@
-// The web UI's public pages and its login: home, project pages, static files, login, logout.
+// The web UI's public pages and its login: home, the project list, project pages, static
+// files, login, logout.
+
+#include <algorithm>
+#include <cstdint>
 
 #include "handlers.hpp"
 #include "read.hpp"
@@ -6,23 +10,87 @@
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/ui/assets.hpp"
+#include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/strings.hpp"
 
 namespace wf::handlers {
+namespace {
+
+// METADATA is small (ingest caps it); a larger blob is not a METADATA file.
+constexpr std::uint64_t kMaxMetadataRead = 16U << 20U;
+
+Response error_page(UiCall& call, int status, std::string_view title, std::string_view message) {
+  return html(status, ui::render_message(call.site, status, title, message));
+}
+
+/// The description parts of a project page, from the core metadata of the file that describes
+/// the version shown, rendered once per file and kept with the project's snapshot data.
+ui::ProjectText project_text(Context& ctx, const std::string& normalized,
+                             const ui::Selection& selection) {
+  ui::ProjectText text;
+  const auto& snap = ctx.snapshot;
+  const core::FileRecord* file = ui::described_file(snap, normalized, selection);
+  const store::BlobStore* store = ctx.env.services.store;
+  if (file == nullptr || store == nullptr) return text;
+  // Read at most once per kind and file: the snapshot keeps what was made.
+  const auto info = [&] {
+    auto bytes = read_small_file(store->blob_path(file->metadata_sha256), kMaxMetadataRead);
+    if (!bytes) {
+      ctx.note = "ui: metadata of " + file->filename + " unreadable: " + bytes.error().message;
+      return core::ProjectInfo{};
+    }
+    return core::parse_project_info(*bytes);
+  };
+  text.about = *snap.file_derived(*file, "about", [&] { return ui::render_about(info()); });
+  text.description =
+      *snap.file_derived(*file, "description", [&] { return ui::render_description(info()); });
+  return text;
+}
+
+}  // namespace
 
 Response handle_home(const Request& req, Context& ctx) {
   UiCall call(req, ctx);
   if (auto denied = call.require_read()) return std::move(*denied);
   const auto& snap = ctx.snapshot;
   const std::string q = form_value(call.query(), "q");
-  // Pages are rendered without the caller's identity so that every caller shares them.
-  const ui::Site shared{call.site.base_url, "", false};
-  if (q.empty()) {
-    auto page = snap.derived_page("/|" + shared.base_url,
-                                  [&] { return ui::render_home(snap, shared, ""); });
-    return cacheable(req, page, ctx.env.private_reads);
-  }
   // Searches are not cached: their number is unbounded.
-  return cacheable(req, fresh_page(ui::render_home(snap, shared, q)), ctx.env.private_reads);
+  return call.shared_page(
+      "/", [&](const ui::Site& site) { return ui::render_home(snap, site, q); }, q.empty());
+}
+
+Response handle_projects(const Request& req, Context& ctx) {
+  UiCall call(req, ctx);
+  if (auto denied = call.require_read()) return std::move(*denied);
+  const auto& snap = ctx.snapshot;
+  const Form params = call.query();
+  ui::ProjectListQuery asked;
+  asked.query = form_value(params, "q");
+  const std::string sort = form_value(params, "sort");
+  if (!sort.empty() && sort != "name" && sort != "updated") {
+    return error_page(call, 400, "Bad request",
+                      "sort must be name or updated, not \"" + sanitize_for_log(sort, 40) + "\".");
+  }
+  asked.by_upload = sort == "updated";
+  if (const std::string page = form_value(params, "page"); !page.empty()) {
+    const auto n = parse_u64(page);
+    if (!n || *n == 0) {
+      return error_page(
+          call, 400, "Bad request",
+          "page must be a page number (1, 2, ...), not \"" + sanitize_for_log(page, 40) + "\".");
+    }
+    asked.page = static_cast<std::size_t>(std::min<std::uint64_t>(*n, SIZE_MAX));
+  }
+  // Only pages that exist reach the cache key, so the cache stays bounded.
+  const ui::ProjectListQuery query = ui::canonical_list_query(snap, asked);
+  return call.shared_page(
+      "/projects/|" + query.key(),
+      [&](const ui::Site& site) { return ui::render_project_list(snap, site, query); },
+      query.query.empty());
+}
+
+Response handle_projects_redirect(const Request& req, Context& /*ctx*/) {
+  return redirect(301, "/projects/" + (req.query.empty() ? std::string() : "?" + req.query));
 }
 
 Response handle_project_page(const Request& req, Context& ctx) {
@@ -43,18 +111,18 @@ Response handle_project_page(const Request& req, Context& ctx) {
     return redirect(301, std::move(location));
   }
   if (snap.find_project(normalized) == nullptr) {
-    return call.not_found_page("There is no project named " + normalized + " on this index.");
+    return html(404, ui::render_unknown_project(snap, call.site, normalized));
   }
   const auto params = call.query();
   ui::Selection selection{form_value(params, "version"), form_value(params, "torch"),
                           form_value(params, "backend"), form_value(params, "python")};
   // Only choices that exist reach the cache key, so the cache stays bounded.
   selection = ui::canonical_selection(snap, normalized, selection);
-  const ui::Site shared{call.site.base_url, "", false};
-  auto page = snap.derived_page(
-      "/project/" + normalized + "/|" + shared.base_url + "|" + selection.key(),
-      [&] { return ui::render_project(snap, shared, normalized, selection).value_or(""); });
-  return cacheable(req, page, ctx.env.private_reads);
+  const ui::ProjectText text = project_text(ctx, normalized, selection);
+  return call.shared_page(
+      "/project/" + normalized + "/|" + selection.key(), [&](const ui::Site& site) {
+        return ui::render_project(snap, site, normalized, selection, text).value_or("");
+      });
 }
 
 Response handle_static(const Request& req, Context& /*ctx*/) {

@@ -1,12 +1,42 @@
 // The listener: connections are accepted by the first network thread, which applies the
-// connection caps before handing each to a thread round-robin.
+// connection caps before handing each to a thread (chosen as spread.hpp says).
+
+#include <algorithm>
+#include <array>
+#include <ctime>
+#include <span>
+#include <vector>
 
 #include "server_impl.hpp"
 #include "session.hpp"
+#include "spread.hpp"
 #include "wheelforge/util/log.hpp"
 
 namespace wf::http {
 namespace {
+
+/// How long the listener's look at a thread's CPU clock counts before it looks again.
+constexpr std::chrono::milliseconds kBusyWindow{10};
+
+/// Whether `t` was on the CPU more than three quarters of the time since the listener last
+/// looked (at least kBusyWindow ago; the last answer is kept in between).
+bool busy_lately(NetThread& t, std::chrono::steady_clock::time_point now) {
+  if (!t.has_cpu_clock.load(std::memory_order_acquire)) return false;
+  if (t.seen_at != std::chrono::steady_clock::time_point{} && now - t.seen_at < kBusyWindow) {
+    return t.seen_busy;
+  }
+  timespec ts{};
+  if (::clock_gettime(t.cpu_clock, &ts) != 0) return false;
+  const std::int64_t cpu_ns = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  if (t.seen_at != std::chrono::steady_clock::time_point{}) {
+    const auto wall_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - t.seen_at).count();
+    t.seen_busy = (cpu_ns - t.seen_cpu_ns) * 4 > wall_ns * 3;
+  }
+  t.seen_cpu_ns = cpu_ns;
+  t.seen_at = now;
+  return t.seen_busy;
+}
 
 /// Closes one idle keep-alive connection of this thread; false when it has none.
 bool evict_idle_session(NetThread& thread) {
@@ -18,10 +48,32 @@ bool evict_idle_session(NetThread& thread) {
 
 }  // namespace
 
+NetThread& Server::Impl::pick_thread() {
+  const auto now = std::chrono::steady_clock::now();
+  constexpr std::size_t kOnStack = 64;
+  std::array<ThreadLoad, kOnStack> on_stack{};
+  std::vector<ThreadLoad> on_heap;
+  std::span<ThreadLoad> loads(on_stack.data(), std::min(threads.size(), kOnStack));
+  if (threads.size() > kOnStack) {
+    on_heap.resize(threads.size());
+    loads = on_heap;
+  }
+  for (std::size_t i = 0; i < threads.size(); ++i) {
+    loads[i].connections = threads[i]->connections.load(std::memory_order_relaxed);
+    // The clock is read only for threads that the choice can fall on before a later one.
+    loads[i].busy = loads[i].connections < kPackedConnections && busy_lately(*threads[i], now);
+    if (loads[i].connections < kPackedConnections && !loads[i].busy) {
+      loads = loads.first(i + 1);
+      break;
+    }
+  }
+  return *threads[choose_thread(loads)];
+}
+
 void Server::Impl::accept() {
-  // Connections go round-robin to the network threads; each lives on its thread's
-  // io_context from then on.
-  NetThread& target = *threads[next_thread++ % threads.size()];
+  // The thread is chosen before the connection arrives (the socket is made on its
+  // io_context), from the counts as they are now; the connection lives on that thread.
+  NetThread& target = pick_thread();
   acceptor.async_accept(target.ioc, accept_peer,
                         [this, &target](beast::error_code ec, Socket socket) {
                           if (ec) {
@@ -29,6 +81,8 @@ void Server::Impl::accept() {
                             log::warn("accept failed: {}", ec.message());
                             return accept();
                           }
+                          // Until its session ends (~Session), or below where none starts.
+                          target.connections.fetch_add(1, std::memory_order_relaxed);
                           socket.set_option(tcp::no_delay(true), ec);
                           status.metrics.connection_opened();
                           admit(target, std::move(socket), tls);
@@ -69,6 +123,7 @@ void Server::Impl::admit(NetThread& target, Socket socket,
     NetThread& t = *threads[(next_thread + i) % threads.size()];
     if (t.idle_keep_alive.load(std::memory_order_relaxed) > 0) idle = &t;
   }
+  ++next_thread;
   if (idle == nullptr) {
     clients.release(*slot);
     return refuse(target, std::move(socket), tls_now,
@@ -121,6 +176,7 @@ void Server::Impl::refuse(NetThread& target, Socket socket,
   // the connection is closed without an answer.
   if (refusing.fetch_add(1) >= kMaxRefusing) {
     refusing.fetch_sub(1);
+    target.connections.fetch_sub(1, std::memory_order_relaxed);
     beast::error_code ignored;
     socket.close(ignored);
     return;

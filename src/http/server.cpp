@@ -1,6 +1,7 @@
 #include "wheelforge/http/server.hpp"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <future>
@@ -322,17 +323,17 @@ Result<std::string> Server::start() {
 void Server::run() {
   auto& threads = impl_->threads;
   for (auto& t : threads) t->guard.emplace(t->ioc.get_executor());
+  auto serve = [](NetThread* t) {
+    t_net_thread = t;
+    if (::pthread_getcpuclockid(::pthread_self(), &t->cpu_clock) == 0) {
+      t->has_cpu_clock.store(true, std::memory_order_release);
+    }
+    t->ioc.run();
+    t_net_thread = nullptr;
+  };
   std::vector<std::thread> others;
-  for (std::size_t i = 1; i < threads.size(); ++i) {
-    others.emplace_back([t = threads[i].get()] {
-      t_net_thread = t;
-      t->ioc.run();
-      t_net_thread = nullptr;
-    });
-  }
-  t_net_thread = threads.front().get();
-  threads.front()->ioc.run();
-  t_net_thread = nullptr;
+  for (std::size_t i = 1; i < threads.size(); ++i) others.emplace_back(serve, threads[i].get());
+  serve(threads.front().get());
   for (auto& t : others) t.join();
 }
 

@@ -10,6 +10,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,17 @@ struct NetThread {
     const auto n = idle_keep_alive.load(std::memory_order_relaxed);
     idle_keep_alive.store(more ? n + 1 : n - 1, std::memory_order_relaxed);
   }
+  // Open connections of this thread: counted by the listener when it hands one over, no
+  // longer counted once the connection has ended (on this thread).
+  std::atomic<std::size_t> connections{0};
+  // This thread's CPU clock, set when it starts running; the listener reads it to tell
+  // whether the thread has been busy lately (see spread.hpp).
+  std::atomic<bool> has_cpu_clock{false};
+  clockid_t cpu_clock{};
+  // The listener's last look at that clock (first thread only).
+  std::int64_t seen_cpu_ns = 0;
+  std::chrono::steady_clock::time_point seen_at{};
+  bool seen_busy = false;
   // Keeps run() going while the thread has no connection; released when the server stops.
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
 
@@ -100,7 +112,9 @@ struct Server::Impl {
   tcp::acceptor acceptor;
   asio::steady_timer poll_timer;
   asio::steady_timer grace_timer;
-  std::size_t next_thread = 0;  // round-robin for accepted connections (first thread only)
+  // Where the search for an idle keep-alive connection to close at the connection cap starts
+  // (first thread only): the threads take turns.
+  std::size_t next_thread = 0;
 
   // Tokens another process has just created (first thread only): see recheck_tokens().
   struct TokenWaiter {
@@ -136,6 +150,8 @@ struct Server::Impl {
 
   // The listener (listener.cpp).
   void accept();
+  /// The network thread for the next connection (spread.hpp; first thread only).
+  NetThread& pick_thread();
   void admit(NetThread& target, Socket socket, const std::shared_ptr<asio::ssl::context>& tls);
   void open(NetThread& target, Socket socket, std::shared_ptr<asio::ssl::context> tls,
             ClientCounts::Slot slot);

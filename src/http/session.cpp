@@ -60,6 +60,7 @@ template <class Stream>
 Session<Stream>::~Session() {
   if (srv_.tearing_down) return;
   home_.sessions.erase(this);
+  home_.connections.fetch_sub(1, std::memory_order_relaxed);
   if (counted_idle_) home_.idle_changed(false);
   if (!refusal_.empty()) {
     srv_.refusing.fetch_sub(1);
@@ -220,7 +221,7 @@ void Session<Stream>::on_header(beast::error_code ec) {
   const handlers::RouteMatch match = handlers::find_route(req_.method, req_.segments);
   label_ = match.label;
   if (match.route == nullptr) {
-    return send(handlers::method_not_allowed(handlers::allow_header(match.allowed)));
+    return send(handlers::wrong_method(match, req_.method));
   }
   route_ = match.route;
   admit();

@@ -43,6 +43,10 @@ struct Snapshot::ProjectData {
   std::vector<std::string> versions;         // the distinct versions, in that order
   std::vector<std::string> public_versions;  // per file: public version (no local label)
   std::vector<core::FileRecord> damaged;     // withdrawn files: on no page, URLs answer 503
+  // Values derived from single files (file_derived), keyed "kind|filename": bounded by the
+  // project's files times the few kinds there are.
+  mutable std::mutex derived_mu;
+  mutable std::unordered_map<std::string, std::shared_ptr<const std::string>> derived;
 
   ProjectData(core::ProjectRecord r, std::vector<core::FileRecord> list) : record(std::move(r)) {
     for (auto& f : list) (f.damaged ? damaged : files).push_back(std::move(f));
@@ -368,6 +372,29 @@ std::vector<const core::FileRecord*> Snapshot::view_files_of(const core::ViewSel
   const auto& files = projects_[it->second]->files;
   for (const std::size_t i : select(view, it->second)) out.push_back(&files[i]);
   return out;
+}
+
+std::shared_ptr<const std::string> Snapshot::file_derived(
+    const core::FileRecord& file, std::string_view kind,
+    const std::function<std::string()>& make) const {
+  const auto project = project_by_name_.find(file.project);
+  if (project == project_by_name_.end() || find_file(file.filename) != &file) {
+    return std::make_shared<const std::string>(make());
+  }
+  const ProjectData& data = *projects_[project->second];
+  std::string key = std::string(kind) + "|" + file.filename;
+  {
+    std::lock_guard lock(data.derived_mu);
+    const auto it = data.derived.find(key);
+    if (it != data.derived.end()) {
+      g_cache_hits.fetch_add(1, std::memory_order_relaxed);
+      return it->second;
+    }
+  }
+  g_cache_misses.fetch_add(1, std::memory_order_relaxed);
+  auto value = std::make_shared<const std::string>(make());
+  std::lock_guard lock(data.derived_mu);
+  return data.derived.emplace(std::move(key), std::move(value)).first->second;
 }
 
 std::shared_ptr<const Page> Snapshot::derived_page(

@@ -23,6 +23,8 @@ std::string layout(const Site& site, const Layout& page) {
   d.set("scripts", scripts);
   d.set("refresh", page.refresh);
   d.set("signed_in", site.signed_in);
+  set_text(d, "scope", site.scope);
+  d.set("basic", site.basic);
   d.set("csrf", site.csrf);
   return render_template("layout", d);
 }

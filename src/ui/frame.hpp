@@ -41,4 +41,11 @@ void set_text(mus::data& d, const std::string& name, const std::string& value);
 /// "2025-01-31 12:00 UTC".
 [[nodiscard]] std::string upload_date(Micros t);
 
+/// A search query as a name: lower-case, runs of '-', '_' and '.' as one '-'.
+[[nodiscard]] std::string normalized_query(std::string_view q);
+
+/// A project's summary for lists: name, link, latest public version, number of files, last
+/// upload (project_list.cpp).
+[[nodiscard]] mus::data project_item(const snapshot::Snapshot& snap, const core::ProjectRecord& p);
+
 }  // namespace wf::ui

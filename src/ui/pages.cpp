@@ -24,32 +24,6 @@ namespace {
 constexpr std::size_t kMaxSearchResults = 100;
 constexpr std::size_t kRecentProjects = 20;
 
-std::string normalized_query(std::string_view q) {
-  std::string out;
-  for (const char c : q) {
-    const bool sep = c == '-' || c == '_' || c == '.';
-    if (sep) {
-      if (out.empty() || out.back() != '-') out += '-';
-    } else {
-      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-  }
-  return out;
-}
-
-/// A project's summary for lists: latest public version and number of files.
-mus::data project_item(const snapshot::Snapshot& snap, const core::ProjectRecord& p) {
-  mus::data d;
-  d.set("name", p.name);
-  d.set("display_name", p.display_name.empty() ? p.name : p.display_name);
-  d.set("url", "/project/" + p.name + "/");
-  const auto files = snap.files_of(p.name);
-  d.set("latest", files.empty() ? std::string() : public_version_of(*files.back()));
-  d.set("files", std::to_string(files.size()));
-  d.set("updated", upload_date(p.last_upload));
-  return d;
-}
-
 /// The version a project page shows: the one asked for when it exists, else the newest with a
 /// file that is not yanked, else the newest.
 std::string chosen_version(const std::vector<const core::FileRecord*>& files,
@@ -241,6 +215,7 @@ std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::s
     for (const auto* f : snap.files_of(p->name)) variants += f->hints.selects() ? 1U : 0U;
   }
   d.set("variant_files", std::to_string(variants));
+  d.set("empty_index", snap.file_count() == 0);
   d.set("query", std::string(query));
   mus::data items{mus::data::type::list};
   if (!query.empty()) {
@@ -284,8 +259,26 @@ std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::s
   return layout(site, Layout{title, render_template("home", d), {"copy.js"}, false});
 }
 
+const core::FileRecord* described_file(const snapshot::Snapshot& snap, std::string_view normalized,
+                                       const Selection& selection) {
+  const auto files = snap.files_of(normalized);
+  const std::string version = chosen_version(files, selection.version);
+  const core::FileRecord* chosen = nullptr;
+  for (const auto* f : files) {
+    if (public_version_of(*f) != version) continue;
+    // A wheel over the sdist; among wheels, the newest upload (the last word on the release).
+    if (chosen == nullptr ||
+        (f->kind == core::DistKind::wheel &&
+         (chosen->kind != core::DistKind::wheel || f->upload_time > chosen->upload_time))) {
+      chosen = f;
+    }
+  }
+  return chosen;
+}
+
 std::optional<std::string> render_project(const snapshot::Snapshot& snap, const Site& site,
-                                          std::string_view normalized, const Selection& selection) {
+                                          std::string_view normalized, const Selection& selection,
+                                          const ProjectText& text) {
   const core::ProjectRecord* project = snap.find_project(normalized);
   if (project == nullptr) return std::nullopt;
   const auto files = snap.files_of(normalized);
@@ -307,6 +300,8 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
   d.set("base", site.base_url);
   d.set("file_count", std::to_string(files.size()));
   d.set("updated", upload_date(project->last_upload));
+  d.set("about", text.about);
+  d.set("description", text.description);
 
   const std::string version = chosen_version(files, selection.version);
   d.set("latest", versions.empty() ? std::string() : versions.front().first);

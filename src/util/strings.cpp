@@ -139,6 +139,18 @@ std::string percent_encode_path(std::string_view s) {
   return out;
 }
 
+std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (const char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 std::string html_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -17,7 +17,35 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "integration"))
 
 from test_runner import fake_recipe, stand_in_torch, write_config, write_fake_source  # noqa: E402
+from test_project_pages import described_wheel  # noqa: E402
 from wfhelpers import make_wheel  # noqa: E402
+
+# A project page with a Markdown description, a very long command in it, and injections that
+# must not run (window.__wf_xss stays unset).
+DESCRIBED_HEADERS = (
+    "Summary: Fused attention kernels, described in Markdown\n"
+    "License-Expression: Apache-2.0\nRequires-Python: >=3.9\nAuthor: Ada Lovelace\n"
+    "Project-URL: Source, https://example.com/wf-described\n"
+    "Project-URL: Evil, javascript:window.__wf_xss=3\n"
+    "Requires-Dist: einops-lite>=0.7\nClassifier: Programming Language :: Python :: 3\n"
+    "Description-Content-Type: text/markdown\n"
+)
+DESCRIBED_BODY = """# wf-described
+
+Fast **fused** kernels. See [the docs](https://example.com/docs).
+
+## Install
+
+```sh
+pip install --extra-index-url https://a-rather-long-host-name.example.internal/cu128/torch2.8/simple/ --only-binary wf-described wf-described==1.0.0
+```
+
+<script>window.__wf_xss = 1</script>
+
+<img src=x onerror="window.__wf_xss = 2">
+
+[click me](javascript:window.__wf_xss=4)
+"""
 
 # (version, local label, python tags): the coverage the tests expect to see.
 FLASH = [
@@ -66,6 +94,8 @@ def main() -> None:
             wheels.append(str(wheel.path))
     wheels.append(str(make_wheel(wheels_dir, "einops-lite", "0.8.0").path))
     wheels.append(str(make_wheel(wheels_dir, "einops-lite", "0.7.0").path))
+    wheels.append(str(described_wheel(wheels_dir, "wf-described", "1.0.0", DESCRIBED_HEADERS,
+                                      DESCRIBED_BODY).path))
     torch = stand_in_torch(root / "torch", "2.8.0+cu130")
     source = write_fake_source(root / "fake-src")
     config = write_config(

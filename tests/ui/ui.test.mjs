@@ -57,9 +57,9 @@ function basic(tok) {
   return "Basic " + Buffer.from("__token__:" + tok).toString("base64");
 }
 
-async function startServer(configPath) {
+async function startServer(configPath, dataDir = path.join(tmp, "data")) {
   const log = fs.openSync(path.join(tmp, "server.log"), "a");
-  const proc = spawn(BIN, ["serve", "--data-dir", path.join(tmp, "data"), "--listen", "127.0.0.1:0", "--config", configPath], {
+  const proc = spawn(BIN, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--config", configPath], {
     stdio: ["ignore", "pipe", log],
   });
   const url = await new Promise((resolve, reject) => {
@@ -84,6 +84,45 @@ async function shoot(page, name) {
   for (const [suffix, size] of [["desktop", DESKTOP], ["phone", PHONE]]) {
     await page.setViewportSize(size);
     await page.screenshot({ path: path.join(SHOTS, `${name}-${suffix}.png`), fullPage: true });
+  }
+  await page.setViewportSize(original);
+}
+
+/** Every command block at this viewport: no text hidden (no sideways overflow of the block or
+ *  the page) and no line running under the copy button. Returns the problems. */
+async function clippedCommands(page) {
+  return page.evaluate(() => {
+    const out = [];
+    if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+      out.push(`page wider than the viewport: ${document.documentElement.scrollWidth} > ${window.innerWidth}`);
+    }
+    for (const pre of document.querySelectorAll("pre.cmd")) {
+      const code = pre.querySelector("code");
+      if (pre.scrollWidth > pre.clientWidth + 1) out.push(`overflows: ${code.textContent.slice(0, 60)}`);
+      const button = pre.querySelector("button.copy");
+      if (!button) continue;
+      const b = button.getBoundingClientRect();
+      const range = document.createRange();
+      range.selectNodeContents(code);
+      for (const r of range.getClientRects()) {
+        if (r.width === 0) continue;
+        if (r.top < b.bottom && r.bottom > b.top && r.right > b.left + 1) {
+          out.push(`under the copy button: ${code.textContent.slice(0, 60)}`);
+          break;
+        }
+      }
+    }
+    return out;
+  });
+}
+
+/** The page at desktop and phone size: no clipped command at either. */
+async function checkCommands(page) {
+  const original = page.viewportSize();
+  for (const size of [DESKTOP, PHONE]) {
+    await page.setViewportSize(size);
+    const problems = await clippedCommands(page);
+    assert.deepEqual(problems, [], `${page.url()} at ${size.width}px: ${problems.join("; ")}`);
   }
   await page.setViewportSize(original);
 }
@@ -202,7 +241,7 @@ test("home page shows counts and the search finds a project", track(async () => 
   const page = await newPage();
   await page.goto(base + "/");
   await checkPage(page);
-  assert.match(await page.textContent("main"), /3\s+projects/);
+  assert.match(await page.textContent("main"), /4\s+projects/);
   assert.match(await page.textContent("main"), new RegExp(`pip install --extra-index-url ${base}/simple/ --only-binary PROJECT PROJECT==VERSION`));
   assert.match(await page.textContent("main"), /cuda=torch\.version\.cuda/);
   assert.match(await page.textContent("main"), /poetry source add --secondary wheelforge/);
@@ -255,6 +294,133 @@ test("project page shows the coverage matrix of the seeded corpus, hostile metad
   await checkPage(page);
   assert.match(await page.textContent("h1"), /Not found/);
   await page.context().close();
+}));
+
+test("a project page shows its description and facts, and nothing in it runs", track(async () => {
+  const page = await newPage();
+  const res = await page.goto(base + "/project/wf-described/");
+  assert.equal(res.status(), 200);
+  await checkPage(page);
+  assert.equal(await page.textContent("#summary"), "Fused attention kernels, described in Markdown");
+  assert.equal(await page.textContent("#license"), "Apache-2.0");
+  assert.match(await page.textContent("#requires-python"), />=3\.9/);
+  assert.match(await page.textContent("#requires-dist"), /einops-lite>=0\.7/);
+  assert.equal(await page.getAttribute("#project-urls a", "href"), "https://example.com/wf-described");
+  const headings = await page.$$eval("#description h3, #description h4", (hs) => hs.map((h) => `${h.tagName} ${h.textContent}`));
+  assert.deepEqual(headings, ["H3 wf-described", "H4 Install"]);
+  assert.match(await page.textContent("#description"), /pip install --extra-index-url https:\/\/a-rather-long-host-name/);
+  // Nothing executable came through: no script, no handler, no javascript: link.
+  assert.equal(await page.evaluate(() => window.__wf_xss), undefined, "the description ran code");
+  const bad = await page.evaluate(() => [...document.querySelectorAll("#description *, #summary, #project-facts *")]
+    .filter((el) => el.tagName === "SCRIPT" || [...el.attributes].some((a) => a.name.startsWith("on") || /^\s*javascript:/i.test(a.value)))
+    .map((el) => el.outerHTML));
+  assert.deepEqual(bad, []);
+  // Long lines in the description wrap or scroll inside their block; the page itself does not.
+  for (const size of [DESKTOP, PHONE]) {
+    await page.setViewportSize(size);
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth + 1), `page overflows at ${size.width}px`);
+  }
+  await page.setViewportSize(DESKTOP);
+  await checkCommands(page);
+  await shoot(page, "project-description");
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+}));
+
+test("commands wrap instead of hiding under the copy button, and the matrix fits or scrolls with its header fixed", track(async () => {
+  const page = await newPage();
+  for (const target of ["/", "/project/flash-attn/", "/project/flash-attn/?version=2.8.3&torch=2.8&backend=cu128&python=3.12", "/project/einops-lite/"]) {
+    await page.goto(base + target);
+    await checkCommands(page);
+  }
+  await page.goto(base + "/project/flash-attn/");
+  for (const size of [DESKTOP, PHONE]) {
+    await page.setViewportSize(size);
+    const state = await page.evaluate(() => {
+      const wrap = document.querySelector(".matrix-wrap");
+      const fits = wrap.scrollWidth <= wrap.clientWidth + 1 && wrap.scrollHeight <= wrap.clientHeight + 1;
+      wrap.scrollLeft = wrap.scrollWidth;
+      wrap.scrollTop = wrap.scrollHeight;
+      const w = wrap.getBoundingClientRect();
+      const head = document.querySelector("#matrix thead th:nth-child(2)").getBoundingClientRect();
+      const rowHead = document.querySelector("#matrix tbody tr:last-child th").getBoundingClientRect();
+      return { fits, headTop: head.top - w.top, rowHeadLeft: rowHead.left - w.left, pageFits: document.documentElement.scrollWidth <= window.innerWidth + 1 };
+    });
+    assert.ok(state.pageFits, `the page overflows at ${size.width}px`);
+    // Scrolled to the far corner, the header row and the torch column stay in view.
+    assert.ok(state.fits || (Math.abs(state.headTop) <= 2 && Math.abs(state.rowHeadLeft) <= 2), JSON.stringify(state));
+    await page.evaluate(() => { const w = document.querySelector(".matrix-wrap"); w.scrollLeft = 0; w.scrollTop = 0; });
+  }
+  await page.setViewportSize(PHONE);
+  await page.evaluate(() => document.querySelector("#coverage").scrollIntoView());
+  await page.screenshot({ path: path.join(SHOTS, "matrix-phone.png") });
+  await page.context().close();
+}));
+
+test("the project list pages, sorts and searches, linked from the navigation", track(async () => {
+  const page = await newPage();
+  await page.goto(base + "/");
+  await Promise.all([page.waitForNavigation(), page.click("nav[aria-label=Main] a[href='/projects/']")]);
+  assert.equal(new URL(page.url()).pathname, "/projects/");
+  await checkPage(page);
+  const names = await page.$$eval("#project-list a", (as) => as.map((a) => a.textContent));
+  assert.deepEqual(names, ["einops-lite", "flash-attn", "torch", "wf-described"]);
+  await shoot(page, "projects");
+  await Promise.all([page.waitForNavigation(), page.click("#sort-links a")]);
+  assert.equal(new URL(page.url()).searchParams.get("sort"), "updated");
+  const newest = await page.$$eval("#project-list a", (as) => as.map((a) => a.textContent));
+  assert.equal(newest.length, 4);
+  assert.notDeepEqual(newest, names);
+  await page.fill("#list-q", "Flash_");
+  await Promise.all([page.waitForNavigation(), page.click("form.search button[type=submit]")]);
+  await checkPage(page);
+  assert.deepEqual(await page.$$eval("#project-list a", (as) => as.map((a) => a.textContent)), ["flash-attn"]);
+  // An unknown name's page offers the close ones.
+  assert.deepEqual(page.errors, []);
+  const missing = await page.goto(base + "/project/flash-atn/");
+  assert.equal(missing.status(), 404);
+  page.errors.length = 0;  // the browser reports the 404 itself
+  await checkPage(page);
+  assert.match(await page.textContent("#suggestions"), /Did you mean flash-attn\?/);
+  await shoot(page, "not-found-suggestions");
+  await Promise.all([page.waitForNavigation(), page.click("#suggestions a")]);
+  assert.equal(new URL(page.url()).pathname, "/project/flash-attn/");
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+}));
+
+test("the navigation shows an admin signed in by HTTP Basic", track(async () => {
+  // As a browser sends it once it has the credentials for this server (a private index asks).
+  const page = await newPage({ extraHTTPHeaders: { Authorization: basic(tokens.admin) } });
+  for (const target of ["/", "/projects/", "/project/flash-attn/", "/builds/"]) {
+    const res = await page.goto(base + target);
+    assert.equal(res.status(), 200, target);
+    assert.equal(await page.textContent("#signed-in"), "Signed in: admin token (HTTP auth)", target);
+    assert.equal(await page.$("nav a[href='/login']"), null, target);
+  }
+  await shoot(page, "builds-basic-admin");
+  await page.context().close();
+}));
+
+test("an empty index's home page explains how to create a token and upload the first wheel", track(async () => {
+  const dataDir = path.join(tmp, "empty-data");
+  fs.mkdirSync(dataDir);
+  const empty = await startServer(seed.config, dataDir);
+  try {
+    const page = await newPage();
+    await page.goto(empty.url + "/");
+    await checkPage(page);
+    const steps = await page.textContent("#get-started");
+    assert.match(steps, /wheelforge token create --data-dir \S+ --scope upload/);
+    assert.match(steps, new RegExp(`twine upload --repository-url ${empty.url}/legacy/`));
+    await checkCommands(page);
+    await shoot(page, "home-empty");
+    assert.deepEqual(page.errors, []);
+    await page.context().close();
+  } finally {
+    empty.proc.kill("SIGTERM");
+    await new Promise((resolve) => empty.proc.on("exit", resolve));
+  }
 }));
 
 /** Runs the picker's command with a real pip into a fresh target directory. */

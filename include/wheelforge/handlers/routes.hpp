@@ -99,6 +99,12 @@ struct RouteMatch {
 /// "GET, HEAD, POST": the Allow header of a set of methods.
 [[nodiscard]] std::string allow_header(Methods methods);
 
+/// The 405 answer for a method the matched resource does not take, with `Allow` from the
+/// table. A POST or PUT (an upload sent to the wrong address: twine or poetry given the index
+/// URL instead of the upload URL) also hears where uploads go, in the body and the reason
+/// phrase that twine and poetry print.
+[[nodiscard]] Response wrong_method(const RouteMatch& match, Method method);
+
 /// The route's credentials (Route::access) against the request's Authorization header:
 /// Errc::unauthorized (none, unknown) or forbidden (too small a scope).
 [[nodiscard]] Status check_access(const Route& route, const Request& req,

@@ -101,6 +101,16 @@ class Snapshot {
   [[nodiscard]] std::shared_ptr<const Page> derived_page(
       const std::string& key, const std::function<std::string()>& render) const;
 
+  /// Something derived from one file (the web UI's rendered project description, read from
+  /// its METADATA), made by `make` on first use under (`kind`, file) and kept with the file's
+  /// project: it lives while the project is unchanged, across every snapshot that shares the
+  /// project's data, and goes with it. `file` must be one of this snapshot's (find_file,
+  /// files_of); otherwise the value is made and not kept. `make` runs unlocked and may block
+  /// (read the store): call it from a worker.
+  [[nodiscard]] std::shared_ptr<const std::string> file_derived(
+      const core::FileRecord& file, std::string_view kind,
+      const std::function<std::string()>& make) const;
+
  private:
   Snapshot() = default;
   /// The page under `key`, rendered and cached on first use. `derived`: a derived_page (its

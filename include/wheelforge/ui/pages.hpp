@@ -11,15 +11,20 @@
 #include <vector>
 
 #include "wheelforge/catalog/jobs.hpp"
+#include "wheelforge/core/metadata.hpp"
 #include "wheelforge/snapshot/snapshot.hpp"
 
 namespace wf::ui {
 
 /// What every page needs to know about how it was reached.
 struct Site {
-  std::string base_url;  ///< "https://host:port": scheme from the transport, host validated
-  std::string csrf;      ///< the signed-in user's form token; empty when not signed in
-  bool signed_in = false;
+  std::string base_url;    ///< "https://host:port": scheme from the transport, host validated
+  std::string csrf;        ///< the signed-in user's form token; empty when not signed in
+  bool signed_in = false;  ///< a login session (the navigation has its log-out button)
+  /// The scope of the caller's valid token ("read", "upload", "admin"), from a login session
+  /// or HTTP Basic; empty for an anonymous caller. The navigation shows it.
+  std::string scope;
+  bool basic = false;  ///< the token came in an Authorization header (HTTP Basic or Bearer)
 };
 
 /// `/` and `/?q=`: counts, the search form and its results (or the recently updated projects
@@ -48,12 +53,57 @@ struct Selection {
 [[nodiscard]] Selection canonical_selection(const snapshot::Snapshot& snap,
                                             std::string_view normalized, const Selection& asked);
 
-/// `/project/<normalized>/`: versions and files, the coverage matrix of the selected version
-/// and the picker with its install command. nullopt when the project does not exist.
+/// The file whose core metadata describes the version a project page shows (see
+/// render_project): a wheel of it when there is one, else its sdist; nullptr for an unknown
+/// project.
+[[nodiscard]] const core::FileRecord* described_file(const snapshot::Snapshot& snap,
+                                                     std::string_view normalized,
+                                                     const Selection& selection);
+
+/// A project page's description parts, rendered from a file's core metadata (about.cpp).
+struct ProjectText {
+  std::string about;        ///< render_about
+  std::string description;  ///< render_description
+};
+/// The summary and the facts: License (or License-Expression), Requires-Python, author,
+/// maintainer, Project-URLs (linked only when http or https), keywords, Requires-Dist,
+/// classifiers. Everything escaped.
+[[nodiscard]] std::string render_about(const core::ProjectInfo& info);
+/// The long description, as its Description-Content-Type says (render::description_html),
+/// in its section; "" when there is none.
+[[nodiscard]] std::string render_description(const core::ProjectInfo& info);
+
+/// `/project/<normalized>/`: the project's description (`text`), versions and files, the
+/// coverage matrix of the selected version and the picker with its install command. nullopt
+/// when the project does not exist.
 [[nodiscard]] std::optional<std::string> render_project(const snapshot::Snapshot& snap,
                                                         const Site& site,
                                                         std::string_view normalized,
-                                                        const Selection& selection);
+                                                        const Selection& selection,
+                                                        const ProjectText& text = {});
+
+/// What `/projects/` lists: a page of the projects that have files, sorted, maybe filtered.
+struct ProjectListQuery {
+  std::string query;       ///< a part of the name (any spelling); empty: every project
+  bool by_upload = false;  ///< newest upload first; otherwise by name
+  std::size_t page = 1;    ///< 1-based; past the last page means the last
+  static constexpr std::size_t kPageSize = 50;
+  /// A stable spelling, for cache keys.
+  [[nodiscard]] std::string key() const;
+};
+/// The query with its page brought into range (1 .. the number of pages) and the query cut
+/// to 100 characters and trimmed.
+[[nodiscard]] ProjectListQuery canonical_list_query(const snapshot::Snapshot& snap,
+                                                    ProjectListQuery asked);
+/// `/projects/`: one page of the list, with the search form, the sort links and the links to
+/// the other pages.
+[[nodiscard]] std::string render_project_list(const snapshot::Snapshot& snap, const Site& site,
+                                              const ProjectListQuery& query);
+
+/// The 404 page of an unknown project, naming up to three projects with close names ("did you
+/// mean flash-attn?", core::similar_names) with links to them.
+[[nodiscard]] std::string render_unknown_project(const snapshot::Snapshot& snap, const Site& site,
+                                                 std::string_view normalized);
 
 /// `/inspect/<sha256>`: a wheel's members with their sizes and, per ELF member, what it needs
 /// (NEEDED, glibc floor, CUDA, torch binding) and the symbols it exports, within the bounds of

@@ -28,6 +28,9 @@ namespace wf {
 /// and percent-encoding").
 [[nodiscard]] std::string percent_encode_path(std::string_view s);
 
+/// `s` in single quotes for /bin/sh (a quote inside becomes '\\'').
+[[nodiscard]] std::string shell_quote(std::string_view s);
+
 /// Escapes &, <, >, " and ' for HTML text and attribute values.
 [[nodiscard]] std::string html_escape(std::string_view s);
 

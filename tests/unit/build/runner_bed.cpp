@@ -43,8 +43,12 @@ fs::path write_wheel_with(const fs::path& dir, std::string_view project, std::st
   const std::string info = dist + "-" + std::string(version) + ".dist-info";
   const bool pure = tag.ends_with("-any");
   std::vector<std::pair<std::string, std::string>> files = payload;
-  files.emplace_back(info + "/METADATA", "Metadata-Version: 2.1\nName: " + std::string(project) +
-                                             "\nVersion: " + std::string(version) + "\n");
+  const bool own_metadata = std::any_of(
+      files.begin(), files.end(), [&](const auto& f) { return f.first == info + "/METADATA"; });
+  if (!own_metadata) {
+    files.emplace_back(info + "/METADATA", "Metadata-Version: 2.1\nName: " + std::string(project) +
+                                               "\nVersion: " + std::string(version) + "\n");
+  }
   files.emplace_back(info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: wf-test\nRoot-Is-Purelib: " +
                                           std::string(pure ? "true" : "false") +
                                           "\nTag: " + std::string(tag) + "\n");

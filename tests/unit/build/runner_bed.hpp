@@ -51,7 +51,8 @@ std::filesystem::path write_wheel(const std::filesystem::path& dir, std::string_
                                   std::string_view init = "ANSWER = 42\n");
 
 /// A wheel of `project` at `version` tagged `tag` ("cp312-cp312-linux_x86_64") with these
-/// files besides its .dist-info (METADATA, WHEEL, RECORD), in `dir`.
+/// files besides its .dist-info (METADATA, WHEEL, RECORD), in `dir`. A file among them named
+/// `<dist>-<version>.dist-info/METADATA` is the wheel's METADATA.
 std::filesystem::path write_wheel_with(
     const std::filesystem::path& dir, std::string_view project, std::string_view version,
     std::string_view tag, const std::vector<std::pair<std::string, std::string>>& files);

@@ -276,5 +276,63 @@ TEST(WheelFile, RejectsMalformedOrMissingVersion) {
   EXPECT_FALSE(parse_wheel_file("Wheel-Version: 1.0\nTag: \xff\n").ok());
 }
 
+TEST(ProjectInfo, ReadsThePageFieldsAndTheBodyDescription) {
+  const std::string metadata =
+      "Metadata-Version: 2.4\r\nName: flash-attn\r\nVersion: 2.8.3\r\n"
+      "Summary: Flash Attention: fast and memory-efficient exact attention\r\n"
+      "Author: Tri Dao\r\nAuthor-email: tri@example.com\r\n"
+      "Maintainer-email: Team <team@example.com>\r\n"
+      "License-Expression: BSD-3-Clause\r\nLicense: BSD\r\n"
+      "Home-page: https://example.com/home\r\n"
+      "Project-URL: Source, https://example.com/src\r\nProject-URL: Docs,https://example.com/d\r\n"
+      "Project-URL: broken\r\n"
+      "Classifier: Programming Language :: Python :: 3\r\nClassifier: License :: OSI Approved\r\n"
+      "Requires-Python: >=3.9\r\nRequires-Dist: torch\r\nRequires-Dist: einops; extra == 'x'\r\n"
+      "Keywords: cuda,attention\r\n"
+      "Description-Content-Type: text/markdown\r\n\r\n# Flash\r\n\r\n    indented code\r\n";
+  const ProjectInfo info = parse_project_info(metadata);
+  EXPECT_EQ(info.summary, "Flash Attention: fast and memory-efficient exact attention");
+  EXPECT_EQ(info.author, "Tri Dao");
+  EXPECT_EQ(info.author_email, "tri@example.com");
+  EXPECT_EQ(info.maintainer_email, "Team <team@example.com>");
+  EXPECT_EQ(info.license_expression, "BSD-3-Clause");
+  EXPECT_EQ(info.license, "BSD");
+  EXPECT_EQ(info.home_page, "https://example.com/home");
+  ASSERT_EQ(info.project_urls.size(), 2U);
+  EXPECT_EQ(info.project_urls[0],
+            (std::pair<std::string, std::string>{"Source", "https://example.com/src"}));
+  EXPECT_EQ(info.project_urls[1].first, "Docs");
+  EXPECT_EQ(info.project_urls[1].second, "https://example.com/d");
+  EXPECT_EQ(info.classifiers,
+            (Strings{"Programming Language :: Python :: 3", "License :: OSI Approved"}));
+  EXPECT_EQ(info.requires_python, ">=3.9");
+  EXPECT_EQ(info.requires_dist, (Strings{"torch", "einops; extra == 'x'"}));
+  EXPECT_EQ(info.keywords, "cuda,attention");
+  EXPECT_EQ(info.description_content_type, "text/markdown");
+  EXPECT_EQ(info.description, "# Flash\r\n\r\n    indented code\r\n");
+}
+
+TEST(ProjectInfo, UnfoldsTheDescriptionField) {
+  // setuptools before metadata 2.1: 8 spaces and '|' before each continuation line.
+  const std::string metadata =
+      "Metadata-Version: 1.2\nName: old\nVersion: 1.0\nDescription: Old project\n"
+      "        |=========\n        |\n        |    indented\n        plain\n"
+      "License: MIT License\n        \n        Permission is hereby granted\n";
+  const ProjectInfo info = parse_project_info(metadata);
+  EXPECT_EQ(info.description, "Old project\n=========\n\n    indented\nplain");
+  EXPECT_TRUE(info.description_content_type.empty());
+  EXPECT_EQ(info.license, "MIT License\n\nPermission is hereby granted");
+}
+
+TEST(ProjectInfo, TheBodyWinsOverTheFieldAndBadBytesGiveNothing) {
+  const ProjectInfo info = parse_project_info(
+      "Metadata-Version: 2.1\nName: a\nVersion: 1\nDescription: field\n\nbody text\n");
+  EXPECT_EQ(info.description, "body text\n");
+  EXPECT_TRUE(parse_project_info("Name: a\nSummary: \xff\n").summary.empty());
+  // A line that is no field starts the body, as Python's email parser reads it.
+  EXPECT_EQ(parse_project_info("Name: a\nnot a field\nmore\n").description, "not a field\nmore\n");
+  EXPECT_TRUE(parse_project_info("Name: a\n\n  \n").description.empty());
+}
+
 }  // namespace
 }  // namespace wf::core

@@ -70,5 +70,36 @@ TEST(Name, NormalizationIsIdempotent) {
   }
 }
 
+TEST(EditDistance, CountsEditsAndStopsPastTheLimit) {
+  EXPECT_EQ(edit_distance("flash-attn", "flash-attn", 3), 0U);
+  EXPECT_EQ(edit_distance("flash-atn", "flash-attn", 3), 1U);
+  EXPECT_EQ(edit_distance("flsah-attn", "flash-attn", 3), 1U);  // a swap
+  EXPECT_EQ(edit_distance("fltsh-attn", "flash-attn", 3), 1U);
+  EXPECT_EQ(edit_distance("flash-xttm", "flash-attn", 3), 2U);
+  EXPECT_EQ(edit_distance("kitten", "sitting", 5), 3U);
+  EXPECT_EQ(edit_distance("", "abc", 5), 3U);
+  EXPECT_EQ(edit_distance("abc", "xyz", 1), 2U);     // limit + 1
+  EXPECT_EQ(edit_distance("a", "abcdefgh", 2), 3U);  // lengths alone exceed it
+}
+
+TEST(SimilarNames, SuggestsCloseNormalizedNamesNearestFirst) {
+  const std::vector<std::string> names = {"flash-attn",  "flash-attn-3", "xformers", "torch",
+                                          "torchvision", "numpy",        "demo-pkg"};
+  EXPECT_EQ(similar_names("flash-atn", names),
+            (std::vector<std::string>{"flash-attn", "flash-attn-3"}));
+  // Any spelling of the name is normalized first.
+  EXPECT_EQ(similar_names("Flash_Atten", names)[0], "flash-attn");
+  EXPECT_EQ(similar_names("flash", names),
+            (std::vector<std::string>{"flash-attn", "flash-attn-3"}));
+  EXPECT_EQ(similar_names("xformer", names), (std::vector<std::string>{"xformers"}));
+  EXPECT_EQ(similar_names("torhc", names), (std::vector<std::string>{"torch"}));
+  // The name itself is not suggested, and nothing far away is.
+  EXPECT_TRUE(similar_names("torch", names).empty());
+  EXPECT_TRUE(similar_names("requests", names).empty());
+  EXPECT_TRUE(similar_names("ab", names).empty());
+  EXPECT_EQ(similar_names("flash-attn-2", names, 1), (std::vector<std::string>{"flash-attn-3"}));
+  EXPECT_EQ(edit_distance("torhc", "torch", 3), 1U);
+}
+
 }  // namespace
 }  // namespace wf::core

@@ -98,6 +98,10 @@ TEST(RouteTable, EachRequestFindsItsHandlerAndLabel) {
       {Method::get, "/project/simple/", handle_project_page, "ui"},
       {Method::get, "/static/app.css", handle_static, "ui"},
       {Method::get, "/inspect/" + sha, handle_inspect_page, "ui"},
+      {Method::get, "/projects", handle_projects_redirect, "ui"},
+      {Method::get, "/projects/", handle_projects, "ui"},
+      {Method::get, "/projects/?q=flash&sort=updated&page=2", handle_projects, "ui"},
+      {Method::get, "/projects/x", handle_no_page, "ui"},
       {Method::get, "/login", handle_login_form, "ui"},
       {Method::post, "/login", handle_login, "ui"},
       {Method::get, "/login/x", handle_no_page, "ui"},
@@ -146,6 +150,8 @@ TEST(RouteTable, OtherMethodsGetTheResourcesAllow) {
       {Method::post, "/jobs/1", "GET, HEAD", "ui"},
       {Method::get, "/jobs/1/retry", "POST", "ui"},
       {Method::other, "/nothing", "GET, HEAD", "other"},
+      {Method::post, "/projects/", "GET, HEAD", "ui"},
+      {Method::post, "/project/flash-attn/", "GET, HEAD", "ui"},
   };
   for (const Case& c : cases) {
     const RouteMatch m = lookup(c.method, c.target);
@@ -164,6 +170,32 @@ TEST(RouteTable, OtherMethodsGetTheResourcesAllow) {
     EXPECT_EQ(r.status, 405) << c.target;
     EXPECT_EQ(r.header("Allow"), c.allow) << c.target;
   }
+}
+
+TEST(RouteTable, UploadsToTheWrongAddressHearWhereUploadsGo) {
+  // twine or poetry given the index URL (or a page's) instead of the upload URL.
+  const std::string hint = "uploads go to /legacy/ (twine, poetry, pdm) or PUT /upload/<filename>";
+  for (const Method method : {Method::post, Method::put}) {
+    for (const std::string_view target :
+         {"/", "/simple/", "/simple/flash-attn/", "/project/flash-attn/", "/projects/"}) {
+      Environment env;
+      const auto snap = snapshot::Snapshot::build(catalog::Contents{});
+      Context ctx(*snap, env);
+      Request req;
+      req.method = method;
+      req.target = std::string(target);
+      req.segments = path(target);
+      const Response r = respond(req, ctx);
+      EXPECT_EQ(r.status, 405) << target;
+      EXPECT_EQ(r.header("Allow"), "GET, HEAD") << target;
+      EXPECT_NE(std::get<std::string>(r.body).find(hint), std::string::npos) << target;
+      EXPECT_NE(r.reason.find(hint), std::string::npos) << target;
+    }
+  }
+  // Other methods hear only what the address answers.
+  const Response r = wrong_method(find_route(Method::del, path("/")), Method::del);
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(std::get<std::string>(r.body).find("uploads go to"), std::string::npos);
 }
 
 TEST(RoutePatterns, EachElementKind) {

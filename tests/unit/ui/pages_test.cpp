@@ -64,7 +64,7 @@ TEST(UiCoverage, PythonVersionsOfTags) {
 
 TEST(UiPages, HostileValuesAreEscaped) {
   auto snap = corpus(std::string("<script>alert(1)</script>\"'"));
-  const Site site{"http://h", "", false};
+  const Site site{"http://h", "", false, "", false};
   const auto html = render_project(*snap, site, "flash-attn", Selection{"2.8.2", "", "", ""});
   ASSERT_TRUE(html);
   EXPECT_EQ(html->find("<script>alert"), std::string::npos);
@@ -79,7 +79,7 @@ TEST(UiPages, HostileValuesAreEscaped) {
 
 TEST(UiPages, PickerGivesTheViewCommandOrSaysNothingFits) {
   auto snap = corpus(std::nullopt);
-  const Site site{"https://idx.example", "", false};
+  const Site site{"https://idx.example", "", false, "", false};
   const auto ok = render_project(*snap, site, "flash-attn", Selection{"", "2.8", "cu128", "3.12"});
   ASSERT_TRUE(ok);
   EXPECT_NE(ok->find("python3.12 -m pip install --extra-index-url "
@@ -114,7 +114,7 @@ TEST(UiPages, PickerGivesTheViewCommandOrSaysNothingFits) {
 
 TEST(UiPages, DefaultCommandAndTorchHintBeforeAChoice) {
   auto snap = corpus(std::nullopt);
-  const Site site{"https://idx.example", "", false};
+  const Site site{"https://idx.example", "", false, "", false};
   const auto html = render_project(*snap, site, "flash-attn", Selection{});
   ASSERT_TRUE(html);
   // torch 2.8's PyPI wheels are CUDA 12.8, and 2.8.3 has a build for it.
@@ -146,7 +146,8 @@ TEST(UiPages, DefaultCommandFallsBackToTheWidestCell) {
     c.files[i].sha256 = std::string(63, 'c') + static_cast<char>('0' + i);
   }
   auto snap = snapshot::Snapshot::build(std::move(c));
-  const auto html = render_project(*snap, Site{"http://h", "", false}, "flash-attn", Selection{});
+  const auto html =
+      render_project(*snap, Site{"http://h", "", false, "", false}, "flash-attn", Selection{});
   ASSERT_TRUE(html);
   EXPECT_NE(html->find("flash-attn 1.0 built for torch 2.9, CUDA 13.0"), std::string::npos);
   EXPECT_NE(html->find("http://h/cu130/torch2.9/simple/ --only-binary flash-attn flash-attn==1.0"),
@@ -173,7 +174,7 @@ TEST(UiPages, SdistOnlyVersionIsNotRefusedByOnlyBinary) {
   wheel_file.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
   c.files.push_back(wheel_file);
   auto snap = snapshot::Snapshot::build(std::move(c));
-  const Site site{"http://h", "", false};
+  const Site site{"http://h", "", false, "", false};
   const auto latest = render_project(*snap, site, "plain", Selection{});
   ASSERT_TRUE(latest);
   EXPECT_NE(latest->find("pip install --extra-index-url http://h/simple/ --only-binary plain "
@@ -188,7 +189,7 @@ TEST(UiPages, SdistOnlyVersionIsNotRefusedByOnlyBinary) {
 
 TEST(UiPages, HomeCommandsArePinnedAndPassTorchVersionCuda) {
   auto snap = corpus(std::nullopt);
-  const auto home = render_home(*snap, Site{"http://h", "", false}, "");
+  const auto home = render_home(*snap, Site{"http://h", "", false, "", false}, "");
   EXPECT_NE(home.find("pip install --extra-index-url http://h/simple/ --only-binary PROJECT "
                       "PROJECT==VERSION"),
             std::string::npos);
@@ -239,7 +240,7 @@ namespace wf::ui {
 namespace {
 
 TEST(UiJob, ShowsTheVerifiedToolchainOnceRecorded) {
-  const Site site{"http://h", "token", true};
+  const Site site{"http://h", "token", true, "", false};
   JobPage page;
   page.job.id = 7;
   page.job.build_id = 3;
@@ -259,7 +260,7 @@ TEST(UiJob, ShowsTheVerifiedToolchainOnceRecorded) {
 }
 
 TEST(UiJob, ShowsTheBuildNumberAndGlibcFloorOnceKnown) {
-  const Site site{"http://h", "token", true};
+  const Site site{"http://h", "token", true, "", false};
   JobPage page;
   page.job.id = 8;
   page.job.build_id = 3;

@@ -47,6 +47,12 @@ TEST(Strings, Sha256Hex) {
   EXPECT_FALSE(is_sha256_hex(std::string(63, 'a')));
 }
 
+TEST(Strings, ShellQuoteSurvivesAQuoteInside) {
+  EXPECT_EQ(shell_quote("plain"), "'plain'");
+  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(shell_quote("it's $HOME"), "'it'\\''s $HOME'");
+}
+
 TEST(Strings, HtmlEscape) {
   EXPECT_EQ(html_escape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
 }
