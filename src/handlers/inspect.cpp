@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <variant>
 
 #include "handlers.hpp"
 #include "read.hpp"
@@ -107,13 +108,30 @@ Response handle_inspect_page(const Request& req, Context& ctx) {
     if (file.error().code == Errc::not_found) return call.not_found_page(file.error().message);
     return error_response(file.error());
   }
-  const ui::Site shared{call.site.base_url, "", false};
-  auto page = inspected_page(ctx, **file, "/inspect/" + (*file)->sha256 + "|" + shared.base_url,
-                             [&](const core::WheelInspection& inspection) {
-                               return ui::render_file_page(shared, **file, inspection);
-                             });
-  if (!page) return error_response(page.error());
-  return cacheable(req, *page, ctx.env.private_reads);
+  // The inspection runs only when the page is rendered (not when it is cached), at most once.
+  std::optional<core::WheelInspection> inspection;
+  std::optional<Error> failed;
+  const auto render = [&](const ui::Site& site) -> std::string {
+    if (!inspection && !failed) {
+      auto inspected = inspect_stored(**file, *ctx.env.services.store);
+      if (inspected) {
+        inspection = std::move(*inspected);
+      } else {
+        failed = inspected.error();
+      }
+    }
+    return inspection ? ui::render_file_page(site, **file, *inspection) : std::string();
+  };
+  Response r = call.shared_page("/inspect/" + (*file)->sha256, render);
+  if (failed) return error_response(*failed);
+  const auto* cached = std::get_if<std::shared_ptr<const std::string>>(&r.body);
+  if (r.status == 200 && cached != nullptr && *cached && (*cached)->empty()) {
+    // Cached empty by an earlier failure: inspect again for the reason.
+    auto again = inspect_stored(**file, *ctx.env.services.store);
+    return error_response(again ? make_error(Errc::internal, "the inspection page is empty")
+                                : again.error());
+  }
+  return r;
 }
 
 }  // namespace wf::handlers
