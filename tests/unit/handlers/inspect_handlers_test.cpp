@@ -48,8 +48,8 @@ TEST_F(InspectHandlers, ContentsOfAStoredWheel) {
 
   const std::string etag(r.header("etag"));
   ASSERT_FALSE(etag.empty());
-  const auto again = h.respond(Method::get, "/api/files/" + sha + "/contents",
-                               {{"if-none-match", etag}});
+  const auto again =
+      h.respond(Method::get, "/api/files/" + sha + "/contents", {{"if-none-match", etag}});
   EXPECT_EQ(again.status, 304);
 
   const auto page = h.respond(Method::get, "/inspect/" + sha);
