@@ -88,4 +88,24 @@ Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(const std::filesys
   return out;
 }
 
+Result<std::vector<core::WheelMember>> list_wheel_members(const std::filesystem::path& wheel,
+                                                          std::uint64_t max_members) {
+  auto file = open_archive_file(wheel);
+  if (!file) return file.error();
+  Limits layout;
+  layout.max_members = max_members;
+  layout.max_inflated_bytes = UINT64_MAX;
+  layout.max_compression_ratio = UINT64_MAX;
+  CappedProblems problems;
+  auto members = scan_zip_layout(file->fd.get(), file->size, layout, problems);
+  if (!members) return members.error();
+  if (!problems.empty()) return problems.to_error();
+  std::vector<core::WheelMember> out;
+  out.reserve(members->size());
+  for (const ZipMember& m : *members) {
+    out.push_back({m.name, m.uncompressed_size, m.compressed_size});
+  }
+  return out;
+}
+
 }  // namespace wf::archive

@@ -6,6 +6,7 @@
 
 #include "steps.hpp"
 #include "wheelforge/archive/elf.hpp"
+#include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/manylinux.hpp"
 
@@ -22,7 +23,8 @@ std::string joined(const std::vector<std::string>& items, std::string_view separ
   return out;
 }
 
-// "pkg/_C.so: NEEDED libc10.so, libc.so.6; glibc floor 2.34 (GLIBCXX_3.4.30)".
+// "pkg/_C.so (x86_64): NEEDED libc10.so, libc.so.6; glibc floor 2.34, GLIBCXX_3.4.30; torch
+// binding series; CUDA runtime 12".
 std::string describe(const core::WheelBinary& b) {
   if (!b.elf) return b.path + ": cannot be read: " + b.problem;
   const core::ElfInfo& elf = *b.elf;
@@ -32,6 +34,10 @@ std::string describe(const core::WheelBinary& b) {
   line += "; glibc floor " +
           (glibc ? glibc->substr(std::string_view("GLIBC_").size()) : std::string("none"));
   if (const auto cxx = core::highest_needed_version(elf, "GLIBCXX")) line += ", " + *cxx;
+  // What ingest checks the label against (core/binding.hpp).
+  const core::BinaryFindings findings = core::find_binary(b);
+  line += "; torch binding " + std::string(core::binding_name(findings.binding));
+  if (findings.cuda_major) line += "; CUDA runtime " + std::to_string(*findings.cuda_major);
   return line;
 }
 

@@ -50,7 +50,7 @@ const char* const kFileColumns =
     "f.cuda_minor, f.rocm_major, f.rocm_minor, f.torch_major, f.torch_minor, f.cxx11_abi, "
     "f.label_extra, "
     "EXISTS (SELECT 1 FROM damaged_blobs d WHERE d.sha256 IN (f.sha256, f.metadata_sha256)), "
-    "f.uploaded_by, f.uploaded_by_token";
+    "f.uploaded_by, f.uploaded_by_token, f.binaries";
 
 core::FileRecord read_file_row(const Stmt& s) {
   core::FileRecord f;
@@ -87,6 +87,7 @@ core::FileRecord read_file_row(const Stmt& s) {
   f.damaged = s.i64(26) != 0;
   f.uploaded_by = s.text(27);
   f.uploaded_by_token = s.opt_i64(28).value_or(0);
+  if (const auto binaries = s.opt_text(29)) f.binaries = core::decode_findings(*binaries);
   return f;
 }
 
@@ -286,9 +287,9 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
            " requires_python, metadata_sha256, metadata_size, build_tag, python_tag, abi_tag,"
            " platform_tag, requires_dist, backend, cuda_major, cuda_minor, rocm_major,"
            " rocm_minor, torch_major, torch_minor, cxx11_abi, label_extra, hints_version,"
-           " canonical, uploaded_by, uploaded_by_token)"
+           " canonical, uploaded_by, uploaded_by_token, binaries)"
            " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-           " ?, ?, ? FROM projects WHERE name = ?");
+           " ?, ?, ?, ? FROM projects WHERE name = ?");
   if (!ins.valid()) return db_.error("prepare file insert");
   ins.bind(1, f.filename)
       .bind(2, f.version)
@@ -310,7 +311,9 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
       .bind(25, core::canonical_file_key(f.filename))
       .bind(26, uploaded_by)
       .bind(27, nf.actor.token_id != 0 ? std::optional(nf.actor.token_id) : std::nullopt)
-      .bind(28, f.project);
+      .bind(28, f.binaries ? std::optional<std::string>(core::encode_findings(*f.binaries))
+                           : std::nullopt)
+      .bind(29, f.project);
   if (ins.step() != SQLITE_DONE) return db_.error("insert file");
   core::FileRecord stored = f;
   stored.id = db_.last_insert_rowid();

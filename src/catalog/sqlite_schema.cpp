@@ -205,6 +205,12 @@ CREATE TABLE audit (
 CREATE INDEX audit_at ON audit(at);
 CREATE INDEX audit_project ON audit(project, at);
 )sql",
+    // 12: what a wheel's ELF binaries say (core::WheelFindings in its stored form,
+    // core::encode_findings): NEEDED libraries, glibc floors, the CUDA runtime, the torch
+    // binding. NULL for sdists and for wheels stored before wheels were inspected.
+    R"sql(
+ALTER TABLE files ADD COLUMN binaries TEXT;
+)sql",
 };
 
 }  // namespace

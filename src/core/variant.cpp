@@ -463,10 +463,14 @@ std::optional<TorchSeries> torch_series_of_version(std::string_view version) {
   return TorchSeries{*major, *minor};
 }
 
-std::optional<TorchPin> torch_pin_from_requirements(std::span<const std::string> requires_dist) {
-  SeriesBound lo{0, 0};
-  SeriesBound hi{kUnbounded, kUnbounded};
-  std::string used;
+namespace {
+
+// The torch series [lo, hi] that unconditional torch requirements admit; `used` gets the
+// requirements that narrowed it, joined with ", " (empty: none did).
+void torch_bounds(std::span<const std::string> requires_dist, SeriesBound& lo, SeriesBound& hi,
+                  std::string& used) {
+  lo = {0, 0};
+  hi = {kUnbounded, kUnbounded};
   for (const auto& line : requires_dist) {
     std::string_view r = trim(line);
     if (const auto semi = r.find(';'); semi != std::string_view::npos) {
@@ -497,9 +501,36 @@ std::optional<TorchPin> torch_pin_from_requirements(std::span<const std::string>
       used += r;
     }
   }
+}
+
+}  // namespace
+
+std::optional<TorchPin> torch_pin_from_requirements(std::span<const std::string> requires_dist) {
+  SeriesBound lo;
+  SeriesBound hi;
+  std::string used;
+  torch_bounds(requires_dist, lo, hi, used);
   if (used.empty() || lo != hi || hi.second == kUnbounded) return std::nullopt;
   return TorchPin{TorchSeries{static_cast<int>(lo.first), static_cast<int>(lo.second)},
                   std::move(used)};
+}
+
+std::optional<TorchSeries> torch_minimum_from_requirements(
+    std::span<const std::string> requires_dist) {
+  SeriesBound lo;
+  SeriesBound hi;
+  std::string used;
+  torch_bounds(requires_dist, lo, hi, used);
+  if (used.empty() || lo == SeriesBound{0, 0} || lo > hi) return std::nullopt;
+  return TorchSeries{static_cast<int>(lo.first), static_cast<int>(lo.second)};
+}
+
+std::optional<bool> effective_cxx11_abi(const VariantHints& hints, std::string_view platform_tag) {
+  if (hints.cxx11_abi || !hints.torch) return hints.cxx11_abi;
+  const bool linux_binary =
+      platform_tag.starts_with("linux_") || platform_tag.starts_with("manylinux");
+  if (linux_binary && default_cxx11_abi(*hints.torch)) return true;
+  return std::nullopt;
 }
 
 Result<VariantHints> hints_for_distribution(std::string_view normalized_project,

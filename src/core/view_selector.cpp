@@ -22,9 +22,19 @@ bool version_eligible(std::optional<int> view_major, std::optional<int> view_min
   return !view_minor || !wheel_minor || *wheel_minor <= *view_minor;
 }
 
-bool eligible(const ViewSelector& view, const VariantHints& h) {
+// The hints with the ABI the wheel effectively has (a Linux torch 2.7+ build without an ABI in
+// its label has the C++11 ABI).
+VariantHints effective(const Candidate& c) {
+  VariantHints h = c.hints;
+  if (c.linux_binary) h.cxx11_abi = effective_cxx11_abi(h, "linux_");
+  return h;
+}
+
+bool eligible(const ViewSelector& view, const Candidate& c) {
+  const VariantHints h = effective(c);
   if (!h.selects()) return true;
   if (view.torch && h.torch && *view.torch != *h.torch) return false;
+  if (view.torch && !h.torch && c.torch_from && *view.torch < *c.torch_from) return false;
   if (view.cxx11_abi && h.cxx11_abi && *view.cxx11_abi != *h.cxx11_abi) return false;
   if (h.backend == Backend::none) return true;
   switch (view.backend) {
@@ -107,7 +117,7 @@ Rank rank_of(const ViewSelector& view, const Candidate& c) {
   r.not_yanked = c.yanked ? 0 : 1;
   r.torch_known = c.hints.torch ? 1 : 0;
   if (!view.torch && c.hints.torch) r.torch_key = *c.hints.torch;
-  r.abi = abi_rank(view, c.hints);
+  r.abi = abi_rank(view, effective(c));
   std::tie(r.backend_class, r.backend_detail) = backend_rank(view, c.hints);
   return r;
 }
@@ -300,7 +310,7 @@ std::vector<std::size_t> select_for_view(const ViewSelector& view,
   std::map<std::string_view, std::size_t> best;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& c = candidates[i];
-    if (!eligible(view, c.hints)) continue;
+    if (!eligible(view, c)) continue;
     const auto [it, inserted] = best.try_emplace(c.group_key, i);
     if (!inserted && better(view, c, candidates[it->second])) it->second = i;
   }

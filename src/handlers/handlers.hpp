@@ -48,6 +48,12 @@ Response handle_metrics(const Request& req, Context& ctx);
 /// 404 "not found": the catch-all.
 Response handle_not_found(const Request& req, Context& ctx);
 
+// ---- the wheel inspector (inspect.cpp): reads the stored wheel, on a worker -----------------
+
+/// GET /api/files/<sha256>/contents: members, and per ELF member its findings and exported
+/// symbols (render::render_file_contents); 404 for an unknown digest or an sdist.
+Response handle_file_contents(const Request& req, Context& ctx);
+
 // ---- uploads (upload.cpp): the body has arrived (ctx.upload); on a worker ------------------
 
 /// PUT /upload/<filename>: ingests the file; 201 stored (or healed), 200 identical.
@@ -85,6 +91,8 @@ Response handle_audit(const Request& req, Context& ctx);
 // ---- web UI (ui_pages.cpp, ui_builds.cpp): on a worker; each checks its caller --------------
 
 Response handle_home(const Request& req, Context& ctx);
+/// /inspect/<sha256>: the wheel inspector's page (inspect.cpp).
+Response handle_inspect_page(const Request& req, Context& ctx);
 Response handle_project_page(const Request& req, Context& ctx);
 Response handle_projects(const Request& req, Context& ctx);
 Response handle_projects_redirect(const Request& req, Context& ctx);

@@ -30,6 +30,7 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/simple/*",                         kGet,    handle_simple,            none,  read,    network, kReads,   "simple_project"},
     {"/api/projects/{project}/variants",  kGet,    handle_variants,          none,  read,    network, kReads,   "api"},
     {"/api/resolve",                      kGet,    handle_resolve,           none,  read,    network, kReads,   "api"},
+    {"/api/files/{sha256}/contents",      kGet,    handle_file_contents,     none,  read,    worker,  kReads,   "api"},
     {"/api/*",                            kGet,    handle_not_found,         none,  read,    network, kReads,   "api"},
     {"/healthz",                          kGet,    handle_healthz,           none,  open,    network, kReads,   "health"},
     {"/readyz",                           kGet,    handle_readyz,            none,  open,    network, kReads,   "health"},
@@ -63,6 +64,7 @@ constexpr std::array kRoutes = std::to_array<Route>({
     // login page, form tokens).
     {"/",                                 kGet,    handle_home,              none,  handler, worker,  kReads,   "home"},
     {"/project/*",                        kGet,    handle_project_page,      none,  handler, worker,  kReads,   "ui"},
+    {"/inspect/{sha256}",                 kGet,    handle_inspect_page,      none,  handler, worker,  kReads,   "ui"},
     {"/projects",                         kGet,    handle_projects_redirect, none,  handler, worker,  kReads,   "ui"},
     {"/projects/",                        kGet,    handle_projects,          none,  handler, worker,  kReads,   "ui"},
     {"/projects/*",                       kGet,    handle_no_page,           none,  handler, worker,  kReads,   "ui"},

@@ -8,7 +8,9 @@
 #include <variant>
 #include <vector>
 
+#include "wheelforge/archive/elf.hpp"
 #include "wheelforge/archive/reader.hpp"
+#include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/metadata.hpp"
 #include "wheelforge/core/name.hpp"
@@ -75,7 +77,29 @@ struct Validated {
   core::CoreMetadata metadata;
   std::string metadata_bytes;
   core::VariantHints hints;
+  std::optional<core::WheelFindings> binaries;  ///< wheels only
 };
+
+// Reads what the wheel's ELF members say (streaming, nothing extracted) and checks its label
+// against it: a label the binaries contradict (`+cu128` on a binary linking libcudart.so.13)
+// would install a build that cannot load.
+Result<core::WheelFindings> inspect_binaries(const std::filesystem::path& file, const Validated& v,
+                                             const Limits& limits) {
+  archive::InspectLimits ilimits;
+  ilimits.max_members = limits.max_archive_members;
+  ilimits.max_inflated_bytes = limits.max_inflated_size;
+  auto binaries = archive::inspect_wheel_binaries(file, ilimits);
+  if (!binaries) {
+    return make_error(binaries.error().code,
+                      "reading the wheel's binaries: " + binaries.error().message);
+  }
+  core::WheelFindings findings = core::find_wheel(*binaries, v.hints, v.metadata.requires_dist);
+  if (auto st = core::check_label_against_binaries(v.hints, v.name.version.local_str(), findings);
+      !st) {
+    return st.error();
+  }
+  return findings;
+}
 
 // Everything that can be checked without touching the store or the catalog. Collects every
 // problem so that an uploader sees all of them at once.
@@ -83,7 +107,7 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
                            const Limits& limits) {
   auto parsed = core::parse_dist_filename(filename);
   if (!parsed) return parsed.error();
-  Validated v{std::move(*parsed), {}, {}, {}};
+  Validated v{std::move(*parsed), {}, {}, {}, {}};
 
   archive::Limits alimits;
   alimits.max_metadata_bytes = limits.max_metadata_size;
@@ -135,6 +159,11 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
                                             v.name.version.local_str(), v.metadata.requires_dist);
   if (!hints) return hints.error();
   v.hints = std::move(*hints);
+  if (v.name.kind == core::DistKind::wheel) {
+    auto binaries = inspect_binaries(file, v, limits);
+    if (!binaries) return binaries.error();
+    v.binaries = std::move(*binaries);
+  }
   return v;
 }
 
@@ -205,6 +234,7 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
   f.metadata_size = v->metadata_bytes.size();
   f.tags = v->name.tags;
   f.hints = v->hints;
+  f.binaries = std::move(v->binaries);
   nf.display_name = v->metadata.name;
   nf.requires_dist = v->metadata.requires_dist;
   return Prepare(Prepared{std::move(nf), std::move(temp), std::move(v->metadata_bytes), restore});

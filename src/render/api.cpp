@@ -20,6 +20,43 @@ Json optional_version(const std::optional<int>& major, const std::optional<int>&
   return std::to_string(*major) + (minor ? "." + std::to_string(*minor) : std::string());
 }
 
+Json text_or_null(const std::string& s) {
+  return s.empty() ? Json(nullptr) : Json(s);
+}
+
+Json binary_json(const core::BinaryFindings& b) {
+  Json j;
+  j["path"] = b.path;
+  j["size"] = b.size;
+  j["extension_module"] = b.extension_module;
+  j["arch"] = text_or_null(b.arch);
+  j["needed"] = b.needed;
+  j["glibc"] = text_or_null(b.glibc);
+  j["glibcxx"] = text_or_null(b.glibcxx);
+  j["cuda_runtime"] = b.cuda_major ? Json(*b.cuda_major) : Json(nullptr);
+  j["cuda_library"] = text_or_null(b.cuda_library);
+  j["torch_binding"] = core::binding_name(b.binding);
+  j["torch_symbol"] = text_or_null(b.binding_symbol);
+  j["problem"] = text_or_null(b.problem);
+  return j;
+}
+
+Json findings_json(const core::WheelFindings& w) {
+  Json j;
+  j["torch_binding"] = core::binding_name(w.binding());
+  const auto* evidence = w.binding_evidence();
+  j["torch_symbol"] = evidence != nullptr ? Json(evidence->binding_symbol) : Json(nullptr);
+  j["torch_from"] = w.torch_from ? Json(w.torch_from->str()) : Json(nullptr);
+  const auto* cuda = w.cuda_evidence();
+  j["cuda_runtime"] = cuda != nullptr && cuda->cuda_major ? Json(*cuda->cuda_major) : Json(nullptr);
+  j["cuda_library"] = cuda != nullptr ? Json(cuda->cuda_library) : Json(nullptr);
+  j["glibc"] = text_or_null(w.glibc());
+  j["glibcxx"] = text_or_null(w.glibcxx());
+  j["modules"] = Json::array();
+  for (const auto& b : w.binaries) j["modules"].push_back(binary_json(b));
+  return j;
+}
+
 Json file_json(const core::FileRecord& f) {
   const auto& h = f.hints;
   Json j;
@@ -47,6 +84,9 @@ Json file_json(const core::FileRecord& f) {
   j["build_tag"] = f.tags.build_tag ? Json(*f.tags.build_tag) : Json(nullptr);
   const auto glibc = core::glibc_of_platform_tags(f.tags.platform_tags());
   j["glibc"] = glibc ? Json(*glibc) : Json(nullptr);
+  const auto effective = core::effective_cxx11_abi(h, f.tags.platform_tag);
+  j["effective_cxx11_abi"] = effective ? Json(*effective) : Json(nullptr);
+  j["binaries"] = f.binaries ? findings_json(*f.binaries) : Json(nullptr);
   return j;
 }
 
@@ -72,6 +112,46 @@ std::string dump(const Json& j) {
 
 }  // namespace
 
+std::string render_file_contents(const core::FileRecord& file,
+                                 const core::WheelInspection& inspection) {
+  Json doc;
+  doc["filename"] = file.filename;
+  doc["project"] = file.project;
+  doc["version"] = file.version;
+  doc["sha256"] = file.sha256;
+  doc["size"] = file.size;
+  doc["url"] = file_url(file);
+  doc["members_total"] = inspection.members_total;
+  doc["members_truncated"] = inspection.members.size() < inspection.members_total;
+  doc["inflated_total"] = inspection.inflated_total;
+  doc["members"] = Json::array();
+  for (const auto& m : inspection.members) {
+    doc["members"].push_back(
+        {{"name", m.name}, {"size", m.size}, {"compressed_size", m.compressed_size}});
+  }
+  doc["binaries"] = Json::array();
+  for (const auto& b : inspection.binaries) {
+    Json jb = binary_json(b.findings);
+    jb["exported_total"] = b.exported_total;
+    jb["exported_truncated"] = b.exported.size() < b.exported_total;
+    jb["exported"] = Json::array();
+    for (const auto& e : b.exported) {
+      jb["exported"].push_back({{"name", e.name},
+                                {"kind", e.kind},
+                                {"version", e.version.empty() ? Json(nullptr) : Json(e.version)}});
+    }
+    doc["binaries"].push_back(std::move(jb));
+  }
+  if (file.binaries) {
+    Json summary = findings_json(*file.binaries);
+    summary.erase("modules");
+    doc["summary"] = std::move(summary);
+  } else {
+    doc["summary"] = nullptr;
+  }
+  return dump(doc);
+}
+
 std::string render_variants(std::string_view project, std::span<const VersionFiles> versions) {
   Json doc;
   doc["project"] = std::string(project);
@@ -92,6 +172,31 @@ std::string render_variants(std::string_view project, std::span<const VersionFil
       if (b == nullptr || supersedes(*f, *b)) b = f;
     }
   }
+  // A stable-ABI build spans every series of the axis from its minimum on.
+  const auto span_of = [](const core::FileRecord& f) -> std::optional<core::TorchSeries> {
+    if (f.hints.torch || !f.binaries) return std::nullopt;
+    return f.binaries->torch_from;
+  };
+  for (const auto& v : versions) {
+    for (const core::FileRecord* f : v.files) {
+      if (f->hints.torch) torch_axis.insert(*f->hints.torch);
+      if (const auto from = span_of(*f)) torch_axis.insert(*from);
+    }
+  }
+  // The torch series of a file's cells: its own, those its span covers, or none ("").
+  const auto series_of = [&](const core::FileRecord& f) {
+    std::vector<std::string> out;
+    if (f.hints.torch) {
+      out.push_back(f.hints.torch->str());
+    } else if (const auto from = span_of(f)) {
+      for (const auto& t : torch_axis) {
+        if (!(t < *from)) out.push_back(t.str());
+      }
+    } else {
+      out.emplace_back();
+    }
+    return out;
+  };
   for (const auto& v : versions) {
     Json jv;
     jv["version"] = v.version;
@@ -102,14 +207,14 @@ std::string render_variants(std::string_view project, std::span<const VersionFil
         const std::string key = rebuild_key_of(*f);
         const core::FileRecord* current = best[key];
         jf["superseded_by"] = current == f ? Json(nullptr) : Json(current->filename);
-        chosen[{v.version, f->hints.torch ? f->hints.torch->str() : "", f->hints.backend_label()}]
-              [key] = current;
+        for (const auto& series : series_of(*f)) {
+          chosen[{v.version, series, f->hints.backend_label()}][key] = current;
+        }
       } else {
         jf["superseded_by"] = nullptr;
       }
       jv["files"].push_back(std::move(jf));
       const auto& h = f->hints;
-      if (h.torch) torch_axis.insert(*h.torch);
       const std::string b = h.backend_label();
       if (!b.empty()) {
         const auto key = std::make_tuple(static_cast<int>(h.backend),
@@ -121,7 +226,7 @@ std::string render_variants(std::string_view project, std::span<const VersionFil
       if (f->kind != core::DistKind::wheel) continue;
       for (const auto& py : f->tags.python_tags()) {
         python_axis.insert(py);
-        cells[{v.version, h.torch ? h.torch->str() : "", b}].insert(py);
+        for (const auto& series : series_of(*f)) cells[{v.version, series, b}].insert(py);
       }
     }
     doc["versions"].push_back(std::move(jv));
@@ -140,10 +245,12 @@ std::string render_variants(std::string_view project, std::span<const VersionFil
     Json builds = Json::array();
     for (const auto& [family, f] : chosen[key]) {
       const auto glibc = core::glibc_of_platform_tags(f->tags.platform_tags());
+      const auto from = span_of(*f);
       builds.push_back({{"filename", f->filename},
                         {"python", f->tags.python_tags()},
                         {"build", core::build_number(f->tags)},
-                        {"glibc", glibc ? Json(*glibc) : Json(nullptr)}});
+                        {"glibc", glibc ? Json(*glibc) : Json(nullptr)},
+                        {"torch_from", from ? Json(from->str()) : Json(nullptr)}});
     }
     matrix.push_back({{"version", version},
                       {"torch", torch.empty() ? Json(nullptr) : Json(torch)},

@@ -81,12 +81,17 @@ void Snapshot::index() {
   for (const auto& p : projects_) file_count_ += p->files.size();
   file_by_name_.clear();
   file_by_name_.reserve(file_count_);
+  file_by_sha256_.clear();
+  file_by_sha256_.reserve(file_count_);
   damaged_by_name_.clear();
   project_by_name_.clear();
   project_by_name_.reserve(projects_.size());
   for (std::size_t i = 0; i < projects_.size(); ++i) {
     project_by_name_.emplace(projects_[i]->record.name, i);
-    for (const auto& f : projects_[i]->files) file_by_name_.emplace(f.filename, &f);
+    for (const auto& f : projects_[i]->files) {
+      file_by_name_.emplace(f.filename, &f);
+      file_by_sha256_.emplace(f.sha256, &f);
+    }
     for (const auto& f : projects_[i]->damaged) damaged_by_name_.emplace(f.filename, &f);
   }
 }
@@ -161,6 +166,11 @@ std::shared_ptr<const Snapshot> Snapshot::update(const Snapshot& prev, std::stri
 const core::FileRecord* Snapshot::find_file(std::string_view filename) const {
   const auto it = file_by_name_.find(filename);
   return it == file_by_name_.end() ? nullptr : it->second;
+}
+
+const core::FileRecord* Snapshot::find_file_by_sha256(std::string_view sha256) const {
+  const auto it = file_by_sha256_.find(sha256);
+  return it == file_by_sha256_.end() ? nullptr : it->second;
 }
 
 const core::FileRecord* Snapshot::find_damaged(std::string_view filename) const {
@@ -275,6 +285,9 @@ std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
     c.upload_time = f.upload_time;
     c.filename = f.filename;
     c.yanked = f.yanked.has_value();
+    c.linux_binary =
+        f.tags.platform_tag.starts_with("linux_") || f.tags.platform_tag.starts_with("manylinux");
+    if (f.binaries) c.torch_from = f.binaries->torch_from;
     candidates.push_back(std::move(c));
     candidate_file.push_back(k);
   }

@@ -85,17 +85,43 @@ Coverage coverage_of(std::span<const core::FileRecord* const> files,
   std::set<std::optional<core::TorchSeries>> torch;
   std::map<BackendKey, std::string> backends;
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> cells;
+  // A stable-ABI build without a series of its own spans every row from its minimum on.
+  const auto span_of = [](const core::FileRecord& f) -> std::optional<core::TorchSeries> {
+    if (f.hints.torch || !f.binaries) return std::nullopt;
+    return f.binaries->torch_from;
+  };
+  std::vector<const core::FileRecord*> wheels;
   for (const core::FileRecord* f : files) {
     if (f->kind != core::DistKind::wheel || public_version_of(*f) != public_version) continue;
     if (!f->hints.selects()) {
       c.generic.push_back(f->filename);
       continue;
     }
-    torch.insert(f->hints.torch);
+    wheels.push_back(f);
+    const auto from = span_of(*f);
+    torch.insert(from ? from : f->hints.torch);
+  }
+  for (const core::FileRecord* f : wheels) {
     const std::string backend = f->hints.backend_label();
     backends.emplace(backend_key(f->hints), backend);
-    auto& cell = cells[{f->hints.torch ? f->hints.torch->str() : std::string(), backend}];
-    for (auto& py : python_versions_of(*f)) cell.push_back(std::move(py));
+    std::vector<std::string> rows;
+    const auto from = span_of(*f);
+    if (from) {
+      for (const auto& t : torch) {
+        if (t && !(*t < *from)) rows.push_back(t->str());
+      }
+    } else {
+      rows.push_back(f->hints.torch ? f->hints.torch->str() : std::string());
+    }
+    for (const auto& row : rows) {
+      auto& cell = cells[{row, backend}];
+      for (auto& py : python_versions_of(*f)) {
+        // A series-bound build of the same Python may share a spanned cell.
+        if (!from || std::find(cell.begin(), cell.end(), py) == cell.end()) {
+          cell.push_back(std::move(py));
+        }
+      }
+    }
   }
   for (const auto& t : torch) c.torch.push_back(t ? t->str() : std::string());
   for (const auto& [key, label] : backends) c.backends.push_back(label);

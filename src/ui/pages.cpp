@@ -349,6 +349,7 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
       df.set("requires_python", f->requires_python.value_or(""));
       df.set("variant", f->hints.describe());
       df.set("kind", f->kind == core::DistKind::wheel ? "wheel" : "sdist");
+      df.set("inspectable", f->kind == core::DistKind::wheel);
       df.set("python",
              f->kind == core::DistKind::wheel ? join(python_versions_of(*f), ", ") : "source");
       df.set("yanked", f->yanked.has_value());

@@ -4,7 +4,8 @@
 // architectures and byte orders with clang and lld when they are installed). Checked: no crash;
 // failures are `invalid` with a message; results respect the limits; both sources read the same
 // facts (unless the member needs more passes than allowed); the manylinux assessment of the facts
-// does not crash and is consistent.
+// does not crash and is consistent; the binary findings (core/binding.hpp) are bounded, survive
+// their stored form unchanged, and a label check never fails for a binary that links no CUDA.
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "archive/zip_builder.hpp"
 #include "fuzz_check.hpp"
 #include "wheelforge/archive/elf.hpp"
+#include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/manylinux.hpp"
 
 namespace {
@@ -78,6 +80,28 @@ void check_assessment(const std::vector<wf::core::WheelBinary>& binaries) {
   }
 }
 
+void check_findings(const std::vector<wf::core::WheelBinary>& binaries) {
+  const std::vector<std::string> requires_dist = {"torch>=2.9"};
+  const auto w = wf::core::find_wheel(binaries, {}, requires_dist);
+  WF_FUZZ_CHECK(w.binaries.size() == binaries.size());
+  for (const auto& b : w.binaries) {
+    WF_FUZZ_CHECK(b.needed.size() <= wf::core::kMaxNeeded);
+    WF_FUZZ_CHECK(b.binding_symbol.size() <= wf::core::kMaxSymbolShown);
+    WF_FUZZ_CHECK((b.binding == wf::core::TorchBinding::none) == b.binding_symbol.empty());
+    if (b.cuda_major) WF_FUZZ_CHECK(!b.cuda_library.empty());
+  }
+  WF_FUZZ_CHECK(w.torch_from.has_value() == (w.binding() == wf::core::TorchBinding::stable_abi));
+  const auto back = wf::core::decode_findings(wf::core::encode_findings(w));
+  WF_FUZZ_CHECK(back.has_value());
+  WF_FUZZ_CHECK(*back == w);
+  for (const char* label : {"cu128torch2.8", "cpu", "rocm6.4", "torch2.8", ""}) {
+    const auto st =
+        wf::core::check_label_against_binaries(wf::core::parse_local_label(label), label, w);
+    if (w.cuda_evidence() == nullptr) WF_FUZZ_CHECK(st.ok());
+    if (!st) WF_FUZZ_CHECK(st.error().code == wf::Errc::invalid);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -89,6 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (direct) {
     check_facts(*direct, limits);
     check_assessment({{"pkg/_C.so", size, *direct, ""}});
+    check_findings({{"pkg/_C.so", size, *direct, ""}});
   } else {
     WF_FUZZ_CHECK(direct.error().code == wf::Errc::invalid);
     WF_FUZZ_CHECK(!direct.error().message.empty());
@@ -119,5 +144,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     WF_FUZZ_CHECK(member.problem == direct.error().message);
   }
   check_assessment(*binaries);
+  check_findings(*binaries);
   return 0;
 }

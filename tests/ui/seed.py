@@ -8,6 +8,8 @@ The wheels are generated here; nothing is downloaded."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -55,10 +57,30 @@ FLASH = [
 ]
 
 
+# An extension module on torch's stable C ABI, for the wheel inspector's page (in 2.8.2's wheel).
+EXTENSION_C = """
+int aoti_torch_get_device_type(void*, int*);
+int device_of(void* t) { int d = 0; aoti_torch_get_device_type(t, &d); return d; }
+void* PyInit__C(void) { return 0; }
+"""
+
+
+def extension(root: Path) -> tuple[tuple[str, bytes], ...]:
+    """flash_attn/_C.so compiled with gcc (none when gcc is missing)."""
+    if not shutil.which("gcc"):
+        return ()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ext.c").write_text(EXTENSION_C)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "ext.c", "-o", "_C.so"], cwd=root,
+                   check=True)
+    return (("flash_attn/_C.so", (root / "_C.so").read_bytes()),)
+
+
 def main() -> None:
     root = Path(sys.argv[1])
     wheels_dir = root / "wheels"
     wheels = []
+    ext = extension(root / "ext")
     for version, label, pythons in FLASH:
         for py in pythons:
             wheel = make_wheel(
@@ -67,6 +89,7 @@ def main() -> None:
                 f"{version}+{label}",
                 tag=f"{py}-{py}-linux_x86_64",
                 requires_python=">=3.9",
+                extra=ext if version == "2.8.2" else (),
             )
             wheels.append(str(wheel.path))
     wheels.append(str(make_wheel(wheels_dir, "einops-lite", "0.8.0").path))

@@ -510,6 +510,31 @@ async function waitForState(page, states, timeout) {
   }
 }
 
+test("a wheel's contents link opens the inspector: members, and its extension module's findings and exports", track(async () => {
+  const page = await newPage();
+  await page.goto(base + "/project/flash-attn/");
+  const name = "flash_attn-2.8.2+cu128torch2.8-cp312-cp312-linux_x86_64.whl";
+  await page.click(`a.inspect-link[aria-label="Contents of ${name}"]`);
+  assert.match(new URL(page.url()).pathname, /^\/inspect\/[0-9a-f]{64}$/);
+  assert.equal((await page.textContent("h1")).trim(), name);
+  const members = await page.$$eval("table.members tbody td:first-child", (tds) => tds.map((t) => t.textContent.trim()));
+  assert.ok(members.includes("flash_attn/_C.so"), members.join(", "));
+  assert.ok(members.includes("flash_attn-2.8.2+cu128torch2.8.dist-info/METADATA"), members.join(", "));
+  const binary = await page.textContent("section.binary");
+  assert.match(binary, /flash_attn\/_C\.so/);
+  assert.match(binary, /extension module/);
+  assert.match(binary, /stable-abi \(aoti_torch_get_device_type\)/);
+  const exported = await page.$$eval("table.symbols tbody td:first-child", (tds) => tds.map((t) => t.textContent.trim()));
+  assert.ok(exported.includes("PyInit__C") && exported.includes("device_of"), exported.join(", "));
+  // The JSON link answers the same facts.
+  const json = await (await fetch(base + (await page.getAttribute("a[href^='/api/files/']", "href")))).json();
+  assert.equal(json.binaries[0].torch_binding, "stable-abi");
+  await checkPage(page);
+  await shoot(page, "inspect");
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+}));
+
 test("an admin logs in, starts a build and watches its log reach success; cancel and retry", track(async () => {
   const page = await newPage();
   await page.goto(base + "/builds/");

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/elf.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -129,5 +130,12 @@ struct InspectLimits {
 /// members are read).
 [[nodiscard]] Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(
     const std::filesystem::path& wheel, const InspectLimits& limits = {});
+
+/// The members of a wheel as its central directory declares them, in that order, after the
+/// layout checks of read_wheel (reader.hpp); nothing is inflated. Fails with Errc::invalid for a
+/// bad layout or more than `max_members` members, Errc::io when the file cannot be read.
+/// Blocks on file I/O.
+[[nodiscard]] Result<std::vector<core::WheelMember>> list_wheel_members(
+    const std::filesystem::path& wheel, std::uint64_t max_members = 200'000);
 
 }  // namespace wf::archive

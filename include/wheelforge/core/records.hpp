@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/variant.hpp"
 #include "wheelforge/util/time.hpp"
@@ -31,6 +32,9 @@ struct FileRecord {
   WheelTags tags;  ///< wheels only
   /// What the local version label and the requirements say about torch/CUDA/ABI.
   VariantHints hints;
+  /// What the wheel's ELF binaries say (binding.hpp), read at ingest; nullopt for sdists and
+  /// for wheels stored before wheels were inspected.
+  std::optional<WheelFindings> binaries;
   /// Its file or METADATA blob was found damaged (corrupt or missing) by `fsck --repair`:
   /// not listed anywhere, its URLs answer 503 until the same bytes are ingested again.
   bool damaged = false;

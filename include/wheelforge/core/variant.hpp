@@ -32,16 +32,22 @@
 //     view is major-only) and major-only CUDA wheels; never a higher minor, another major,
 //     CPU or ROCm. ROCm views likewise. CPU view: CPU wheels. Wheels without a backend hint
 //     are eligible in every view;
-//   - ABI named by the view: a wheel with the other ABI is not eligible; unknown ABI is.
+//   - a stable-ABI wheel without a series (Candidate::torch_from) is not eligible in a view of
+//     a series below its minimum;
+//   - ABI named by the view: a wheel with the other ABI is not eligible; unknown ABI is. A
+//     Linux binary wheel for torch 2.7 or later whose label names no ABI has the C++11 ABI
+//     (effective_cxx11_abi), as PyTorch's own Linux wheels of those series do.
 //   Ranking inside one group_key (public version, python, abi and platform tags); the single
 //   best wheel of each group is listed. Earlier criteria dominate later ones:
 //   1. not yanked over yanked (a yanked exact build must not hide a working fallback);
-//   2. torch: an explicit series over none; when the view names no torch, the higher series;
+//   2. torch: an explicit series over none (a series-bound build over a stable-ABI one that
+//      spans the series); when the view names no torch, the higher series;
 //   3. ABI: a match with the view's ABI over unknown; when the view names none, the default
 //      ABI of PyTorch's own wheels of the series (view's torch, else the wheel's; FALSE up to
-//      2.6, TRUE from 2.7) over unknown over the other. ABI outranks the CUDA minor because an
-//      ABI mismatch fails at import while a lower CUDA minor loads fine (docs/torch-labels.md,
-//      "The C++ ABI" and "CUDA compatibility");
+//      2.6, TRUE from 2.7) over unknown over the other; the ABI compared is the effective one,
+//      so `+cu128torch2.8` and `+cu12torch2.8cxx11abiTRUE` tie here. ABI outranks the CUDA minor
+//      because an ABI mismatch fails at import while a lower CUDA minor loads fine
+//      (docs/torch-labels.md, "The C++ ABI" and "CUDA compatibility");
 //   4. backend: CUDA/ROCm view with a minor: exact minor > highest lower minor > major-only >
 //      no backend hint; major-only view: major-only > lowest minor (safest for an unknown
 //      runtime minor) > no backend hint; CPU view: CPU > no backend hint; a view naming no
@@ -124,6 +130,18 @@ struct TorchPin {
 [[nodiscard]] std::optional<TorchPin> torch_pin_from_requirements(
     std::span<const std::string> requires_dist);
 
+/// The lowest torch series Requires-Dist values admit when they bound torch from below
+/// (`torch>=2.9`, `torch>=2.9.1,<3`, `torch~=2.9`), read as torch_pin_from_requirements reads
+/// them (markers, URLs and non-numeric clauses ignored); nullopt without such a bound.
+[[nodiscard]] std::optional<TorchSeries> torch_minimum_from_requirements(
+    std::span<const std::string> requires_dist);
+
+/// For a Linux binary wheel (`platform_tag` linux_* or manylinux*) built for torch 2.7 or later
+/// whose label does not name the C++ ABI: true, the ABI of PyTorch's own Linux wheels of those
+/// series (docs/torch-labels.md, "The C++ ABI"); otherwise the label's ABI (or none).
+[[nodiscard]] std::optional<bool> effective_cxx11_abi(const VariantHints& hints,
+                                                      std::string_view platform_tag);
+
 /// The hints of one distribution: its label parsed; for the project `torch` itself the series
 /// of its version; otherwise the torch series pinned by its requirements when the label names
 /// none. Fails with Errc::invalid, naming both sides, when the label's torch series contradicts
@@ -167,6 +185,12 @@ struct Candidate {
   std::int64_t upload_time = 0;
   std::string filename;
   bool yanked = false;
+  /// A Linux binary wheel (linux_* or manylinux* platform tag): a torch 2.7+ label without an
+  /// ABI means the C++11 ABI (effective_cxx11_abi).
+  bool linux_binary = false;
+  /// A stable-ABI wheel without a torch series of its own: the lowest series it fits
+  /// (WheelFindings::torch_from); it is not eligible in views of earlier series.
+  std::optional<TorchSeries> torch_from;
 };
 
 /// Indices (ascending, i.e. input order) of the candidates the view lists: the best eligible

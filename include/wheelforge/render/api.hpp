@@ -26,7 +26,17 @@ struct VersionFiles {
 /// python tags) and a coverage matrix of (torch, backend) cells listing the python tags that
 /// exist and, under `builds`, each wheel of the cell as its current build: of the rebuilds of
 /// one file name (core::rebuild_key), the one the variant views list (not yanked over yanked,
-/// then the highest build tag, then the latest upload).
+/// then the highest build tag, then the latest upload). Each file carries `effective_cxx11_abi`
+/// (the ABI the views treat it as: core::effective_cxx11_abi) and `binaries`, what its ELF
+/// binaries say (core::WheelFindings; null for sdists and wheels stored before inspection); a
+/// stable-ABI build without a series of its own fills every torch cell from its `torch_from` on.
+/// The JSON of GET /api/files/<sha256>/contents: the file, its members (name, size,
+/// compressed size; the first core::kMaxMembersShown, with `members_total` and
+/// `members_truncated`), and per ELF member its findings and exported symbols (the first
+/// core::kMaxExportedShown, with `exported_total` and `exported_truncated`).
+[[nodiscard]] std::string render_file_contents(const core::FileRecord& file,
+                                               const core::WheelInspection& inspection);
+
 [[nodiscard]] std::string render_variants(std::string_view project,
                                           std::span<const VersionFiles> versions);
 

@@ -57,6 +57,9 @@ class Snapshot {
   /// The file with this exact name, or nullptr. Damaged files are not found here (nor listed
   /// on any page): see find_damaged().
   [[nodiscard]] const core::FileRecord* find_file(std::string_view filename) const;
+  /// A file (not a damaged one) with these bytes (lower-case hex sha256), or nullptr; when
+  /// several names hold the same bytes, one of them.
+  [[nodiscard]] const core::FileRecord* find_file_by_sha256(std::string_view sha256) const;
   /// The damaged file (FileRecord::damaged) with this exact name, or nullptr.
   [[nodiscard]] const core::FileRecord* find_damaged(std::string_view filename) const;
   /// The project with this normalized name, or nullptr.
@@ -124,6 +127,7 @@ class Snapshot {
   std::vector<std::shared_ptr<const ProjectData>> projects_;  // sorted by name
   std::size_t file_count_ = 0;
   std::unordered_map<std::string_view, const core::FileRecord*> file_by_name_;
+  std::unordered_map<std::string_view, const core::FileRecord*> file_by_sha256_;
   std::unordered_map<std::string_view, const core::FileRecord*> damaged_by_name_;
   std::unordered_map<std::string_view, std::size_t> project_by_name_;
   /// Indices into the project's files chosen for a view.

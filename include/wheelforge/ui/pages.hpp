@@ -105,6 +105,12 @@ struct ProjectListQuery {
 [[nodiscard]] std::string render_unknown_project(const snapshot::Snapshot& snap, const Site& site,
                                                  std::string_view normalized);
 
+/// `/inspect/<sha256>`: a wheel's members with their sizes and, per ELF member, what it needs
+/// (NEEDED, glibc floor, CUDA, torch binding) and the symbols it exports, within the bounds of
+/// core::WheelInspection (each cut said so on the page).
+[[nodiscard]] std::string render_file_page(const Site& site, const core::FileRecord& file,
+                                           const core::WheelInspection& inspection);
+
 /// One cell of a coverage matrix: the Python versions built for (torch series, backend).
 struct CoverageCell {
   std::vector<std::string> pythons;  ///< "3.11", "3.12", "3.9+" (abi3); empty: missing

@@ -444,7 +444,8 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   const std::string older =
-      "DROP TABLE audit; ALTER TABLE files DROP COLUMN uploaded_by_token;"
+      "ALTER TABLE files DROP COLUMN binaries; DROP TABLE audit; ALTER TABLE files DROP COLUMN "
+      "uploaded_by_token;"
       " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
       " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
       " BEGIN UPDATE meta SET generation = generation + 1; END;"
@@ -593,7 +594,8 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   ASSERT_EQ(
       sqlite3_exec(
           db,
-          "DROP TABLE audit; ALTER TABLE files DROP COLUMN uploaded_by_token;"
+          "ALTER TABLE files DROP COLUMN binaries; DROP TABLE audit; ALTER TABLE files DROP COLUMN "
+          "uploaded_by_token;"
           " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
           " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
           " BEGIN UPDATE meta SET generation = generation + 1; END;"

@@ -103,7 +103,8 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   ASSERT_EQ(
       sqlite3_exec(
           raw,
-          "DROP TABLE audit; ALTER TABLE files DROP COLUMN uploaded_by_token;"
+          "ALTER TABLE files DROP COLUMN binaries; DROP TABLE audit; ALTER TABLE files DROP COLUMN "
+          "uploaded_by_token;"
           " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
           " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
           " BEGIN UPDATE meta SET generation = generation + 1; END;"

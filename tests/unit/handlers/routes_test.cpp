@@ -69,6 +69,7 @@ TEST(RouteTable, EachRequestFindsItsHandlerAndLabel) {
       {Method::get, "/files/" + sha + "/.metadata", handle_file, "file"},
       {Method::get, "/api/projects/flash-attn/variants", handle_variants, "api"},
       {Method::get, "/api/resolve?torch=2.8", handle_resolve, "api"},
+      {Method::get, "/api/files/" + sha + "/contents", handle_file_contents, "api"},
       {Method::get, "/api/other", handle_not_found, "api"},
       {Method::get, "/healthz", handle_healthz, "health"},
       {Method::get, "/readyz", handle_readyz, "health"},
@@ -100,6 +101,7 @@ TEST(RouteTable, EachRequestFindsItsHandlerAndLabel) {
       // A UI path is never a view, whatever follows.
       {Method::get, "/project/simple/", handle_project_page, "ui"},
       {Method::get, "/static/app.css", handle_static, "ui"},
+      {Method::get, "/inspect/" + sha, handle_inspect_page, "ui"},
       {Method::get, "/projects", handle_projects_redirect, "ui"},
       {Method::get, "/projects/", handle_projects, "ui"},
       {Method::get, "/projects/?q=flash&sort=updated&page=2", handle_projects, "ui"},
