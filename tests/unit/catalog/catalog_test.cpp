@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "older_schema.hpp"
+
 namespace wf::catalog {
 namespace {
 
@@ -444,22 +446,7 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
   const std::string older =
-      "ALTER TABLE files DROP COLUMN binaries; DROP TABLE audit; ALTER TABLE files DROP COLUMN "
-      "uploaded_by_token;"
-      " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
-      " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
-      " BEGIN UPDATE meta SET generation = generation + 1; END;"
-      " ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE tokens DROP COLUMN last_used_at;"
-      " ALTER TABLE tokens DROP COLUMN expires_at;"
-      " ALTER TABLE jobs DROP COLUMN executor_job;"
-      " ALTER TABLE jobs DROP COLUMN glibc_floor; ALTER TABLE jobs DROP COLUMN build_number;"
-      " ALTER TABLE builds DROP COLUMN yank_superseded;"
-      " ALTER TABLE jobs DROP COLUMN nvcc_path; ALTER TABLE jobs DROP COLUMN nvcc_version;"
-      " ALTER TABLE jobs DROP COLUMN torch_version; ALTER TABLE jobs DROP COLUMN torch_cuda;"
-      " ALTER TABLE jobs DROP COLUMN python_path; ALTER TABLE jobs DROP COLUMN python_version;"
-      " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
-      " ALTER TABLE files DROP COLUMN canonical;"
-      " ALTER TABLE deleted_files DROP COLUMN canonical;"
+      wf::catalog::testing::undo_migrations_after(6) +
       " INSERT INTO files (project_id, filename, version, kind, sha256, size, upload_time,"
       "  metadata_sha256, metadata_size, python_tag, abi_tag, platform_tag)"
       " SELECT project_id, 'Demo.Pkg-1.0.0-py3-none-any.whl', '1.0.0', kind, '" +
@@ -591,36 +578,9 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
   char* err = nullptr;
-  ASSERT_EQ(
-      sqlite3_exec(
-          db,
-          "ALTER TABLE files DROP COLUMN binaries; DROP TABLE audit; ALTER TABLE files DROP COLUMN "
-          "uploaded_by_token;"
-          " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
-          " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
-          " BEGIN UPDATE meta SET generation = generation + 1; END;"
-          " ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE tokens DROP COLUMN last_used_at;"
-          " ALTER TABLE tokens DROP COLUMN expires_at;"
-          " ALTER TABLE jobs DROP COLUMN executor_job;"
-          " ALTER TABLE jobs DROP COLUMN glibc_floor;"
-          " ALTER TABLE jobs DROP COLUMN build_number;"
-          " ALTER TABLE builds DROP COLUMN yank_superseded;"
-          " ALTER TABLE jobs DROP COLUMN nvcc_path;"
-          " ALTER TABLE jobs DROP COLUMN nvcc_version;"
-          " ALTER TABLE jobs DROP COLUMN torch_version;"
-          " ALTER TABLE jobs DROP COLUMN torch_cuda;"
-          " ALTER TABLE jobs DROP COLUMN python_path;"
-          " ALTER TABLE jobs DROP COLUMN python_version;"
-          " DROP INDEX files_canonical; DROP INDEX deleted_files_canonical;"
-          " ALTER TABLE files DROP COLUMN canonical;"
-          " ALTER TABLE deleted_files DROP COLUMN canonical;"
-          " DROP TRIGGER projects_upd;"
-          " ALTER TABLE projects DROP COLUMN owner_token_id;"
-          " ALTER TABLE projects DROP COLUMN claimed_by;"
-          " PRAGMA user_version = 4;",
-          nullptr, nullptr, &err),
-      SQLITE_OK)
-      << (err ? err : "");
+  const std::string older =
+      wf::catalog::testing::undo_migrations_after(4) + "PRAGMA user_version = 4;";
+  ASSERT_EQ(sqlite3_exec(db, older.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
   sqlite3_close(db);
 
   auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "older_schema.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 
 namespace wf::catalog {
@@ -100,29 +101,9 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
   char* err = nullptr;
-  ASSERT_EQ(
-      sqlite3_exec(
-          raw,
-          "ALTER TABLE files DROP COLUMN binaries; DROP TABLE audit; ALTER TABLE files DROP COLUMN "
-          "uploaded_by_token;"
-          " ALTER TABLE files DROP COLUMN uploaded_by; DROP TRIGGER tokens_upd;"
-          " CREATE TRIGGER tokens_upd AFTER UPDATE ON tokens"
-          " BEGIN UPDATE meta SET generation = generation + 1; END;"
-          " ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE tokens DROP COLUMN last_used_at;"
-          " ALTER TABLE tokens DROP COLUMN expires_at;"
-          " ALTER TABLE jobs DROP COLUMN executor_job;"
-          " ALTER TABLE jobs DROP COLUMN glibc_floor;"
-          " ALTER TABLE jobs DROP COLUMN build_number;"
-          " ALTER TABLE builds DROP COLUMN yank_superseded;"
-          " ALTER TABLE jobs DROP COLUMN nvcc_path;"
-          " ALTER TABLE jobs DROP COLUMN nvcc_version;"
-          " ALTER TABLE jobs DROP COLUMN torch_version;"
-          " ALTER TABLE jobs DROP COLUMN torch_cuda;"
-          " ALTER TABLE jobs DROP COLUMN python_path;"
-          " ALTER TABLE jobs DROP COLUMN python_version;"
-          " PRAGMA user_version = 7;",
-          nullptr, nullptr, &err),
-      SQLITE_OK)
+  const std::string older =
+      wf::catalog::testing::undo_migrations_after(7) + "PRAGMA user_version = 7;";
+  ASSERT_EQ(sqlite3_exec(raw, older.c_str(), nullptr, nullptr, &err), SQLITE_OK)
       << (err ? err : "");
   sqlite3_close(raw);
   auto cat = open_sqlite_catalog(db());
