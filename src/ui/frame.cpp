@@ -25,6 +25,7 @@ std::string layout(const Site& site, const Layout& page) {
   d.set("signed_in", site.signed_in);
   set_text(d, "scope", site.scope);
   d.set("basic", site.basic);
+  d.set("admin", site.scope == "admin");
   d.set("csrf", site.csrf);
   return render_template("layout", d);
 }

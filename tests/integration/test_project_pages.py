@@ -335,9 +335,15 @@ def test_navigation_shows_an_admin_signed_in_by_basic_auth(harness, server, uplo
         assert page.status == 200, (path, page.status)
         assert "Signed in: admin token (HTTP auth)" in page.body, path
         assert ">Log in</a>" not in page.body, path
+        assert '<a href="/tokens/">Tokens</a>' in page.body, path
         anonymous = get(server, harness, path, "-L")
         if path != "/builds/":
             assert ">Log in</a>" in anonymous.body and "Signed in" not in anonymous.body, path
+            assert '<a href="/tokens/">' not in anonymous.body, path
+    # Upload tokens see no link to the admins' tokens page.
+    page = get(server, harness, "/", "-u", f"__token__:{upload_token}")
+    assert "Signed in: upload token (HTTP auth)" in page.body
+    assert '<a href="/tokens/">' not in page.body
 
 
 def test_empty_index_explains_the_first_upload(harness, server, upload_token, artifacts):
