@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
+#include "fuzz_tokens.hpp"
 #include "handlers/handlers.hpp"
 #include "handlers/ui.hpp"
 #include "wheelforge/auth/tokens.hpp"
@@ -32,13 +33,12 @@
 namespace {
 
 namespace fs = std::filesystem;
+using wf::fuzz::kAdmin;
+using wf::fuzz::kLimited;
+using wf::fuzz::kRead;
+using wf::fuzz::kUpload;
 using wf::handlers::Method;
 using wf::handlers::Response;
-
-constexpr std::string_view kAdmin = "wf_fuzzAdminTokenFuzzAdminTokenFuzzAdminToken0";
-constexpr std::string_view kUpload = "wf_fuzzUploadTokenFuzzUploadTokenFuzzUploadTok";
-constexpr std::string_view kRead = "wf_fuzzReadTokenFuzzReadTokenFuzzReadTokenFuzz0";
-constexpr std::string_view kLimited = "wf_fuzzLimitedTokenFuzzLimitedTokenFuzzLimited";
 
 std::vector<std::string_view> split_lines(std::string_view s, std::size_t max) {
   std::vector<std::string_view> out;
@@ -91,20 +91,7 @@ World& world() {
     f.size = 10;
     f.tags = wf::core::WheelTags{std::nullopt, "py3", "none", "any"};
     c.files.push_back(f);
-    const std::pair<std::string_view, wf::catalog::Scope> tokens[] = {
-        {kAdmin, wf::catalog::Scope::admin},
-        {kUpload, wf::catalog::Scope::upload},
-        {kRead, wf::catalog::Scope::read},
-        {kLimited, wf::catalog::Scope::upload}};
-    std::int64_t id = 0;
-    for (const auto& [token, scope] : tokens) {
-      wf::catalog::TokenRecord t;
-      t.id = ++id;
-      t.hash = wf::auth::hash_token(token);
-      t.scope = scope;
-      if (token == kLimited) t.project = "demo";
-      c.tokens.push_back(t);
-    }
+    wf::fuzz::add_tokens(c, true);
     made->snapshot = wf::snapshot::Snapshot::build(std::move(c));
     made->session = made->sessions.create(std::string(kAdmin));
     return made;

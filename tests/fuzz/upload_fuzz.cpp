@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
+#include "fuzz_tokens.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/handlers/legacy_upload.hpp"
 #include "wheelforge/handlers/upload.hpp"
@@ -28,10 +29,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using wf::Errc;
+using wf::fuzz::kLimited;
+using wf::fuzz::kRead;
+using wf::fuzz::kUpload;
 
-constexpr std::string_view kUpload = "wf_fuzzUploadTokenFuzzUploadTokenFuzzUploadTok";
-constexpr std::string_view kRead = "wf_fuzzReadTokenFuzzReadTokenFuzzReadTokenFuzz0";
-constexpr std::string_view kLimited = "wf_fuzzLimitedTokenFuzzLimitedTokenFuzzLimited";
 constexpr std::uint64_t kMaxFile = 1 << 20;
 
 fs::path work_dir() {
@@ -59,19 +60,7 @@ World& world() {
     c.projects.push_back(wf::core::ProjectRecord{"demo", "demo", 1, {}});
     c.projects.push_back(wf::core::ProjectRecord{
         "theirs", "theirs", 1, wf::core::ProjectClaim{wf::core::ClaimKind::token, 99}});
-    const std::pair<std::string_view, wf::catalog::Scope> tokens[] = {
-        {kUpload, wf::catalog::Scope::upload},
-        {kRead, wf::catalog::Scope::read},
-        {kLimited, wf::catalog::Scope::upload}};
-    std::int64_t id = 0;
-    for (const auto& [token, scope] : tokens) {
-      wf::catalog::TokenRecord t;
-      t.id = ++id;
-      t.hash = wf::auth::hash_token(token);
-      t.scope = scope;
-      if (token == kLimited) t.project = "demo";
-      c.tokens.push_back(t);
-    }
+    wf::fuzz::add_tokens(c, false);
     made->snapshot = wf::snapshot::Snapshot::build(std::move(c));
     return made;
   }();
