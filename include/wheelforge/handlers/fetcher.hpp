@@ -1,0 +1,64 @@
+#pragma once
+// Outbound HTTP as the handlers see it: one blocking call that fetches one URL from an upstream
+// index. The implementation (http module: Boost.Beast client with TLS verified against the
+// system's certificate store) runs the I/O on threads of its own, never on the network threads,
+// and bounds every fetch by a timeout and all fetches together by a concurrency limit. Handlers
+// call it only from the worker pool (Route::thread == Thread::worker); tests pass a fake.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "wheelforge/util/result.hpp"
+
+namespace wf::handlers {
+
+struct FetchRequest {
+  std::string url;  ///< http:// or https://, with its query; redirects (3xx) are followed
+  /// Extra request headers (Accept, If-None-Match, If-Modified-Since, Authorization). Host,
+  /// User-Agent and Connection are the fetcher's.
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// The largest body accepted: a longer one fails the fetch with Errc::too_large.
+  std::uint64_t max_bytes = 16ULL * 1024 * 1024;
+  /// Empty: the body is returned in FetchResponse::body. Set: the body is handed over chunk by
+  /// chunk as it arrives and never held whole in memory (wheel files); an error from the sink
+  /// stops the fetch and is its result.
+  std::function<Status(std::string_view chunk)> sink;
+};
+
+struct FetchResponse {
+  int status = 0;  ///< the final answer's status (304 for a revalidated page)
+  std::vector<std::pair<std::string, std::string>> headers;  ///< names lower-case
+  std::string body;                                          ///< empty when the request had a sink
+  std::uint64_t body_bytes = 0;  ///< bytes received (handed to the sink, or in `body`)
+  std::string url;               ///< the URL that answered, after redirects
+
+  /// First header with this (lower-case) name, or "".
+  [[nodiscard]] std::string_view header(std::string_view name) const {
+    for (const auto& [k, v] : headers) {
+      if (k == name) return v;
+    }
+    return {};
+  }
+};
+
+class Fetcher {
+ public:
+  Fetcher() = default;
+  Fetcher(const Fetcher&) = delete;
+  Fetcher& operator=(const Fetcher&) = delete;
+  Fetcher(Fetcher&&) = delete;
+  Fetcher& operator=(Fetcher&&) = delete;
+  virtual ~Fetcher() = default;
+
+  /// Fetches `req`, blocking the calling thread until the whole answer has arrived. Any HTTP
+  /// status is a successful fetch; an unreachable host, a refused or failed TLS handshake
+  /// (certificate not trusted, name mismatch), a timeout or too many redirects is
+  /// Errc::unavailable with a message naming the host and the cause (never the credentials).
+  [[nodiscard]] virtual Result<FetchResponse> fetch(const FetchRequest& req) = 0;
+};
+
+}  // namespace wf::handlers
