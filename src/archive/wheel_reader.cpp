@@ -1,6 +1,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -39,9 +40,16 @@ Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_
   contents.dist_info_dir = dir;
   const std::string metadata_name = dir + "/METADATA";
   const std::string wheel_name = dir + "/WHEEL";
+  // A variant wheel's metadata (docs/variants.md, "variant.json"), read when the central
+  // directory lists it.
+  const std::string variant_name = dir + "/variant.json";
+  const bool want_variant = std::any_of(members->begin(), members->end(),
+                                        [&](const ZipMember& m) { return m.name == variant_name; });
   bool have_metadata = false;
   bool have_wheel = false;
-  while (!have_metadata || !have_wheel) {
+  bool have_variant = !want_variant;
+  std::string variant_json;
+  while (!have_metadata || !have_wheel || !have_variant) {
     struct archive_entry* entry = nullptr;
     const int status = archive_read_next_header(reader.get(), &entry);
     if (status == ARCHIVE_EOF) break;
@@ -63,6 +71,9 @@ Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_
     } else if (name == wheel_name) {
       target = &contents.wheel;
       seen = &have_wheel;
+    } else if (want_variant && name == variant_name) {
+      target = &variant_json;
+      seen = &have_variant;
     } else {
       if (archive_read_data_skip(reader.get()) < ARCHIVE_WARN) {
         return make_error(Errc::invalid,
@@ -81,6 +92,11 @@ Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_
   if (!have_metadata || !have_wheel) {
     return make_error(Errc::invalid, "the zip reader did not find " +
                                          (have_metadata ? wheel_name : metadata_name));
+  }
+  if (want_variant) {
+    if (!have_variant)
+      return make_error(Errc::invalid, "the zip reader did not find " + variant_name);
+    contents.variant_json = std::move(variant_json);
   }
   return contents;
 }

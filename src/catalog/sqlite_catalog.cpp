@@ -50,7 +50,7 @@ const char* const kFileColumns =
     "f.cuda_minor, f.rocm_major, f.rocm_minor, f.torch_major, f.torch_minor, f.cxx11_abi, "
     "f.label_extra, "
     "EXISTS (SELECT 1 FROM damaged_blobs d WHERE d.sha256 IN (f.sha256, f.metadata_sha256)), "
-    "f.uploaded_by, f.uploaded_by_token, f.binaries";
+    "f.uploaded_by, f.uploaded_by_token, f.binaries, f.variant";
 
 core::FileRecord read_file_row(const Stmt& s) {
   core::FileRecord f;
@@ -88,6 +88,10 @@ core::FileRecord read_file_row(const Stmt& s) {
   f.uploaded_by = s.text(27);
   f.uploaded_by_token = s.opt_i64(28).value_or(0);
   if (const auto binaries = s.opt_text(29)) f.binaries = core::decode_findings(*binaries);
+  if (const auto variant = s.opt_text(30)) {
+    f.variant = core::decode_variant(*variant);
+    if (f.variant) f.tags.variant_label = f.variant->label;
+  }
   return f;
 }
 
@@ -233,6 +237,29 @@ Result<std::optional<core::FileRecord>> SqliteCatalog::find_canonical_locked(
   return db_.error("file lookup");
 }
 
+// A variant wheel of the release whose variant.json the new one contradicts
+// (core::variant_conflict), inside the write transaction so that two contradicting uploads
+// racing each other cannot both be stored.
+Result<std::optional<core::FileRecord>> SqliteCatalog::variant_clash_locked(
+    const core::FileRecord& f) {
+  const std::string sql = std::string("SELECT ") + kFileColumns +
+                          " FROM files f JOIN projects p ON p.id = f.project_id"
+                          " WHERE p.name = ? AND f.version = ? AND f.variant IS NOT NULL"
+                          " ORDER BY f.id";
+  Stmt s(db_, sql.c_str());
+  if (!s.valid()) return db_.error("prepare variant lookup");
+  s.bind(1, f.project).bind(2, f.version);
+  int rc = SQLITE_OK;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    core::FileRecord other = read_file_row(s);
+    if (other.variant && core::variant_conflict(*f.variant, *other.variant, other.filename)) {
+      return std::optional<core::FileRecord>(std::move(other));
+    }
+  }
+  if (rc != SQLITE_DONE) return db_.error("variant lookup");
+  return std::optional<core::FileRecord>();
+}
+
 Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
     const NewFile& nf, const std::function<Status()>& publish) {
   const core::FileRecord& f = nf.file;
@@ -258,6 +285,11 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
     deleted.project = (*reserved)->project;
     deleted.sha256 = (*reserved)->sha256;
     return std::pair{InsertOutcome::reserved, std::move(deleted)};
+  }
+  if (f.variant) {
+    auto clash = variant_clash_locked(f);
+    if (!clash) return clash.error();
+    if (clash->has_value()) return std::pair{InsertOutcome::variant_conflict, std::move(**clash)};
   }
   if (publish) {
     if (auto st = publish(); !st) return st.error();
@@ -287,9 +319,9 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
            " requires_python, metadata_sha256, metadata_size, build_tag, python_tag, abi_tag,"
            " platform_tag, requires_dist, backend, cuda_major, cuda_minor, rocm_major,"
            " rocm_minor, torch_major, torch_minor, cxx11_abi, label_extra, hints_version,"
-           " canonical, uploaded_by, uploaded_by_token, binaries)"
+           " canonical, uploaded_by, uploaded_by_token, binaries, variant)"
            " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-           " ?, ?, ?, ? FROM projects WHERE name = ?");
+           " ?, ?, ?, ?, ? FROM projects WHERE name = ?");
   if (!ins.valid()) return db_.error("prepare file insert");
   ins.bind(1, f.filename)
       .bind(2, f.version)
@@ -313,7 +345,9 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
       .bind(27, nf.actor.token_id != 0 ? std::optional(nf.actor.token_id) : std::nullopt)
       .bind(28, f.binaries ? std::optional<std::string>(core::encode_findings(*f.binaries))
                            : std::nullopt)
-      .bind(29, f.project);
+      .bind(29,
+            f.variant ? std::optional<std::string>(core::encode_variant(*f.variant)) : std::nullopt)
+      .bind(30, f.project);
   if (ins.step() != SQLITE_DONE) return db_.error("insert file");
   core::FileRecord stored = f;
   stored.id = db_.last_insert_rowid();

@@ -109,6 +109,7 @@ class SqliteCatalog final : public Catalog {
   /// The deleted file whose name is `filename` after normalization, if any.
   Result<std::optional<DeletedFile>> find_reservation_locked(std::string_view filename);
   Result<Inserted> insert_file_locked(const NewFile& nf, const std::function<Status()>& publish);
+  Result<std::optional<core::FileRecord>> variant_clash_locked(const core::FileRecord& f);
   Result<core::FileRecord> delete_file_locked(std::string_view filename);
   /// A project's claim; nullopt when the project does not exist.
   Result<std::optional<core::ProjectClaim>> project_claim_locked(std::string_view project);

@@ -9,6 +9,8 @@
 
 #include "catalog/sqlite_catalog_impl.hpp"
 #include "wheelforge/core/filename.hpp"
+#include "wheelforge/core/version.hpp"
+#include "wheelforge/core/wheel_variant.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::catalog::detail {
@@ -211,6 +213,11 @@ CREATE INDEX audit_project ON audit(project, at);
     R"sql(
 ALTER TABLE files ADD COLUMN binaries TEXT;
 )sql",
+    // 13: a PEP 825 variant wheel's label and what its variant.json says (core::WheelVariant
+    // in its stored form, core::encode_variant). NULL for every other file.
+    R"sql(
+ALTER TABLE files ADD COLUMN variant TEXT;
+)sql",
 };
 
 }  // namespace
@@ -304,7 +311,7 @@ Status SqliteCatalog::backfill_hints() {
   std::vector<std::pair<std::int64_t, core::VariantHints>> updates;
   {
     Stmt s(db_,
-           "SELECT f.id, p.name, f.version, f.requires_dist FROM files f"
+           "SELECT f.id, p.name, f.version, f.requires_dist, f.variant FROM files f"
            " JOIN projects p ON p.id = f.project_id WHERE f.hints_version < ?");
     if (!s.valid()) {
       (void)db_.exec("ROLLBACK");
@@ -317,7 +324,18 @@ Status SqliteCatalog::backfill_hints() {
       for (const auto line : split(joined, '\n')) {
         if (!line.empty()) requires_dist.emplace_back(line);
       }
-      updates.emplace_back(s.i64(0), hints_for_row(s.text(1), s.text(2), requires_dist));
+      core::VariantHints hints = hints_for_row(s.text(1), s.text(2), requires_dist);
+      // A variant wheel's CUDA may come from its properties (core::hints_with_variant).
+      if (const auto stored = s.opt_text(4)) {
+        const auto variant = core::decode_variant(*stored);
+        const auto version = core::Version::parse(s.text(2));
+        if (variant && version) {
+          if (auto with = core::hints_with_variant(hints, version->local_str(), *variant)) {
+            hints = std::move(*with);
+          }
+        }
+      }
+      updates.emplace_back(s.i64(0), std::move(hints));
     }
   }
   for (const auto& [id, hints] : updates) {

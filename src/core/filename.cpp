@@ -97,19 +97,36 @@ void check_build_tag(std::string_view tag, Problems& problems) {
   }
 }
 
+void check_variant_label(std::string_view label, Problems& problems) {
+  if (!is_valid_variant_label(label)) {
+    problems.add("variant label " + quoted(label) +
+                 " is not valid (PEP 825: lower-case letters, digits, '_' and '.', not empty)");
+  }
+}
+
+// `{name}-{version}(-{build})?-{python}-{abi}-{platform}(-{variant label})?.whl`: six parts
+// are a build tag when the third starts with a digit (or is empty, a broken build tag), else a
+// variant label, since a python tag never starts with a digit (docs/variants.md, "File names").
 void parse_wheel(std::string_view stem, DistFilename& out, Problems& problems) {
   const auto parts = split(stem, '-');
-  if (parts.size() != 5 && parts.size() != 6) {
-    problems.add("a wheel name has 5 or 6 dash-separated parts, got " +
-                 std::to_string(parts.size()));
+  if (parts.size() < 5 || parts.size() > 7) {
+    problems.add(
+        "a wheel name has 5 or 6 dash-separated parts (7 with a PEP 825 variant label), got " +
+        std::to_string(parts.size()));
     return;
   }
+  const auto starts_with_digit = [](std::string_view s) {
+    return !s.empty() && s.front() >= '0' && s.front() <= '9';
+  };
+  const bool build =
+      parts.size() == 7 || (parts.size() == 6 && (parts[2].empty() || starts_with_digit(parts[2])));
+  const bool variant = parts.size() == 7 || (parts.size() == 6 && !build);
   out.name = std::string(parts[0]);
   out.version_text = std::string(parts[1]);
   check_name(parts[0], problems);
   if (auto version = check_version(parts[1], problems)) out.version = std::move(*version);
-  const std::size_t tags_at = parts.size() - 3;
-  if (parts.size() == 6) {
+  const std::size_t tags_at = build ? 3 : 2;
+  if (build) {
     check_build_tag(parts[2], problems);
     out.tags.build_tag = std::string(parts[2]);
   }
@@ -119,6 +136,14 @@ void parse_wheel(std::string_view stem, DistFilename& out, Problems& problems) {
   check_tag("python tag", out.tags.python_tag, problems);
   check_tag("abi tag", out.tags.abi_tag, problems);
   check_tag("platform tag", out.tags.platform_tag, problems);
+  if (variant) {
+    if (starts_with_digit(out.tags.python_tag)) {
+      problems.add("python tag " + quoted(out.tags.python_tag) +
+                   " starts with a digit: a wheel name has at most one build tag");
+    }
+    out.tags.variant_label = std::string(parts[tags_at + 3]);
+    check_variant_label(*out.tags.variant_label, problems);
+  }
 }
 
 void parse_sdist(std::string_view stem, DistFilename& out, Problems& problems) {
@@ -164,6 +189,13 @@ std::string canonical_tag_set(std::string_view set) {
 }
 
 }  // namespace
+
+bool is_valid_variant_label(std::string_view label) {
+  if (label.empty()) return false;
+  return std::all_of(label.begin(), label.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+  });
+}
 
 std::vector<std::string> WheelTags::python_tags() const {
   return split_tag_set(python_tag);
@@ -214,6 +246,7 @@ std::string canonical_file_key(const DistFilename& name) {
   key += "-" + canonical_tag_set(name.tags.python_tag);
   key += "-" + canonical_tag_set(name.tags.abi_tag);
   key += "-" + canonical_tag_set(name.tags.platform_tag);
+  if (name.tags.variant_label) key += "-" + *name.tags.variant_label;
   return key + std::string(kWheelSuffix);
 }
 

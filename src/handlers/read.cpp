@@ -38,6 +38,30 @@ Response page_response(const Request& req, const std::shared_ptr<const snapshot:
   return with_page_body(req, page, std::move(r));
 }
 
+// A release's `{name}-{version}-variants.json` (PEP 825), beside the project page that links
+// it, in /simple/ and in every view (the same document: it may name more variants than a
+// view lists). Served as it is hashed on the page, never compressed.
+Response variants_json_response(const Request& req, const snapshot::Snapshot& snap,
+                                const std::string& name, const std::string& filename) {
+  if (!core::is_valid_project_name(name)) return not_found("no such project");
+  auto page = snap.variants_json(core::normalize_name(name), filename);
+  if (!page) {
+    return not_found("no variants.json " + sanitize_for_log(filename, 200) +
+                     ": no release of that name has a variant wheel that is not yanked");
+  }
+  Response r;
+  r.set("Content-Type", "application/json");
+  r.set("Cache-Control", "max-age=0, must-revalidate");
+  r.set("ETag", page->etag);
+  if (etag_matches(req.header("if-none-match"), page->etag)) {
+    r.status = 304;
+    r.body = std::string();
+    return r;
+  }
+  r.body = std::shared_ptr<const std::string>(page, &page->body);
+  return r;
+}
+
 }  // namespace
 
 Response with_page_body(const Request& req, const std::shared_ptr<const snapshot::Page>& page,
@@ -86,6 +110,9 @@ Response handle_simple(const Request& req, Context& ctx) {
     return page_response(req, view ? snap.view_root_page(*view, *format) : snap.root_page(*format));
   }
   const std::string& name = seg[at + 1];
+  if (seg.size() == at + 3 && seg[at + 2].ends_with("-variants.json")) {
+    return variants_json_response(req, snap, name, seg[at + 2]);
+  }
   const bool trailing_slash = seg.size() == at + 3 && seg[at + 2].empty();
   if (seg.size() > at + 3 || (seg.size() == at + 3 && !trailing_slash))
     return not_found("not found");

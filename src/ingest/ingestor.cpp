@@ -15,7 +15,9 @@
 #include "wheelforge/core/metadata.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/version.hpp"
+#include "wheelforge/core/wheel_variant.hpp"
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/render/variants.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::ingest {
@@ -78,7 +80,26 @@ struct Validated {
   std::string metadata_bytes;
   core::VariantHints hints;
   std::optional<core::WheelFindings> binaries;  ///< wheels only
+  std::optional<core::WheelVariant> variant;    ///< PEP 825 variant wheels only
 };
+
+// A variant wheel (a variant label in its file name) must carry a variant.json that defines
+// its label (docs/variants.md, "What ingest checks"); a wheel without a label is not a variant
+// wheel, whatever files it holds.
+Result<std::optional<core::WheelVariant>> read_variant(const core::DistFilename& name,
+                                                       const archive::WheelContents& contents) {
+  if (!name.tags.variant_label) return std::optional<core::WheelVariant>();
+  if (!contents.variant_json) {
+    return make_error(Errc::invalid, "variant wheel (variant label '" + *name.tags.variant_label +
+                                         "') has no " + contents.dist_info_dir +
+                                         "/variant.json (PEP 825)");
+  }
+  auto variant = render::parse_variant_json(*contents.variant_json, *name.tags.variant_label);
+  if (!variant) {
+    return make_error(Errc::invalid, contents.dist_info_dir + "/" + variant.error().message);
+  }
+  return std::optional<core::WheelVariant>(std::move(*variant));
+}
 
 // Reads what the wheel's ELF members say (streaming, nothing extracted) and checks its label
 // against it: a label the binaries contradict (`+cu128` on a binary linking libcudart.so.13)
@@ -94,6 +115,11 @@ Result<core::WheelFindings> inspect_binaries(const std::filesystem::path& file, 
                       "reading the wheel's binaries: " + binaries.error().message);
   }
   core::WheelFindings findings = core::find_wheel(*binaries, v.hints, v.metadata.requires_dist);
+  if (v.variant) {
+    if (auto st = core::check_variant_against_binaries(*v.variant, findings); !st) {
+      return st.error();
+    }
+  }
   if (auto st = core::check_label_against_binaries(v.hints, v.name.version.local_str(), findings);
       !st) {
     return st.error();
@@ -107,7 +133,7 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
                            const Limits& limits) {
   auto parsed = core::parse_dist_filename(filename);
   if (!parsed) return parsed.error();
-  Validated v{std::move(*parsed), {}, {}, {}, {}};
+  Validated v{std::move(*parsed), {}, {}, {}, {}, {}};
 
   archive::Limits alimits;
   alimits.max_metadata_bytes = limits.max_metadata_size;
@@ -122,6 +148,9 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
       return make_error(Errc::invalid,
                         contents->dist_info_dir + "/WHEEL: " + wheel.error().message);
     }
+    auto variant = read_variant(v.name, *contents);
+    if (!variant) return variant.error();
+    v.variant = std::move(*variant);
     v.metadata_bytes = std::move(contents->metadata);
   } else {
     metadata_name = "PKG-INFO";
@@ -159,6 +188,12 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
                                             v.name.version.local_str(), v.metadata.requires_dist);
   if (!hints) return hints.error();
   v.hints = std::move(*hints);
+  if (v.variant) {
+    auto with =
+        core::hints_with_variant(std::move(v.hints), v.name.version.local_str(), *v.variant);
+    if (!with) return with.error();
+    v.hints = std::move(*with);
+  }
   if (v.name.kind == core::DistKind::wheel) {
     auto binaries = inspect_binaries(file, v, limits);
     if (!binaries) return binaries.error();
@@ -235,6 +270,7 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
   f.tags = v->name.tags;
   f.hints = v->hints;
   f.binaries = std::move(v->binaries);
+  f.variant = std::move(v->variant);
   nf.display_name = v->metadata.name;
   nf.requires_dist = v->metadata.requires_dist;
   return Prepare(Prepared{std::move(nf), std::move(temp), std::move(v->metadata_bytes), restore});
@@ -266,6 +302,15 @@ Result<Ingested> to_ingested(const catalog::Catalog::Inserted& inserted,
       break;
     case catalog::InsertOutcome::forbidden:
       return make_error(Errc::forbidden, core::not_owner_message(nf.file.project));
+    case catalog::InsertOutcome::variant_conflict: {
+      const core::FileRecord& other = inserted.second;
+      if (nf.file.variant && other.variant) {
+        if (auto why = core::variant_conflict(*nf.file.variant, *other.variant, other.filename)) {
+          return make_error(Errc::conflict, *why);
+        }
+      }
+      return make_error(Errc::conflict, "variant.json contradicts " + other.filename);
+    }
     case catalog::InsertOutcome::reserved: {
       const core::FileRecord& deleted = inserted.second;
       return make_error(

@@ -144,6 +144,15 @@ std::string render_project_html(const ProjectPage& page) {
   append_escaped(out, page.name);
   out += "</h1>\n";
   for (const core::FileRecord* file : page.files) append_file_anchor(out, *file);
+  for (const ExtraLink& extra : page.extras) {
+    out += "<a href=\"";
+    append_escaped(out, extra.url);
+    out += "#sha256=";
+    append_escaped(out, extra.sha256);
+    out += "\">";
+    append_escaped(out, extra.filename);
+    out += "</a><br/>\n";
+  }
   out += kHtmlTail;
   return out;
 }
@@ -198,6 +207,19 @@ std::string render_project_json(const ProjectPage& page) {
   for (std::size_t i = 0; i < page.files.size(); ++i) {
     if (i > 0) out += ',';
     append_file_json(out, *page.files[i]);
+  }
+  for (std::size_t i = 0; i < page.extras.size(); ++i) {
+    const ExtraLink& extra = page.extras[i];
+    if (i > 0 || !page.files.empty()) out += ',';
+    out += R"({"filename":)";
+    append_json_string(out, extra.filename);
+    out += R"(,"url":)";
+    append_json_string(out, extra.url);
+    out += R"(,"hashes":{"sha256":)";
+    append_json_string(out, extra.sha256);
+    out += R"(},"yanked":false,"size":)";
+    append_json_number(out, extra.size);
+    out += '}';
   }
   out += "]}";
   return out;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/render/api.hpp"
 #include "wheelforge/render/simple.hpp"
+#include "wheelforge/render/variants.hpp"
 
 namespace wf::snapshot {
 namespace {
@@ -26,6 +28,67 @@ std::string format_key(core::PageFormat f) {
       return "j";
   }
   return "?";
+}
+
+// A release's index-level variants.json (PEP 825, docs/variants.md, "variants.json").
+struct VariantsDoc {
+  std::string version;
+  std::string filename;
+  std::string body;
+  std::string sha256;
+};
+
+// `{name}-{version}-variants.json`, name and version as a wheel's file name writes them.
+std::string variants_filename(const std::string& project, const std::string& version) {
+  std::string name = project;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name + "-" + version + "-variants.json";
+}
+
+// A variant wheel listed for installers: not yanked (a yanked variant leaves the file), not
+// damaged (damaged files are on no page).
+bool live_variant(const core::FileRecord& f) {
+  return f.variant.has_value() && !f.yanked;
+}
+
+// One document per version with a live variant wheel, made from those wheels' variants: what
+// the catalog holds now, so the document follows every upload, yank and deletion.
+std::vector<VariantsDoc> variants_docs(const std::string& project,
+                                       const std::vector<core::FileRecord>& files) {
+  std::vector<VariantsDoc> docs;
+  std::map<std::string, std::map<std::string, const core::WheelVariant*>> by_version;
+  std::vector<std::string> order;
+  for (const auto& f : files) {
+    if (!live_variant(f)) continue;
+    auto [it, added] = by_version.try_emplace(f.version);
+    if (added) order.push_back(f.version);
+    it->second.try_emplace(f.variant->label, &*f.variant);
+  }
+  for (const auto& version : order) {
+    std::vector<core::WheelVariant> variants;
+    for (const auto& [label, v] : by_version[version]) variants.push_back(*v);
+    VariantsDoc doc;
+    doc.version = version;
+    doc.filename = variants_filename(project, version);
+    doc.body = render::render_variants_json(variants);
+    doc.sha256 = crypto::sha256_hex(doc.body);
+    docs.push_back(std::move(doc));
+  }
+  return docs;
+}
+
+// The links of the documents of the versions whose variant wheels the page lists.
+std::vector<render::ExtraLink> variants_links(const std::vector<VariantsDoc>& docs,
+                                              const std::vector<const core::FileRecord*>& listed) {
+  std::vector<render::ExtraLink> links;
+  for (const auto& doc : docs) {
+    const bool shown = std::any_of(listed.begin(), listed.end(), [&](const core::FileRecord* f) {
+      return f->version == doc.version && live_variant(*f);
+    });
+    if (shown)
+      links.push_back(render::ExtraLink{doc.filename, doc.filename, doc.sha256, doc.body.size()});
+  }
+  return links;
 }
 
 std::atomic<std::uint64_t> g_cache_hits{0};
@@ -232,6 +295,7 @@ std::shared_ptr<const Page> Snapshot::project_page(std::string_view normalized,
     page.versions = p.versions;
     page.files.reserve(p.files.size());
     for (const auto& f : p.files) page.files.push_back(&f);
+    page.extras = variants_links(variants_docs(p.record.name, p.files), page.files);
     return render::render_project(format, page);
   });
 }
@@ -261,6 +325,9 @@ std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
     if (f.kind != core::DistKind::wheel) continue;
     keys[k] = p.public_versions[k] + '|' + f.tags.python_tag + '|' + f.tags.abi_tag + '|' +
               f.tags.platform_tag;
+    // A variant wheel whose properties say nothing a view selects on (x86_64 :: level) is a
+    // build of its own, listed beside the others, as in /simple/ (docs/variants.md).
+    if (f.variant && !f.hints.selects()) keys[k] += '|' + f.variant->label;
     group_has_variant[keys[k]] |= f.hints.selects();
   }
   std::vector<core::Candidate> candidates;
@@ -329,8 +396,23 @@ std::shared_ptr<const Page> Snapshot::view_project_page(const core::ViewSelector
     page.name = data.record.name;
     for (const std::size_t i : select(view, p)) page.files.push_back(&data.files[i]);
     page.versions = versions_of(page.files);
+    page.extras = variants_links(variants_docs(data.record.name, data.files), page.files);
     return render::render_project(format, page);
   });
+}
+
+std::shared_ptr<const Page> Snapshot::variants_json(std::string_view normalized,
+                                                    std::string_view filename) const {
+  const auto it = project_by_name_.find(normalized);
+  if (it == project_by_name_.end()) return nullptr;
+  const ProjectData& p = *projects_[it->second];
+  if (!filename.ends_with("-variants.json")) return nullptr;
+  auto docs = variants_docs(p.record.name, p.files);
+  const auto doc = std::find_if(docs.begin(), docs.end(),
+                                [&](const VariantsDoc& d) { return d.filename == filename; });
+  if (doc == docs.end()) return nullptr;
+  return cached("/simple/" + p.record.name + "/" + doc->filename, core::PageFormat::json_v1,
+                [&] { return std::move(doc->body); });
 }
 
 std::shared_ptr<const Page> Snapshot::variants_page(std::string_view normalized) const {

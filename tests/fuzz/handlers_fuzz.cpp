@@ -89,7 +89,7 @@ World& world() {
     f.version = "1.0";
     f.sha256 = std::string(64, 'a');
     f.size = 10;
-    f.tags = wf::core::WheelTags{std::nullopt, "py3", "none", "any"};
+    f.tags = wf::core::WheelTags{std::nullopt, "py3", "none", "any", std::nullopt};
     c.files.push_back(f);
     wf::fuzz::add_tokens(c, true);
     made->snapshot = wf::snapshot::Snapshot::build(std::move(c));

@@ -49,7 +49,7 @@ wf::core::FileRecord wheel(std::string project, std::string version, std::string
   f.upload_time = 1700000000000000 + hash;
   f.metadata_sha256 = std::string(64, static_cast<char>(hash + 1));
   f.metadata_size = 50;
-  f.tags = wf::core::WheelTags{std::nullopt, "cp312", "cp312", "linux_x86_64"};
+  f.tags = wf::core::WheelTags{std::nullopt, "cp312", "cp312", "linux_x86_64", std::nullopt};
   if (const auto plus = f.version.find('+'); plus != std::string::npos) {
     f.hints = wf::core::parse_local_label(std::string_view(f.version).substr(plus + 1));
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,10 +37,13 @@ struct WheelContents {
   std::string metadata;       ///< exact bytes of {dist-info}/METADATA
   std::string wheel;          ///< exact bytes of {dist-info}/WHEEL
   std::string dist_info_dir;  ///< e.g. "flash_attn-2.8.3+cu128torch2.8.dist-info"
+  /// exact bytes of {dist-info}/variant.json when the wheel has one (PEP 825 variant wheels,
+  /// docs/variants.md), read under the same cap as METADATA
+  std::optional<std::string> variant_json;
 };
 
 /// Opens a wheel (zip) by seeking its central directory and reads the .dist-info METADATA and
-/// WHEEL; member data other than those two is never read.
+/// WHEEL, and variant.json where it has one; member data other than those is never read.
 ///
 /// The zip layout is checked first (end records, central directory, every local header), and
 /// every problem found is reported together: data before, between or after the members,

@@ -90,6 +90,9 @@ enum class InsertOutcome {
   conflict,   ///< a row with the same file name and another sha256 exists
   forbidden,  ///< the project is claimed by another uploader; nothing was written
   reserved,   ///< the same file name belonged to a deleted file; nothing was written
+  /// a variant wheel whose variant.json contradicts one of another file of the same release
+  /// (core::variant_conflict; the row returned is that file); nothing was written
+  variant_conflict,
 };
 
 /// A deleted file, whose name stays reserved.

@@ -24,6 +24,9 @@ struct WheelTags {
   std::string python_tag;                ///< compressed set as in the file name, "cp310.cp311"
   std::string abi_tag;
   std::string platform_tag;
+  /// A PEP 825 variant wheel's label, after the platform tag ("cu128", "x8664v3_openblas");
+  /// absent for other wheels (docs/variants.md, "File names").
+  std::optional<std::string> variant_label;
   /// Expanded sets, split on '.'.
   [[nodiscard]] std::vector<std::string> python_tags() const;
   [[nodiscard]] std::vector<std::string> abi_tags() const;
@@ -40,6 +43,9 @@ struct DistFilename {
   WheelTags tags;               ///< wheels only (empty for sdists)
 };
 
+/// A PEP 825 variant label: not empty, only `0-9`, `a-z`, `_` and `.` (docs/variants.md).
+[[nodiscard]] bool is_valid_variant_label(std::string_view label);
+
 /// Parses and validates a client-supplied file name. Rejects path separators, "..",
 /// control characters, names longer than kMaxFilenameLength, unknown extensions, wrong
 /// part counts, invalid project names, versions and tags. All problems are reported together.
@@ -50,7 +56,8 @@ struct DistFilename {
 /// - the project name normalized (case, and the '_' escape of '-' and '.' in file names);
 /// - the version by equality (Version::canonical_str(): "1.0" is "1.0.0");
 /// - wheels: the build tag by its number and rest ("01" sorts as 1), and the three
-///   compressed tag sets as sets of lower-case tags ("py2.py3" is "py3.py2");
+///   compressed tag sets as sets of lower-case tags ("py2.py3" is "py3.py2"), and the variant
+///   label (a variant wheel is another file than the non-variant wheel of the same tags);
 /// - sdists: name and version only, so that a release has at most one sdist, whatever its
 ///   archive format.
 /// (docs/packaging.md: "Project names", "Versions", "Wheel file names", "Build tags", "Source

@@ -10,6 +10,7 @@
 #include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/variant.hpp"
+#include "wheelforge/core/wheel_variant.hpp"
 #include "wheelforge/util/time.hpp"
 
 namespace wf::core {
@@ -35,6 +36,9 @@ struct FileRecord {
   /// What the wheel's ELF binaries say (binding.hpp), read at ingest; nullopt for sdists and
   /// for wheels stored before wheels were inspected.
   std::optional<WheelFindings> binaries;
+  /// A PEP 825 variant wheel's label and variant.json (docs/variants.md); nullopt for every
+  /// other file. tags.variant_label equals its label.
+  std::optional<WheelVariant> variant;
   /// Its file or METADATA blob was found damaged (corrupt or missing) by `fsck --repair`:
   /// not listed anywhere, its URLs answer 503 until the same bytes are ingested again.
   bool damaged = false;

@@ -2,6 +2,7 @@
 // Rendering of the simple repository API pages (HTML and JSON: docs/packaging.md, "Simple API:
 // HTML" and "Simple API: JSON") and their gzip form. Pure functions: no I/O, safe on any thread.
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,10 +16,20 @@ namespace wf::render {
 /// The one URL of a file, whatever page lists it: "/files/<sha256>/<percent-encoded name>".
 [[nodiscard]] std::string file_url(const core::FileRecord& file);
 
+/// A link a project page carries besides its distribution files: a release's index-level
+/// `{name}-{version}-variants.json` (PEP 825, docs/variants.md).
+struct ExtraLink {
+  std::string filename;
+  std::string url;  ///< as written in the page (relative to it)
+  std::string sha256;
+  std::uint64_t size = 0;
+};
+
 struct ProjectPage {
   std::string name;                            ///< normalized project name
   std::vector<std::string> versions;           ///< JSON `versions`, already in version order
   std::vector<const core::FileRecord*> files;  ///< in listing order
+  std::vector<ExtraLink> extras;               ///< listed after the files
 };
 
 /// Root list: one anchor (HTML) or entry (JSON) per project name, in the given order.

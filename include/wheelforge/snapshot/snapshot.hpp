@@ -84,6 +84,12 @@ class Snapshot {
                                                               std::string_view normalized,
                                                               core::PageFormat format) const;
 
+  /// A release's index-level `{name}-{version}-variants.json` (PEP 825, docs/variants.md),
+  /// made from its variant wheels that are not yanked; nullptr when the project has no
+  /// release of that name with such a wheel. Project pages link it with its sha256.
+  [[nodiscard]] std::shared_ptr<const Page> variants_json(std::string_view normalized,
+                                                          std::string_view filename) const;
+
   /// The coverage document of /api/projects/<name>/variants (JSON), nullptr when unknown.
   [[nodiscard]] std::shared_ptr<const Page> variants_page(std::string_view normalized) const;
 

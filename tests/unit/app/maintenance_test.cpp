@@ -82,7 +82,7 @@ class MaintenanceTest : public ::testing::Test {
     nf.file.upload_time = 1'700'000'000'000'000;
     nf.file.metadata_sha256 = *meta_sha;
     nf.file.metadata_size = metadata.size();
-    nf.file.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
+    nf.file.tags = core::WheelTags{std::nullopt, "py3", "none", "any", std::nullopt};
     nf.display_name = "demo";
     auto inserted = catalog_->insert_file(nf);
     EXPECT_TRUE(inserted);

@@ -38,7 +38,7 @@ class AuditTest : public ::testing::Test {
     nf.file.upload_time = now_micros();
     nf.file.metadata_sha256 = std::string(64, 'm');
     nf.file.metadata_size = 5;
-    nf.file.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
+    nf.file.tags = core::WheelTags{std::nullopt, "py3", "none", "any", std::nullopt};
     nf.display_name = "demo-pkg";
     nf.actor = std::move(actor);
     return nf;

@@ -36,7 +36,7 @@ class CatalogTest : public ::testing::Test {
     nf.file.metadata_sha256 = std::string(64, 'm');
     nf.file.metadata_size = 5;
     nf.file.requires_python = ">=3.8";
-    nf.file.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
+    nf.file.tags = core::WheelTags{std::nullopt, "py3", "none", "any", std::nullopt};
     nf.display_name = "Demo_Pkg";
     nf.requires_dist = {"numpy"};
     return nf;
@@ -335,7 +335,7 @@ TEST_F(CatalogTest, SpellingsOfOneNameAreOneFile) {
   ASSERT_TRUE(cat);
   const std::string stored = "demo_pkg-1.0-py2.py3-none-any.whl";
   auto first = wheel(stored, std::string(64, 'a'));
-  first.file.tags = core::WheelTags{std::nullopt, "py2.py3", "none", "any"};
+  first.file.tags = core::WheelTags{std::nullopt, "py2.py3", "none", "any", std::nullopt};
   ASSERT_EQ((*cat)->insert_file(first)->first, InsertOutcome::inserted);
 
   for (const char* spelling :

@@ -143,12 +143,18 @@ const std::vector<RejectCase>& reject_cases() {
       {"foo-1.0.tar.bz2", {"must end in .whl or .tar.gz"}},
       {"foo-1.0.tgz", {"must end in .whl or .tar.gz"}},
       {"foo-1.0.zip", {"only .tar.gz sdists are accepted"}},
-      {"foo-1.0-py3-none.whl", {"5 or 6 dash-separated parts, got 4"}},
-      {"foo-1.0-1-2-py3-none-any.whl", {"5 or 6 dash-separated parts, got 7"}},
-      {"foo.whl", {"5 or 6 dash-separated parts, got 1"}},
+      {"foo-1.0-py3-none.whl", {"5 or 6 dash-separated parts", "got 4"}},
+      {"foo-1.0-1-2-py3-none-any-x.whl", {"(7 with a PEP 825 variant label), got 8"}},
+      // Seven parts: a build tag and a variant label, so the python tag comes fourth.
+      {"foo-1.0-1-2-py3-none-any.whl", {"python tag \"2\" starts with a digit"}},
+      {"foo.whl", {"5 or 6 dash-separated parts", "got 1"}},
       {"foo-1.0~beta-py3-none-any.whl", {"version \"1.0~beta\" is not a valid PEP 440 version"}},
       {"foo-latest-py3-none-any.whl", {"version \"latest\""}},
-      {"foo-1.0-abc-py3-none-any.whl", {"build tag \"abc\""}},
+      // Six parts whose third does not start with a digit: a variant label comes last.
+      {"foo-1.0-abc-py3-none-Any.whl", {"variant label \"Any\"", "PEP 825"}},
+      {"foo-1.0-py3-none-any-x86-64.whl", {"build tag \"py3\""}},
+      {"foo-1.0-1-py3-none-any-cu+128.whl", {"variant label \"cu+128\""}},
+      {"foo-1.0-py3-none-any-.whl", {"variant label \"\""}},
       {"foo-1.0--py3-none-any.whl", {"build tag \"\""}},
       {"foo-1.0-1+x-py3-none-any.whl", {"build tag \"1+x\""}},
       {"foo-1.0-py3--any.whl", {"abi tag \"\""}},
@@ -164,9 +170,8 @@ const std::vector<RejectCase>& reject_cases() {
       {"-1.0.tar.gz", {"project name \"\""}},
       {"foo-bar.tar.gz", {"version \"bar\""}},
       // Every problem is reported at once.
-      {"Bad Name-x.y-zz-py 3-none-any.whl",
-       {"space", "project name \"Bad Name\"", "version \"x.y\"", "build tag \"zz\"",
-        "python tag \"py 3\""}},
+      {"Bad Name-x.y-1zz-py 3-none-any.whl",
+       {"space", "project name \"Bad Name\"", "version \"x.y\"", "python tag \"py 3\""}},
   };
   return cases;
 }
@@ -331,6 +336,63 @@ TEST(BuildNumber, IsTheBuildTagsLeadingNumber) {
   EXPECT_EQ(number("demo-1.0-12abc-py3-none-any.whl"), 12U);
   EXPECT_EQ(number("demo-1.0-999999999999999999-py3-none-any.whl"), 999999999999999999U);
   EXPECT_EQ(number("demo-1.0-9999999999999999999-py3-none-any.whl"), 0U) << "beyond 18 digits";
+}
+
+TEST(Filename, ParsesVariantLabels) {
+  const auto plain = parse_dist_filename("foo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tags.variant_label.has_value());
+
+  const auto variant =
+      parse_dist_filename("torch-2.9.0-cp312-cp312-manylinux_2_28_x86_64-cu128.whl");
+  ASSERT_TRUE(variant.ok()) << variant.error().message;
+  EXPECT_EQ(variant->tags.variant_label, "cu128");
+  EXPECT_FALSE(variant->tags.build_tag.has_value());
+  EXPECT_EQ(variant->tags.python_tag, "cp312");
+  EXPECT_EQ(variant->tags.platform_tag, "manylinux_2_28_x86_64");
+
+  const auto both =
+      parse_dist_filename("numpy-2.3.2-1-cp313-cp313t-musllinux_1_2_x86_64-x86_64_v3.whl");
+  ASSERT_TRUE(both.ok()) << both.error().message;
+  EXPECT_EQ(both->tags.build_tag, "1");
+  EXPECT_EQ(both->tags.python_tag, "cp313");
+  EXPECT_EQ(both->tags.abi_tag, "cp313t");
+  EXPECT_EQ(both->tags.variant_label, "x86_64_v3");
+
+  const auto null = parse_dist_filename("numpy-2.3.2-cp313-cp313t-musllinux_1_2_x86_64-null.whl");
+  ASSERT_TRUE(null.ok());
+  EXPECT_EQ(null->tags.variant_label, "null");
+
+  // A build tag is still a build tag: six parts whose third starts with a digit.
+  const auto build = parse_dist_filename("foo-1.0-2-py3-none-any.whl");
+  ASSERT_TRUE(build.ok());
+  EXPECT_EQ(build->tags.build_tag, "2");
+  EXPECT_FALSE(build->tags.variant_label.has_value());
+}
+
+TEST(Filename, VariantLabelRules) {
+  EXPECT_TRUE(is_valid_variant_label("cu128"));
+  EXPECT_TRUE(is_valid_variant_label("x86_64_v3"));
+  EXPECT_TRUE(is_valid_variant_label("a.b_c"));
+  EXPECT_TRUE(is_valid_variant_label("averyveryverylonglabelbeyond16"));
+  EXPECT_FALSE(is_valid_variant_label(""));
+  EXPECT_FALSE(is_valid_variant_label("Cu128"));
+  EXPECT_FALSE(is_valid_variant_label("cu-128"));
+  EXPECT_FALSE(is_valid_variant_label("cu+128"));
+}
+
+TEST(Filename, VariantLabelIsPartOfTheFileKey) {
+  const std::string plain = canonical_file_key("foo-1.0-py3-none-any.whl");
+  const std::string cu128 = canonical_file_key("foo-1.0-py3-none-any-cu128.whl");
+  const std::string cu126 = canonical_file_key("foo-1.0-py3-none-any-cu126.whl");
+  EXPECT_NE(plain, cu128);
+  EXPECT_NE(cu128, cu126);
+  EXPECT_EQ(cu128, canonical_file_key("Foo-1.0.0-py3-none-any-cu128.whl"));
+  // Non-variant keys are as they were.
+  EXPECT_EQ(plain, "foo-1-py3-none-any.whl");
+  const auto parsed = parse_dist_filename("foo-1.0-3-py3-none-any-cu128.whl");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(rebuild_key(*parsed), cu128);
 }
 
 }  // namespace

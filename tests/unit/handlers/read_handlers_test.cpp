@@ -48,7 +48,7 @@ class ReadHandlers : public ::testing::Test {
     f.size = 1000;
     f.metadata_sha256 = std::string(64, 'b');
     f.metadata_size = 50;
-    f.tags = core::WheelTags{std::nullopt, "cp312", "cp312", "linux_x86_64"};
+    f.tags = core::WheelTags{std::nullopt, "cp312", "cp312", "linux_x86_64", std::nullopt};
     c.files.push_back(f);
     catalog::TokenRecord t;
     t.hash = auth::hash_token("up");
@@ -146,7 +146,7 @@ TEST_F(ReadHandlers, DamagedFilesAnswer503NamingTheFile) {
   f.size = 10;
   f.metadata_sha256 = std::string(64, 'b');
   f.metadata_size = 5;
-  f.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
+  f.tags = core::WheelTags{std::nullopt, "py3", "none", "any", std::nullopt};
   f.damaged = true;
   c.files.push_back(f);
   auto snap = snapshot::Snapshot::build(std::move(c));
@@ -308,7 +308,7 @@ class Resolve : public ::testing::Test {
     f.filename = "flash_attn-" + version + "-" + python + "-" + python + "-linux_x86_64.whl";
     f.sha256 = std::string(63, 'a') + static_cast<char>('0' + id);
     f.size = 100;
-    f.tags = core::WheelTags{std::nullopt, python, python, "linux_x86_64"};
+    f.tags = core::WheelTags{std::nullopt, python, python, "linux_x86_64", std::nullopt};
     if (const auto plus = version.find('+'); plus != std::string::npos) {
       f.hints = core::parse_local_label(version.substr(plus + 1));
     }

@@ -12,7 +12,7 @@ core::FileRecord file(const std::string& project, const std::string& version) {
   f.filename = project + "-" + version + "-py3-none-any.whl";
   f.sha256 = std::string(64, 'a');
   f.size = 10;
-  f.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
+  f.tags = core::WheelTags{std::nullopt, "py3", "none", "any", std::nullopt};
   return f;
 }
 

@@ -18,7 +18,8 @@ core::FileRecord wheel(const std::string& version, const std::string& python,
                "-linux_x86_64.whl";
   f.sha256 = std::string(64, 'a');
   f.size = 2048;
-  f.tags = core::WheelTags{std::nullopt, python, abi.empty() ? python : abi, "linux_x86_64"};
+  f.tags = core::WheelTags{std::nullopt, python, abi.empty() ? python : abi, "linux_x86_64",
+                           std::nullopt};
   if (plus != std::string::npos) f.hints = core::parse_local_label(version.substr(plus + 1));
   return f;
 }
@@ -171,7 +172,7 @@ TEST(UiPages, SdistOnlyVersionIsNotRefusedByOnlyBinary) {
   wheel_file.kind = core::DistKind::wheel;
   wheel_file.filename = "plain-2.0-py3-none-any.whl";
   wheel_file.sha256 = std::string(64, 'e');
-  wheel_file.tags = core::WheelTags{std::nullopt, "py3", "none", "any"};
+  wheel_file.tags = core::WheelTags{std::nullopt, "py3", "none", "any", std::nullopt};
   c.files.push_back(wheel_file);
   auto snap = snapshot::Snapshot::build(std::move(c));
   const Site site{"http://h", "", false, "", false};
