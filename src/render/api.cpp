@@ -87,6 +87,18 @@ Json file_json(const core::FileRecord& f) {
   const auto effective = core::effective_cxx11_abi(h, f.tags.platform_tag);
   j["effective_cxx11_abi"] = effective ? Json(*effective) : Json(nullptr);
   j["binaries"] = f.binaries ? findings_json(*f.binaries) : Json(nullptr);
+  // A PEP 825 variant wheel: its label and the properties its variant.json gives it.
+  if (f.variant) {
+    Json props = Json::object();
+    for (const auto& [ns, features] : f.variant->properties) {
+      for (const auto& [feature, values] : features) props[ns][feature] = values;
+    }
+    j["variant_label"] = f.variant->label;
+    j["variant_properties"] = std::move(props);
+  } else {
+    j["variant_label"] = nullptr;
+    j["variant_properties"] = nullptr;
+  }
   return j;
 }
 
