@@ -37,6 +37,24 @@ VERSIONS = [
     "2.10.0rc1\n2.9.99\n2.10",
 ]
 
+# A variant.json (PEP 825): the file name's label on the first line, then the JSON.
+VARIANT_JSON = [
+    'cu128\n{"$schema": "https://variants-schema.wheelnext.dev/v0.0.3.json",'
+    ' "default-priorities": {"namespace": ["nvidia"]}, "providers": {"nvidia":'
+    ' {"requires": ["nvidia-variant-provider>=0.0.1"], "plugin-api": "p.plugin:P"}},'
+    ' "variants": {"cu128": {"nvidia": {"cuda_version_lower_bound": ["12.8"],'
+    ' "sm_arch": ["90_real", "100_real"]}}}}',
+    'x8664v3_openblas\n{"$schema": "https://variants-schema.wheelnext.dev/v0.1.0.json",'
+    ' "default-priorities": {"namespace": ["x86_64", "blas_lapack"], "feature":'
+    ' {"blas_lapack": ["library"]}, "property": {"blas_lapack": {"library": ["mkl"]}}},'
+    ' "variants": {"x8664v3_openblas": {"blas_lapack": {"library": ["openblas"]},'
+    ' "x86_64": {"level": ["v3"]}}, "x8664v4_mkl": {"x86_64": {"level": ["v4"]}}}}',
+    'null\n{"$schema": "https://variants-schema.wheelnext.dev/v0.1.0.json",'
+    ' "default-priorities": {"namespace": []}, "variants": {"null": {}}}',
+    'cu128\n{"variants": {"cu128": {"nvidia": {"a": [1, null, "x"]}}}}',
+    'cu128\n[[[[[[[[[[',
+]
+
 VARIANTS = [
     "+cu128torch2.8\ncu128/torch2.8/cxx11abi1\nflash-attn\n2.8.3\ntorch==2.8.*",
     "cu130sm89torch2.10.0\ncpu\ndemo\n1.0\ntorch (==2.10.0)\nnumpy>=1",
@@ -333,6 +351,7 @@ def main():
     write(out, "filename", FILENAMES)
     write(out, "version", VERSIONS)
     write(out, "variant", VARIANTS)
+    write(out, "variant_json", VARIANT_JSON)
     write(out, "metadata", METADATA)
     write(out, "negotiate", NEGOTIATE)
     write(out, "multipart", multipart_seeds())
