@@ -372,3 +372,44 @@ TEST_F(WheelReaderTest, RejectsMembersThatShareALocalHeader) {
 
 }  // namespace
 }  // namespace wf::archive
+
+namespace wf::archive {
+namespace {
+
+TEST_F(WheelReaderTest, ReadsVariantJsonWhereTheWheelHasOne) {
+  auto plain = read(build_zip(wheel_entries()));
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_FALSE(plain->variant_json.has_value());
+
+  const std::string json = R"({"variants": {"cu128": {}}})";
+  auto entries = wheel_entries();
+  // Before METADATA and after it: found either way.
+  entries.insert(entries.begin(),
+                 ZipEntry{member(kDir, "variant.json"), json, Compression::deflate});
+  auto first = read(build_zip(entries));
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(first->variant_json, json);
+  EXPECT_EQ(first->metadata, kMetadata);
+
+  entries = wheel_entries();
+  entries.push_back(ZipEntry{member(kDir, "variant.json"), json});
+  auto last = read(build_zip(entries));
+  ASSERT_TRUE(last) << last.error().message;
+  EXPECT_EQ(last->variant_json, json);
+
+  // A variant.json elsewhere is not the wheel's.
+  entries = wheel_entries();
+  entries.push_back(ZipEntry{"demo_pkg/variant.json", json});
+  auto elsewhere = read(build_zip(entries));
+  ASSERT_TRUE(elsewhere) << elsewhere.error().message;
+  EXPECT_FALSE(elsewhere->variant_json.has_value());
+
+  // Under the same cap as METADATA.
+  entries = wheel_entries();
+  entries.push_back(ZipEntry{member(kDir, "variant.json"), std::string(5000, ' ') + json});
+  EXPECT_EQ(failure(build_zip(entries), metadata_cap(1000)),
+            "demo_pkg-1.0+cu128.dist-info/variant.json inflates to more than 1000 bytes");
+}
+
+}  // namespace
+}  // namespace wf::archive
