@@ -177,6 +177,9 @@ Result<core::WheelVariant> parse_variant_json(std::string_view bytes, std::strin
   Checker c;
   core::WheelVariant out;
   out.label = std::string(label);
+  if (!core::is_valid_variant_label(label)) {
+    c.add("the variant label " + q(label) + " of the file name is not valid (PEP 825)");
+  }
   if (const auto s = doc.find("$schema"); s == doc.end() || !s->is_string()) {
     c.add("'$schema' is missing (it names the format version)");
   } else if (!is_known_variant_schema(s->get_ref<const std::string&>())) {

@@ -272,6 +272,8 @@ HTTP = [
 # handlers: method line, target, credentials (A/U/R/L or a header value), Cookie, Origin, Host,
 # then the body ("{session}" and "{csrf}" are filled in by the target).
 HANDLERS = [
+    "GET\n/simple/demo/demo-1.0-variants.json\n\n\n\n\n",
+    "GET\n/cu128/torch2.8/simple/Demo/demo-1.0-variants.json\n\n\n\n\n",
     "POST\n/admin/yank\nA\n\n\n\nproject=demo&version=1.0&reason=broken+ABI",
     "POST\n/admin/unyank?project=demo\nA\n\n\n\nfilename=demo-1.0-py3-none-any.whl",
     "DELETE\n/admin/files/demo-1.0-py3-none-any.whl\nA\n\n\n\n",
