@@ -109,6 +109,46 @@ TEST_F(ReadHandlers, EtagAnd304) {
   EXPECT_NE(gz.header("ETag"), etag);
 }
 
+TEST_F(ReadHandlers, VariantsJsonBesideTheProjectPage) {
+  // The fixture's release has no variant wheel.
+  auto none = read(get("/simple/flash-attn/flash_attn-2.8.3+cu128torch2.8-variants.json"));
+  EXPECT_EQ(none.status, 404);
+  EXPECT_NE(body_of(none).find("no release of that name has a variant wheel"), std::string::npos);
+
+  catalog::Contents c;
+  c.generation = 8;
+  c.projects.push_back(core::ProjectRecord{"demo", "demo", 1, {}});
+  core::FileRecord f;
+  f.filename = "demo-1.0-cp312-cp312-linux_x86_64-cu128.whl";
+  f.project = "demo";
+  f.version = "1.0";
+  f.sha256 = std::string(64, 'c');
+  f.tags = core::WheelTags{std::nullopt, "cp312", "cp312", "linux_x86_64", "cu128"};
+  core::WheelVariant v;
+  v.label = "cu128";
+  v.schema = "https://variants-schema.wheelnext.dev/v0.0.3.json";
+  v.priorities = R"({"namespace":["nvidia"]})";
+  v.properties["nvidia"]["cuda_version_lower_bound"] = {"12.8"};
+  f.variant = v;
+  c.files.push_back(f);
+  snap_ = snapshot::Snapshot::build(std::move(c));
+
+  for (const char* target :
+       {"/simple/demo/demo-1.0-variants.json", "/simple/Demo/demo-1.0-variants.json",
+        "/cu128/torch2.8/simple/demo/demo-1.0-variants.json"}) {
+    auto r = read(get(target, {{"accept-encoding", "gzip"}}));
+    EXPECT_EQ(r.status, 200) << target;
+    EXPECT_EQ(r.header("Content-Type"), "application/json") << target;
+    EXPECT_EQ(r.header("Content-Encoding"), "") << target;  // the hashed bytes, as they are
+    EXPECT_NE(body_of(r).find("\"cuda_version_lower_bound\""), std::string::npos) << target;
+    auto again = read(get(target, {{"if-none-match", std::string(r.header("ETag"))}}));
+    EXPECT_EQ(again.status, 304) << target;
+  }
+  EXPECT_EQ(read(get("/simple/demo/demo-2.0-variants.json")).status, 404);
+  EXPECT_EQ(read(get("/simple/nope/nope-1.0-variants.json")).status, 404);
+  EXPECT_EQ(read(get("/cu999x/simple/demo/demo-1.0-variants.json")).status, 404);
+}
+
 TEST_F(ReadHandlers, FilesAndMetadata) {
   const std::string url = "/files/" + std::string(64, 'a') +
                           "/flash_attn-2.8.3%2Bcu128torch2.8-cp312-cp312-linux_x86_64.whl";
