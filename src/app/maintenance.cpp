@@ -55,8 +55,9 @@ Result<DataDir> open_existing(const fs::path& data_dir, LockMode mode) {
   const int op = (mode == LockMode::shared ? LOCK_SH : LOCK_EX) | LOCK_NB;
   if (::flock(lock.get(), op) != 0) {
     if (errno == EWOULDBLOCK) {
-      return make_error(Errc::unavailable,
-                        "another wheelforge backup, gc or fsck is running on " + data_dir.string());
+      return make_error(
+          Errc::unavailable,
+          "another wheelforge backup, gc, fsck or reinspect is running on " + data_dir.string());
     }
     return errno_error(errno, "lock " + lock_path.string());
   }
