@@ -1,5 +1,5 @@
-// The maintenance commands (backup, gc, fsck, config check): what they print, and their exit
-// statuses, around the functions of maintenance.cpp.
+// The maintenance commands (backup, gc, fsck, reinspect, config check): what they print, and their
+// exit statuses, around the functions of maintenance.cpp.
 
 #include <algorithm>
 #include <iostream>
@@ -38,6 +38,27 @@ std::string describe_refs(const std::vector<catalog::BlobRef>& refs) {
 
 std::string format_bytes(std::uint64_t bytes) {
   return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+}
+
+// One line of what a wheel's binaries say: "2 binaries, torch stable-abi (from 2.9 on), CUDA 13
+// (libcudart.so.13), glibc 2.34"; "no torch" when none binds to torch.
+std::string describe_findings(const core::WheelFindings& w) {
+  if (w.binaries.empty()) return "no binaries";
+  std::string out =
+      std::to_string(w.binaries.size()) + (w.binaries.size() == 1 ? " binary, " : " binaries, ");
+  out += w.binding() == core::TorchBinding::none
+             ? std::string("no torch")
+             : "torch " + std::string(core::binding_name(w.binding()));
+  if (w.torch_from) out += " (from " + w.torch_from->str() + " on)";
+  if (const auto* cuda = w.cuda_evidence()) {
+    out += cuda->cuda_major ? ", CUDA " + std::to_string(*cuda->cuda_major) : ", links CUDA";
+    out += " (" + cuda->cuda_library + ")";
+  }
+  if (const auto glibc = w.glibc(); !glibc.empty()) out += ", glibc " + glibc;
+  const auto unreadable = std::count_if(w.binaries.begin(), w.binaries.end(),
+                                        [](const auto& b) { return !b.problem.empty(); });
+  if (unreadable > 0) out += ", " + std::to_string(unreadable) + " unreadable";
+  return out;
 }
 
 }  // namespace
@@ -159,6 +180,62 @@ int fsck(const Settings& settings, const FsckOptions& options) {
     std::cout << "  wheelforge delete --data-dir " << data << " " << shell_word(name) << "\n";
   }
   return 1;
+}
+
+int reinspect(const Settings& settings) {
+  using Outcome = ReinspectedWheel::Outcome;
+  const std::string data = shell_word(settings.data_dir.string());
+  ReinspectOptions options;
+  options.max_members = settings.max_archive_members;
+  options.max_inflated_bytes = settings.max_inflated_size;
+  auto report = reinspect_data_dir(settings.data_dir, options, [&](const ReinspectedWheel& w) {
+    switch (w.outcome) {
+      case Outcome::recorded:
+        std::cout << "recorded " << w.filename << ": " << describe_findings(*w.findings) << "\n";
+        if (!w.detail.empty()) {
+          std::cout << "warning: " << w.filename
+                    << ": the binaries contradict the label (ingest refuses such a wheel now; "
+                       "this one stays served): "
+                    << sanitize_for_log(w.detail) << "\n";
+        }
+        break;
+      case Outcome::already:
+        std::cout << "kept " << w.filename << ": findings were recorded meanwhile\n";
+        break;
+      case Outcome::gone:
+        std::cout << "skipped " << w.filename << ": deleted meanwhile\n";
+        break;
+      case Outcome::skipped:
+        std::cout << "skipped " << w.filename << ": " << sanitize_for_log(w.detail) << "\n";
+        break;
+      case Outcome::failed:
+        std::cout << "failed " << w.filename << ": " << sanitize_for_log(w.detail) << "\n";
+        break;
+    }
+    std::cout << std::flush;
+  });
+  if (!report) {
+    std::cerr << "error: " << report.error().message << "\n";
+    return 2;
+  }
+  const std::size_t left = report->count(Outcome::skipped) + report->count(Outcome::failed);
+  std::cout << "recorded the findings of " << report->count(Outcome::recorded) << " of "
+            << report->wheels.size() << " wheels without findings (" << report->contradicting()
+            << " contradicting their labels); " << report->count(Outcome::already)
+            << " recorded meanwhile, " << report->count(Outcome::gone) << " deleted meanwhile, "
+            << left << " left without findings\n";
+  if (report->contradicting() > 0) {
+    std::cout << "Wheels whose binaries contradict their labels stay stored and served; yank "
+                 "them (wheelforge yank) or remove them (wheelforge delete --data-dir "
+              << data << " FILE) where they cannot load.\n";
+  }
+  if (left > 0) {
+    std::cout << "Wheels left without findings are served as before; wheelforge fsck "
+                 "--data-dir "
+              << data << " checks their blobs, and running reinspect again retries them.\n";
+    return 1;
+  }
+  return 0;
 }
 
 int config_check(const std::optional<fs::path>& config_file, const Overrides& overrides) {

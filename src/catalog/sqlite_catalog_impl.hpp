@@ -1,9 +1,9 @@
 #pragma once
 // The SQLite catalog, private to the catalog module: the class and the row mapping shared by
 // its source files (sqlite_catalog.cpp: files, projects and snapshots; sqlite_edits.cpp:
-// yanks, claims, deletions and damage records; sqlite_audit.cpp: tokens and the audit trail;
-// sqlite_schema.cpp: migrations and backfills). Every function blocks on SQLite; one mutex
-// serializes the connection.
+// yanks, claims, deletions, damage records and findings recorded after ingest;
+// sqlite_audit.cpp: tokens and the audit trail; sqlite_schema.cpp: migrations and backfills). Every
+// function blocks on SQLite; one mutex serializes the connection.
 
 #include <cstdint>
 #include <filesystem>
@@ -79,6 +79,9 @@ class SqliteCatalog final : public Catalog {
   Status clear_damaged(const std::vector<std::string>& sha256s) override;
   Result<std::vector<DamagedBlob>> damaged_blobs() override;
   Result<std::vector<BlobRef>> referenced_blobs() override;
+  Result<std::vector<UninspectedWheel>> uninspected_wheels() override;
+  Result<bool> record_findings(std::string_view filename, std::string_view sha256,
+                               const core::WheelFindings& findings) override;
   Status backup_to(const std::filesystem::path& dest) override;
 
  private:

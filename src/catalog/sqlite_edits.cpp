@@ -1,4 +1,5 @@
-// Yanks, claims, deletions and their reservations, and damage records.
+// Yanks, claims, deletions and their reservations, damage records, and the findings of wheels
+// stored before ingest read their binaries.
 
 #include <mutex>
 #include <string>
@@ -6,8 +7,10 @@
 #include <vector>
 
 #include "catalog/sqlite_catalog_impl.hpp"
+#include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/strings.hpp"
 
 namespace wf::catalog::detail {
 
@@ -309,6 +312,58 @@ Status SqliteCatalog::forget_damage_locked(const std::vector<std::string>& sha25
     if (s.step() != SQLITE_DONE) return db_.error("forget damaged blob");
   }
   return ok_status();
+}
+
+Result<std::vector<UninspectedWheel>> SqliteCatalog::uninspected_wheels() {
+  std::lock_guard lock(mu_);
+  const std::string sql = std::string("SELECT ") + kFileColumns +
+                          ", f.requires_dist FROM files f JOIN projects p ON p.id = f.project_id"
+                          " WHERE f.kind = 'wheel' AND f.binaries IS NULL ORDER BY f.filename";
+  Stmt s(db_, sql.c_str());
+  if (!s.valid()) return db_.error("prepare uninspected wheel list");
+  std::vector<UninspectedWheel> out;
+  int rc = 0;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    UninspectedWheel w{read_file_row(s), {}};
+    const std::string requires_dist = s.text(30);
+    for (const auto line : split(requires_dist, '\n')) {
+      if (!line.empty()) w.requires_dist.emplace_back(line);
+    }
+    out.push_back(std::move(w));
+  }
+  if (rc != SQLITE_DONE) return db_.error("list uninspected wheels");
+  return out;
+}
+
+Result<bool> SqliteCatalog::record_findings(std::string_view filename, std::string_view sha256,
+                                            const core::WheelFindings& findings) {
+  const std::string encoded = core::encode_findings(findings);
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Result<bool> {
+        Stmt s(db_, "SELECT sha256, kind, binaries IS NOT NULL FROM files WHERE filename = ?");
+        if (!s.valid()) return db_.error("prepare findings lookup");
+        s.bind(1, filename);
+        const int rc = s.step();
+        if (rc == SQLITE_DONE) {
+          return make_error(Errc::not_found, "no file named " + std::string(filename));
+        }
+        if (rc != SQLITE_ROW) return db_.error("findings lookup");
+        if (s.text(0) != sha256) {
+          return make_error(Errc::conflict, std::string(filename) + " holds other bytes (sha256 " +
+                                                s.text(0) + ")");
+        }
+        if (s.text(1) != "wheel") {
+          return make_error(Errc::invalid, std::string(filename) + " is not a wheel");
+        }
+        if (s.i64(2) != 0) return false;
+        Stmt u(db_, "UPDATE files SET binaries = ? WHERE filename = ? AND binaries IS NULL");
+        if (!u.valid()) return db_.error("prepare findings update");
+        u.bind(1, encoded).bind(2, filename);
+        if (u.step() != SQLITE_DONE) return db_.error("record findings");
+        return db_.changes() == 1;
+      },
+      [](bool written) { return written; });
 }
 
 }  // namespace wf::catalog::detail

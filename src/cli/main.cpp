@@ -155,7 +155,8 @@ int run(int argc, char** argv) {
   delete_opts.add_to(del, false);
   del->add_option("filename", delete_name, "file name")->required();
 
-  // --- Operations: configuration check, backup, garbage collection, integrity check. ---
+  // --- Operations: configuration check, backup, garbage collection, integrity check,
+  // inspection of wheels stored before ingest read their binaries. ---
   auto* config = app.add_subcommand("config", "inspect the configuration");
   config->require_subcommand(1);
   Common config_opts;
@@ -204,6 +205,14 @@ int run(int argc, char** argv) {
                  "remove orphan blobs and move corrupt ones to DATA_DIR/quarantine/");
   fsck->add_option("--min-age", fsck_min_age,
                    "orphans younger than this are ignored, e.g. 30m (default 1h)");
+
+  Common reinspect_opts;
+  auto* reinspect = app.add_subcommand(
+      "reinspect",
+      "read the binaries of stored wheels that have no findings (stored before ingest read "
+      "them) and record what they say; refuses nothing; exit status 1 when some could not be "
+      "read");
+  reinspect_opts.add_to(reinspect, false);
   // --- End of operations. ---
 
   // --- Build runner. ---
@@ -351,6 +360,11 @@ int run(int argc, char** argv) {
     const auto min_age = min_age_option(fsck_min_age);
     if (!settings || !min_age) return 2;
     return wf::app::fsck(*settings, wf::app::FsckOptions{fsck_repair, *min_age});
+  }
+  if (reinspect->parsed()) {
+    const auto settings = reinspect_opts.settings();
+    if (!settings) return 2;
+    return wf::app::reinspect(*settings);
   }
   // --- End of operations. ---
 

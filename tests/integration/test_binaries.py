@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import urllib.parse
 from pathlib import Path
@@ -22,14 +23,17 @@ from wfhelpers import (
     JSON_TYPE,
     PIP_PYTHONS,
     assert_nothing_stored,
+    make_sdist,
     make_wheel,
     page_etags,
     path_of,
     pip_args,
     run,
     store_state,
+    wait_for,
     write_static_index,
 )
+from test_ops import blob_path, write_blob
 
 PIP_VERSION = "23.2.1"  # pyenv 3.11.7
 TAG = "cp311-cp311-linux_x86_64"
@@ -318,3 +322,142 @@ def test_inspector_api_and_page(server, upload_token, artifacts, objects):
 
     assert server.get(f"/api/files/{'0' * 64}/contents").status == 404
     assert server.get("/inspect/not-a-digest").status == 404
+
+
+# ---------------------------------------------------------------------------------------------
+# Wheels stored before ingest read their binaries: `wheelforge reinspect`
+
+
+def file_findings(server, project: str) -> dict[str, dict | None]:
+    return {f["filename"]: f["binaries"]
+            for v in coverage(server, project)["versions"] for f in v["files"]}
+
+
+def older_catalog(data_dir: Path, sql: str = "") -> None:
+    """Makes the catalog look as a wheelforge before binary findings (schema 11) left it, after
+    `sql`; the server must be stopped (it reopens it upgraded: every wheel without findings)."""
+    db = sqlite3.connect(data_dir / "wheelforge.db")
+    try:
+        db.executescript(sql + "ALTER TABLE files DROP COLUMN binaries; PRAGMA user_version = 11;")
+        db.commit()
+    finally:
+        db.close()
+
+
+def reinspect(harness) -> subprocess.CompletedProcess:
+    return run([harness.binary, "reinspect", "--data-dir", str(harness.data_dir)], cwd=harness.root)
+
+
+def test_reinspect_records_the_findings_of_wheels_stored_before_inspection(
+        harness, tokens, artifacts, objects):
+    token = tokens["upload"]
+    server = harness.serve()
+    stable = ext_wheel(artifacts, "wf-old", "1.0+cu130", objects["stable"], tag=ABI3,
+                       requires_dist=("torch>=2.9",))
+    pure = make_wheel(artifacts, "wf-old", "0.9")
+    sdist = make_sdist(artifacts, "wf-old", "0.9")
+    # A binary that links CUDA 13 under a cu128 label: refused today, stored by older versions.
+    # Its row is made here from one that agrees (same name, same METADATA) by giving it the
+    # lying wheel's bytes.
+    lying = ext_wheel(artifacts / "lying", "wf-old", "1.0+cu128torch2.8", objects["cuda13"],
+                      tag=ABI3)
+    assert server.put_file(lying, token).status == 400
+    agreeing = ext_wheel(artifacts / "agreeing", "wf-old", "1.0+cu128torch2.8", objects["cuda12"],
+                         tag=ABI3)
+    assert lying.filename == agreeing.filename and lying.metadata == agreeing.metadata
+    for w in (stable, pure, sdist, agreeing):
+        assert server.put_file(w, token).status == 201, w.filename
+    server.stop()
+    lying_sha = write_blob(harness.data_dir, lying.data)
+    older_catalog(harness.data_dir, f"UPDATE files SET sha256 = '{lying_sha}', size = {lying.size}"
+                                    f" WHERE filename = '{lying.filename}';")
+
+    server = harness.serve()
+    assert all(v is None for v in file_findings(server, "wf-old").values())
+    # Without findings the stable-ABI wheel counts as a build without a torch series: listed in
+    # every series' view, below its minimum too.
+    assert stable.filename in view_files(server, "/cu130/torch2.8/simple/", "wf-old")
+    assert stable.filename in view_files(server, "/cu130/torch2.10/simple/", "wf-old")
+    contents = server.get(f"/api/files/{stable.sha256}/contents")
+    assert contents.status == 200 and contents.json()["summary"] is None
+    assert contents.json()["binaries"][0]["torch_binding"] == "stable-abi"  # read live
+    assert server.get(f"/inspect/{stable.sha256}").status == 200
+    assert server.get("/project/wf-old/", {"Accept": "text/html"}).status == 200
+
+    proc = reinspect(harness)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert f"recorded {stable.filename}: 1 binary, torch stable-abi (from 2.9 on)" in out, out
+    assert f"recorded {pure.filename}: no binaries" in out, out
+    assert f"recorded {lying.filename}: 1 binary, no torch, CUDA 13 (libcudart.so.13)" in out, out
+    warning = [line for line in out.splitlines() if line.startswith(f"warning: {lying.filename}")]
+    assert len(warning) == 1 and "libcudart.so.13" in warning[0] and "'+cu128torch2.8'" in warning[0], out
+    assert sdist.filename not in out
+    assert ("recorded the findings of 3 of 3 wheels without findings (1 contradicting their "
+            "labels); 0 recorded meanwhile, 0 deleted meanwhile, 0 left without findings") in out, out
+
+    # The running server reloads: the coverage API shows the findings, the stable-ABI wheel
+    # spans the series from its minimum on, and the contradicting wheel stays stored and served.
+    assert wait_for(lambda: stable.filename not in view_files(server, "/cu130/torch2.8/simple/",
+                                                              "wf-old"), timeout=10)
+    assert stable.filename in view_files(server, "/cu130/torch2.10/simple/", "wf-old")
+    findings = file_findings(server, "wf-old")
+    assert findings[sdist.filename] is None
+    assert findings[stable.filename]["torch_binding"] == "stable-abi"
+    assert findings[stable.filename]["torch_from"] == "2.9"
+    assert findings[stable.filename]["modules"][0]["path"] == "wf_old/_C.so"
+    assert findings[pure.filename]["modules"] == []
+    assert findings[lying.filename]["cuda_runtime"] == 13
+    assert findings[lying.filename]["cuda_library"] == "libcudart.so.13"
+    assert lying.filename in [f["filename"] for f in server.project_json("wf-old")["files"]]
+    assert lying.filename in view_files(server, "/cu128/torch2.8/simple/", "wf-old")
+    assert server.get(f"/api/files/{stable.sha256}/contents").json()["summary"]["torch_from"] == "2.9"
+
+    # Idempotent: a second run finds nothing to do and changes nothing.
+    again = reinspect(harness)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "recorded the findings of 0 of 0 wheels without findings" in again.stdout, again.stdout
+    assert file_findings(server, "wf-old") == findings
+
+
+def test_reinspect_leaves_unreadable_wheels_without_findings_and_retries_them(
+        harness, tokens, artifacts, objects):
+    server = harness.serve()
+    wheels = [ext_wheel(artifacts, "wf-retry", f"1.{i}+cu130", objects["cuda13"], tag=ABI3)
+              for i in range(2)]
+    for w in wheels:
+        assert server.put_file(w, tokens["upload"]).status == 201
+    # Clearing the column while the server runs is what an upgraded older catalog holds too.
+    db = sqlite3.connect(harness.data_dir / "wheelforge.db")
+    with db:
+        db.execute("UPDATE files SET binaries = NULL")
+    db.close()
+    assert wait_for(lambda: all(v is None for v in file_findings(server, "wf-retry").values()), timeout=10)
+    damaged = blob_path(harness.data_dir, wheels[0].sha256)
+    original = damaged.read_bytes()
+    damaged.chmod(0o644)
+    damaged.write_bytes(original[:-100] + b"\0" * 100)
+
+    proc = reinspect(harness)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"failed {wheels[0].filename}: its blob has sha256 " in proc.stdout, proc.stdout
+    assert f"recorded {wheels[1].filename}: 1 binary, no torch, CUDA 13" in proc.stdout
+    assert "1 left without findings" in proc.stdout and "wheelforge fsck" in proc.stdout
+    assert wait_for(lambda: file_findings(server, "wf-retry")[wheels[1].filename] is not None,
+                    timeout=10)
+    assert file_findings(server, "wf-retry")[wheels[0].filename] is None
+
+    damaged.write_bytes(original)
+    damaged.chmod(0o444)
+    proc = reinspect(harness)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"recorded {wheels[0].filename}: 1 binary, no torch, CUDA 13" in proc.stdout
+    assert wheels[1].filename not in proc.stdout
+    assert wait_for(lambda: all(v is not None for v in file_findings(server, "wf-retry").values()), timeout=10)
+
+
+def test_reinspect_refuses_a_directory_without_a_catalog(harness):
+    proc = run([harness.binary, "reinspect", "--data-dir", str(harness.root / "nothing")],
+               cwd=harness.root)
+    assert proc.returncode == 2
+    assert "is not a wheelforge data directory" in proc.stderr, proc.stderr

@@ -1,6 +1,7 @@
 #pragma once
 // Operating a data directory while the server runs: online backup, garbage collection of
-// unreferenced blobs, and an integrity check (fsck) of every blob the catalog references.
+// unreferenced blobs, an integrity check (fsck) of every blob the catalog references, and the
+// inspection of wheels stored before ingest read their binaries (reinspect).
 //
 // They rely on two facts of the store: a blob is published before the catalog row that
 // references it is committed, and a published blob is immutable (content-addressed). Each
@@ -11,12 +12,14 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/core/binding.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::app {
@@ -133,6 +136,51 @@ struct FsckReport {
 [[nodiscard]] Result<FsckReport> check_data_dir(const std::filesystem::path& data_dir,
                                                 const FsckOptions& options);
 
+struct ReinspectOptions {
+  /// The archive bounds of ingest (Settings::max_archive_members, max_inflated_size).
+  std::uint64_t max_members = 200'000;
+  std::uint64_t max_inflated_bytes = std::uint64_t{16} << 30U;
+};
+
+/// What reinspect did with one wheel that had no findings.
+struct ReinspectedWheel {
+  enum class Outcome : std::uint8_t {
+    recorded,  ///< its binaries were read and the findings recorded
+    already,   ///< another run or process recorded findings meanwhile: kept
+    gone,      ///< deleted meanwhile
+    skipped,   ///< damaged (withdrawn by fsck --repair): not read
+    failed,    ///< its blob is missing, damaged or cannot be read as a wheel: left without
+  };
+  std::string filename;
+  Outcome outcome = Outcome::failed;
+  /// recorded: the findings; otherwise empty.
+  std::optional<core::WheelFindings> findings;
+  /// recorded: a label the binaries contradict (the message ingest refuses such a wheel
+  /// with); the wheel stays stored and served. skipped, failed: why.
+  std::string detail;
+};
+
+struct ReinspectReport {
+  std::vector<ReinspectedWheel> wheels;  ///< by file name
+  [[nodiscard]] std::size_t count(ReinspectedWheel::Outcome outcome) const;
+  /// Recorded wheels whose binaries contradict their label.
+  [[nodiscard]] std::size_t contradicting() const;
+};
+
+/// Reads the binaries of every stored wheel that has no findings (stored before ingest read
+/// them, catalog::Catalog::uninspected_wheels), through the inspection of ingest (the blob's
+/// sha256 checked first, then archive::inspect_wheel_binaries and core::find_wheel with the
+/// row's hints and Requires-Dist), and records them (Catalog::record_findings), one wheel at a
+/// time: an interrupted run leaves the wheels before it recorded, and running it again goes
+/// on with the rest (it is idempotent). Nothing is refused or removed: a label the binaries
+/// contradict is reported in the wheel's detail only. `on_wheel` sees each wheel as it is
+/// done. Takes the maintenance lock shared (fsck --repair waits). Fails with not_found when
+/// data_dir holds no catalog, unavailable when gc or fsck --repair holds the lock, or with a
+/// catalog error.
+[[nodiscard]] Result<ReinspectReport> reinspect_data_dir(
+    const std::filesystem::path& data_dir, const ReinspectOptions& options,
+    const std::function<void(const ReinspectedWheel&)>& on_wheel = {});
+
 /// `wheelforge backup DEST`: prints what was written; 0, 1 when blobs were missing or corrupt
 /// (the backup is still usable for everything else), 2 when no backup was made.
 int backup(const Settings& settings, const BackupOptions& options);
@@ -143,6 +191,11 @@ int gc(const Settings& settings, const GcOptions& options);
 /// `wheelforge fsck`: prints every problem and, for rows whose blob is missing, the command
 /// that removes them; 0 when clean, 1 when problems remain, 2 when the check could not run.
 int fsck(const Settings& settings, const FsckOptions& options);
+
+/// `wheelforge reinspect`: prints one line per wheel as it is done, and a summary; 0 when
+/// every wheel without findings has them now, 1 when some could not be read (they stay
+/// without), 2 when the command could not run.
+int reinspect(const Settings& settings);
 
 /// `wheelforge config check`: prints the effective configuration as TOML (the build runner's
 /// as comment lines) and returns 0, or prints every problem, those of the build host included

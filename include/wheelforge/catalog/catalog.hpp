@@ -128,6 +128,12 @@ struct DamagedBlob {
   Micros found_at = 0;
 };
 
+/// A stored wheel whose binaries have no findings: stored before ingest read them.
+struct UninspectedWheel {
+  core::FileRecord file;
+  std::vector<std::string> requires_dist;  ///< its METADATA's Requires-Dist, as stored
+};
+
 /// The methods that change files, claims and tokens take the Actor that asks, and append the
 /// audit entries of what they changed in the same write transaction (one per file yanked,
 /// unyanked, deleted or inserted; one per claim, release, token created or revoked).
@@ -266,6 +272,19 @@ class Catalog {
 
   /// Every damaged blob, sorted by sha256.
   [[nodiscard]] virtual Result<std::vector<DamagedBlob>> damaged_blobs() = 0;
+
+  /// The wheels whose binaries have no findings (`binaries` NULL: stored before wheels were
+  /// inspected at ingest), by file name; damaged ones too. Sdists are not listed.
+  [[nodiscard]] virtual Result<std::vector<UninspectedWheel>> uninspected_wheels() = 0;
+
+  /// Records the findings of a wheel stored without them (`wheelforge reinspect`), in one
+  /// write transaction: on the row `filename` holding `sha256`, only while it has none
+  /// (findings already recorded, by another run or process, are kept: returns false). Returns
+  /// true when written; the generation moves then. Errc::not_found when no such row (deleted
+  /// meanwhile), conflict when the row holds other bytes, invalid for an sdist.
+  [[nodiscard]] virtual Result<bool> record_findings(std::string_view filename,
+                                                     std::string_view sha256,
+                                                     const core::WheelFindings& findings) = 0;
 
   /// Writes a consistent copy of the whole catalog into the new file `dest` while other
   /// processes keep reading and writing (SQLite online backup from one read transaction).

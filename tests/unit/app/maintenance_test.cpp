@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../archive/zip_builder.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/fs.hpp"
@@ -423,6 +424,77 @@ TEST_F(MaintenanceTest, FsckComparesTheRecordedSize) {
   ASSERT_TRUE(report);
   ASSERT_EQ(report->corrupt.size(), 1U);
   EXPECT_NE(report->corrupt[0].detail.find("size is 11"), std::string::npos);
+}
+
+// add_file records no findings: every row is a wheel stored before ingest read binaries.
+TEST_F(MaintenanceTest, ReinspectRecordsTheFindingsOfWheelsWithoutAndReportsTheRest) {
+  using archive::fixtures::build_zip;
+  using Outcome = ReinspectedWheel::Outcome;
+  const std::string metadata = "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n";
+  add_file("demo-1.0-py3-none-any.whl",
+           build_zip({{"demo/__init__.py", ""}, {"demo-1.0.dist-info/METADATA", metadata}}),
+           metadata);
+  const std::string not_elf = std::string(1, '\x7f') + "ELF" + std::string(200, '\xff');
+  add_file("demo-1.1-py3-none-any.whl", build_zip({{"demo/_C.so", not_elf}}),
+           metadata + "V: 1.1\n");
+  add_file("demo-1.2-py3-none-any.whl", "not a zip", metadata + "V: 1.2\n");
+  const auto lost = add_file("demo-1.3-py3-none-any.whl", build_zip({{"demo/x.py", "x = 3"}}),
+                             metadata + "V: 1.3\n");
+  fs::remove(blob(lost.sha256));
+  const auto damaged = add_file("demo-1.4-py3-none-any.whl", build_zip({{"demo/x.py", "x = 4"}}),
+                                metadata + "V: 1.4\n");
+  ASSERT_TRUE(catalog_->mark_damaged(damaged.sha256, "corrupt", [] { return Result<bool>(true); }));
+
+  std::vector<std::string> seen;
+  auto report = reinspect_data_dir(data_, ReinspectOptions{},
+                                   [&](const ReinspectedWheel& w) { seen.push_back(w.filename); });
+  ASSERT_TRUE(report) << report.error().message;
+  ASSERT_EQ(report->wheels.size(), 5U);
+  const auto& w = report->wheels;
+  EXPECT_EQ(seen, (std::vector<std::string>{w[0].filename, w[1].filename, w[2].filename,
+                                            w[3].filename, w[4].filename}));
+  EXPECT_EQ(w[0].filename, "demo-1.0-py3-none-any.whl");
+  EXPECT_EQ(w[0].outcome, Outcome::recorded);
+  ASSERT_TRUE(w[0].findings);
+  EXPECT_TRUE(w[0].findings->binaries.empty());
+  EXPECT_EQ(w[1].outcome, Outcome::recorded);  // an unreadable ELF member is a finding
+  ASSERT_TRUE(w[1].findings);
+  ASSERT_EQ(w[1].findings->binaries.size(), 1U);
+  EXPECT_FALSE(w[1].findings->binaries[0].problem.empty());
+  EXPECT_EQ(w[2].outcome, Outcome::failed);
+  EXPECT_NE(w[2].detail.find("reading the wheel's binaries"), std::string::npos) << w[2].detail;
+  EXPECT_EQ(w[3].outcome, Outcome::failed);
+  EXPECT_NE(w[3].detail.find(lost.sha256), std::string::npos) << w[3].detail;
+  EXPECT_EQ(w[4].outcome, Outcome::skipped);
+  EXPECT_EQ(report->count(Outcome::recorded), 2U);
+  EXPECT_EQ(report->contradicting(), 0U);
+
+  auto row = catalog_->find_file("demo-1.1-py3-none-any.whl");
+  ASSERT_TRUE(row && row->has_value() && (*row)->binaries);
+  EXPECT_EQ(*(*row)->binaries, *w[1].findings);
+  EXPECT_EQ(catalog_->uninspected_wheels()->size(), 3U);
+
+  // Again: what was recorded is not read again; the rest is tried again.
+  auto again = reinspect_data_dir(data_, ReinspectOptions{});
+  ASSERT_TRUE(again) << again.error().message;
+  ASSERT_EQ(again->wheels.size(), 3U);
+  EXPECT_EQ(again->count(Outcome::failed), 2U);
+  EXPECT_EQ(again->count(Outcome::skipped), 1U);
+  EXPECT_EQ(*catalog_->find_file("demo-1.1-py3-none-any.whl")->value().binaries, *w[1].findings);
+}
+
+TEST_F(MaintenanceTest, ReinspectWaitsForNoRemovingCommand) {
+  UniqueFd held(::open((data_ / "maintenance.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640));
+  ASSERT_TRUE(held.valid());
+  ASSERT_EQ(::flock(held.get(), LOCK_EX), 0);  // as fsck --repair holds it
+  auto blocked = reinspect_data_dir(data_, ReinspectOptions{});
+  ASSERT_FALSE(blocked);
+  EXPECT_EQ(blocked.error().code, Errc::unavailable);
+  ASSERT_EQ(::flock(held.get(), LOCK_SH), 0);  // as a running backup holds it
+  EXPECT_TRUE(reinspect_data_dir(data_, ReinspectOptions{}));
+  auto missing = reinspect_data_dir(root_ / "empty", ReinspectOptions{});
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, Errc::not_found);
 }
 
 TEST_F(MaintenanceTest, CommandsRefuseADirectoryWithoutCatalog) {

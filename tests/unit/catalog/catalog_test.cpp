@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "older_schema.hpp"
+#include "wheelforge/core/variant.hpp"
 
 namespace wf::catalog {
 namespace {
@@ -600,6 +601,99 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   EXPECT_EQ(inserted->first, InsertOutcome::inserted);
   EXPECT_EQ((*cat)->load()->projects.at(0).claim,
             (core::ProjectClaim{core::ClaimKind::token, token->id}));
+}
+
+// What a catalog of migration 11 holds after the upgrade: every wheel without findings.
+TEST_F(CatalogTest, FindingsOfWheelsStoredBeforeInspectionAreRecordedOnce) {
+  core::WheelFindings other;
+  other.binaries.emplace_back();
+  other.binaries.back().path = "demo/_C.so";
+  {
+    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    ASSERT_TRUE(cat);
+    NewFile a = wheel("demo_pkg-1.0+cu130-cp39-abi3-linux_x86_64.whl", std::string(64, 'a'));
+    a.file.version = "1.0+cu130";
+    a.file.hints = core::parse_local_label("cu130");
+    a.requires_dist = {"torch>=2.9", "numpy"};
+    ASSERT_TRUE((*cat)->insert_file(a));
+    ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'b'))));
+    NewFile sdist = wheel("demo_pkg-1.0.tar.gz", std::string(64, 'c'));
+    sdist.file.kind = core::DistKind::sdist;
+    sdist.file.tags = {};
+    ASSERT_TRUE((*cat)->insert_file(sdist));
+    NewFile gone = wheel("demo_pkg-0.9-py3-none-any.whl", std::string(64, 'd'));
+    ASSERT_TRUE((*cat)->insert_file(gone));
+    ASSERT_TRUE((*cat)->delete_file(gone.file.filename, Actor{}));
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "wheelforge.db").c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const std::string older =
+      wf::catalog::testing::undo_migrations_after(11) + "PRAGMA user_version = 11;";
+  ASSERT_EQ(sqlite3_exec(db, older.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+
+  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  ASSERT_TRUE(cat) << cat.error().message;
+  auto listed = (*cat)->uninspected_wheels();
+  ASSERT_TRUE(listed) << listed.error().message;
+  ASSERT_EQ(listed->size(), 2U);  // the wheels, by name; neither the sdist nor the deleted one
+  const std::string a = "demo_pkg-1.0+cu130-cp39-abi3-linux_x86_64.whl";
+  const std::string b = "demo_pkg-1.0-py3-none-any.whl";
+  EXPECT_EQ(listed->at(0).file.filename, a);
+  EXPECT_EQ(listed->at(0).requires_dist, (std::vector<std::string>{"torch>=2.9", "numpy"}));
+  EXPECT_EQ(listed->at(0).file.hints.cuda_major, 13);
+  EXPECT_FALSE(listed->at(0).file.binaries);
+  EXPECT_EQ(listed->at(1).file.filename, b);
+
+  core::WheelFindings findings;
+  findings.torch_from = core::TorchSeries{2, 9};
+  core::BinaryFindings& module = findings.binaries.emplace_back();
+  module.path = "demo/_C.abi3.so";
+  module.size = 12345;
+  module.extension_module = true;
+  module.arch = "x86_64";
+  module.needed = {"libcudart.so.13", "libc.so.6"};
+  module.glibc = "2.34";
+  module.cuda_major = 13;
+  module.cuda_library = "libcudart.so.13";
+  module.binding = core::TorchBinding::stable_abi;
+  module.binding_symbol = "aoti_torch_get_numel";
+  const auto before = *(*cat)->generation();
+  auto recorded = (*cat)->record_findings(a, std::string(64, 'a'), findings);
+  ASSERT_TRUE(recorded) << recorded.error().message;
+  EXPECT_TRUE(*recorded);
+  EXPECT_GT(*(*cat)->generation(), before);  // servers reload: views depend on findings
+  auto row = (*cat)->find_file(a);
+  ASSERT_TRUE(row && row->has_value());
+  ASSERT_TRUE((*row)->binaries);
+  EXPECT_EQ(*(*row)->binaries, findings);
+  ASSERT_EQ((*cat)->uninspected_wheels()->size(), 1U);
+
+  // Once recorded, findings stay: a second run (or a racing one) changes nothing.
+  const auto after = *(*cat)->generation();
+  recorded = (*cat)->record_findings(a, std::string(64, 'a'), other);
+  ASSERT_TRUE(recorded);
+  EXPECT_FALSE(*recorded);
+  EXPECT_EQ(*(*cat)->find_file(a)->value().binaries, findings);
+  EXPECT_EQ(*(*cat)->generation(), after);
+
+  // A wheel without binaries gets empty findings, and is no longer listed.
+  EXPECT_TRUE(*(*cat)->record_findings(b, std::string(64, 'b'), core::WheelFindings{}));
+  EXPECT_EQ(*(*cat)->find_file(b)->value().binaries, core::WheelFindings{});
+  EXPECT_TRUE((*cat)->uninspected_wheels()->empty());
+
+  EXPECT_EQ((*cat)->record_findings(b, std::string(64, 'e'), findings).error().code,
+            Errc::conflict);
+  EXPECT_EQ((*cat)
+                ->record_findings("demo_pkg-0.9-py3-none-any.whl", std::string(64, 'd'), findings)
+                .error()
+                .code,
+            Errc::not_found);
+  EXPECT_EQ(
+      (*cat)->record_findings("demo_pkg-1.0.tar.gz", std::string(64, 'c'), findings).error().code,
+      Errc::invalid);
+  EXPECT_FALSE((*cat)->find_file("demo_pkg-1.0.tar.gz")->value().binaries);
 }
 
 TEST_F(CatalogTest, DamagedBlobsWithdrawTheirFilesUntilPublishedAgain) {
