@@ -25,6 +25,9 @@ using sqlite::Stmt;
 
 /// The columns read_file_row() reads, in its order (files f JOIN projects p).
 extern const char* const kFileColumns;
+/// How many columns kFileColumns selects: a query that selects more after them reads those
+/// from this index on.
+constexpr int kFileColumnCount = 31;
 
 /// A file row selected with kFileColumns.
 core::FileRecord read_file_row(const Stmt& s);

@@ -325,7 +325,7 @@ Result<std::vector<UninspectedWheel>> SqliteCatalog::uninspected_wheels() {
   int rc = 0;
   while ((rc = s.step()) == SQLITE_ROW) {
     UninspectedWheel w{read_file_row(s), {}};
-    const std::string requires_dist = s.text(30);
+    const std::string requires_dist = s.text(kFileColumnCount);
     for (const auto line : split(requires_dist, '\n')) {
       if (!line.empty()) w.requires_dist.emplace_back(line);
     }
