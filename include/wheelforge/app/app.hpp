@@ -13,6 +13,7 @@
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/core/build.hpp"
 #include "wheelforge/core/records.hpp"
+#include "wheelforge/core/upstream.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::app {
@@ -105,6 +106,8 @@ struct Configuration {
   Settings settings;
   /// [build] and [recipes]; no recipes leaves the runner off.
   build::RunnerConfig build;
+  /// [[upstream]] tables, in file order; none by default (README, "Upstreams").
+  std::vector<core::UpstreamConfig> upstreams;
 };
 
 /// The outcome of loading the configuration.
@@ -153,6 +156,10 @@ struct ConfigCheck {
 /// A short description of the build runner's configuration, as TOML comment lines
 /// ("# build runner: ..."), for `config check`.
 [[nodiscard]] std::string build_summary(const build::RunnerConfig& build);
+
+/// The upstreams as TOML comment lines ("# upstream pypi: https://pypi.org/simple/, ..."), for
+/// `config check`; never a password.
+[[nodiscard]] std::string upstream_summary(const std::vector<core::UpstreamConfig>& upstreams);
 
 /// The URL the server described by `settings` is reached at: base_url when set, else
 /// http(s)://HOST:PORT from `listen` (https when tls_cert is set; a wildcard host 0.0.0.0 or
