@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "handlers.hpp"
+#include "upstream_pages.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/negotiate.hpp"
 #include "wheelforge/core/torch_env.hpp"
@@ -97,6 +98,17 @@ Response handle_simple(const Request& req, Context& ctx) {
     return redirect(std::move(location));
   }
   if (!format) return error_response(format.error());
+  // A name an upstream index may serve: a page merged with the upstreams' files, made on a
+  // worker (it may fetch). The ownership guard (core::may_serve) keeps local projects here.
+  if (Upstreams* upstreams = ctx.env.upstreams;
+      upstreams != nullptr && !view &&
+      upstreams->any_may_serve(normalized, snap.find_project(normalized) != nullptr)) {
+    if (!ctx.on_worker) {
+      ctx.needs_worker = true;
+      return Response{};
+    }
+    return merged_project_page(req, ctx, normalized, *format);
+  }
   auto page = view ? snap.view_project_page(*view, normalized, *format)
                    : snap.project_page(normalized, *format);
   // Unknown names are answered here and never sent elsewhere: a private index must not

@@ -263,7 +263,15 @@ Response respond(const Request& req, Context& ctx) {
       return error_response(make_error(Errc::invalid, "the upload's body was not received"));
     }
   }
-  return route.handler(req, ctx);
+  if (route.thread == Thread::worker) ctx.on_worker = true;
+  Response response = route.handler(req, ctx);
+  if (ctx.needs_worker && !ctx.on_worker) {
+    // What the server does: the same request again, on a worker.
+    ctx.needs_worker = false;
+    ctx.on_worker = true;
+    response = route.handler(req, ctx);
+  }
+  return response;
 }
 
 }  // namespace wf::handlers

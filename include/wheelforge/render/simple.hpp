@@ -2,6 +2,7 @@
 // Rendering of the simple repository API pages (HTML and JSON: docs/packaging.md, "Simple API:
 // HTML" and "Simple API: JSON") and their gzip form. Pure functions: no I/O, safe on any thread.
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,10 +16,19 @@ namespace wf::render {
 /// The one URL of a file, whatever page lists it: "/files/<sha256>/<percent-encoded name>".
 [[nodiscard]] std::string file_url(const core::FileRecord& file);
 
+/// An upstream whose files on a page come from a cached copy older than its TTL, because the
+/// upstream could not be asked (README, "Upstreams").
+struct StaleUpstream {
+  std::string name;
+  std::int64_t age_seconds = 0;
+};
+
 struct ProjectPage {
   std::string name;                            ///< normalized project name
   std::vector<std::string> versions;           ///< JSON `versions`, already in version order
   std::vector<const core::FileRecord*> files;  ///< in listing order
+  /// Said in an HTML comment and in JSON's `meta` (`_stale-upstreams`).
+  std::vector<StaleUpstream> stale;
 };
 
 /// Root list: one anchor (HTML) or entry (JSON) per project name, in the given order.
