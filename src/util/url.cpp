@@ -118,6 +118,11 @@ std::string Url::str() const {
   return scheme + "://" + authority() + target();
 }
 
+std::string Url::with_userinfo() const {
+  if (userinfo.empty()) return str();
+  return scheme + "://" + userinfo + "@" + authority() + target();
+}
+
 std::string Url::redacted() const {
   return scheme + "://" + authority() + (path.empty() ? "/" : path);
 }

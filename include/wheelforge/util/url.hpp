@@ -31,6 +31,8 @@ struct Url {
   [[nodiscard]] std::string target() const;
   /// The whole URL without the userinfo: "https://host/path?query".
   [[nodiscard]] std::string str() const;
+  /// The whole URL with its userinfo: what a fetch is given, never what is logged or shown.
+  [[nodiscard]] std::string with_userinfo() const;
   /// For logs and messages: "https://host/path", no userinfo and no query.
   [[nodiscard]] std::string redacted() const;
   /// The userinfo's user and password, percent-decoded; nullopt without userinfo (or with a

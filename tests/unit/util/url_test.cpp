@@ -29,6 +29,8 @@ TEST(Url, ParsesTheParts) {
   EXPECT_EQ(url.target(), "/simple/a/?x=1");
   EXPECT_EQ(url.str(), "https://pypi.example.com:8443/simple/a/?x=1");
   EXPECT_EQ(url.redacted(), "https://pypi.example.com:8443/simple/a/");
+  EXPECT_EQ(url.with_userinfo(), "https://user:p%40ss@pypi.example.com:8443/simple/a/?x=1");
+  EXPECT_EQ(parse_url(url.with_userinfo())->userinfo, url.userinfo);
   const auto creds = url.credentials();
   ASSERT_TRUE(creds);
   EXPECT_EQ(creds->first, "user");
