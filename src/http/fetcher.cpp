@@ -180,11 +180,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (finished_) return;
     // One deadline for resolving, connecting and the TLS handshake.
     arm(config_.connect_timeout, "connecting to " + url_.authority());
-    resolver_.async_resolve(
-        url_.host, std::to_string(url_.port),
-        [self = shared_from_this()](const beast::error_code& ec, tcp::resolver::results_type r) {
-          self->on_resolve(ec, std::move(r));
-        });
+    resolver_.async_resolve(url_.host, std::to_string(url_.port),
+                            [self = shared_from_this()](const beast::error_code& ec,
+                                                        const tcp::resolver::results_type& r) {
+                              self->on_resolve(ec, r);
+                            });
   }
 
   void on_resolve(const beast::error_code& ec, const tcp::resolver::results_type& results) {
