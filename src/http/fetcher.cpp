@@ -82,6 +82,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     request_.set(bhttp::field::user_agent,
                  config_.user_agent.empty() ? default_user_agent() : config_.user_agent);
     request_.set(bhttp::field::connection, "close");
+    // The body as stored upstream (the bytes its hash is over): RFC 9110 reads a request
+    // without Accept-Encoding as accepting any coding, so identity is asked for by name.
+    request_.set(bhttp::field::accept_encoding, "identity");
     for (const auto& [name, value] : headers) request_.insert(name, value);
     parser_.header_limit(kMaxHeadBytes);
     parser_.body_limit(max_bytes);

@@ -90,8 +90,8 @@ TEST(Fetcher, AnswersWithContentLength) {
   EXPECT_EQ(header_of(head_seen, "User-Agent"), default_user_agent());
   EXPECT_TRUE(default_user_agent().starts_with("wheelforge/"));
   EXPECT_EQ(header_of(head_seen, "Accept"), "text/html");
-  // The body is passed on as it comes: no compression is asked for.
-  EXPECT_FALSE(header_of(head_seen, "Accept-Encoding"));
+  // The body as it is stored: no compression is asked for, whatever the caller said.
+  EXPECT_EQ(header_of(head_seen, "Accept-Encoding"), "identity");
 }
 
 TEST(Fetcher, AnswersChunked) {
@@ -104,6 +104,34 @@ TEST(Fetcher, AnswersChunked) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->body, body);
   EXPECT_EQ(r->body_bytes, body.size());
+}
+
+TEST(Fetcher, ABodyCutShortFails) {
+  LoopbackServer server([&](Conn& c, const std::string& head) {
+    if (path_of(head) == "/length") {
+      c.write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly this");
+    } else {
+      c.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n");
+    }
+  });
+  auto f = fetcher();
+  for (const auto* path : {"/length", "/chunked"}) {
+    const auto r = get(*f, server.url(path));
+    ASSERT_FALSE(r.ok()) << path;
+    EXPECT_EQ(r.error().code, Errc::unavailable);
+    EXPECT_TRUE(contains(r.error().message, "the connection closed while reading the body"))
+        << r.error().message;
+  }
+}
+
+TEST(Fetcher, AServerThatClosesWithoutAnAnswerFails) {
+  LoopbackServer server([&](Conn&, const std::string&) {});
+  auto f = fetcher();
+  const auto r = get(*f, server.url("/simple/"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::unavailable);
+  EXPECT_TRUE(contains(r.error().message, "the connection closed while reading the answer's head"))
+      << r.error().message;
 }
 
 TEST(Fetcher, AnswersUntilTheServerCloses) {
