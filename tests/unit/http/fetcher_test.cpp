@@ -523,6 +523,44 @@ TEST(Fetcher, AWaitingFetchGoesOnWhenAPlaceFrees) {
   EXPECT_EQ(server.requests(), 2);
 }
 
+TEST(Fetcher, ManyCallersAtOnceEachGetTheirOwnAnswer) {
+  LoopbackServer server([&](Conn& c, const std::string& head) {
+    const auto path = path_of(head);
+    std::string body;
+    for (int i = 0; i < 2000; ++i) body += path;
+    c.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(body, 3000));
+  });
+  FetcherConfig config;
+  config.max_concurrent = 3;
+  config.queue_timeout = std::chrono::seconds(60);
+  auto f = fetcher(config);
+  std::vector<std::future<int>> callers;
+  for (int t = 0; t < 8; ++t) {
+    callers.push_back(std::async(std::launch::async, [&, t] {
+      int good = 0;
+      for (int i = 0; i < 10; ++i) {
+        const auto path = "/t" + std::to_string(t) + "/" + std::to_string(i);
+        std::string expected;
+        for (int k = 0; k < 2000; ++k) expected += path;
+        FetchRequest req;
+        req.url = server.url(path);
+        std::string got;
+        if (i % 2 == 0) {
+          req.sink = [&](std::string_view chunk) -> Status {
+            got += chunk;
+            return ok_status();
+          };
+        }
+        const auto r = f->fetch(req);
+        if (r.ok() && (i % 2 == 0 ? got : r->body) == expected) ++good;
+      }
+      return good;
+    }));
+  }
+  for (auto& c : callers) EXPECT_EQ(c.get(), 10);
+  EXPECT_EQ(server.requests(), 80);
+}
+
 TEST(Fetcher, ABadCaFileIsRefused) {
   FetcherConfig config;
   config.ca_file = "/nonexistent/ca.pem";
