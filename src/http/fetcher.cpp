@@ -377,6 +377,13 @@ class BeastFetcher final : public handlers::Fetcher {
       log::warn("upstream fetch refused: {}", url.error().message);
       return make_error(Errc::invalid, "upstream URL: " + url.error().message);
     }
+    for (const auto& [name, value] : req.headers) {
+      if (name.empty() ||
+          (name + value).find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) {
+        return make_error(Errc::invalid, "upstream request header '" + sanitize_for_log(name, 40) +
+                                             "': empty, or a line break or NUL in it");
+      }
+    }
     Result<handlers::FetchResponse> result = make_error(Errc::internal, "");
     if (auto slot = acquire(url->redacted()); slot.ok()) {
       result = fetch_from(*url, req);

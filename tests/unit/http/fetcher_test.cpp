@@ -417,6 +417,13 @@ TEST(Fetcher, UnknownHostAndBadUrls) {
   EXPECT_EQ(unknown.error().code, Errc::unavailable);
   EXPECT_TRUE(contains(unknown.error().message, "cannot resolve host name no-such-host.invalid"))
       << unknown.error().message;
+  FetchRequest split;
+  split.url = "http://127.0.0.1:1/";
+  split.headers = {{"If-None-Match", "\"x\"\r\nX-Injected: 1"}};
+  const auto refused = f->fetch(split);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, Errc::invalid);
+  EXPECT_TRUE(contains(refused.error().message, "If-None-Match")) << refused.error().message;
   for (const auto* bad : {"ftp://h/", "/simple/", "http://h:99999/"}) {
     const auto r = get(*f, bad);
     ASSERT_FALSE(r.ok()) << bad;
