@@ -224,6 +224,12 @@ const std::array kSpecs{
            return std::nullopt;
          },
          [](const Settings& s) { return toml_quote(s.base_url); }},
+    Spec{"upstream_page_cache", &Overrides::upstream_page_cache, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_size(s.upstream_page_cache, text, 64 * kKiB,
+                             "a size of at least 64K such as 64M or 1G");
+         },
+         [](const Settings& s) { return format_size(s.upstream_page_cache); }},
 };
 
 std::string env_name(std::string_view name) {

@@ -50,6 +50,8 @@ struct Common {
       cmd->add_option("--base-url", overrides.base_url,
                       "the URL this server is reached at, for the build runner's {server} "
                       "(default: from --listen)");
+      cmd->add_option("--upstream-page-cache", overrides.upstream_page_cache,
+                      "memory for upstream project pages, e.g. 64M (default 64M)");
     }
     cmd->add_option("--max-upload-size", overrides.max_upload_size,
                     "largest accepted file, e.g. 8G (default 8G)");

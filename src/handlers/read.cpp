@@ -295,8 +295,6 @@ Response handle_variants(const Request& req, Context& ctx) {
   return r;
 }
 
-namespace {
-
 Response file_response(const Request& req, std::string path, std::uint64_t size,
                        const std::string& etag, std::string content_type) {
   Response r;
@@ -330,8 +328,6 @@ Response file_response(const Request& req, std::string path, std::uint64_t size,
   }
   return r;
 }
-
-}  // namespace
 
 // /files/<sha256>/<filename>[.metadata]
 Response handle_file(const Request& req, Context& ctx) {

@@ -25,6 +25,7 @@ constexpr std::array kRoutes = std::to_array<Route>({
     // Reads, answered from the snapshot.
     {"/files/{sha256}/{file}.metadata",   kGet,    handle_file,              none,  read,    network, kReads,   "metadata"},
     {"/files/*",                          kGet,    handle_file,              none,  read,    network, kReads,   "file"},
+    {"/upstream/{upstream}/{sha256}/*",   kGet,    handle_upstream_file,     none,  read,    worker,  kReads,   "upstream_file"},
     {"/simple",                           kGet,    handle_simple,            none,  read,    network, kReads,   "simple_root"},
     {"/simple/",                          kGet,    handle_simple,            none,  read,    network, kReads,   "simple_root"},
     {"/simple/*",                         kGet,    handle_simple,            none,  read,    network, kReads,   "simple_project"},

@@ -5,8 +5,10 @@
 #include "upstream_pages.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
+#include "handlers.hpp"
 #include "read.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/negotiate.hpp"
@@ -14,6 +16,7 @@
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/render/simple.hpp"
+#include "wheelforge/util/strings.hpp"
 
 namespace wf::handlers {
 namespace {
@@ -130,6 +133,84 @@ Response merged_project_page(const Request& req, Context& ctx, std::string_view 
     r.set("Wheelforge-Upstream-Stale", value);
   }
   return with_page_body(req, rendered, std::move(r));
+}
+
+// /upstream/<upstream>/<sha256>/<filename>[.metadata]
+Response handle_upstream_file(const Request& req, Context& ctx) {
+  const auto& seg = req.segments;
+  const auto not_found = [](std::string message) {
+    return error_response(make_error(Errc::not_found, std::move(message)));
+  };
+  Upstreams* upstreams = ctx.env.upstreams;
+  if (upstreams == nullptr || seg.size() != 4) return not_found("no such file");
+  const core::UpstreamConfig* upstream = upstreams->find(seg[1]);
+  if (upstream == nullptr) return not_found("no such upstream: " + sanitize_for_log(seg[1]));
+  const std::string& sha256 = seg[2];
+  std::string_view name = seg[3];
+  constexpr std::string_view kMetadataSuffix = ".metadata";
+  const bool metadata = name.size() > kMetadataSuffix.size() && name.ends_with(kMetadataSuffix);
+  if (metadata) name.remove_suffix(kMetadataSuffix.size());
+  auto parsed = core::parse_dist_filename(name);
+  if (!is_sha256_hex(sha256) || !parsed) return not_found("no such file");
+  const std::string& project = parsed->normalized_name;
+  // Only a file the upstream's page lists now, for a name it may serve: the URL is not a way
+  // around the ownership guard or the cooldown.
+  const bool local = ctx.snapshot.find_project(project) != nullptr;
+  const Micros now = now_micros();
+  auto listed = upstreams->listed_file(*upstream, project, name, sha256, local, now);
+  if (!listed) return error_response(listed.error());
+  if (!*listed) return not_found("no such file");
+  const core::UpstreamFile& file = **listed;
+  const std::string want = metadata ? file.metadata_sha256 : file.sha256;
+  if (want.empty()) return not_found("no metadata for this file");
+  const std::string content_type =
+      metadata ? "text/plain; charset=utf-8" : "application/octet-stream";
+
+  const store::BlobStore& store = *ctx.env.services.store;
+  std::string path = store.blob_file(want);
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) {
+    return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+  }
+  // First download: fetched into the store's crash-safe temp file, hashed as it arrives, and
+  // published only when its sha256 is the one the page lists.
+  auto temp = store.create_temp();
+  if (!temp) return error_response(temp.error());
+  const std::string url = metadata ? file.url + std::string(kMetadataSuffix) : file.url;
+  const std::string shown = std::string(name) + (metadata ? std::string(kMetadataSuffix) : "");
+  auto got = upstreams->fetch_file(
+      *upstream, url,
+      ctx.env.services.ingestor != nullptr ? ctx.env.services.ingestor->limits().max_file_size
+                                           : std::uint64_t{8} << 30U,
+      [&temp](std::string_view chunk) { return temp->write(chunk.data(), chunk.size()); });
+  if (!got) {
+    // A storage failure keeps its own code (507, 500); the upstream's are 502.
+    const Errc code = got.error().code == Errc::storage_full || got.error().code == Errc::io
+                          ? got.error().code
+                          : Errc::upstream;
+    return error_response(
+        make_error(code, "upstream " + upstream->name + ": " + shown + ": " + got.error().message));
+  }
+  if (got->status != 200) {
+    return error_response(make_error(Errc::upstream, "upstream " + upstream->name + " answered " +
+                                                         std::to_string(got->status) + " for " +
+                                                         shown));
+  }
+  if (auto st = temp->finish(); !st) return error_response(st.error());
+  if (temp->sha256() != want) {
+    ctx.note = "upstream " + upstream->name + ": " + shown + " refused: sha256 " + temp->sha256() +
+               ", page lists " + want;
+    return error_response(make_error(Errc::upstream, "upstream " + upstream->name + " sent " +
+                                                         shown + " with sha256 " + temp->sha256() +
+                                                         ", but its page lists sha256 " + want +
+                                                         ": refused, nothing stored"));
+  }
+  const std::uint64_t size = got->body_bytes;
+  auto committed = store.commit(std::move(*temp));
+  if (!committed) return error_response(committed.error());
+  ctx.note =
+      "upstream " + upstream->name + ": stored " + shown + " (" + std::to_string(size) + " bytes)";
+  return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
 }
 
 }  // namespace wf::handlers

@@ -208,10 +208,7 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
   FetchRequest req;
   req.url = page_url(u, project);
   req.headers.emplace_back("Accept", std::string(kUpstreamAccept));
-  if (!u.username.empty()) {
-    req.headers.emplace_back("Authorization",
-                             "Basic " + base64_encode(u.username + ":" + u.password));
-  }
+  add_credentials(u, req);
   if (cached && !cached->etag.empty()) req.headers.emplace_back("If-None-Match", cached->etag);
   if (cached && !cached->last_modified.empty()) {
     req.headers.emplace_back("If-Modified-Since", cached->last_modified);
@@ -266,6 +263,52 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
   remember(key, entry);
   listing.entry = std::move(entry);
   return listing;
+}
+
+std::size_t Upstreams::index_of(const core::UpstreamConfig& upstream) const {
+  return static_cast<std::size_t>(&upstream - configs_.data());
+}
+
+void Upstreams::add_credentials(const core::UpstreamConfig& u, FetchRequest& req) const {
+  if (!u.username.empty()) {
+    req.headers.emplace_back("Authorization",
+                             "Basic " + base64_encode(u.username + ":" + u.password));
+  }
+}
+
+Result<std::optional<core::UpstreamFile>> Upstreams::listed_file(
+    const core::UpstreamConfig& upstream, std::string_view project, std::string_view filename,
+    std::string_view sha256, bool local, Micros now) {
+  if (!core::may_serve(upstream, project, local)) return std::optional<core::UpstreamFile>{};
+  Listing listing = page_of(index_of(upstream), project, now);
+  if (!listing.entry) {
+    return listing.error ? *listing.error : make_error(Errc::upstream, "no page");
+  }
+  for (const auto& f : listing.entry->page.files) {
+    if (f.filename == filename && f.sha256 == sha256 &&
+        !core::in_cooldown(f, upstream.cooldown_days, now)) {
+      return std::optional<core::UpstreamFile>{f};
+    }
+  }
+  return std::optional<core::UpstreamFile>{};
+}
+
+Result<FetchResponse> Upstreams::fetch_file(const core::UpstreamConfig& upstream, std::string url,
+                                            std::uint64_t max_bytes,
+                                            std::function<Status(std::string_view)> sink) {
+  UpstreamCounters& counters = *counters_[index_of(upstream)];
+  FetchRequest req;
+  req.url = std::move(url);
+  add_credentials(upstream, req);
+  req.max_bytes = max_bytes;
+  req.sink = std::move(sink);
+  auto got = fetcher_.fetch(req);
+  if (!got) {
+    counters.errors.fetch_add(1, std::memory_order_relaxed);
+    return got;
+  }
+  counters.bytes.fetch_add(got->body_bytes, std::memory_order_relaxed);
+  return got;
 }
 
 }  // namespace wf::handlers

@@ -40,6 +40,7 @@ struct Overrides {
   std::optional<std::string> tls_cert;
   std::optional<std::string> tls_key;
   std::optional<std::string> base_url;
+  std::optional<std::string> upstream_page_cache;
 };
 
 /// The effective configuration. A new setting is a field here, one in Overrides and one row
@@ -85,6 +86,9 @@ struct Settings {
   /// no trailing slash): what {server} stands for in the build runner's torch_index, and
   /// where `wheelforge build` finds the server. Empty: derived from `listen` (server_url()).
   std::string base_url;
+  /// The memory the upstream pages kept in memory may take (README, "Upstreams"); the disk
+  /// copy under DATA_DIR/upstream/pages is not bounded by it.
+  std::uint64_t upstream_page_cache = 64ULL * 1024 * 1024;
 
   /// Where these settings came from, so that a reload (SIGHUP) can load them again:
   /// check_configuration(settings.config_file, settings.overrides).

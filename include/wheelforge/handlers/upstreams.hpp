@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,20 @@ class Upstreams {
   /// (revalidated when a copy exists). Blocks.
   [[nodiscard]] std::vector<Listing> pages(std::string_view project, bool local, Micros now);
 
+  /// The file `filename` with `sha256` as the page of `upstream` for its project lists it now
+  /// (from the cache, or fetched), when the upstream may serve the project and the cooldown
+  /// does not hide the file; nullopt otherwise. Errc::upstream when the page could not be had.
+  /// Blocks.
+  [[nodiscard]] Result<std::optional<core::UpstreamFile>> listed_file(
+      const core::UpstreamConfig& upstream, std::string_view project, std::string_view filename,
+      std::string_view sha256, bool local, Micros now);
+
+  /// Fetches `url` of `upstream` (with its credentials), handing the body to `sink`; counts
+  /// its bytes. Blocks.
+  [[nodiscard]] Result<FetchResponse> fetch_file(const core::UpstreamConfig& upstream,
+                                                 std::string url, std::uint64_t max_bytes,
+                                                 std::function<Status(std::string_view)> sink);
+
   [[nodiscard]] const UpstreamCounters& counters(std::size_t index) const {
     return *counters_[index];
   }
@@ -79,6 +94,8 @@ class Upstreams {
 
  private:
   Listing page_of(std::size_t index, std::string_view project, Micros now);
+  [[nodiscard]] std::size_t index_of(const core::UpstreamConfig& upstream) const;
+  void add_credentials(const core::UpstreamConfig& upstream, FetchRequest& req) const;
   std::shared_ptr<const UpstreamPageEntry> remembered(const std::string& key);
   void remember(const std::string& key, std::shared_ptr<const UpstreamPageEntry> entry);
   [[nodiscard]] std::filesystem::path disk_path(const core::UpstreamConfig& u,

@@ -12,6 +12,7 @@
 
 #include "handler_bed.hpp"
 #include "handlers/handlers.hpp"
+#include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/handlers/upstreams.hpp"
 
 namespace wf::handlers {
@@ -63,8 +64,16 @@ class FakeFetcher : public Fetcher {
     r.status = a.status;
     r.headers = a.headers;
     r.headers.emplace_back("content-type", a.content_type);
-    r.body = a.body;
     r.body_bytes = a.body.size();
+    if (req.sink) {
+      // In two pieces, as a network would.
+      const std::string_view body = a.body;
+      for (const auto piece : {body.substr(0, body.size() / 2), body.substr(body.size() / 2)}) {
+        if (auto st = req.sink(piece); !st) return st.error();
+      }
+    } else {
+      r.body = a.body;
+    }
     return r;
   }
 
@@ -303,6 +312,84 @@ TEST_F(UpstreamPages, BrokenUpstreamPagesAreNotServed) {
   r = get("/simple/scipy/");
   EXPECT_EQ(r.status, 502);
   EXPECT_NE(body_of(r).find("pypi answered 500 for scipy"), std::string::npos) << body_of(r);
+}
+
+TEST_F(UpstreamPages, FilesAreFetchedOnceVerifiedAndServedFromTheStore) {
+  configure({pypi()});
+  const std::string bytes = "numpy sdist bytes";
+  const std::string metadata = "Metadata-Version: 2.1\nName: numpy\nVersion: 1.0\n";
+  const std::string sha = crypto::sha256_hex(bytes);
+  const std::string meta_sha = crypto::sha256_hex(metadata);
+  const std::string bad = "other bytes";
+  const std::string listed_sha = crypto::sha256_hex("what the page promised");
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"https://files.example/numpy-1.0.tar.gz#sha256=" + sha +
+                "\" data-core-metadata=\"sha256=" + meta_sha + "\">numpy-1.0.tar.gz</a>" +
+                "<a href=\"https://files.example/numpy-1.1.tar.gz#sha256=" + listed_sha +
+                "\">numpy-1.1.tar.gz</a>"),
+      {}};
+  fetcher.answers["https://files.example/numpy-1.0.tar.gz"] = {200, "application/gzip", bytes, {}};
+  fetcher.answers["https://files.example/numpy-1.0.tar.gz.metadata"] = {
+      200, "text/plain", metadata, {}};
+  fetcher.answers["https://files.example/numpy-1.1.tar.gz"] = {200, "application/gzip", bad, {}};
+
+  const std::string url = "/upstream/pypi/" + sha + "/numpy-1.0.tar.gz";
+  Response r = hb.respond(Method::get, url);
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  ASSERT_TRUE(std::holds_alternative<FileRange>(r.body));
+  EXPECT_EQ(std::get<FileRange>(r.body).path, hb.bed.store->blob_file(sha));
+  EXPECT_EQ(std::get<FileRange>(r.body).length, bytes.size());
+  EXPECT_EQ(r.header("etag"), "\"" + sha + "\"");
+  r = hb.respond(Method::get, url + ".metadata");
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  EXPECT_EQ(std::get<FileRange>(r.body).path, hb.bed.store->blob_file(meta_sha));
+
+  // Stored: served with the upstream down (the page from its cache, the bytes from the store).
+  const std::size_t asked = fetcher.asked.size();
+  fetcher.down = true;
+  r = hb.respond(Method::get, url, {{"Range", "bytes=0-4"}});
+  ASSERT_EQ(r.status, 206) << body_of(r);
+  EXPECT_EQ(fetcher.asked.size(), asked);
+  fetcher.down = false;
+
+  // Bytes that are not the ones the page lists: refused, nothing stored.
+  r = hb.respond(Method::get, "/upstream/pypi/" + listed_sha + "/numpy-1.1.tar.gz");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(
+      body_of(r).find("sent numpy-1.1.tar.gz with sha256 " + crypto::sha256_hex(bad) +
+                      ", but its page lists sha256 " + listed_sha + ": refused, nothing stored"),
+      std::string::npos)
+      << body_of(r);
+  EXPECT_FALSE(std::filesystem::exists(hb.bed.store->blob_file(listed_sha)));
+  EXPECT_FALSE(std::filesystem::exists(hb.bed.store->blob_file(crypto::sha256_hex(bad))));
+
+  // Only what the page lists, under its hash, from an upstream that exists.
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/pypi/" + listed_sha + "/numpy-1.0.tar.gz").status,
+            404);
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/nope/" + sha + "/numpy-1.0.tar.gz").status, 404);
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/pypi/" + sha + "/not-a-dist").status, 404);
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/pypi/" + sha + "/numpy-1.1.tar.gz.metadata").status,
+            404);
+}
+
+TEST_F(UpstreamPages, TheFileRouteKeepsTheOwnershipGuard) {
+  ASSERT_EQ(
+      hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload).status,
+      201);
+  configure({pypi()});
+  const std::string bytes = "public demo";
+  const std::string sha = crypto::sha256_hex(bytes);
+  fetcher.answers["https://upstream.example/simple/demo-pkg/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + sha + "\">demo_pkg-9.0.tar.gz</a>"),
+      {}};
+  fetcher.answers["https://upstream.example/simple/demo-pkg/demo_pkg-9.0.tar.gz"] = {
+      200, "application/gzip", bytes, {}};
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/pypi/" + sha + "/demo_pkg-9.0.tar.gz").status, 404);
+  EXPECT_TRUE(fetcher.asked.empty());
 }
 
 TEST(UpstreamCache, MemoryStaysWithinItsBound) {
