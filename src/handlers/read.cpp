@@ -101,13 +101,13 @@ Response handle_simple(const Request& req, Context& ctx) {
   // A name an upstream index may serve: a page merged with the upstreams' files, made on a
   // worker (it may fetch). The ownership guard (core::may_serve) keeps local projects here.
   if (Upstreams* upstreams = ctx.env.upstreams;
-      upstreams != nullptr && !view &&
+      upstreams != nullptr &&
       upstreams->any_may_serve(normalized, snap.find_project(normalized) != nullptr)) {
     if (!ctx.on_worker) {
       ctx.needs_worker = true;
       return Response{};
     }
-    return merged_project_page(req, ctx, normalized, *format);
+    return merged_project_page(req, ctx, view, normalized, *format);
   }
   auto page = view ? snap.view_project_page(*view, normalized, *format)
                    : snap.project_page(normalized, *format);

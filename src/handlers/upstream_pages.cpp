@@ -100,8 +100,9 @@ Result<MergedFiles> merge_upstream_files(const snapshot::Snapshot& snap, Upstrea
   return out;
 }
 
-Response merged_project_page(const Request& req, Context& ctx, std::string_view project,
-                             core::PageFormat format) {
+Response merged_project_page(const Request& req, Context& ctx,
+                             const std::optional<core::ViewSelector>& view,
+                             std::string_view project, core::PageFormat format) {
   auto merged = merge_upstream_files(ctx.snapshot, *ctx.env.upstreams, project, now_micros());
   if (!merged) return error_response(merged.error());
   render::ProjectPage page;
@@ -109,6 +110,19 @@ Response merged_project_page(const Request& req, Context& ctx, std::string_view 
   page.files = ctx.snapshot.files_of(project);
   for (const auto& f : merged->upstream_files) page.files.push_back(&f);
   std::stable_sort(page.files.begin(), page.files.end(), listing_before);
+  if (view) {
+    std::vector<std::string> public_versions;
+    public_versions.reserve(page.files.size());
+    for (const auto* f : page.files) {
+      const auto v = core::Version::parse(f->version);
+      public_versions.push_back(v ? v->public_str() : f->version);
+    }
+    std::vector<const core::FileRecord*> chosen;
+    for (const std::size_t i : snapshot::select_view_files(*view, page.files, public_versions)) {
+      chosen.push_back(page.files[i]);
+    }
+    page.files = std::move(chosen);
+  }
   for (const auto* f : page.files) {
     if (page.versions.empty() || page.versions.back() != f->version) {
       page.versions.push_back(f->version);

@@ -2,11 +2,13 @@
 // Project pages that merge local files with upstream ones (upstream_pages.cpp). Internal to
 // the handlers module.
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "wheelforge/core/negotiate.hpp"
 #include "wheelforge/core/records.hpp"
+#include "wheelforge/core/variant.hpp"
 #include "wheelforge/handlers/context.hpp"
 #include "wheelforge/handlers/message.hpp"
 #include "wheelforge/render/simple.hpp"
@@ -33,7 +35,10 @@ struct MergedFiles {
 
 /// The merged /simple/<project>/ page in `format` (README, "Upstreams"); runs on a worker.
 /// Stale upstreams are named in the page and in the Wheelforge-Upstream-Stale header.
+/// In a variant view (`view` set) the merged files go through the view's selection
+/// (snapshot::select_view_files), upstream builds competing with local ones.
 [[nodiscard]] Response merged_project_page(const Request& req, Context& ctx,
+                                           const std::optional<core::ViewSelector>& view,
                                            std::string_view project, core::PageFormat format);
 
 }  // namespace wf::handlers

@@ -392,6 +392,42 @@ TEST_F(UpstreamPages, TheFileRouteKeepsTheOwnershipGuard) {
   EXPECT_TRUE(fetcher.asked.empty());
 }
 
+TEST_F(UpstreamPages, VariantViewsSelectUpstreamBuildsByTheSameRules) {
+  core::UpstreamConfig u;
+  u.name = "pytorch-cu128";
+  u.url = "https://download.example/whl/";
+  configure({u});
+  std::string anchors;
+  const std::vector<std::string> names = {"torch-2.8.0+cu126-cp312-cp312-manylinux_2_28_x86_64.whl",
+                                          "torch-2.8.0+cu128-cp312-cp312-manylinux_2_28_x86_64.whl",
+                                          "torch-2.9.0+cu128-cp312-cp312-manylinux_2_28_x86_64.whl",
+                                          "torch-2.8.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl"};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string href = names[i];
+    href.replace(href.find('+'), 1, "%2B");
+    anchors += "<a href=\"" + href + "#sha256=" + std::string(64, static_cast<char>('a' + i)) +
+               "\">" + names[i] + "</a>";
+  }
+  fetcher.answers["https://download.example/whl/torch/"] = {
+      200, "text/html", html_page(anchors), {}};
+  const auto listed = [&](const std::string& view) {
+    const Response r = get("/" + view + "/simple/torch/", "application/vnd.pypi.simple.v1+json");
+    EXPECT_EQ(r.status, 200) << body_of(r);
+    std::vector<std::string> out;
+    const Json doc = Json::parse(body_of(r));
+    for (const auto& f : doc["files"]) out.push_back(f["filename"].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(listed("cu128/torch2.8"), std::vector<std::string>{names[1]});
+  EXPECT_EQ(listed("cu126/torch2.8"), std::vector<std::string>{names[0]});
+  EXPECT_EQ(listed("cu130/torch2.9"), std::vector<std::string>{});  // never another CUDA major
+  EXPECT_EQ(listed("cpu/torch2.8"), std::vector<std::string>{names[3]});
+  EXPECT_EQ(listed("cu128/torch2.9"), std::vector<std::string>{names[2]});
+  // The flat index lists them all.
+  const Response all = get("/simple/torch/", "application/vnd.pypi.simple.v1+json");
+  EXPECT_EQ(Json::parse(body_of(all))["files"].size(), names.size());
+}
+
 TEST(UpstreamCache, MemoryStaysWithinItsBound) {
   FakeFetcher fetcher;
   core::UpstreamConfig u;
