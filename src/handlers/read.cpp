@@ -448,9 +448,34 @@ Response handle_metrics(const Request& /*req*/, Context& ctx) {
     gauges.emplace("wheelforge_connections_open", load(status->open_connections));
     gauges.emplace("wheelforge_connections_refused", load(status->refused_connections));
   }
+  std::string body = status != nullptr ? status->metrics.render(gauges) : Metrics().render(gauges);
+  if (const Upstreams* upstreams = ctx.env.upstreams; upstreams != nullptr) {
+    // Per upstream (a handful, named in the configuration): page cache hits and misses,
+    // failed fetches, bytes received.
+    body += "# TYPE wheelforge_upstream_page_cache_bytes gauge\n";
+    body +=
+        "wheelforge_upstream_page_cache_bytes " + std::to_string(upstreams->memory_bytes()) + "\n";
+    for (const auto& [metric, help] :
+         {std::pair{"hits", "pages answered from the cache within their TTL"},
+          std::pair{"misses", "pages fetched or revalidated"},
+          std::pair{"errors", "fetches that failed"}, std::pair{"bytes", "bytes received"}}) {
+      body += std::string("# HELP wheelforge_upstream_") + metric + "_total " + help + "\n";
+      body += std::string("# TYPE wheelforge_upstream_") + metric + "_total counter\n";
+      for (std::size_t i = 0; i < upstreams->configs().size(); ++i) {
+        const UpstreamCounters& c = upstreams->counters(i);
+        const std::string_view m = metric;
+        const auto& counter = m == "hits"     ? c.hits
+                              : m == "misses" ? c.misses
+                              : m == "errors" ? c.errors
+                                              : c.bytes;
+        body += std::string("wheelforge_upstream_") + metric + "_total{upstream=\"" +
+                upstreams->configs()[i].name + "\"} " + std::to_string(counter.load()) + "\n";
+      }
+    }
+  }
   Response r;
   r.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-  r.body = status != nullptr ? status->metrics.render(gauges) : Metrics().render(gauges);
+  r.body = std::move(body);
   return r;
 }
 

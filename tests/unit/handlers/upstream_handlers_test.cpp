@@ -160,6 +160,18 @@ TEST_F(UpstreamPages, UnknownNameListsTheUpstreamsFilesThroughThisServer) {
   EXPECT_EQ(doc["files"][1]["yanked"], "broken");
   EXPECT_EQ(doc["versions"], Json::array({"1.0", "1.1"}));
   EXPECT_EQ(fetcher.asked.size(), 1U);  // within the TTL: from memory
+
+  const std::string metrics = body_of(get("/metrics"));
+  EXPECT_NE(metrics.find("wheelforge_upstream_hits_total{upstream=\"pypi\"} 1\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("wheelforge_upstream_misses_total{upstream=\"pypi\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("wheelforge_upstream_errors_total{upstream=\"pypi\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("wheelforge_upstream_bytes_total{upstream=\"pypi\"} " +
+                         std::to_string(fetcher.answers.begin()->second.body.size()) + "\n"),
+            std::string::npos);
 }
 
 TEST_F(UpstreamPages, CredentialsAndUnknownNames) {
