@@ -274,6 +274,7 @@ HTTP = [
 # handlers: method line, target, credentials (A/U/R/L or a header value), Cookie, Origin, Host,
 # then the body ("{session}" and "{csrf}" are filled in by the target).
 HANDLERS = [
+    "GET\n/upstream/pypi/%s/demo-1.0-py3-none-any.whl\n\n\n\n\n" % ("a" * 64),
     "POST\n/admin/yank\nA\n\n\n\nproject=demo&version=1.0&reason=broken+ABI",
     "POST\n/admin/unyank?project=demo\nA\n\n\n\nfilename=demo-1.0-py3-none-any.whl",
     "DELETE\n/admin/files/demo-1.0-py3-none-any.whl\nA\n\n\n\n",
