@@ -184,3 +184,66 @@ def test_unknown_names_are_404_and_bad_configuration_names_the_key(harness, upst
     proc = harness.cli("config", "check", "--config", str(bad))
     assert proc.returncode == 2
     assert "upstream.x.url: expected the http:// or https:// URL" in proc.stderr, proc.stderr
+
+
+POETRY = Path("/usr/bin/poetry")
+PDM = Path("/usr/bin/pdm")
+
+
+def resolver_env(tmp: Path) -> dict[str, str]:
+    return clean_env(
+        HOME=str(tmp / "home"), POETRY_CONFIG_DIR=str(tmp / "poetry-config"),
+        POETRY_CACHE_DIR=str(tmp / "poetry-cache"), POETRY_VIRTUALENVS_IN_PROJECT="true",
+        PDM_CACHE_DIR=str(tmp / "pdm-cache"), PDM_CHECK_UPDATE="false",
+        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring", NO_COLOR="1", COLUMNS="1000",
+    )
+
+
+def test_poetry_and_pdm_install_local_and_upstream_packages_from_one_source(harness, artifacts,
+                                                                            upstream_tree):
+    """Debian's Poetry and pdm with wheelforge as their only source: the local project at its
+    local version (not the upstream's newer sdist) and its dependency from the upstream."""
+    if not POETRY.exists() and not PDM.exists():
+        pytest.skip("neither poetry nor pdm is installed (Debian python3-poetry, python3-pdm)")
+    local = make_wheel(artifacts, "local-pkg", "1.0", module="local_pkg", value="local",
+                       requires_dist=("up-dep",))
+    assert harness.ingest(local.path).returncode == 0
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    index = server.url + "/simple/"
+    env = resolver_env(harness.root)
+    checked = 0
+    if POETRY.exists():
+        project = harness.path("poetry-consumer")
+        (project / "pyproject.toml").write_text(
+            '[tool.poetry]\nname = "wf-consumer"\nversion = "0.1.0"\ndescription = ""\n'
+            'authors = ["Wheelforge Tests <tests@example.invalid>"]\n\n'
+            '[tool.poetry.dependencies]\npython = ">=3.9,<3.14"\n\n'
+            f'[[tool.poetry.source]]\nname = "wheelforge"\nurl = "{index}"\ndefault = true\n'
+        )
+        done = run([POETRY, "--no-interaction", "add", "local-pkg"], timeout=300, cwd=project,
+                   env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lock = (project / "poetry.lock").read_text()
+        assert 'name = "local-pkg"\nversion = "1.0"' in lock, lock
+        assert upstream_tree["dep"].filename in lock, lock
+        out = run([project / ".venv" / "bin" / "python", "-c",
+                   "import local_pkg, up_dep; print(local_pkg.VALUE, up_dep.VALUE)"], cwd=project)
+        assert out.stdout.strip() == "local from upstream", out.stdout + out.stderr
+        checked += 1
+    if PDM.exists():
+        project = harness.path("pdm-consumer")
+        (project / "pyproject.toml").write_text(
+            '[project]\nname = "wf-consumer"\nversion = "0.1.0"\nrequires-python = ">=3.9"\n'
+            'dependencies = []\n\n'
+            f'[[tool.pdm.source]]\nname = "pypi"\nurl = "{index}"\nverify_ssl = false\n'
+        )
+        done = run([PDM, "add", "--no-self", "local-pkg"], timeout=300, cwd=project, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lock = (project / "pdm.lock").read_text()
+        assert 'name = "local-pkg"\nversion = "1.0"' in lock, lock
+        assert upstream_tree["dep"].filename in lock, lock
+        assert "local-pkg-2.0" not in lock and "local_pkg-2.0" not in lock, lock
+        checked += 1
+    assert checked > 0
