@@ -127,7 +127,7 @@ const std::array kUpstreamKeys{
                     return;
                   }
                   e.config.password = std::move(*v);
-                  e.password_sources.push_back("password");
+                  e.password_sources.emplace_back("password");
                 }},
     UpstreamKey{"password_file",
                 [](const toml::node& node, const std::string& key, Entry& e, ProblemList& p) {
@@ -141,7 +141,7 @@ const std::array kUpstreamKeys{
                     return;
                   }
                   e.config.password = trim_newlines(text.str());
-                  e.password_sources.push_back("password_file");
+                  e.password_sources.emplace_back("password_file");
                 }},
     UpstreamKey{"password_env",
                 [](const toml::node& node, const std::string& key, Entry& e, ProblemList& p) {
@@ -153,7 +153,7 @@ const std::array kUpstreamKeys{
                     return;
                   }
                   e.config.password = value;
-                  e.password_sources.push_back("password_env");
+                  e.password_sources.emplace_back("password_env");
                 }},
     UpstreamKey{"metadata_ttl",
                 [](const toml::node& node, const std::string& key, Entry& e, ProblemList& p) {
@@ -255,6 +255,7 @@ void read_upstream_tables(const toml::table& root, std::vector<core::UpstreamCon
 
 std::vector<std::string> upstream_keys() {
   std::vector<std::string> keys;
+  keys.reserve(kUpstreamKeys.size());
   for (const auto& row : kUpstreamKeys) keys.push_back("upstream." + std::string(row.name));
   return keys;
 }

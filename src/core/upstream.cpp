@@ -315,7 +315,7 @@ Result<UpstreamPage> parse_upstream_html(std::string_view body, std::string_view
     if (href == nullptr || !closed) continue;
     if (tag == "base") {
       // Only an absolute <base href> counts (docs/packaging.md, "Simple API: HTML").
-      if (auto b = resolve_url(href->value, ""); b && scheme_of(href->value).size() > 0) {
+      if (auto b = resolve_url(href->value, ""); b && !scheme_of(href->value).empty()) {
         base = std::move(*b);
       }
       continue;
