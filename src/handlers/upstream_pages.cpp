@@ -222,6 +222,17 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
   const std::uint64_t size = got->body_bytes;
   auto committed = store.commit(std::move(*temp));
   if (!committed) return error_response(committed.error());
+  // Recorded so that gc keeps it and backup and fsck cover it. The blob is published either
+  // way: a failure here costs a fetch after the next gc, not this answer.
+  if (catalog::Catalog* cat = ctx.env.services.catalog; cat != nullptr) {
+    if (auto st = cat->record_upstream_blob(
+            catalog::UpstreamBlob{want, upstream->name, shown, size, now_micros()});
+        !st) {
+      ctx.note = "upstream " + upstream->name + ": stored " + shown +
+                 " but could not record it: " + st.error().message;
+      return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+    }
+  }
   ctx.note =
       "upstream " + upstream->name + ": stored " + shown + " (" + std::to_string(size) + " bytes)";
   return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);

@@ -247,3 +247,27 @@ def test_poetry_and_pdm_install_local_and_upstream_packages_from_one_source(harn
         assert "local-pkg-2.0" not in lock and "local_pkg-2.0" not in lock, lock
         checked += 1
     assert checked > 0
+
+
+def test_stored_upstream_files_are_covered_by_backup_and_fsck(harness, upstream_tree):
+    dep = upstream_tree["dep"]
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    r = http_request(server.url, "GET", f"/upstream/static/{dep.sha256}/{dep.filename}")
+    assert r.status == 200 and r.body == dep.data
+    blob = blob_path(harness.data_dir, dep.sha256)
+    assert blob.is_file()
+
+    backup = harness.root / "backup"
+    proc = harness.cli("backup", "--data-dir", str(harness.data_dir), str(backup))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert blob_path(backup, dep.sha256).read_bytes() == dep.data
+
+    proc = harness.cli("fsck", "--data-dir", str(harness.data_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    blob.chmod(0o644)
+    blob.write_bytes(b"rotten")
+    proc = harness.cli("fsck", "--data-dir", str(harness.data_dir))
+    assert proc.returncode != 0
+    assert f"upstream:static/{dep.filename}" in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -33,6 +33,7 @@ inline std::string undo_migrations_after(int version) {
        " ALTER TABLE tokens DROP COLUMN created_by; ALTER TABLE tokens DROP COLUMN last_used_at;"
        " ALTER TABLE tokens DROP COLUMN expires_at;"},
       {12, "ALTER TABLE files DROP COLUMN binaries;"},
+      {13, "DROP TABLE upstream_blobs;"},
   };
   std::string sql;
   for (auto it = kUndo.rbegin(); it != kUndo.rend() && it->first > version; ++it) {

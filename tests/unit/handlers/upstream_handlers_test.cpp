@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -357,6 +359,22 @@ TEST_F(UpstreamPages, FilesAreFetchedOnceVerifiedAndServedFromTheStore) {
   r = hb.respond(Method::get, url + ".metadata");
   ASSERT_EQ(r.status, 200) << body_of(r);
   EXPECT_EQ(std::get<FileRange>(r.body).path, hb.bed.store->blob_file(meta_sha));
+  // Recorded, so that gc keeps them and backup copies them.
+  const auto recorded = hb.bed.catalog->upstream_blobs();
+  ASSERT_TRUE(recorded);
+  ASSERT_EQ(recorded->size(), 2U);
+  std::set<std::string> names;
+  for (const auto& b : *recorded) {
+    EXPECT_EQ(b.upstream, "pypi");
+    names.insert(b.filename + " " + b.sha256);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"numpy-1.0.tar.gz " + sha,
+                                          "numpy-1.0.tar.gz.metadata " + meta_sha}));
+  const auto refs = hb.bed.catalog->referenced_blobs();
+  ASSERT_TRUE(refs);
+  EXPECT_TRUE(std::any_of(refs->begin(), refs->end(), [&](const catalog::BlobRef& b) {
+    return b.sha256 == sha && b.filename == "upstream:pypi/numpy-1.0.tar.gz";
+  }));
 
   // Stored: served with the upstream down (the page from its cache, the bytes from the store).
   const std::size_t asked = fetcher.asked.size();
