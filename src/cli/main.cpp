@@ -300,9 +300,9 @@ int run(int argc, char** argv) {
   }
 
   if (project_list->parsed()) {
-    const auto settings = project_list_opts.settings();
-    if (!settings) return 2;
-    return wf::app::project_list(*settings);
+    const auto configuration = project_list_opts.configuration();
+    if (!configuration) return 2;
+    return wf::app::project_list(configuration->settings, configuration->upstreams);
   }
   if (project_claim->parsed() || project_release->parsed()) {
     const bool release = project_release->parsed();

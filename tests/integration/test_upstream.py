@@ -271,3 +271,21 @@ def test_stored_upstream_files_are_covered_by_backup_and_fsck(harness, upstream_
     proc = harness.cli("fsck", "--data-dir", str(harness.data_dir))
     assert proc.returncode != 0
     assert f"upstream:static/{dep.filename}" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_project_list_names_local_projects_that_also_exist_upstream(harness, artifacts,
+                                                                    upstream_tree):
+    for name in ("local-pkg", "only-here"):
+        assert harness.ingest(make_wheel(artifacts, name, "1.0").path).returncode == 0
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    proc = harness.cli("project", "list", "--config", str(config),
+                       "--data-dir", str(harness.data_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[1:]}
+    assert proc.stdout.splitlines()[0].split()[-2:] == ["ALSO", "UPSTREAM"], proc.stdout
+    assert rows["local-pkg"][-1] == "static", proc.stdout
+    assert rows["only-here"][-1] == "-", proc.stdout
+    # Without upstreams the listing is as before.
+    plain = harness.cli("project", "list", "--data-dir", str(harness.data_dir))
+    assert "UPSTREAM" not in plain.stdout

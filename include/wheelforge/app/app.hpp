@@ -219,7 +219,10 @@ int audit(const Settings& settings, const std::optional<std::string>& project,
           const std::optional<std::string>& since, std::size_t limit);
 
 /// `wheelforge project list`: every project with its file count and claim.
-int project_list(const Settings& settings);
+/// `upstreams` (the configuration's): each local project is looked up on them, and the upstreams
+/// that also have a project of that name are listed (the ownership guard keeps them off its
+/// pages; README, "Upstreams"). Fetches (blocks on the network).
+int project_list(const Settings& settings, const std::vector<core::UpstreamConfig>& upstreams = {});
 /// `wheelforge project claim|release NAME`: sets who may upload to a project besides admins.
 int project_claim(const Settings& settings, const std::string& project,
                   const core::ProjectClaim& claim);
