@@ -20,6 +20,8 @@
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/catalog/jobs.hpp"
 #include "wheelforge/core/name.hpp"
+#include "wheelforge/handlers/upstreams.hpp"
+#include "wheelforge/http/fetcher.hpp"
 #include "wheelforge/ingest/ingestor.hpp"
 #include "wheelforge/render/admin.hpp"
 #include "wheelforge/store/blob_store.hpp"
@@ -221,18 +223,54 @@ int token_create(const Settings& settings, const std::string& scope,
   return 0;
 }
 
-int project_list(const Settings& settings) {
+int project_list(const Settings& settings, const std::vector<core::UpstreamConfig>& upstreams) {
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
   auto contents = dir->catalog->load();
   if (!contents) return report(contents.error(), 1);
   std::map<std::string, std::size_t, std::less<>> files;
   for (const auto& f : contents->files) ++files[f.project];
-  std::printf("%-40s %7s %-12s %s\n", "PROJECT", "FILES", "CLAIM", "LAST UPLOAD");
+  // With upstreams, a column naming those that also have each local name: the names the
+  // ownership guard protects.
+  std::unique_ptr<handlers::Fetcher> fetcher;
+  std::unique_ptr<handlers::Upstreams> cache;
+  if (!upstreams.empty()) {
+    auto made = http::make_fetcher(http::FetcherConfig{});
+    if (!made) return report(made.error(), 1);
+    fetcher = std::move(*made);
+    cache = std::make_unique<handlers::Upstreams>(
+        upstreams, *fetcher, settings.data_dir / "upstream" / "pages", 16ULL << 20U);
+  }
+  if (cache) {
+    std::printf("%-40s %7s %-12s %-27s %s\n", "PROJECT", "FILES", "CLAIM", "LAST UPLOAD",
+                "ALSO UPSTREAM");
+  } else {
+    std::printf("%-40s %7s %-12s %s\n", "PROJECT", "FILES", "CLAIM", "LAST UPLOAD");
+  }
   for (const auto& p : contents->projects) {
     const auto it = files.find(p.name);
-    std::printf("%-40s %7zu %-12s %s\n", p.name.c_str(), it == files.end() ? 0 : it->second,
-                core::claim_text(p.claim).c_str(), iso8601_micros(p.last_upload).c_str());
+    std::string also;
+    if (cache) {
+      // Asked as for a name that is not local, so that every upstream that could list it does.
+      for (const auto& listing : cache->pages(p.name, /*local=*/false, now_micros())) {
+        std::string name = listing.upstream->name;
+        if (listing.entry && listing.entry->found && !listing.entry->page.files.empty()) {
+          also += (also.empty() ? "" : ",") + name;
+        } else if (!listing.entry && listing.error) {
+          also += (also.empty() ? "" : ",") + name + "(unreachable)";
+        }
+      }
+      if (also.empty()) also = "-";
+    }
+    const std::size_t count = it == files.end() ? 0 : it->second;
+    if (cache) {
+      std::printf("%-40s %7zu %-12s %-27s %s\n", p.name.c_str(), count,
+                  core::claim_text(p.claim).c_str(), iso8601_micros(p.last_upload).c_str(),
+                  also.c_str());
+    } else {
+      std::printf("%-40s %7zu %-12s %s\n", p.name.c_str(), count, core::claim_text(p.claim).c_str(),
+                  iso8601_micros(p.last_upload).c_str());
+    }
   }
   return 0;
 }

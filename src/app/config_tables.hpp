@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "wheelforge/build/runner.hpp"
+#include "wheelforge/core/upstream.hpp"
 
 namespace wf::app::detail {
 
@@ -32,6 +33,15 @@ void read_build_tables(const toml::table& root, build::RunnerConfig& config,
 /// executable files, CUDA homes that are not directories or have no executable bin/nvcc.
 /// Blocks on the file system (stat, access).
 [[nodiscard]] std::vector<std::string> check_build_host(const build::HostConfig& host);
+
+/// Reads the [[upstream]] tables of the parsed file (upstream_config.cpp), adding every problem
+/// (each starts with "upstream.NAME.KEY"); only tables without problems are kept. Reads password
+/// files and the environment.
+void read_upstream_tables(const toml::table& root, std::vector<core::UpstreamConfig>& upstreams,
+                          std::vector<std::string>& problems);
+
+/// The keys read_upstream_tables() accepts ("upstream.url").
+[[nodiscard]] std::vector<std::string> upstream_keys();
 
 /// The keys read_build_tables() accepts, as dotted paths ("build.python.*", "recipes.*.env.*").
 [[nodiscard]] std::vector<std::string> build_keys();

@@ -244,7 +244,8 @@ int config_check(const std::optional<fs::path>& config_file, const Overrides& ov
     for (const auto& p : *list) std::cerr << "error: " << p << "\n";
   }
   if (!checked.config || !checked.host_problems.empty()) return 2;
-  std::cout << settings_to_toml(checked.config->settings) << build_summary(checked.config->build);
+  std::cout << settings_to_toml(checked.config->settings) << build_summary(checked.config->build)
+            << upstream_summary(checked.config->upstreams);
   // What only the executor can tell: the engine and images are there, a batch job sees the
   // builds directory.
   const build::ExecutorConfig& executor_config = checked.config->build.host.executor;

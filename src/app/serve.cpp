@@ -24,6 +24,7 @@
 #include "wheelforge/build/executor.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/catalog/jobs.hpp"
+#include "wheelforge/http/fetcher.hpp"
 #include "wheelforge/http/server.hpp"
 #include "wheelforge/ingest/ingestor.hpp"
 #include "wheelforge/store/blob_store.hpp"
@@ -150,7 +151,24 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   // steps get every signal back to its default when they start.)
   std::signal(SIGPIPE, SIG_IGN);
 
+  // Upstream indexes: one outbound client for all of them, their pages cached in memory and
+  // under DATA_DIR/upstream/pages (README, "Upstreams").
+  std::unique_ptr<handlers::Fetcher> fetcher;
+  std::unique_ptr<handlers::Upstreams> upstreams;
+  if (!configuration.upstreams.empty()) {
+    auto made = http::make_fetcher(http::FetcherConfig{});
+    if (!made) return report(made.error(), 1);
+    fetcher = std::move(*made);
+    upstreams = std::make_unique<handlers::Upstreams>(configuration.upstreams, *fetcher,
+                                                      settings.data_dir / "upstream" / "pages",
+                                                      settings.upstream_page_cache);
+    for (const auto& u : configuration.upstreams) {
+      log::info("upstream {}: {}", u.name, u.url);
+    }
+  }
+
   http::ServerConfig config;
+  config.upstreams = upstreams.get();
   config.host = listen->first;
   config.port = listen->second;
   config.worker_threads = settings.worker_threads;

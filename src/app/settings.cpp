@@ -224,6 +224,12 @@ const std::array kSpecs{
            return std::nullopt;
          },
          [](const Settings& s) { return toml_quote(s.base_url); }},
+    Spec{"upstream_page_cache", &Overrides::upstream_page_cache, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_size(s.upstream_page_cache, text, 64 * kKiB,
+                             "a size of at least 64K such as 64M or 1G");
+         },
+         [](const Settings& s) { return format_size(s.upstream_page_cache); }},
 };
 
 std::string env_name(std::string_view name) {
@@ -280,11 +286,11 @@ std::optional<toml::table> parse_file(const fs::path& path, std::vector<std::str
 void read_top_level(const toml::table& table, const fs::path& path,
                     std::array<std::optional<Candidate>, kSpecs.size()>& values,
                     std::vector<std::string>& problems) {
-  std::vector<std::string_view> known = {"build", "recipes"};
+  std::vector<std::string_view> known = {"build", "recipes", "upstream"};
   for (const auto& spec : kSpecs) known.push_back(spec.name);
   for (const auto& [key, node] : table) {
     const std::string_view k = key.str();
-    if (k == "build" || k == "recipes") continue;
+    if (k == "build" || k == "recipes" || k == "upstream") continue;
     std::size_t i = 0;
     while (i < kSpecs.size() && kSpecs[i].name != k) ++i;
     if (i == kSpecs.size()) {
@@ -439,11 +445,13 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
   // Each source replaces the one before it: defaults < file < environment < flags.
   std::array<std::optional<Candidate>, kSpecs.size()> values;
   build::RunnerConfig build;
+  std::vector<core::UpstreamConfig> upstreams;
   if (config_file) {
     // One parse of the whole file: the server's keys and the build runner's tables.
     if (const auto table = parse_file(*config_file, problems)) {
       read_top_level(*table, *config_file, values, problems);
       detail::read_build_tables(*table, build, problems);
+      detail::read_upstream_tables(*table, upstreams, problems);
     }
   }
   for (std::size_t i = 0; i < kSpecs.size(); ++i) {
@@ -470,7 +478,7 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
   if (!problems.empty()) return out;
   settings.config_file = config_file;
   settings.overrides = overrides;
-  out.config = Configuration{std::move(settings), std::move(build)};
+  out.config = Configuration{std::move(settings), std::move(build), std::move(upstreams)};
   return out;
 }
 
@@ -494,6 +502,7 @@ std::vector<std::string> configuration_keys() {
   keys.reserve(kSpecs.size());
   for (const auto& spec : kSpecs) keys.emplace_back(spec.name);
   for (auto& key : detail::build_keys()) keys.push_back(std::move(key));
+  for (auto& key : detail::upstream_keys()) keys.push_back(std::move(key));
   return keys;
 }
 

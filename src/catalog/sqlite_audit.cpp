@@ -146,6 +146,41 @@ Status SqliteCatalog::record_token_uses(const std::vector<std::pair<std::int64_t
       [](const auto&) { return true; });
 }
 
+Status SqliteCatalog::record_upstream_blob(const UpstreamBlob& blob) {
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Status {
+        Stmt s(db_,
+               "INSERT OR IGNORE INTO upstream_blobs (sha256, upstream, filename, size, stored_at)"
+               " VALUES (?, ?, ?, ?, ?)");
+        if (!s.valid()) return db_.error("prepare upstream blob");
+        s.bind(1, blob.sha256)
+            .bind(2, blob.upstream)
+            .bind(3, blob.filename)
+            .bind(4, static_cast<std::int64_t>(blob.size))
+            .bind(5, blob.stored_at);
+        if (s.step() != SQLITE_DONE) return db_.error("record upstream blob");
+        return ok_status();
+      },
+      [](const auto&) { return true; });
+}
+
+Result<std::vector<UpstreamBlob>> SqliteCatalog::upstream_blobs() {
+  std::lock_guard lock(mu_);
+  Stmt s(db_,
+         "SELECT sha256, upstream, filename, size, stored_at FROM upstream_blobs"
+         " ORDER BY sha256");
+  if (!s.valid()) return db_.error("prepare upstream blobs");
+  std::vector<UpstreamBlob> out;
+  int rc = SQLITE_ROW;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    out.push_back(UpstreamBlob{s.text(0), s.text(1), s.text(2),
+                               static_cast<std::uint64_t>(s.i64(3)), s.i64(4)});
+  }
+  if (rc != SQLITE_DONE) return db_.error("list upstream blobs");
+  return out;
+}
+
 Status SqliteCatalog::record_audit(const AuditRecord& entry) {
   std::lock_guard lock(mu_);
   return db_.write_transaction([&] { return append_audit_locked(entry); },

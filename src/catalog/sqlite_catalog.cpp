@@ -434,6 +434,15 @@ Result<std::vector<BlobRef>> SqliteCatalog::referenced_blobs_locked() {
         BlobRef{s.text(3), BlobRole::metadata, filename, static_cast<std::uint64_t>(s.i64(4))});
   }
   if (rc != SQLITE_DONE) return db_.error("list blob references");
+  // Blobs kept from upstream indexes are referenced too (gc keeps them, backup copies them,
+  // fsck checks them), named "upstream:<upstream>/<filename>".
+  Stmt u(db_, "SELECT sha256, upstream, filename, size FROM upstream_blobs ORDER BY sha256");
+  if (!u.valid()) return db_.error("prepare upstream blob references");
+  while ((rc = u.step()) == SQLITE_ROW) {
+    refs.push_back(BlobRef{u.text(0), BlobRole::file, "upstream:" + u.text(1) + "/" + u.text(2),
+                           static_cast<std::uint64_t>(u.i64(3))});
+  }
+  if (rc != SQLITE_DONE) return db_.error("list upstream blob references");
   return refs;
 }
 

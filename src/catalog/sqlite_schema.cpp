@@ -218,6 +218,18 @@ ALTER TABLE files ADD COLUMN binaries TEXT;
     R"sql(
 ALTER TABLE files ADD COLUMN variant TEXT;
 )sql",
+    // 14: blobs fetched from upstream indexes and kept in the store (README, "Upstreams"):
+    // gc, fsck and backup count them as referenced. Not files of this index: no page lists
+    // them from here, and they move no generation.
+    R"sql(
+CREATE TABLE upstream_blobs (
+  sha256 TEXT PRIMARY KEY,
+  upstream TEXT NOT NULL,
+  filename TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  stored_at INTEGER NOT NULL
+);
+)sql",
 };
 
 }  // namespace

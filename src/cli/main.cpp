@@ -7,6 +7,7 @@
 
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/app/maintenance.hpp"
+#include "wheelforge/app/upstream_check.hpp"
 
 namespace {
 
@@ -49,6 +50,8 @@ struct Common {
       cmd->add_option("--base-url", overrides.base_url,
                       "the URL this server is reached at, for the build runner's {server} "
                       "(default: from --listen)");
+      cmd->add_option("--upstream-page-cache", overrides.upstream_page_cache,
+                      "memory for upstream project pages, e.g. 64M (default 64M)");
     }
     cmd->add_option("--max-upload-size", overrides.max_upload_size,
                     "largest accepted file, e.g. 8G (default 8G)");
@@ -276,12 +279,39 @@ int run(int argc, char** argv) {
   project_release_opts.add_to(project_release, false);
   project_release->add_option("name", release_name, "project name")->required();
 
+  // Upstream indexes.
+  auto* upstream_cmd = app.add_subcommand("upstream", "upstream indexes");
+  upstream_cmd->require_subcommand(1);
+  wf::app::UpstreamCheckOptions check_opts;
+  std::string check_timeout = "10s";
+  auto* upstream_check = upstream_cmd->add_subcommand(
+      "check",
+      "fetch an index's simple page (or a project's) as the proxy would: status, answering URL, "
+      "TLS, bytes and time; exit status 1 when it fails");
+  upstream_check->add_option("url", check_opts.url, "the index's simple URL")->required();
+  upstream_check->add_option("project", check_opts.project, "check this project's page");
+  upstream_check->add_option("--ca-file", check_opts.ca_file,
+                             "PEM certificate authorities trusted besides the system's");
+  upstream_check->add_option("--timeout", check_timeout,
+                             "connect and read timeout, e.g. 30s (default 10s)");
+
   CLI11_PARSE(app, argc, argv);
 
+  if (upstream_check->parsed()) {
+    const auto timeout = wf::app::parse_duration(check_timeout);
+    if (!timeout || timeout->count() <= 0) {
+      std::cerr << "error: --timeout: expected a duration such as 10s or 1m, got '" << check_timeout
+                << "'\n";
+      return 2;
+    }
+    check_opts.timeout = *timeout;
+    return wf::app::upstream_check(check_opts);
+  }
+
   if (project_list->parsed()) {
-    const auto settings = project_list_opts.settings();
-    if (!settings) return 2;
-    return wf::app::project_list(*settings);
+    const auto configuration = project_list_opts.configuration();
+    if (!configuration) return 2;
+    return wf::app::project_list(configuration->settings, configuration->upstreams);
   }
   if (project_claim->parsed() || project_release->parsed()) {
     const bool release = project_release->parsed();

@@ -143,6 +143,8 @@ int status_for(Errc code) {
       return 408;
     case Errc::storage_full:
       return 507;
+    case Errc::upstream:
+      return 502;
     case Errc::unavailable:
       return 503;
     case Errc::io:

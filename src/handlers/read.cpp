@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "handlers.hpp"
+#include "upstream_pages.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/negotiate.hpp"
 #include "wheelforge/core/torch_env.hpp"
@@ -124,6 +125,17 @@ Response handle_simple(const Request& req, Context& ctx) {
     return redirect(std::move(location));
   }
   if (!format) return error_response(format.error());
+  // A name an upstream index may serve: a page merged with the upstreams' files, made on a
+  // worker (it may fetch). The ownership guard (core::may_serve) keeps local projects here.
+  if (Upstreams* upstreams = ctx.env.upstreams;
+      upstreams != nullptr &&
+      upstreams->any_may_serve(normalized, snap.find_project(normalized) != nullptr)) {
+    if (!ctx.on_worker) {
+      ctx.needs_worker = true;
+      return Response{};
+    }
+    return merged_project_page(req, ctx, view, normalized, *format);
+  }
   auto page = view ? snap.view_project_page(*view, normalized, *format)
                    : snap.project_page(normalized, *format);
   // Unknown names are answered here and never sent elsewhere: a private index must not
@@ -310,8 +322,6 @@ Response handle_variants(const Request& req, Context& ctx) {
   return r;
 }
 
-namespace {
-
 Response file_response(const Request& req, std::string path, std::uint64_t size,
                        const std::string& etag, std::string content_type) {
   Response r;
@@ -345,8 +355,6 @@ Response file_response(const Request& req, std::string path, std::uint64_t size,
   }
   return r;
 }
-
-}  // namespace
 
 // /files/<sha256>/<filename>[.metadata]
 Response handle_file(const Request& req, Context& ctx) {
@@ -467,9 +475,34 @@ Response handle_metrics(const Request& /*req*/, Context& ctx) {
     gauges.emplace("wheelforge_connections_open", load(status->open_connections));
     gauges.emplace("wheelforge_connections_refused", load(status->refused_connections));
   }
+  std::string body = status != nullptr ? status->metrics.render(gauges) : Metrics().render(gauges);
+  if (const Upstreams* upstreams = ctx.env.upstreams; upstreams != nullptr) {
+    // Per upstream (a handful, named in the configuration): page cache hits and misses,
+    // failed fetches, bytes received.
+    body += "# TYPE wheelforge_upstream_page_cache_bytes gauge\n";
+    body +=
+        "wheelforge_upstream_page_cache_bytes " + std::to_string(upstreams->memory_bytes()) + "\n";
+    for (const auto& [metric, help] :
+         {std::pair{"hits", "pages answered from the cache within their TTL"},
+          std::pair{"misses", "pages fetched or revalidated"},
+          std::pair{"errors", "fetches that failed"}, std::pair{"bytes", "bytes received"}}) {
+      body += std::string("# HELP wheelforge_upstream_") + metric + "_total " + help + "\n";
+      body += std::string("# TYPE wheelforge_upstream_") + metric + "_total counter\n";
+      for (std::size_t i = 0; i < upstreams->configs().size(); ++i) {
+        const UpstreamCounters& c = upstreams->counters(i);
+        const std::string_view m = metric;
+        const auto& counter = m == "hits"     ? c.hits
+                              : m == "misses" ? c.misses
+                              : m == "errors" ? c.errors
+                                              : c.bytes;
+        body += std::string("wheelforge_upstream_") + metric + "_total{upstream=\"" +
+                upstreams->configs()[i].name + "\"} " + std::to_string(counter.load()) + "\n";
+      }
+    }
+  }
   Response r;
   r.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-  r.body = status != nullptr ? status->metrics.render(gauges) : Metrics().render(gauges);
+  r.body = std::move(body);
   return r;
 }
 

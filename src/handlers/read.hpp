@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "wheelforge/handlers/message.hpp"
@@ -31,6 +32,11 @@ struct ByteRange {
 [[nodiscard]] Response with_page_body(const Request& req,
                                       const std::shared_ptr<const snapshot::Page>& page,
                                       Response r);
+
+/// Answers with a blob: its size, ETag, `Accept-Ranges`, a single range (206, or 416), immutable
+/// caching; the body a FileRange of `path`.
+[[nodiscard]] Response file_response(const Request& req, std::string path, std::uint64_t size,
+                                     const std::string& etag, std::string content_type);
 
 /// True when an If-None-Match header value matches the (quoted) ETag.
 [[nodiscard]] bool etag_matches(std::string_view if_none_match, std::string_view etag);

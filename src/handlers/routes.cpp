@@ -25,6 +25,7 @@ constexpr std::array kRoutes = std::to_array<Route>({
     // Reads, answered from the snapshot.
     {"/files/{sha256}/{file}.metadata",   kGet,    handle_file,              none,  read,    network, kReads,   "metadata"},
     {"/files/*",                          kGet,    handle_file,              none,  read,    network, kReads,   "file"},
+    {"/upstream/{upstream}/{sha256}/*",   kGet,    handle_upstream_file,     none,  read,    worker,  kReads,   "upstream_file"},
     {"/simple",                           kGet,    handle_simple,            none,  read,    network, kReads,   "simple_root"},
     {"/simple/",                          kGet,    handle_simple,            none,  read,    network, kReads,   "simple_root"},
     {"/simple/*",                         kGet,    handle_simple,            none,  read,    network, kReads,   "simple_project"},
@@ -263,7 +264,15 @@ Response respond(const Request& req, Context& ctx) {
       return error_response(make_error(Errc::invalid, "the upload's body was not received"));
     }
   }
-  return route.handler(req, ctx);
+  if (route.thread == Thread::worker) ctx.on_worker = true;
+  Response response = route.handler(req, ctx);
+  if (ctx.needs_worker && !ctx.on_worker) {
+    // What the server does: the same request again, on a worker.
+    ctx.needs_worker = false;
+    ctx.on_worker = true;
+    response = route.handler(req, ctx);
+  }
+  return response;
 }
 
 }  // namespace wf::handlers

@@ -39,7 +39,7 @@ std::vector<std::unique_ptr<NetThread>> make_threads(std::size_t n) {
 
 Server::Impl::Impl(ServerConfig c, Services s)
     : config(std::move(c)),
-      env{s, &status, &ui_sessions, config.private_reads},
+      env{s, &status, &ui_sessions, config.private_reads, config.upstreams},
       workers(std::max<std::size_t>(1, config.worker_threads)),
       threads(make_threads(network_threads_for(config.network_threads))),
       ioc(threads.front()->ioc),

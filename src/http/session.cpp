@@ -308,12 +308,15 @@ template <class Stream>
 void Session<Stream>::run(std::unique_ptr<handlers::UploadedBody> upload) {
   if (route_->thread == handlers::Thread::network) {
     handlers::Context ctx(*srv_.snapshot(), srv_.env);
-    return send(route_->handler(req_, ctx));
+    auto response = route_->handler(req_, ctx);
+    // A page that needs an upstream index fetched is answered from the worker pool.
+    if (!ctx.needs_worker) return send(std::move(response));
   }
   srv_.offload(
       [&srv = srv_, route = route_, req = req_, upload = std::move(upload),
        snap = srv_.snapshot()]() mutable {
         handlers::Context ctx(*snap, srv.env);
+        ctx.on_worker = true;
         ctx.upload = upload.get();
         Handled done;
         done.response = route->handler(req, ctx);

@@ -41,7 +41,13 @@ void append_escaped(std::string& out, std::string_view s) {
 }
 
 void append_file_url(std::string& out, const core::FileRecord& file) {
-  out += "/files/";
+  if (file.upstream.empty()) {
+    out += "/files/";
+  } else {
+    out += "/upstream/";
+    out += file.upstream;
+    out += '/';
+  }
   out += file.sha256;
   out += '/';
   out += percent_encode_path(file.filename);
@@ -143,6 +149,15 @@ std::string render_project_html(const ProjectPage& page) {
   out += "</title></head><body><h1>Links for ";
   append_escaped(out, page.name);
   out += "</h1>\n";
+  for (const auto& stale : page.stale) {
+    // Upstream names are [a-z0-9-]: nothing in them can end the comment.
+    out += "<!-- upstream ";
+    out += stale.name;
+    out += ": its files are listed from a cached page ";
+    append_json_number(out,
+                       static_cast<std::uint64_t>(std::max<std::int64_t>(0, stale.age_seconds)));
+    out += " s old; the upstream could not be reached -->\n";
+  }
   for (const core::FileRecord* file : page.files) append_file_anchor(out, *file);
   for (const ExtraLink& extra : page.extras) {
     out += "<a href=\"";
@@ -186,17 +201,37 @@ void append_file_json(std::string& out, const core::FileRecord& file) {
     out += R"(,"yanked":)";
     append_json_string(out, *file.yanked);
   }
-  out += R"(,"size":)";
-  append_json_number(out, file.size);
-  out += R"(,"upload-time":)";
-  append_json_string(out, iso8601_micros(file.upload_time));
+  // An upstream file's size and upload time are known only when its index gave them.
+  if (file.upstream.empty() || file.size != 0) {
+    out += R"(,"size":)";
+    append_json_number(out, file.size);
+  }
+  if (file.upstream.empty() || file.upload_time != 0) {
+    out += R"(,"upload-time":)";
+    append_json_string(out, iso8601_micros(file.upload_time));
+  }
   out += '}';
 }
 
 std::string render_project_json(const ProjectPage& page) {
   std::string out;
   out.reserve(128 + page.name.size() + page.versions.size() * 24 + page.files.size() * 512);
-  out += R"({"meta":{"api-version":"1.1"},"name":)";
+  out += R"({"meta":{"api-version":"1.1")";
+  if (!page.stale.empty()) {
+    // Keys of a server's own start with '_' (PEP 691, "Project detail").
+    out += R"(,"_stale-upstreams":[)";
+    for (std::size_t i = 0; i < page.stale.size(); ++i) {
+      if (i > 0) out += ',';
+      out += R"({"name":)";
+      append_json_string(out, page.stale[i].name);
+      out += R"(,"age-seconds":)";
+      append_json_number(
+          out, static_cast<std::uint64_t>(std::max<std::int64_t>(0, page.stale[i].age_seconds)));
+      out += '}';
+    }
+    out += ']';
+  }
+  out += R"(},"name":)";
   append_json_string(out, page.name);
   out += R"(,"versions":[)";
   for (std::size_t i = 0; i < page.versions.size(); ++i) {

@@ -311,19 +311,27 @@ std::vector<std::string> Snapshot::versions_of(const std::vector<const core::Fil
 std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
                                           std::size_t project) const {
   const ProjectData& p = *projects_[project];
-  const auto& files = p.files;
+  std::vector<const core::FileRecord*> files;
+  files.reserve(p.files.size());
+  for (const auto& f : p.files) files.push_back(&f);
+  return select_view_files(view, files, p.public_versions);
+}
+
+std::vector<std::size_t> select_view_files(const core::ViewSelector& view,
+                                           std::span<const core::FileRecord* const> files,
+                                           std::span<const std::string> public_versions) {
   const std::size_t n = files.size();
   const bool has_variants = std::any_of(
-      files.begin(), files.end(), [](const core::FileRecord& f) { return f.hints.selects(); });
+      files.begin(), files.end(), [](const core::FileRecord* f) { return f->hints.selects(); });
   // Wheels compete per (public version, python, abi, platform). A group made only of generic
   // wheels is listed whole, exactly as /simple/ lists it; a group with any variant build goes
   // through selection, so pip sees at most one build per tag set.
   std::unordered_map<std::string, bool> group_has_variant;
   std::vector<std::string> keys(n);
   for (std::size_t k = 0; k < n; ++k) {
-    const auto& f = files[k];
+    const core::FileRecord& f = *files[k];
     if (f.kind != core::DistKind::wheel) continue;
-    keys[k] = p.public_versions[k] + '|' + f.tags.python_tag + '|' + f.tags.abi_tag + '|' +
+    keys[k] = public_versions[k] + '|' + f.tags.python_tag + '|' + f.tags.abi_tag + '|' +
               f.tags.platform_tag;
     // A variant wheel whose properties say nothing a view selects on (x86_64 :: level) is a
     // build of its own, listed beside the others, as in /simple/ (docs/variants.md).
@@ -334,7 +342,7 @@ std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
   std::vector<std::size_t> candidate_file;
   std::vector<std::size_t> chosen;
   for (std::size_t k = 0; k < n; ++k) {
-    const auto& f = files[k];
+    const core::FileRecord& f = *files[k];
     if (f.kind != core::DistKind::wheel) {
       // A source distribution of a project that ships variant builds would let pip compile it
       // for whatever torch happens to be installed: in a view it is left out.

@@ -85,6 +85,26 @@ NEGOTIATE = [
     'application/x;param="a,b;c";q=0.5',
 ]
 
+SHA = "a" * 64
+UPSTREAM = [
+    "",
+    '<!DOCTYPE html><html><head><meta name="pypi:repository-version" content="1.1"></head>'
+    '<body><h1>Links for demo</h1>\n'
+    '<a href="../../files/demo-1.0-py3-none-any.whl#sha256=%s" data-requires-python="&gt;=3.8" '
+    'data-core-metadata="sha256=%s" data-dist-info-metadata="sha256=%s">'
+    'demo-1.0-py3-none-any.whl</a><br/>\n'
+    "<a href='demo-1.1.tar.gz#sha256=%s' data-yanked=\"bad &amp; broken\">demo-1.1.tar.gz</a>\n"
+    '</body></html>' % (SHA, SHA, SHA, SHA),
+    '<base href="https://cdn.example/p/"><!-- <a href="x"> --><a href="demo-2.0%%2Bcu128-py3-none-any.whl'
+    '#sha256=%s" data-dist-info-metadata="true" data-yanked="">x</a>' % SHA,
+    '{"meta":{"api-version":"1.1"},"name":"demo","versions":["1.0"],"files":['
+    '{"filename":"demo-1.0-py3-none-any.whl","url":"/files/demo-1.0-py3-none-any.whl",'
+    '"hashes":{"sha256":"%s"},"requires-python":">=3.8","core-metadata":{"sha256":"%s"},'
+    '"yanked":false,"size":12,"upload-time":"2023-11-14T22:13:20.123456Z"},'
+    '{"filename":"demo-1.1.tar.gz","url":"demo-1.1.tar.gz","hashes":{"sha256":"%s"},'
+    '"dist-info-metadata":true,"yanked":"broken"}]}' % (SHA, SHA, SHA),
+]
+
 BOUNDARY = "----b0undary"
 
 
@@ -274,6 +294,7 @@ HTTP = [
 HANDLERS = [
     "GET\n/simple/demo/demo-1.0-variants.json\n\n\n\n\n",
     "GET\n/cu128/torch2.8/simple/Demo/demo-1.0-variants.json\n\n\n\n\n",
+    "GET\n/upstream/pypi/%s/demo-1.0-py3-none-any.whl\n\n\n\n\n" % ("a" * 64),
     "POST\n/admin/yank\nA\n\n\n\nproject=demo&version=1.0&reason=broken+ABI",
     "POST\n/admin/unyank?project=demo\nA\n\n\n\nfilename=demo-1.0-py3-none-any.whl",
     "DELETE\n/admin/files/demo-1.0-py3-none-any.whl\nA\n\n\n\n",
@@ -356,6 +377,7 @@ def main():
     write(out, "variant_json", VARIANT_JSON)
     write(out, "metadata", METADATA)
     write(out, "negotiate", NEGOTIATE)
+    write(out, "upstream", UPSTREAM)
     write(out, "multipart", multipart_seeds())
     elves = elf_seeds()
     write(out, "elf", elves)

@@ -22,7 +22,7 @@ esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${WF_FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=${WF_FUZZ_JOBS:-$(nproc)}
-all_targets="filename version variant variant_json metadata negotiate multipart archive elf http_read handlers upload framing"
+all_targets="filename version variant variant_json metadata negotiate upstream multipart archive elf http_read handlers upload framing"
 targets=${WF_FUZZ_TARGETS:-$all_targets}
 
 for tool in clang++ cmake /usr/bin/python3; do

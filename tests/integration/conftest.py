@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from wfhelpers import (
+    NginxIndex,
     Server,
     StaticIndex,
     catalog_filenames,
@@ -98,6 +99,13 @@ class Harness:
 
     def static_index(self, root: Path) -> StaticIndex:
         index = StaticIndex(root, self.root / f"static-index{len(self.indexes)}.log")
+        self.indexes.append(index)
+        index.start()
+        return index
+
+    def nginx(self, root: Path, tls: tuple[Path, Path] | None = None, extra: str = "") -> NginxIndex:
+        """nginx serving `root` on loopback (HTTP, and HTTPS with `tls`); see NginxIndex."""
+        index = NginxIndex(root, self.root / f"nginx{len(self.indexes)}", tls, extra)
         self.indexes.append(index)
         index.start()
         return index

@@ -764,3 +764,129 @@ class StaticIndex:
                 self.proc.wait(5)
         if self.proc.stdout:
             self.proc.stdout.close()
+
+
+def make_test_ca(directory: Path) -> tuple[Path, Path]:
+    """A throwaway certificate authority (openssl command): its certificate and key."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / "ca.pem", directory / "ca.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-days", "2", "-subj", "/CN=wheelforge test CA", "-keyout", str(key),
+         "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )
+    return cert, key
+
+
+def make_server_cert(directory: Path, ca: tuple[Path, Path], name: str,
+                     alt_names: str = "IP:127.0.0.1,DNS:localhost") -> tuple[Path, Path]:
+    """A server certificate signed by `ca` for `alt_names` (subjectAltName syntax): its
+    certificate and key, as `name`.pem and `name`.key in `directory`."""
+    cert, key, csr = directory / f"{name}.pem", directory / f"{name}.key", directory / f"{name}.csr"
+    ext = directory / f"{name}.ext"
+    ext.write_text(f"subjectAltName={alt_names}\n")
+    subprocess.run(
+        ["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(csr)],
+        check=True, capture_output=True, timeout=60,
+    )
+    subprocess.run(
+        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
+         "-CAcreateserial", "-days", "2", "-out", str(cert), "-extfile", str(ext)],
+        check=True, capture_output=True, timeout=60,
+    )
+    return cert, key
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NginxIndex:
+    """nginx serving a directory (a static PEP 503 tree) on 127.0.0.1, over HTTP and, given a
+    certificate and key, HTTPS too; its own prefix, configuration and logs under `prefix`.
+    `extra` is added to the server block, with @HTTP_PORT@ and @HTTPS_PORT@ replaced."""
+
+    def __init__(self, root: Path, prefix: Path, tls: tuple[Path, Path] | None = None,
+                 extra: str = ""):
+        self.root, self.prefix, self.tls, self.extra = root, prefix, tls, extra
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self.https_url = ""
+
+    def _config(self, http_port: int, https_port: int) -> str:
+        listen = f"listen 127.0.0.1:{http_port};\n"
+        tls = ""
+        if self.tls:
+            listen += f"        listen 127.0.0.1:{https_port} ssl;\n"
+            tls = f"ssl_certificate {self.tls[0]};\n        ssl_certificate_key {self.tls[1]};\n"
+        extra = self.extra.replace("@HTTP_PORT@", str(http_port)).replace("@HTTPS_PORT@", str(https_port))
+        p = self.prefix
+        # Run as root, nginx would drop its workers to `nobody`; keep the invoking user.
+        user = "user root;" if os.geteuid() == 0 else ""
+        return f"""{user}
+worker_processes 1;
+daemon off;
+pid {p}/nginx.pid;
+error_log {p}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log {p}/access.log;
+    client_body_temp_path {p}/client_body;
+    proxy_temp_path {p}/proxy;
+    fastcgi_temp_path {p}/fastcgi;
+    uwsgi_temp_path {p}/uwsgi;
+    scgi_temp_path {p}/scgi;
+    types {{ text/html html; application/octet-stream whl; }}
+    default_type application/octet-stream;
+    server {{
+        {listen}        {tls}        root {self.root};
+        index index.html;
+        {extra}
+    }}
+}}
+"""
+
+    def start(self) -> None:
+        self.prefix.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            http_port, https_port = free_port(), free_port()
+            conf = self.prefix / "nginx.conf"
+            conf.write_text(self._config(http_port, https_port))
+            stderr = open(self.prefix / "stderr.log", "ab")
+            try:
+                self.proc = subprocess.Popen(
+                    ["nginx", "-p", str(self.prefix), "-e", str(self.prefix / "error.log"),
+                     "-c", str(conf)],
+                    stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL,
+                )
+            finally:
+                stderr.close()
+            self.url = f"http://127.0.0.1:{http_port}"
+            self.https_url = f"https://127.0.0.1:{https_port}" if self.tls else ""
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    http_request(self.url, "GET", "/")
+                    return
+                except OSError:
+                    time.sleep(0.05)
+            self.stop()  # a port taken meanwhile: again with others
+        raise AssertionError(f"nginx did not start; see {self.prefix}/error.log")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful: workers finish, then exit
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None

@@ -13,6 +13,7 @@
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/core/build.hpp"
 #include "wheelforge/core/records.hpp"
+#include "wheelforge/core/upstream.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::app {
@@ -39,6 +40,7 @@ struct Overrides {
   std::optional<std::string> tls_cert;
   std::optional<std::string> tls_key;
   std::optional<std::string> base_url;
+  std::optional<std::string> upstream_page_cache;
 };
 
 /// The effective configuration. A new setting is a field here, one in Overrides and one row
@@ -84,6 +86,9 @@ struct Settings {
   /// no trailing slash): what {server} stands for in the build runner's torch_index, and
   /// where `wheelforge build` finds the server. Empty: derived from `listen` (server_url()).
   std::string base_url;
+  /// The memory the upstream pages kept in memory may take (README, "Upstreams"); the disk
+  /// copy under DATA_DIR/upstream/pages is not bounded by it.
+  std::uint64_t upstream_page_cache = 64ULL * 1024 * 1024;
 
   /// Where these settings came from, so that a reload (SIGHUP) can load them again:
   /// check_configuration(settings.config_file, settings.overrides).
@@ -105,6 +110,8 @@ struct Configuration {
   Settings settings;
   /// [build] and [recipes]; no recipes leaves the runner off.
   build::RunnerConfig build;
+  /// [[upstream]] tables, in file order; none by default (README, "Upstreams").
+  std::vector<core::UpstreamConfig> upstreams;
 };
 
 /// The outcome of loading the configuration.
@@ -153,6 +160,10 @@ struct ConfigCheck {
 /// A short description of the build runner's configuration, as TOML comment lines
 /// ("# build runner: ..."), for `config check`.
 [[nodiscard]] std::string build_summary(const build::RunnerConfig& build);
+
+/// The upstreams as TOML comment lines ("# upstream pypi: https://pypi.org/simple/, ..."), for
+/// `config check`; never a password.
+[[nodiscard]] std::string upstream_summary(const std::vector<core::UpstreamConfig>& upstreams);
 
 /// The URL the server described by `settings` is reached at: base_url when set, else
 /// http(s)://HOST:PORT from `listen` (https when tls_cert is set; a wildcard host 0.0.0.0 or
@@ -208,7 +219,10 @@ int audit(const Settings& settings, const std::optional<std::string>& project,
           const std::optional<std::string>& since, std::size_t limit);
 
 /// `wheelforge project list`: every project with its file count and claim.
-int project_list(const Settings& settings);
+/// `upstreams` (the configuration's): each local project is looked up on them, and the upstreams
+/// that also have a project of that name are listed (the ownership guard keeps them off its
+/// pages; README, "Upstreams"). Fetches (blocks on the network).
+int project_list(const Settings& settings, const std::vector<core::UpstreamConfig>& upstreams = {});
 /// `wheelforge project claim|release NAME`: sets who may upload to a project besides admins.
 int project_claim(const Settings& settings, const std::string& project,
                   const core::ProjectClaim& claim);

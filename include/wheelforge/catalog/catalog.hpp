@@ -121,6 +121,16 @@ struct BlobRef {
   std::uint64_t size = 0;  ///< the size the row records for this blob
 };
 
+/// A blob fetched from an upstream index and kept in the store (README, "Upstreams"): the
+/// file (or its .metadata, named so) as the upstream's page listed it.
+struct UpstreamBlob {
+  std::string sha256;
+  std::string upstream;
+  std::string filename;
+  std::uint64_t size = 0;
+  Micros stored_at = 0;
+};
+
 /// A blob that `fsck --repair` found damaged (corrupt: moved to quarantine, or missing).
 struct DamagedBlob {
   std::string sha256;
@@ -209,6 +219,12 @@ class Catalog {
   /// ignored). Does not move the generation: pages do not depend on it.
   [[nodiscard]] virtual Status record_token_uses(
       const std::vector<std::pair<std::int64_t, Micros>>& uses) = 0;
+
+  /// Records a blob stored from an upstream (the same sha256 again: nothing changes), so that
+  /// referenced_blobs() lists it. Does not move the generation: pages do not depend on it.
+  [[nodiscard]] virtual Status record_upstream_blob(const UpstreamBlob& blob) = 0;
+  /// Every blob stored from an upstream, by sha256.
+  [[nodiscard]] virtual Result<std::vector<UpstreamBlob>> upstream_blobs() = 0;
 
   /// Appends an entry to the audit trail (actions the catalog does not record itself: build
   /// requests). Its `at` is set when it is 0.

@@ -15,6 +15,7 @@
 #include "wheelforge/handlers/metrics.hpp"
 #include "wheelforge/handlers/ui_sessions.hpp"
 #include "wheelforge/handlers/upload.hpp"
+#include "wheelforge/handlers/upstreams.hpp"
 #include "wheelforge/ingest/ingestor.hpp"
 #include "wheelforge/snapshot/snapshot.hpp"
 #include "wheelforge/store/blob_store.hpp"
@@ -45,6 +46,8 @@ struct Environment {
   UiSessions* ui_sessions = nullptr;
   /// Every read (pages, files, APIs; not /healthz and /readyz) needs a read-scope token.
   bool private_reads = false;
+  /// The configured upstream indexes and their caches; null when none is configured.
+  Upstreams* upstreams = nullptr;
 };
 
 /// The body of an upload route once it has arrived in full.
@@ -77,8 +80,15 @@ struct Context {
   const snapshot::Snapshot& snapshot;  ///< the catalog as of this request
   const Environment& env;
   UploadedBody* upload = nullptr;  ///< upload routes: the body that arrived
+  /// The handler runs on a worker and may block. False on the network thread: a handler of a
+  /// Thread::network route that finds it must block (fetch from an upstream index) sets
+  /// `needs_worker` and returns; the server then runs the request again on a worker.
+  bool on_worker = false;
 
   // Out: what the server does besides sending the answer.
+  /// Run this request again on a worker (with `on_worker` set) and send that answer instead;
+  /// only read on the network thread.
+  bool needs_worker = false;
   Changed changed = Changed::everything;
   std::string changed_project;
   std::optional<LogFollow> follow;  ///< stream this log instead of the answer

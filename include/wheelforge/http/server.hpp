@@ -25,6 +25,8 @@ struct ServerConfig {
   bool access_log = true;
   /// Every read (pages, files, APIs; not /healthz and /readyz) needs a read-scope token.
   bool private_reads = false;
+  /// The upstream indexes whose files pages merge (README, "Upstreams"); null: none.
+  handlers::Upstreams* upstreams = nullptr;
   /// HTTPS: PEM certificate chain and private key. Both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;

@@ -25,11 +25,20 @@ struct ExtraLink {
   std::uint64_t size = 0;
 };
 
+/// An upstream whose files on a page come from a cached copy older than its TTL, because the
+/// upstream could not be asked (README, "Upstreams").
+struct StaleUpstream {
+  std::string name;
+  std::int64_t age_seconds = 0;
+};
+
 struct ProjectPage {
   std::string name;                            ///< normalized project name
   std::vector<std::string> versions;           ///< JSON `versions`, already in version order
   std::vector<const core::FileRecord*> files;  ///< in listing order
   std::vector<ExtraLink> extras;               ///< listed after the files
+  /// Said in an HTML comment and in JSON's `meta` (`_stale-upstreams`).
+  std::vector<StaleUpstream> stale;
 };
 
 /// Root list: one anchor (HTML) or entry (JSON) per project name, in the given order.

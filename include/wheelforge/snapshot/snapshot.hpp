@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,6 +36,14 @@ struct CacheStats {
   std::uint64_t misses = 0;
 };
 [[nodiscard]] CacheStats cache_stats();
+
+/// Indices (ascending: listing order) of the files a variant view lists among one project's
+/// `files` (in listing order; public_versions[k] is files[k]'s version without its local
+/// label): generic files as in /simple/, of the variant builds the best one per (public version,
+/// python, abi, platform tags); sdists left out when the project has variant builds.
+[[nodiscard]] std::vector<std::size_t> select_view_files(
+    const core::ViewSelector& view, std::span<const core::FileRecord* const> files,
+    std::span<const std::string> public_versions);
 
 class Snapshot {
  public:

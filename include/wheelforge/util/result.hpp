@@ -29,6 +29,7 @@ enum class Errc {
   uri_too_long,           // a request target above the limit (414)
   range_not_satisfiable,  // a byte range outside the file (416)
   header_too_large,       // a request head above the limit (431)
+  upstream,               // an upstream index failed or sent what does not check out (502)
 };
 
 struct Error {

@@ -644,7 +644,7 @@ std::string leaf(const std::string& key) {
 
 /// The example file with its commented-out TOML lines ("# key = ...", "# [table]") active.
 std::string uncommented(const std::string& text) {
-  static const std::regex toml_line(R"(^# (\[[A-Za-z0-9_."-]+\]|[A-Za-z0-9_"\.-]+ = .+)$)");
+  static const std::regex toml_line(R"(^# (\[\[?[A-Za-z0-9_."-]+\]\]?|[A-Za-z0-9_"\.-]+ = .+)$)");
   std::istringstream in(text);
   std::string out;
   for (std::string line; std::getline(in, line);) {

@@ -34,6 +34,7 @@ inline std::string undo_migrations_after(int version) {
        " ALTER TABLE tokens DROP COLUMN expires_at;"},
       {12, "ALTER TABLE files DROP COLUMN binaries;"},
       {13, "ALTER TABLE files DROP COLUMN variant;"},
+      {14, "DROP TABLE upstream_blobs;"},
   };
   std::string sql;
   for (auto it = kUndo.rbegin(); it != kUndo.rend() && it->first > version; ++it) {

@@ -1,0 +1,127 @@
+#pragma once
+// The configured upstream indexes (README, "Upstreams") and their page cache: project pages are
+// fetched through the Fetcher, kept in a memory LRU bounded in bytes and in a disk copy under
+// the data directory (written atomically), used for the upstream's metadata_ttl, then
+// revalidated with If-None-Match / If-Modified-Since (a 304 renews them). When an upstream
+// cannot be reached or answers a server error, the last page it gave is used (stale) with its
+// age. Upstream pages never enter the catalog or its snapshot. Thread-safe; pages() blocks
+// (network, disk): call it from a worker.
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "wheelforge/core/upstream.hpp"
+#include "wheelforge/handlers/fetcher.hpp"
+#include "wheelforge/util/result.hpp"
+#include "wheelforge/util/time.hpp"
+
+namespace wf::handlers {
+
+/// One upstream's answer for one project, as cached.
+struct UpstreamPageEntry {
+  core::UpstreamPage page;  ///< empty when the upstream does not have the project (404)
+  bool found = true;        ///< false: the upstream answered 404 (or 410)
+  std::string etag;
+  std::string last_modified;
+  Micros validated = 0;  ///< when the upstream last confirmed it (200 or 304)
+  std::size_t cost = 0;  ///< approximate bytes held in memory
+};
+
+/// Counters of one upstream, for /metrics.
+struct UpstreamCounters {
+  std::atomic<std::uint64_t> hits{0};    ///< pages answered from the cache within their TTL
+  std::atomic<std::uint64_t> misses{0};  ///< pages fetched or revalidated
+  std::atomic<std::uint64_t> errors{0};  ///< fetches that failed (unreachable, 5xx, bad page)
+  std::atomic<std::uint64_t> bytes{0};   ///< bytes received from the upstream
+};
+
+class Upstreams {
+ public:
+  /// `cache_dir`: where the disk copies live (DATA_DIR/upstream/pages); created when needed.
+  /// `memory_bytes`: the memory LRU's bound.
+  Upstreams(std::vector<core::UpstreamConfig> configs, Fetcher& fetcher,
+            std::filesystem::path cache_dir, std::uint64_t memory_bytes);
+
+  [[nodiscard]] const std::vector<core::UpstreamConfig>& configs() const { return configs_; }
+  [[nodiscard]] const core::UpstreamConfig* find(std::string_view name) const;
+
+  /// True when some upstream may serve `project` (core::may_serve). No I/O.
+  [[nodiscard]] bool any_may_serve(std::string_view project, bool local) const;
+
+  /// One upstream's page for a project as a listing uses it.
+  struct Listing {
+    const core::UpstreamConfig* upstream = nullptr;
+    std::shared_ptr<const UpstreamPageEntry> entry;  ///< null when nothing could be had
+    /// Set when the page is older than its TTL because the upstream failed: its age.
+    std::optional<std::chrono::seconds> stale_age;
+    std::optional<Error> error;  ///< why the upstream could not be asked (entry may be stale)
+  };
+
+  /// The pages of every upstream that may serve `project` (normalized), in configuration
+  /// order: from memory within the TTL, else from the disk copy within the TTL, else fetched
+  /// (revalidated when a copy exists). Blocks.
+  [[nodiscard]] std::vector<Listing> pages(std::string_view project, bool local, Micros now);
+
+  /// The file `filename` with `sha256` as the page of `upstream` for its project lists it now
+  /// (from the cache, or fetched), when the upstream may serve the project and the cooldown
+  /// does not hide the file; nullopt otherwise. Errc::upstream when the page could not be had.
+  /// Blocks.
+  [[nodiscard]] Result<std::optional<core::UpstreamFile>> listed_file(
+      const core::UpstreamConfig& upstream, std::string_view project, std::string_view filename,
+      std::string_view sha256, bool local, Micros now);
+
+  /// Fetches `url` of `upstream` (with its credentials), handing the body to `sink`; counts
+  /// its bytes. Blocks.
+  [[nodiscard]] Result<FetchResponse> fetch_file(const core::UpstreamConfig& upstream,
+                                                 std::string url, std::uint64_t max_bytes,
+                                                 std::function<Status(std::string_view)> sink);
+
+  [[nodiscard]] const UpstreamCounters& counters(std::size_t index) const {
+    return *counters_[index];
+  }
+  /// Bytes the memory LRU holds now.
+  [[nodiscard]] std::uint64_t memory_bytes() const;
+
+ private:
+  Listing page_of(std::size_t index, std::string_view project, Micros now);
+  [[nodiscard]] std::size_t index_of(const core::UpstreamConfig& upstream) const;
+  void add_credentials(const core::UpstreamConfig& upstream, FetchRequest& req) const;
+  std::shared_ptr<const UpstreamPageEntry> remembered(const std::string& key);
+  void remember(const std::string& key, std::shared_ptr<const UpstreamPageEntry> entry);
+  [[nodiscard]] std::filesystem::path disk_path(const core::UpstreamConfig& u,
+                                                std::string_view project) const;
+  std::shared_ptr<const UpstreamPageEntry> read_disk(const core::UpstreamConfig& u,
+                                                     std::string_view project) const;
+  void write_disk(const core::UpstreamConfig& u, std::string_view project,
+                  const UpstreamPageEntry& entry, std::string_view url,
+                  std::string_view content_type, std::string_view body) const;
+
+  std::vector<core::UpstreamConfig> configs_;
+  Fetcher& fetcher_;
+  std::filesystem::path cache_dir_;
+  std::uint64_t memory_limit_;
+  std::vector<std::unique_ptr<UpstreamCounters>> counters_;
+
+  mutable std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const UpstreamPageEntry>>> lru_;  // newest first
+  std::unordered_map<std::string, decltype(lru_)::iterator> by_key_;
+  std::uint64_t memory_used_ = 0;
+};
+
+/// The Accept header sent to upstreams: JSON first, HTML as the fallback (docs/packaging.md,
+/// "Content negotiation").
+inline constexpr std::string_view kUpstreamAccept =
+    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
+    "text/html;q=0.01";
+
+}  // namespace wf::handlers

@@ -1,0 +1,241 @@
+// /simple/<name>/ for a name upstream indexes may serve (README, "Upstreams"): the local files
+// and those of every upstream allowed to serve the name, merged into one page. Runs on a worker
+// (the upstream pages may have to be fetched).
+
+#include "upstream_pages.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "handlers.hpp"
+#include "read.hpp"
+#include "wheelforge/core/filename.hpp"
+#include "wheelforge/core/negotiate.hpp"
+#include "wheelforge/core/variant.hpp"
+#include "wheelforge/core/version.hpp"
+#include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/render/simple.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::handlers {
+namespace {
+
+/// The record a listing needs of an upstream file; nullopt when its name is not a wheel or
+/// sdist of `project` (a page may list anything; only what a client could install is offered).
+std::optional<core::FileRecord> record_of(const core::UpstreamFile& f, std::string_view upstream,
+                                          std::string_view project) {
+  auto name = core::parse_dist_filename(f.filename);
+  if (!name || name->normalized_name != project) return std::nullopt;
+  core::FileRecord r;
+  r.filename = f.filename;
+  r.project = std::string(project);
+  r.version = name->version.str();
+  r.kind = name->kind;
+  r.sha256 = f.sha256;
+  r.size = f.size.value_or(0);
+  r.upload_time = f.upload_time.value_or(0);
+  r.requires_python = f.requires_python;
+  r.metadata_sha256 = f.metadata_sha256;
+  r.yanked = f.yanked;
+  r.tags = name->tags;
+  const std::vector<std::string> no_requirements;
+  auto hints = core::hints_for_distribution(project, name->version.public_str(),
+                                            name->version.local_str(), no_requirements);
+  r.hints = hints ? std::move(*hints) : core::parse_local_label(name->version.local_str());
+  r.upstream = std::string(upstream);
+  return r;
+}
+
+bool listing_before(const core::FileRecord* a, const core::FileRecord* b) {
+  const auto va = core::Version::parse(a->version);
+  const auto vb = core::Version::parse(b->version);
+  if (va && vb && *va != *vb) return *va < *vb;
+  return a->filename < b->filename;
+}
+
+}  // namespace
+
+Result<MergedFiles> merge_upstream_files(const snapshot::Snapshot& snap, Upstreams& upstreams,
+                                         std::string_view project, Micros now) {
+  const bool local = snap.find_project(project) != nullptr;
+  MergedFiles out;
+  out.local = local;
+  std::set<std::string> names;
+  for (const auto* f : snap.files_of(project)) {
+    names.insert(core::canonical_file_key(f->filename));
+  }
+  bool found = local;
+  std::optional<Error> failure;
+  for (const auto& listing : upstreams.pages(project, local, now)) {
+    if (listing.stale_age) {
+      out.stale.push_back(
+          render::StaleUpstream{listing.upstream->name, listing.stale_age->count()});
+    }
+    if (!listing.entry) {
+      if (listing.error && !failure) failure = listing.error;
+      continue;
+    }
+    if (!listing.entry->found) continue;
+    found = true;
+    for (const auto& f : listing.entry->page.files) {
+      if (core::in_cooldown(f, listing.upstream->cooldown_days, now)) continue;
+      auto record = record_of(f, listing.upstream->name, project);
+      // A name listed here already (locally, or by an earlier upstream) keeps that file.
+      if (!record || !names.insert(core::canonical_file_key(record->filename)).second) continue;
+      out.upstream_files.push_back(std::move(*record));
+    }
+  }
+  if (!found) {
+    // Nothing here and no upstream has it: a 404, unless an upstream could not be asked, when
+    // a 404 would tell clients something nobody knows.
+    if (failure) {
+      return make_error(Errc::upstream,
+                        "no such project here, and an upstream index could not "
+                        "be asked: " +
+                            failure->message);
+    }
+    return make_error(Errc::not_found, "no such project: " + std::string(project));
+  }
+  return out;
+}
+
+Response merged_project_page(const Request& req, Context& ctx,
+                             const std::optional<core::ViewSelector>& view,
+                             std::string_view project, core::PageFormat format) {
+  auto merged = merge_upstream_files(ctx.snapshot, *ctx.env.upstreams, project, now_micros());
+  if (!merged) return error_response(merged.error());
+  render::ProjectPage page;
+  page.name = std::string(project);
+  page.files = ctx.snapshot.files_of(project);
+  for (const auto& f : merged->upstream_files) page.files.push_back(&f);
+  std::stable_sort(page.files.begin(), page.files.end(), listing_before);
+  if (view) {
+    std::vector<std::string> public_versions;
+    public_versions.reserve(page.files.size());
+    for (const auto* f : page.files) {
+      const auto v = core::Version::parse(f->version);
+      public_versions.push_back(v ? v->public_str() : f->version);
+    }
+    std::vector<const core::FileRecord*> chosen;
+    for (const std::size_t i : snapshot::select_view_files(*view, page.files, public_versions)) {
+      chosen.push_back(page.files[i]);
+    }
+    page.files = std::move(chosen);
+  }
+  for (const auto* f : page.files) {
+    if (page.versions.empty() || page.versions.back() != f->version) {
+      page.versions.push_back(f->version);
+    }
+  }
+  page.stale = merged->stale;
+  auto rendered = std::make_shared<snapshot::Page>();
+  rendered->body = render::render_project(format, page);
+  rendered->gzip = render::gzip(rendered->body);
+  rendered->etag = "\"" + crypto::sha256_hex(rendered->body).substr(0, 32) + "\"";
+  rendered->format = format;
+  Response r;
+  r.set("Content-Type", std::string(core::content_type(format)));
+  r.set("Vary", "Accept, Accept-Encoding");
+  r.set("Cache-Control", "max-age=0, must-revalidate");
+  if (!merged->stale.empty()) {
+    std::string value;
+    for (const auto& s : merged->stale) {
+      if (!value.empty()) value += ", ";
+      value += s.name + "; age=" + std::to_string(s.age_seconds);
+    }
+    r.set("Wheelforge-Upstream-Stale", value);
+  }
+  return with_page_body(req, rendered, std::move(r));
+}
+
+// /upstream/<upstream>/<sha256>/<filename>[.metadata]
+Response handle_upstream_file(const Request& req, Context& ctx) {
+  const auto& seg = req.segments;
+  const auto not_found = [](std::string message) {
+    return error_response(make_error(Errc::not_found, std::move(message)));
+  };
+  Upstreams* upstreams = ctx.env.upstreams;
+  if (upstreams == nullptr || seg.size() != 4) return not_found("no such file");
+  const core::UpstreamConfig* upstream = upstreams->find(seg[1]);
+  if (upstream == nullptr) return not_found("no such upstream: " + sanitize_for_log(seg[1]));
+  const std::string& sha256 = seg[2];
+  std::string_view name = seg[3];
+  constexpr std::string_view kMetadataSuffix = ".metadata";
+  const bool metadata = name.size() > kMetadataSuffix.size() && name.ends_with(kMetadataSuffix);
+  if (metadata) name.remove_suffix(kMetadataSuffix.size());
+  auto parsed = core::parse_dist_filename(name);
+  if (!is_sha256_hex(sha256) || !parsed) return not_found("no such file");
+  const std::string& project = parsed->normalized_name;
+  // Only a file the upstream's page lists now, for a name it may serve: the URL is not a way
+  // around the ownership guard or the cooldown.
+  const bool local = ctx.snapshot.find_project(project) != nullptr;
+  const Micros now = now_micros();
+  auto listed = upstreams->listed_file(*upstream, project, name, sha256, local, now);
+  if (!listed) return error_response(listed.error());
+  if (!*listed) return not_found("no such file");
+  const core::UpstreamFile& file = **listed;
+  const std::string want = metadata ? file.metadata_sha256 : file.sha256;
+  if (want.empty()) return not_found("no metadata for this file");
+  const std::string content_type =
+      metadata ? "text/plain; charset=utf-8" : "application/octet-stream";
+
+  const store::BlobStore& store = *ctx.env.services.store;
+  std::string path = store.blob_file(want);
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) {
+    return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+  }
+  // First download: fetched into the store's crash-safe temp file, hashed as it arrives, and
+  // published only when its sha256 is the one the page lists.
+  auto temp = store.create_temp();
+  if (!temp) return error_response(temp.error());
+  const std::string url = metadata ? file.url + std::string(kMetadataSuffix) : file.url;
+  const std::string shown = std::string(name) + (metadata ? std::string(kMetadataSuffix) : "");
+  auto got = upstreams->fetch_file(
+      *upstream, url,
+      ctx.env.services.ingestor != nullptr ? ctx.env.services.ingestor->limits().max_file_size
+                                           : std::uint64_t{8} << 30U,
+      [&temp](std::string_view chunk) { return temp->write(chunk.data(), chunk.size()); });
+  if (!got) {
+    // A storage failure keeps its own code (507, 500); the upstream's are 502.
+    const Errc code = got.error().code == Errc::storage_full || got.error().code == Errc::io
+                          ? got.error().code
+                          : Errc::upstream;
+    return error_response(
+        make_error(code, "upstream " + upstream->name + ": " + shown + ": " + got.error().message));
+  }
+  if (got->status != 200) {
+    return error_response(make_error(Errc::upstream, "upstream " + upstream->name + " answered " +
+                                                         std::to_string(got->status) + " for " +
+                                                         shown));
+  }
+  if (auto st = temp->finish(); !st) return error_response(st.error());
+  if (temp->sha256() != want) {
+    ctx.note = "upstream " + upstream->name + ": " + shown + " refused: sha256 " + temp->sha256() +
+               ", page lists " + want;
+    return error_response(make_error(Errc::upstream, "upstream " + upstream->name + " sent " +
+                                                         shown + " with sha256 " + temp->sha256() +
+                                                         ", but its page lists sha256 " + want +
+                                                         ": refused, nothing stored"));
+  }
+  const std::uint64_t size = got->body_bytes;
+  auto committed = store.commit(std::move(*temp));
+  if (!committed) return error_response(committed.error());
+  // Recorded so that gc keeps it and backup and fsck cover it. The blob is published either
+  // way: a failure here costs a fetch after the next gc, not this answer.
+  if (catalog::Catalog* cat = ctx.env.services.catalog; cat != nullptr) {
+    if (auto st = cat->record_upstream_blob(
+            catalog::UpstreamBlob{want, upstream->name, shown, size, now_micros()});
+        !st) {
+      ctx.note = "upstream " + upstream->name + ": stored " + shown +
+                 " but could not record it: " + st.error().message;
+      return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+    }
+  }
+  ctx.note =
+      "upstream " + upstream->name + ": stored " + shown + " (" + std::to_string(size) + " bytes)";
+  return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+}
+
+}  // namespace wf::handlers

@@ -1,0 +1,291 @@
+"""Upstream indexes (README, "Upstreams"): wheelforge as the only --index-url in front of nginx
+serving a static PEP 503 tree and of a second wheelforge (PEP 691 JSON with upload-time), both
+on loopback, with real pips: local and upstream packages installed from one URL, the newer
+upstream sdist of a local project never offered, the cooldown, a file whose bytes do not match
+its hash refused and not stored, and cached pages and files served with the upstream stopped."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from wfhelpers import (
+    JSON_TYPE,
+    PIP_PYTHONS,
+    Server,
+    clean_env,
+    http_request,
+    make_sdist,
+    make_wheel,
+    pip_args,
+    run,
+    write_static_index,
+)
+
+pytestmark = pytest.mark.skipif(shutil.which("nginx") is None,
+                                reason="nginx (Debian package nginx) is needed")
+
+
+def blob_path(data_dir: Path, sha: str) -> Path:
+    return data_dir / "blobs" / sha[:2] / sha[2:4] / sha
+
+
+def write_config(harness, upstreams: list[dict]) -> Path:
+    lines = []
+    for u in upstreams:
+        lines.append("[[upstream]]")
+        for key, value in u.items():
+            if isinstance(value, list):
+                lines.append(f"{key} = [" + ", ".join(f'"{v}"' for v in value) + "]")
+            elif isinstance(value, int):
+                lines.append(f"{key} = {value}")
+            else:
+                lines.append(f'{key} = "{value}"')
+    path = harness.root / "wheelforge.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def pip_install(python: Path, index: str, target: Path, *reqs: str, cwd: Path):
+    return run([python, "-m", "pip", "install", "--target", str(target), *pip_args(index), *reqs],
+               timeout=180, cwd=cwd)
+
+
+@pytest.fixture
+def upstream_tree(harness, artifacts):
+    """nginx with a PEP 503 tree: up-dep 1.0 (a wheel), and local-pkg 2.0 (an sdist: a newer
+    public release of a project this index owns)."""
+    up_dir = harness.path("upstream-artifacts")
+    dep = make_wheel(up_dir, "up-dep", "1.0", module="up_dep", value="from upstream")
+    public = make_sdist(up_dir, "local-pkg", "2.0")
+    root = harness.path("tree")
+    write_static_index(root, [dep, public])
+    return {"root": root, "dep": dep, "public": public, "nginx": harness.nginx(root)}
+
+
+@pytest.mark.parametrize("pip_version", sorted(PIP_PYTHONS))
+def test_pip_installs_local_and_upstream_packages_from_one_url(harness, artifacts, upstream_tree,
+                                                               pip_version):
+    python = PIP_PYTHONS[pip_version]
+    if not python.exists():
+        pytest.skip(f"{python} (pip {pip_version}) is not installed")
+    local = make_wheel(artifacts, "local-pkg", "1.0", module="local_pkg", value="local",
+                       requires_dist=("up-dep",))
+    assert harness.ingest(local.path).returncode == 0
+    nginx = upstream_tree["nginx"]
+    config = write_config(harness, [{"name": "static", "url": nginx.url + "/simple/",
+                                     "metadata_ttl": "0"}])
+    server = harness.serve("--config", str(config))
+
+    # The local project's page lists only the local file: the public 2.0 sdist is not offered.
+    page = http_request(server.url, "GET", "/simple/local-pkg/")
+    assert page.status == 200
+    assert "local_pkg-1.0-py3-none-any.whl" in page.text
+    assert "2.0" not in page.text
+    # An upstream project is listed through this server, never linked to the upstream.
+    dep = upstream_tree["dep"]
+    page = http_request(server.url, "GET", "/simple/up-dep/", {"Accept": JSON_TYPE})
+    assert page.status == 200, page.text
+    files = page.json()["files"]
+    assert [f["filename"] for f in files] == [dep.filename]
+    assert files[0]["url"] == f"/upstream/static/{dep.sha256}/{dep.filename}"
+    assert files[0]["hashes"] == {"sha256": dep.sha256}
+
+    cwd = harness.path("pip-cwd")
+    target = harness.path("target")
+    proc = pip_install(python, server.url + "/simple/", target, "local-pkg", cwd=cwd)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = run([python, "-c", "import local_pkg, up_dep; print(local_pkg.VALUE, up_dep.VALUE)"],
+              cwd=cwd, env=clean_env(PYTHONPATH=str(target)))
+    assert out.stdout.strip() == "local from upstream", out.stdout + out.stderr
+    assert blob_path(harness.data_dir, dep.sha256).is_file()  # stored on first download
+
+    # The upstream stopped: the page is served from its copy (stale, with its age) and the
+    # file from the store.
+    nginx.stop()
+    page = http_request(server.url, "GET", "/simple/up-dep/")
+    assert page.status == 200
+    assert (page.header("Wheelforge-Upstream-Stale") or "").startswith("static; age=")
+    assert "<!-- upstream static: its files are listed from a cached page" in page.text
+    target2 = harness.path("target2")
+    proc = pip_install(python, server.url + "/simple/", target2, "local-pkg", cwd=cwd)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (target2 / "up_dep").is_dir()
+
+
+def test_a_file_whose_bytes_do_not_match_its_hash_is_refused_and_not_stored(harness, artifacts,
+                                                                            upstream_tree):
+    dep = upstream_tree["dep"]
+    listed = dep.sha256
+    # The host now serves other bytes under the listed name.
+    other = make_wheel(harness.path("other"), "up-dep", "1.0", module="up_dep", value="tampered")
+    shutil.copy2(other.path, upstream_tree["root"] / "files" / dep.filename)
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    r = http_request(server.url, "GET", f"/upstream/static/{listed}/{dep.filename}")
+    assert r.status == 502
+    assert f"sent {dep.filename} with sha256 {other.sha256}, but its page lists sha256 {listed}" \
+        in r.text, r.text
+    assert not blob_path(harness.data_dir, listed).exists()
+    assert not blob_path(harness.data_dir, other.sha256).exists()
+    tmp = harness.data_dir / "tmp"
+    # Nothing but the server's temp session lock is left of the fetch.
+    assert not [p for p in tmp.rglob("*") if p.is_file() and p.name != ".lock"], list(tmp.rglob("*"))
+    python = PIP_PYTHONS["24.2"]
+    if python.exists():
+        proc = pip_install(python, server.url + "/simple/", harness.path("t"), "up-dep",
+                           cwd=harness.path("pip-cwd"))
+        assert proc.returncode != 0
+
+
+def test_the_cooldown_hides_fresh_files_of_a_json_upstream(harness, artifacts):
+    # A second wheelforge as the upstream: its JSON pages carry upload-time.
+    up_data = harness.root / "upstream-data"
+    up_data.mkdir()
+    old = make_wheel(artifacts, "cool-pkg", "1.0")
+    assert harness.cli("ingest", "--data-dir", str(up_data), str(old.path)).returncode == 0
+    upstream = Server(harness.binary, up_data, harness.root / "upstream.log", [])
+    harness.servers.append(upstream)
+    upstream.start()
+    config = write_config(harness, [
+        {"name": "fresh", "url": upstream.url + "/simple/"},
+        {"name": "careful", "url": upstream.url + "/simple/", "cooldown_days": 1},
+    ])
+    # Only the cooled-down upstream may serve cool-pkg: the first is limited to another name.
+    text = config.read_text().replace('name = "fresh"', 'name = "fresh"\nprojects = ["other"]')
+    config.write_text(text)
+    server = harness.serve("--config", str(config))
+    page = http_request(server.url, "GET", "/simple/cool-pkg/", {"Accept": JSON_TYPE})
+    assert page.status == 200, page.text
+    assert page.json()["files"] == []  # uploaded upstream moments ago: hidden
+
+    # Without the cooldown the same file is offered, with the upstream's upload-time.
+    config.write_text(text.replace("cooldown_days = 1", "cooldown_days = 0"))
+    harness.servers[-1].stop()
+    server = harness.serve("--config", str(config))
+    page = http_request(server.url, "GET", "/simple/cool-pkg/", {"Accept": JSON_TYPE})
+    files = page.json()["files"]
+    assert [f["filename"] for f in files] == [old.filename]
+    assert files[0]["upload-time"].endswith("Z")
+
+
+def test_unknown_names_are_404_and_bad_configuration_names_the_key(harness, upstream_tree):
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    r = http_request(server.url, "GET", "/simple/nowhere-at-all/")
+    assert r.status == 404
+    assert "no such project" in r.text
+    bad = harness.root / "bad.toml"
+    bad.write_text('[[upstream]]\nname = "x"\nurl = "ftp://example/"\n')
+    proc = harness.cli("config", "check", "--config", str(bad))
+    assert proc.returncode == 2
+    assert "upstream.x.url: expected the http:// or https:// URL" in proc.stderr, proc.stderr
+
+
+POETRY = Path("/usr/bin/poetry")
+PDM = Path("/usr/bin/pdm")
+
+
+def resolver_env(tmp: Path) -> dict[str, str]:
+    return clean_env(
+        HOME=str(tmp / "home"), POETRY_CONFIG_DIR=str(tmp / "poetry-config"),
+        POETRY_CACHE_DIR=str(tmp / "poetry-cache"), POETRY_VIRTUALENVS_IN_PROJECT="true",
+        PDM_CACHE_DIR=str(tmp / "pdm-cache"), PDM_CHECK_UPDATE="false",
+        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring", NO_COLOR="1", COLUMNS="1000",
+    )
+
+
+def test_poetry_and_pdm_install_local_and_upstream_packages_from_one_source(harness, artifacts,
+                                                                            upstream_tree):
+    """Debian's Poetry and pdm with wheelforge as their only source: the local project at its
+    local version (not the upstream's newer sdist) and its dependency from the upstream."""
+    if not POETRY.exists() and not PDM.exists():
+        pytest.skip("neither poetry nor pdm is installed (Debian python3-poetry, python3-pdm)")
+    local = make_wheel(artifacts, "local-pkg", "1.0", module="local_pkg", value="local",
+                       requires_dist=("up-dep",))
+    assert harness.ingest(local.path).returncode == 0
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    index = server.url + "/simple/"
+    env = resolver_env(harness.root)
+    checked = 0
+    if POETRY.exists():
+        project = harness.path("poetry-consumer")
+        (project / "pyproject.toml").write_text(
+            '[tool.poetry]\nname = "wf-consumer"\nversion = "0.1.0"\ndescription = ""\n'
+            'authors = ["Wheelforge Tests <tests@example.invalid>"]\n\n'
+            '[tool.poetry.dependencies]\npython = ">=3.9,<3.14"\n\n'
+            f'[[tool.poetry.source]]\nname = "wheelforge"\nurl = "{index}"\ndefault = true\n'
+        )
+        done = run([POETRY, "--no-interaction", "add", "local-pkg"], timeout=300, cwd=project,
+                   env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lock = (project / "poetry.lock").read_text()
+        assert 'name = "local-pkg"\nversion = "1.0"' in lock, lock
+        assert upstream_tree["dep"].filename in lock, lock
+        out = run([project / ".venv" / "bin" / "python", "-c",
+                   "import local_pkg, up_dep; print(local_pkg.VALUE, up_dep.VALUE)"], cwd=project)
+        assert out.stdout.strip() == "local from upstream", out.stdout + out.stderr
+        checked += 1
+    if PDM.exists():
+        project = harness.path("pdm-consumer")
+        (project / "pyproject.toml").write_text(
+            '[project]\nname = "wf-consumer"\nversion = "0.1.0"\nrequires-python = ">=3.9"\n'
+            'dependencies = []\n\n'
+            f'[[tool.pdm.source]]\nname = "pypi"\nurl = "{index}"\nverify_ssl = false\n'
+        )
+        done = run([PDM, "add", "--no-self", "local-pkg"], timeout=300, cwd=project, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lock = (project / "pdm.lock").read_text()
+        assert 'name = "local-pkg"\nversion = "1.0"' in lock, lock
+        assert upstream_tree["dep"].filename in lock, lock
+        assert "local-pkg-2.0" not in lock and "local_pkg-2.0" not in lock, lock
+        checked += 1
+    assert checked > 0
+
+
+def test_stored_upstream_files_are_covered_by_backup_and_fsck(harness, upstream_tree):
+    dep = upstream_tree["dep"]
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    r = http_request(server.url, "GET", f"/upstream/static/{dep.sha256}/{dep.filename}")
+    assert r.status == 200 and r.body == dep.data
+    blob = blob_path(harness.data_dir, dep.sha256)
+    assert blob.is_file()
+
+    backup = harness.root / "backup"
+    proc = harness.cli("backup", "--data-dir", str(harness.data_dir), str(backup))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert blob_path(backup, dep.sha256).read_bytes() == dep.data
+
+    proc = harness.cli("fsck", "--data-dir", str(harness.data_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    blob.chmod(0o644)
+    blob.write_bytes(b"rotten")
+    proc = harness.cli("fsck", "--data-dir", str(harness.data_dir))
+    assert proc.returncode != 0
+    assert f"upstream:static/{dep.filename}" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_project_list_names_local_projects_that_also_exist_upstream(harness, artifacts,
+                                                                    upstream_tree):
+    for name in ("local-pkg", "only-here"):
+        assert harness.ingest(make_wheel(artifacts, name, "1.0").path).returncode == 0
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    proc = harness.cli("project", "list", "--config", str(config),
+                       "--data-dir", str(harness.data_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[1:]}
+    assert proc.stdout.splitlines()[0].split()[-2:] == ["ALSO", "UPSTREAM"], proc.stdout
+    assert rows["local-pkg"][-1] == "static", proc.stdout
+    assert rows["only-here"][-1] == "-", proc.stdout
+    # Without upstreams the listing is as before.
+    plain = harness.cli("project", "list", "--data-dir", str(harness.data_dir))
+    assert "UPSTREAM" not in plain.stdout

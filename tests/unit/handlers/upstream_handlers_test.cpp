@@ -1,0 +1,488 @@
+// Merged /simple/<name>/ pages over upstream indexes (README, "Upstreams"), through the route
+// table with a fake Fetcher: the ownership guard, the cooldown, the cache's TTL, revalidation,
+// disk copy and stale answers, and the refusals.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "handler_bed.hpp"
+#include "handlers/handlers.hpp"
+#include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/handlers/upstreams.hpp"
+
+namespace wf::handlers {
+namespace {
+
+using testing::body_of;
+using testing::HandlerBed;
+using testing::make_request;
+using Json = nlohmann::json;
+
+const std::string kSha(64, 'a');
+const std::string kSha2(64, 'b');
+const std::string kMetaSha(64, 'c');
+constexpr Micros kDay = 86'400'000'000;
+
+/// An upstream on a table: URL -> answer; counts and records what is asked.
+class FakeFetcher : public Fetcher {
+ public:
+  struct Answer {
+    int status = 200;
+    std::string content_type = "text/html";
+    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers;
+  };
+  std::map<std::string, Answer> answers;
+  bool down = false;
+  std::vector<FetchRequest> asked;
+
+  Result<FetchResponse> fetch(const FetchRequest& req) override {
+    asked.push_back(req);
+    if (down) return make_error(Errc::unavailable, "upstream.example: connection refused");
+    const auto it = answers.find(req.url);
+    FetchResponse r;
+    r.url = req.url;
+    if (it == answers.end()) {
+      r.status = 404;
+      return r;
+    }
+    const Answer& a = it->second;
+    // A conditional request for the same validator gets 304.
+    for (const auto& [name, value] : req.headers) {
+      for (const auto& [hn, hv] : a.headers) {
+        if (name == "If-None-Match" && hn == "etag" && hv == value) {
+          r.status = 304;
+          return r;
+        }
+      }
+    }
+    r.status = a.status;
+    r.headers = a.headers;
+    r.headers.emplace_back("content-type", a.content_type);
+    r.body_bytes = a.body.size();
+    if (req.sink) {
+      // In two pieces, as a network would.
+      const std::string_view body = a.body;
+      for (const auto piece : {body.substr(0, body.size() / 2), body.substr(body.size() / 2)}) {
+        if (auto st = req.sink(piece); !st) return st.error();
+      }
+    } else {
+      r.body = a.body;
+    }
+    return r;
+  }
+
+  [[nodiscard]] std::string header_of(std::size_t i, std::string_view name) const {
+    for (const auto& [k, v] : asked.at(i).headers) {
+      if (k == name) return v;
+    }
+    return {};
+  }
+};
+
+std::string html_page(const std::string& anchors) {
+  return "<!DOCTYPE html><html><body>" + anchors + "</body></html>";
+}
+
+class UpstreamPages : public ::testing::Test {
+ protected:
+  explicit UpstreamPages() : hb("upstream-pages") {}
+
+  void configure(std::vector<core::UpstreamConfig> configs) {
+    upstreams = std::make_unique<Upstreams>(std::move(configs), fetcher,
+                                            hb.bed.data_dir / "upstream" / "pages", 1U << 20U);
+    hb.env.upstreams = upstreams.get();
+  }
+
+  static core::UpstreamConfig pypi() {
+    core::UpstreamConfig u;
+    u.name = "pypi";
+    u.url = "https://upstream.example/simple/";
+    return u;
+  }
+
+  Response get(const std::string& target, const std::string& accept = "text/html") {
+    return hb.respond(Method::get, target, {{"Accept", accept}});
+  }
+
+  HandlerBed hb;
+  FakeFetcher fetcher;
+  std::unique_ptr<Upstreams> upstreams;
+};
+
+TEST_F(UpstreamPages, UnknownNameListsTheUpstreamsFilesThroughThisServer) {
+  configure({pypi()});
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"../../files/numpy-1.0-py3-none-any.whl#sha256=" + kSha +
+                "\" data-requires-python=\"&gt;=3.8\" data-core-metadata=\"sha256=" + kMetaSha +
+                "\">numpy-1.0-py3-none-any.whl</a>"
+                "<a href=\"numpy-1.1.tar.gz#sha256=" +
+                kSha2 +
+                "\" data-yanked=\"broken\">numpy-1.1.tar.gz</a>"
+                "<a href=\"numpy-1.2.tar.gz\">no hash</a>"
+                "<a href=\"scipy-1.0.tar.gz#sha256=" +
+                kSha + "\">another project</a>"),
+      {}};
+  const Response r = get("/simple/numpy/");
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  const std::string body = body_of(r);
+  EXPECT_NE(
+      body.find("<a href=\"/upstream/pypi/" + kSha + "/numpy-1.0-py3-none-any.whl#sha256=" + kSha +
+                "\" data-requires-python=\"&gt;=3.8\" data-core-metadata=\"sha256=" + kMetaSha +
+                "\""),
+      std::string::npos)
+      << body;
+  EXPECT_NE(body.find("/upstream/pypi/" + kSha2 + "/numpy-1.1.tar.gz#sha256=" + kSha2 +
+                      "\" data-yanked=\"broken\">"),
+            std::string::npos)
+      << body;
+  EXPECT_EQ(body.find("numpy-1.2.tar.gz"), std::string::npos) << body;  // no hash: not offered
+  EXPECT_EQ(body.find("scipy"), std::string::npos) << body;
+  EXPECT_EQ(body.find("upstream.example"), std::string::npos) << body;  // never linked directly
+  ASSERT_EQ(fetcher.asked.size(), 1U);
+  EXPECT_EQ(fetcher.header_of(0, "Accept"), std::string(kUpstreamAccept));
+  EXPECT_EQ(fetcher.header_of(0, "Authorization"), "");
+
+  const Response j = get("/simple/numpy/", "application/vnd.pypi.simple.v1+json");
+  ASSERT_EQ(j.status, 200);
+  const Json doc = Json::parse(body_of(j));
+  ASSERT_EQ(doc["files"].size(), 2U);
+  EXPECT_EQ(doc["files"][0]["url"], "/upstream/pypi/" + kSha + "/numpy-1.0-py3-none-any.whl");
+  EXPECT_EQ(doc["files"][0]["core-metadata"]["sha256"], kMetaSha);
+  EXPECT_FALSE(doc["files"][0].contains("upload-time"));  // the HTML page gave none
+  EXPECT_EQ(doc["files"][1]["yanked"], "broken");
+  EXPECT_EQ(doc["versions"], Json::array({"1.0", "1.1"}));
+  EXPECT_EQ(fetcher.asked.size(), 1U);  // within the TTL: from memory
+
+  const std::string metrics = body_of(get("/metrics"));
+  EXPECT_NE(metrics.find("wheelforge_upstream_hits_total{upstream=\"pypi\"} 1\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("wheelforge_upstream_misses_total{upstream=\"pypi\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("wheelforge_upstream_errors_total{upstream=\"pypi\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("wheelforge_upstream_bytes_total{upstream=\"pypi\"} " +
+                         std::to_string(fetcher.answers.begin()->second.body.size()) + "\n"),
+            std::string::npos);
+}
+
+TEST_F(UpstreamPages, CredentialsAndUnknownNames) {
+  auto u = pypi();
+  u.username = "__token__";
+  u.password = "pw";
+  configure({u});
+  const Response r = get("/simple/nothing-here/");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(body_of(r).find("no such project: nothing-here"), std::string::npos);
+  ASSERT_EQ(fetcher.asked.size(), 1U);
+  EXPECT_EQ(fetcher.header_of(0, "Authorization"), "Basic X190b2tlbl9fOnB3");
+  // The 404 is cached for the TTL too.
+  EXPECT_EQ(get("/simple/nothing-here/").status, 404);
+  EXPECT_EQ(fetcher.asked.size(), 1U);
+}
+
+TEST_F(UpstreamPages, LocalProjectsNeverShowUpstreamFilesUnlessAllowed) {
+  ASSERT_EQ(
+      hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload).status,
+      201);
+  fetcher.answers["https://upstream.example/simple/demo-pkg/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + kSha + "\">demo_pkg-9.0.tar.gz</a>"),
+      {}};
+  configure({pypi()});
+  Response r = get("/simple/demo-pkg/");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r).find("9.0"), std::string::npos) << body_of(r);
+  EXPECT_TRUE(fetcher.asked.empty());  // the upstream is not even asked
+
+  // On the network thread, a local page is answered there.
+  {
+    const auto snap = hb.snapshot();
+    Context ctx(*snap, hb.env);
+    const Response direct = handle_simple(make_request(Method::get, "/simple/demo-pkg/"), ctx);
+    EXPECT_EQ(direct.status, 200);
+    EXPECT_FALSE(ctx.needs_worker);
+    Context other(*snap, hb.env);
+    (void)handle_simple(make_request(Method::get, "/simple/numpy/"), other);
+    EXPECT_TRUE(other.needs_worker);
+    EXPECT_TRUE(fetcher.asked.empty());
+  }
+
+  auto allowed = pypi();
+  allowed.serve_local = {"demo-pkg"};
+  configure({allowed});
+  r = get("/simple/demo-pkg/");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(body_of(r).find("/upstream/pypi/" + kSha + "/demo_pkg-9.0.tar.gz"), std::string::npos);
+  EXPECT_NE(body_of(r).find("/files/"), std::string::npos);  // the local wheel stays
+}
+
+TEST_F(UpstreamPages, AllowListAndCooldown) {
+  const Micros now = now_micros();
+  const auto file = [](const std::string& name, const std::string& sha,
+                       std::optional<Micros> when) {
+    Json f = {{"filename", name}, {"url", name}, {"hashes", {{"sha256", sha}}}};
+    if (when) f["upload-time"] = iso8601_micros(*when);
+    return f;
+  };
+  Json page = {{"meta", {{"api-version", "1.1"}}}, {"name", "torch"}, {"files", Json::array()}};
+  page["files"].push_back(file("torch-2.8.0-py3-none-any.whl", kSha, now - 10 * kDay));
+  page["files"].push_back(file("torch-2.9.0-py3-none-any.whl", kSha2, now - kDay));
+  page["files"].push_back(file("torch-2.9.1-py3-none-any.whl", kMetaSha, std::nullopt));
+  fetcher.answers["https://download.example/whl/cu128/torch/"] = {
+      200, "application/vnd.pypi.simple.v1+json", page.dump(), {}};
+  core::UpstreamConfig u;
+  u.name = "pytorch";
+  u.url = "https://download.example/whl/cu128/";
+  u.all_projects = false;
+  u.projects = {"torch"};
+  u.cooldown_days = 3;
+  configure({u});
+  EXPECT_EQ(get("/simple/numpy/").status, 404);  // not on the allow-list: never asked
+  EXPECT_TRUE(fetcher.asked.empty());
+  const Response r = get("/simple/torch/", "application/vnd.pypi.simple.v1+json");
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  const Json doc = Json::parse(body_of(r));
+  ASSERT_EQ(doc["files"].size(), 1U) << doc.dump();  // the fresh and the undated one hidden
+  EXPECT_EQ(doc["files"][0]["filename"], "torch-2.8.0-py3-none-any.whl");
+  EXPECT_EQ(doc["files"][0]["upload-time"], iso8601_micros(now - 10 * kDay));
+}
+
+TEST_F(UpstreamPages, RevalidatesAfterTheTtlAndServesStaleCopiesWithTheirAge) {
+  auto u = pypi();
+  u.metadata_ttl = std::chrono::seconds{0};
+  configure({u});
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"numpy-1.0.tar.gz#sha256=" + kSha + "\">numpy-1.0.tar.gz</a>"),
+      {{"etag", "\"v1\""}, {"last-modified", "Tue, 24 Nov 2026 04:00:00 GMT"}}};
+  ASSERT_EQ(get("/simple/numpy/").status, 200);
+  const Response again = get("/simple/numpy/");
+  ASSERT_EQ(again.status, 200);
+  ASSERT_EQ(fetcher.asked.size(), 2U);
+  EXPECT_EQ(fetcher.header_of(1, "If-None-Match"), "\"v1\"");
+  EXPECT_EQ(fetcher.header_of(1, "If-Modified-Since"), "Tue, 24 Nov 2026 04:00:00 GMT");
+  EXPECT_NE(body_of(again).find("numpy-1.0.tar.gz"), std::string::npos);  // from the 304
+  EXPECT_EQ(again.header("wheelforge-upstream-stale"), "");
+
+  fetcher.down = true;
+  const Response stale = get("/simple/numpy/");
+  ASSERT_EQ(stale.status, 200) << body_of(stale);
+  EXPECT_NE(body_of(stale).find("numpy-1.0.tar.gz"), std::string::npos);
+  EXPECT_NE(body_of(stale).find("<!-- upstream pypi: its files are listed from a cached page "),
+            std::string::npos)
+      << body_of(stale);
+  EXPECT_TRUE(stale.header("wheelforge-upstream-stale").starts_with("pypi; age="));
+  const Response json = get("/simple/numpy/", "application/vnd.pypi.simple.v1+json");
+  const Json doc = Json::parse(body_of(json));
+  EXPECT_EQ(doc["meta"]["_stale-upstreams"][0]["name"], "pypi");
+  EXPECT_GE(doc["meta"]["_stale-upstreams"][0]["age-seconds"].get<std::int64_t>(), 0);
+  EXPECT_EQ(upstreams->counters(0).errors.load(), 2U);
+
+  // Nothing cached and the upstream down: 502, not a 404 nobody knows to be true.
+  const Response none = get("/simple/scipy/");
+  EXPECT_EQ(none.status, 502);
+  EXPECT_NE(body_of(none).find("connection refused"), std::string::npos) << body_of(none);
+}
+
+TEST_F(UpstreamPages, TheDiskCopyOutlivesTheProcess) {
+  configure({pypi()});
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"numpy-1.0.tar.gz#sha256=" + kSha + "\">numpy-1.0.tar.gz</a>"),
+      {}};
+  ASSERT_EQ(get("/simple/numpy/").status, 200);
+  // A new process: empty memory, the upstream down, the copy within its TTL.
+  fetcher.down = true;
+  configure({pypi()});
+  const Response r = get("/simple/numpy/");
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  EXPECT_NE(body_of(r).find("/upstream/pypi/" + kSha + "/numpy-1.0.tar.gz"), std::string::npos);
+  EXPECT_EQ(fetcher.asked.size(), 1U);
+  EXPECT_EQ(upstreams->counters(0).hits.load(), 1U);
+}
+
+TEST_F(UpstreamPages, BrokenUpstreamPagesAreNotServed) {
+  configure({pypi()});
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200, "application/vnd.pypi.simple.v1+json", "{not json", {}};
+  fetcher.answers["https://upstream.example/simple/scipy/"] = {500, "text/plain", "oops", {}};
+  Response r = get("/simple/numpy/");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(body_of(r).find("cannot be read"), std::string::npos) << body_of(r);
+  r = get("/simple/scipy/");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(body_of(r).find("pypi answered 500 for scipy"), std::string::npos) << body_of(r);
+}
+
+TEST_F(UpstreamPages, FilesAreFetchedOnceVerifiedAndServedFromTheStore) {
+  configure({pypi()});
+  const std::string bytes = "numpy sdist bytes";
+  const std::string metadata = "Metadata-Version: 2.1\nName: numpy\nVersion: 1.0\n";
+  const std::string sha = crypto::sha256_hex(bytes);
+  const std::string meta_sha = crypto::sha256_hex(metadata);
+  const std::string bad = "other bytes";
+  const std::string listed_sha = crypto::sha256_hex("what the page promised");
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"https://files.example/numpy-1.0.tar.gz#sha256=" + sha +
+                "\" data-core-metadata=\"sha256=" + meta_sha + "\">numpy-1.0.tar.gz</a>" +
+                "<a href=\"https://files.example/numpy-1.1.tar.gz#sha256=" + listed_sha +
+                "\">numpy-1.1.tar.gz</a>"),
+      {}};
+  fetcher.answers["https://files.example/numpy-1.0.tar.gz"] = {200, "application/gzip", bytes, {}};
+  fetcher.answers["https://files.example/numpy-1.0.tar.gz.metadata"] = {
+      200, "text/plain", metadata, {}};
+  fetcher.answers["https://files.example/numpy-1.1.tar.gz"] = {200, "application/gzip", bad, {}};
+
+  const std::string url = "/upstream/pypi/" + sha + "/numpy-1.0.tar.gz";
+  Response r = hb.respond(Method::get, url);
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  ASSERT_TRUE(std::holds_alternative<FileRange>(r.body));
+  EXPECT_EQ(std::get<FileRange>(r.body).path, hb.bed.store->blob_file(sha));
+  EXPECT_EQ(std::get<FileRange>(r.body).length, bytes.size());
+  EXPECT_EQ(r.header("etag"), "\"" + sha + "\"");
+  r = hb.respond(Method::get, url + ".metadata");
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  EXPECT_EQ(std::get<FileRange>(r.body).path, hb.bed.store->blob_file(meta_sha));
+  // Recorded, so that gc keeps them and backup copies them.
+  const auto recorded = hb.bed.catalog->upstream_blobs();
+  ASSERT_TRUE(recorded);
+  ASSERT_EQ(recorded->size(), 2U);
+  std::set<std::string> names;
+  for (const auto& b : *recorded) {
+    EXPECT_EQ(b.upstream, "pypi");
+    names.insert(b.filename + " " + b.sha256);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"numpy-1.0.tar.gz " + sha,
+                                          "numpy-1.0.tar.gz.metadata " + meta_sha}));
+  const auto refs = hb.bed.catalog->referenced_blobs();
+  ASSERT_TRUE(refs);
+  EXPECT_TRUE(std::any_of(refs->begin(), refs->end(), [&](const catalog::BlobRef& b) {
+    return b.sha256 == sha && b.filename == "upstream:pypi/numpy-1.0.tar.gz";
+  }));
+
+  // Stored: served with the upstream down (the page from its cache, the bytes from the store).
+  const std::size_t asked = fetcher.asked.size();
+  fetcher.down = true;
+  r = hb.respond(Method::get, url, {{"Range", "bytes=0-4"}});
+  ASSERT_EQ(r.status, 206) << body_of(r);
+  EXPECT_EQ(fetcher.asked.size(), asked);
+  fetcher.down = false;
+
+  // Bytes that are not the ones the page lists: refused, nothing stored.
+  r = hb.respond(Method::get, "/upstream/pypi/" + listed_sha + "/numpy-1.1.tar.gz");
+  EXPECT_EQ(r.status, 502);
+  EXPECT_NE(
+      body_of(r).find("sent numpy-1.1.tar.gz with sha256 " + crypto::sha256_hex(bad) +
+                      ", but its page lists sha256 " + listed_sha + ": refused, nothing stored"),
+      std::string::npos)
+      << body_of(r);
+  EXPECT_FALSE(std::filesystem::exists(hb.bed.store->blob_file(listed_sha)));
+  EXPECT_FALSE(std::filesystem::exists(hb.bed.store->blob_file(crypto::sha256_hex(bad))));
+
+  // Only what the page lists, under its hash, from an upstream that exists.
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/pypi/" + listed_sha + "/numpy-1.0.tar.gz").status,
+            404);
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/nope/" + sha + "/numpy-1.0.tar.gz").status, 404);
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/pypi/" + sha + "/not-a-dist").status, 404);
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/pypi/" + sha + "/numpy-1.1.tar.gz.metadata").status,
+            404);
+}
+
+TEST_F(UpstreamPages, TheFileRouteKeepsTheOwnershipGuard) {
+  ASSERT_EQ(
+      hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload).status,
+      201);
+  configure({pypi()});
+  const std::string bytes = "public demo";
+  const std::string sha = crypto::sha256_hex(bytes);
+  fetcher.answers["https://upstream.example/simple/demo-pkg/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + sha + "\">demo_pkg-9.0.tar.gz</a>"),
+      {}};
+  fetcher.answers["https://upstream.example/simple/demo-pkg/demo_pkg-9.0.tar.gz"] = {
+      200, "application/gzip", bytes, {}};
+  EXPECT_EQ(hb.respond(Method::get, "/upstream/pypi/" + sha + "/demo_pkg-9.0.tar.gz").status, 404);
+  EXPECT_TRUE(fetcher.asked.empty());
+}
+
+TEST_F(UpstreamPages, VariantViewsSelectUpstreamBuildsByTheSameRules) {
+  core::UpstreamConfig u;
+  u.name = "pytorch-cu128";
+  u.url = "https://download.example/whl/";
+  configure({u});
+  std::string anchors;
+  const std::vector<std::string> names = {"torch-2.8.0+cu126-cp312-cp312-manylinux_2_28_x86_64.whl",
+                                          "torch-2.8.0+cu128-cp312-cp312-manylinux_2_28_x86_64.whl",
+                                          "torch-2.9.0+cu128-cp312-cp312-manylinux_2_28_x86_64.whl",
+                                          "torch-2.8.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl"};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string href = names[i];
+    href.replace(href.find('+'), 1, "%2B");
+    anchors += "<a href=\"" + href + "#sha256=" + std::string(64, static_cast<char>('a' + i)) +
+               "\">" + names[i] + "</a>";
+  }
+  fetcher.answers["https://download.example/whl/torch/"] = {
+      200, "text/html", html_page(anchors), {}};
+  const auto listed = [&](const std::string& view) {
+    const Response r = get("/" + view + "/simple/torch/", "application/vnd.pypi.simple.v1+json");
+    EXPECT_EQ(r.status, 200) << body_of(r);
+    std::vector<std::string> out;
+    const Json doc = Json::parse(body_of(r));
+    for (const auto& f : doc["files"]) out.push_back(f["filename"].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(listed("cu128/torch2.8"), std::vector<std::string>{names[1]});
+  EXPECT_EQ(listed("cu126/torch2.8"), std::vector<std::string>{names[0]});
+  EXPECT_EQ(listed("cu130/torch2.9"), std::vector<std::string>{});  // never another CUDA major
+  EXPECT_EQ(listed("cpu/torch2.8"), std::vector<std::string>{names[3]});
+  EXPECT_EQ(listed("cu128/torch2.9"), std::vector<std::string>{names[2]});
+  // The flat index lists them all.
+  const Response all = get("/simple/torch/", "application/vnd.pypi.simple.v1+json");
+  EXPECT_EQ(Json::parse(body_of(all))["files"].size(), names.size());
+}
+
+TEST(UpstreamCache, MemoryStaysWithinItsBound) {
+  FakeFetcher fetcher;
+  core::UpstreamConfig u;
+  u.name = "pypi";
+  u.url = "https://upstream.example/simple/";
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("wf-upstream-cache-" + std::to_string(::getpid()));
+  Upstreams ups({u}, fetcher, dir, 64 * 1024);
+  for (int i = 0; i < 200; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    std::string anchors;
+    for (int k = 0; k < 5; ++k) {
+      anchors +=
+          "<a href=\"" + name + "-1." + std::to_string(k) + ".tar.gz#sha256=" + kSha + "\">x</a>";
+    }
+    fetcher.answers[u.url + name + "/"] = {200, "text/html", html_page(anchors), {}};
+    const auto pages = ups.pages(name, false, now_micros());
+    ASSERT_EQ(pages.size(), 1U);
+    ASSERT_TRUE(pages[0].entry);
+    EXPECT_EQ(pages[0].entry->page.files.size(), 5U);
+    EXPECT_LE(ups.memory_bytes(), 64U * 1024U);
+  }
+  EXPECT_GT(ups.memory_bytes(), 32U * 1024U);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace wf::handlers
