@@ -51,6 +51,7 @@ Session<Stream>::Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio:
       home_(srv.here()),
       tls_(std::move(tls)),
       stream_(open_stream(std::move(socket), tls_.get())),
+      header_timer_(stream_.get_executor()),
       slot_(admission.slot),
       refusal_(std::move(admission.refusal)) {
   home_.sessions.insert(this);
@@ -149,14 +150,57 @@ void Session<Stream>::read_header() {
   // reach the upload's head check, which answers 413 before any body byte is read. The body
   // policy sets the limit (it then bounds chunked bodies too).
   parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-  lowest().expires_after(requests_ == 0 ? srv_.config.read_timeout : srv_.config.idle_timeout);
+  const auto timeout = requests_ == 0 ? srv_.config.read_timeout : srv_.config.idle_timeout;
+  if constexpr (kTls) {
+    lowest().expires_after(timeout);
+  } else {
+    // A body read or a drain before may have left Beast's timer set: it is not used here.
+    lowest().expires_never();
+    wait_for_header_until(std::chrono::steady_clock::now() + timeout);
+  }
   bhttp::async_read_header(
       stream_, buffer_, *parser_,
       [self = self()](beast::error_code ec, std::size_t) { self->on_header(ec); });
 }
 
+/// The head must have arrived by `deadline`. The timer is armed again only when it would fire
+/// after the deadline (or is not armed); when it fires before the deadline that is now in
+/// force, it is armed for that one (on_header_timer).
+template <class Stream>
+void Session<Stream>::wait_for_header_until(std::chrono::steady_clock::time_point deadline) {
+  header_deadline_ = deadline;
+  if (!header_timer_armed_ || deadline < header_timer_at_) arm_header_timer(deadline);
+}
+
+template <class Stream>
+void Session<Stream>::arm_header_timer(std::chrono::steady_clock::time_point at) {
+  header_timer_armed_ = true;
+  header_timer_at_ = at;
+  header_timer_.expires_at(at);  // a wait still pending ends with operation_aborted
+  // The timer does not keep the connection alive: it is cancelled when the session ends.
+  header_timer_.async_wait([weak = this->weak_from_this()](beast::error_code ec) {
+    if (ec) return;  // armed again, or the session ended
+    if (auto self = weak.lock()) self->on_header_timer();
+  });
+}
+
+/// As Beast's timeout does: the socket is closed, and the read fails (reported as a timeout).
+template <class Stream>
+void Session<Stream>::on_header_timer() {
+  header_timer_armed_ = false;
+  if (header_deadline_ == kNoDeadline) return;  // not waiting for a head now
+  if (std::chrono::steady_clock::now() < header_deadline_) {
+    return arm_header_timer(header_deadline_);
+  }
+  header_timed_out_ = true;
+  lowest().close();
+}
+
 template <class Stream>
 void Session<Stream>::on_header(beast::error_code ec) {
+  header_deadline_ = kNoDeadline;
+  // Also when the head arrived just as the timer fired: the socket is closed by now.
+  if (header_timed_out_) ec = beast::error::timeout;
   leave_idle();
   id_ = srv_.next_request_id.fetch_add(1, std::memory_order_relaxed);
   started_ = std::chrono::steady_clock::now();

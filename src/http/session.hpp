@@ -87,6 +87,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void leave_idle();
   void read_header();
   void on_header(beast::error_code ec);
+  void wait_for_header_until(std::chrono::steady_clock::time_point deadline);
+  void arm_header_timer(std::chrono::steady_clock::time_point at);
+  void on_header_timer();
   void admit();
   void refuse_request(const Error& e);
   void run(std::unique_ptr<handlers::UploadedBody> upload);
@@ -117,6 +120,16 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::uint64_t id_ = 0;
   std::uint64_t requests_ = 0;
   std::chrono::steady_clock::time_point started_;
+  // The wait for a request's head on a plain connection is timed by one timer per connection
+  // that is moved only when it fires early (see wait_for_header_until), rather than by
+  // Beast's timer, which is armed and cancelled for every read: two more operations through
+  // the io_context per request. TLS connections keep Beast's timer.
+  asio::steady_timer header_timer_;
+  std::chrono::steady_clock::time_point header_deadline_ = kNoDeadline;  // max: not waiting
+  std::chrono::steady_clock::time_point header_timer_at_{};  // when the armed timer fires
+  bool header_timer_armed_ = false;
+  bool header_timed_out_ = false;
+  static constexpr auto kNoDeadline = std::chrono::steady_clock::time_point::max();
   bool keep_alive_ = false;
   bool idle_ = true;
   bool counted_idle_ = false;  // counted in home_.idle_keep_alive

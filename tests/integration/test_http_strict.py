@@ -549,3 +549,44 @@ def test_unknown_tokens_are_still_refused(harness, tokens):
         assert resp.status == 401, (i, resp.status)
         assert resp.header("WWW-Authenticate")
     assert http_request(server.url, "GET", "/simple/", {"Authorization": basic(tokens["read"])}).status == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# Keep-alive deadlines: the wait for the next request's head
+
+
+def test_idle_keep_alive_connection_is_closed_at_the_idle_deadline(harness):
+    server = harness.serve("--idle-timeout", "2s", "--read-timeout", "30s")
+    with contextlib.closing(connect(server)) as sock:
+        sock.sendall(f"GET /simple/ HTTP/1.1\r\nHost: {server.host}\r\n\r\n".encode())
+        # The first answer arrives, then the connection idles until the server closes it
+        # (the idle timeout, 2 s; not the read timeout of 30 s, after which this gives up).
+        data, closed = read_until_closed(sock, timeout=25.0)
+    responses, rest = parse_responses(data)
+    assert [r.status for r in responses] == [200], data[:300]
+    assert rest == b"" and closed, "an idle keep-alive connection stayed open past its deadline"
+
+
+def test_each_request_moves_the_idle_deadline(harness):
+    # Requests every 0.5 s for 5 s on one connection with a 3 s idle timeout: each one starts
+    # a new wait, so the connection serves them all and is closed only after the last.
+    server = harness.serve("--idle-timeout", "3s")
+    served = 0
+    with contextlib.closing(connect(server)) as sock:
+        data = b""
+        for _ in range(10):
+            sock.sendall(f"GET /simple/ HTTP/1.1\r\nHost: {server.host}\r\n\r\n".encode())
+            while True:
+                responses, rest = parse_responses(data)
+                if len(responses) > served:
+                    break
+                chunk = sock.recv(65536)
+                assert chunk, f"the server closed the connection after {served} requests"
+                data += chunk
+            served = len(responses)
+            time.sleep(0.5)
+        assert [r.status for r in responses] == [200] * 10
+        # A head begun and never finished is cut off at the deadline of its wait.
+        sock.sendall(b"GET /simple/ HTTP/1.1\r\n")
+        tail, closed = read_until_closed(sock, timeout=25.0)
+    assert closed and tail == b"", tail[:300]
