@@ -7,13 +7,16 @@
 # builds the micro-benchmarks (and the server when PATH does not exist) in build-bench/,
 # generates the corpora and the static trees under bench/.work/ (kept between runs), then runs
 # bench/bench.py: wrk against wheelforge and nginx, downloads, upload, startup, memory, pip,
-# micro-benchmarks. Prints a markdown report, also written to bench/.work/results.md (and the
-# raw numbers to bench/.work/results.json).
+# micro-benchmarks; then bench/upstream.py: the upstream proxy (a merged page and a cached upstream
+# file against nginx, RSS after many distinct upstream projects). Prints markdown reports, also
+# written to bench/.work/results.md and upstream.md (the raw numbers to results.json and
+# upstream.json).
 #
 # --smoke runs every step of the suite on small corpora (3,000 files in the "large" one, a 16 MiB
 # big wheel) for 1 s per case, in bench/.work-smoke/, and exits 1 when any step failed (a
 # response that is not 200, errors under load, a refused upload, pip resolving differently on
-# the two servers). CI runs it; its timings mean nothing.
+# the two servers, RSS beyond the memory bound of upstream.py). CI runs it; its timings mean
+# nothing.
 #
 # Environment: WF_BIN (server binary, default build/wheelforge), BENCH_JOBS (build parallelism,
 # default nproc), BENCH_NOTE (text recorded with the results), BENCH_BUILD_DIR (where the
@@ -89,5 +92,12 @@ nice /usr/bin/python3 "$here/static_tree.py" --out "$work/static/large" \
   "$work/corpus/large" "$work/corpus/variant" "$work/corpus/big"
 
 echo "==> benchmarks ($bin)"
-exec /usr/bin/python3 "$here/bench.py" --bin "$bin" --work "$work" \
-  --micro "$build_dir/bench/wf_micro_bench" --note "$note" "${bench_opts[@]}" "${extra[@]}"
+status=0
+/usr/bin/python3 "$here/bench.py" --bin "$bin" --work "$work" \
+  --micro "$build_dir/bench/wf_micro_bench" --note "$note" "${bench_opts[@]}" "${extra[@]}" || status=$?
+
+echo "==> upstream proxy benchmarks ($bin)"
+upstream_opts=()
+if [ "$smoke" = 1 ]; then upstream_opts=(--smoke); fi
+/usr/bin/python3 "$here/upstream.py" --bin "$bin" --work "$work" --note "$note" "${upstream_opts[@]}" || status=$?
+exit "$status"
