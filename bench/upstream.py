@@ -298,8 +298,8 @@ def render(r):
     out = [f"## Upstream proxy ({r['date']}, {r['machine']})", ""]
     if r.get("note"):
         out += [r["note"], ""]
-    p = r["proxy"]
-    out += [f"Merged page: `/simple/{p['page']['project']}/` ({p['page']['files']} files: 1 local, "
+    p = r.get("proxy")
+    out += [] if p is None else [f"Merged page: `/simple/{p['page']['project']}/` ({p['page']['files']} files: 1 local, "
             f"{p['page']['upstream_files']} from the upstream), page cache warm. Cached upstream file: "
             f"`{p['file']['filename']}` ({p['file']['size']:,} B; first download through wheelforge, "
             f"fetched and stored: {p['file']['first_download_ms']:.1f} ms). wrk -t{r['wrk_threads']}, "
@@ -308,7 +308,7 @@ def render(r):
             "| case | conns | wheelforge req/s | p50 | p99 | nginx 1w req/s | p50 | p99 | nginx 2w req/s | p50 | p99 "
             "| wf/ngx1 req/s | wf/ngx2 req/s |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for c in p["cases"]:
+    for c in p["cases"] if p else []:
         s = c["servers"]
         cells = []
         for name in ("wheelforge", "nginx 1w", "nginx 2w"):
@@ -317,8 +317,9 @@ def render(r):
         ratio = [f"{s['wheelforge']['rps'] / s[n]['rps']:.2f}×" if s[n]["rps"] and s["wheelforge"]["rps"] else "-"
                  for n in ("nginx 1w", "nginx 2w")]
         out.append(f"| {c['case']} | {c['conns']} | " + " | ".join(cells + ratio) + " |")
-    out += ["", "RSS after the load runs: " + ", ".join(f"{n} {v / MIB:.1f} MiB" for n, v in p["rss"].items()),
-            ""]
+    if p:
+        out += ["", "RSS after the load runs: " + ", ".join(f"{n} {v / MIB:.1f} MiB" for n, v in p["rss"].items()),
+                ""]
     m = r["memory"]
     out += [f"Memory: {m['names']:,} distinct upstream projects asked for once each ({m['client_threads']} "
             f"keep-alive clients, {m['seconds']:.1f} s, {m['misses']:.0f} upstream fetches, "
@@ -347,6 +348,7 @@ def main():
     ap.add_argument("--names", type=int, default=50000)
     ap.add_argument("--client-threads", type=int, default=8)
     ap.add_argument("--page-cache", default="8M", help="upstream_page_cache of the memory case (K/M/G)")
+    ap.add_argument("--memory-only", action="store_true", help="only the memory case (step 3)")
     ap.add_argument("--note", default="")
     args = ap.parse_args()
     if args.smoke:
@@ -359,10 +361,13 @@ def main():
     problems = []
     info = bench.machine_info()
     result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "machine": f"nproc {info.get('nproc')}, {info.get('cpu')}", "note": args.note,
+              "machine": f"nproc {info.get('nproc')}, {info.get('cpu')}, load average at the start "
+                         f"{info.get('loadavg_at_start')}, {info.get('nginx')}, {info.get('wrk')}",
+              "commit": info.get("commit"), "note": args.note,
               "wrk_threads": args.wrk_threads, "rounds": args.rounds, "duration": args.duration}
-    log("upstream proxy: merged page and cached upstream file")
-    result["proxy"] = proxy_cases(args, run_dir, problems)
+    if not args.memory_only:
+        log("upstream proxy: merged page and cached upstream file")
+        result["proxy"] = proxy_cases(args, run_dir, problems)
     log(f"upstream proxy: memory after {args.names:,} distinct upstream projects")
     result["memory"] = memory_case(args, run_dir, problems)
     result["problems"] = problems
