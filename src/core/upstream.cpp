@@ -171,6 +171,11 @@ void append_utf8(std::string& out, std::uint32_t cp) {
 
 }  // namespace
 
+bool serves_every_name(const std::vector<UpstreamConfig>& upstreams) {
+  return std::any_of(upstreams.begin(), upstreams.end(),
+                     [](const UpstreamConfig& u) { return u.all_projects; });
+}
+
 bool may_serve(const UpstreamConfig& upstream, std::string_view project, bool local) {
   const auto listed = [&](const std::vector<std::string>& names) {
     return std::find(names.begin(), names.end(), project) != names.end();

@@ -11,6 +11,7 @@
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/negotiate.hpp"
 #include "wheelforge/core/torch_env.hpp"
+#include "wheelforge/core/upstream.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/render/api.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -273,6 +274,8 @@ Response handle_resolve(const Request& req, Context& ctx) {
   r.backend_source = std::string(core::backend_source_name(resolved->source));
   r.base_url = base_url(req);
   r.notes = std::move(resolved->notes);
+  r.sole_index =
+      ctx.env.upstreams != nullptr && core::serves_every_name(ctx.env.upstreams->configs());
   if (const auto project = req.query_param("project"); !project.empty()) {
     if (!core::is_valid_project_name(project)) {
       return api_error(make_error(Errc::invalid, "invalid project name"));

@@ -3,7 +3,9 @@
 #include "handlers.hpp"
 #include "read.hpp"
 #include "wheelforge/auth/tokens.hpp"
+#include "wheelforge/core/upstream.hpp"
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/handlers/upstreams.hpp"
 #include "wheelforge/render/simple.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -133,7 +135,14 @@ Result<core::BuildRequest> decode_build_form(const Form& form) {
 }
 
 UiCall::UiCall(const Request& r, Context& c)
-    : req(r), ctx(c), site{base_url(r), "", false, "", false} {
+    : req(r),
+      ctx(c),
+      site{base_url(r),
+           "",
+           false,
+           "",
+           false,
+           c.env.upstreams != nullptr && core::serves_every_name(c.env.upstreams->configs())} {
   if (!req.header("authorization").empty()) {
     auto token = auth::token_from_authorization(req.header("authorization"));
     if (!token) {
@@ -163,7 +172,8 @@ ui::Site UiCall::shared_site() const {
   // The form token and the log-out button belong to one login session: such pages are not
   // shared. A caller known by an Authorization header sees the same page as every caller of
   // its scope.
-  ui::Site shared{site.base_url, "", false, site.basic ? site.scope : std::string(), site.basic};
+  ui::Site shared{site.base_url,  "", false, site.basic ? site.scope : std::string(), site.basic,
+                  site.sole_index};
   return shared;
 }
 

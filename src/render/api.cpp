@@ -313,9 +313,13 @@ Json resolution_json(const Resolution& r) {
 
 }  // namespace
 
+std::string_view index_option(bool sole_index) {
+  return sole_index ? "--index-url " : "--extra-index-url ";
+}
+
 std::string pip_install_args(std::string_view index_url, std::string_view project,
-                             std::string_view version) {
-  std::string out = "--extra-index-url ";
+                             std::string_view version, bool sole_index) {
+  std::string out(index_option(sole_index));
   out += index_url;
   out += " --only-binary ";
   out += project;
@@ -333,7 +337,7 @@ std::string render_resolution(const Resolution& r) {
   const std::string version = r.version.value_or("VERSION");
   j["version"] = r.version ? Json(*r.version) : Json(nullptr);
   j["requirement"] = project + "==" + version;
-  const std::string args = pip_install_args(index_url, project, version);
+  const std::string args = pip_install_args(index_url, project, version, r.sole_index);
   j["pip"] = "pip install " + args;
   j["uv"] = "uv pip install " + args;
   j["notes"] = r.notes;

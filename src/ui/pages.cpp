@@ -207,6 +207,7 @@ std::string render_home(const snapshot::Snapshot& snap, const Site& site, std::s
   if (query.size() > 100) query = query.substr(0, 100);
   mus::data d;
   d.set("base", site.base_url);
+  d.set("sole_index", site.sole_index);
   d.set("resolve_command", resolve_command(site.base_url, "PROJECT"));
   d.set("projects", std::to_string(snap.project_count()));
   d.set("files", std::to_string(snap.file_count()));
@@ -446,8 +447,9 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
     return f->kind == core::DistKind::wheel && public_version_of(*f) == version;
   });
   auto install_args = [&](const std::string& index_url) {
-    return version_has_wheel ? render::pip_install_args(index_url, project->name, version)
-                             : "--extra-index-url " + index_url + " " + requirement;
+    return version_has_wheel
+               ? render::pip_install_args(index_url, project->name, version, site.sole_index)
+               : std::string(render::index_option(site.sole_index)) + index_url + " " + requirement;
   };
   d.set("generic_command", "pip install " + install_args(site.base_url + "/simple/"));
   d.set("resolve_command", resolve_command(site.base_url, project->name));

@@ -289,3 +289,35 @@ def test_project_list_names_local_projects_that_also_exist_upstream(harness, art
     # Without upstreams the listing is as before.
     plain = harness.cli("project", "list", "--data-dir", str(harness.data_dir))
     assert "UPSTREAM" not in plain.stdout
+
+
+def test_printed_commands_name_this_index_alone_when_an_upstream_serves_every_name(
+        harness, artifacts, upstream_tree):
+    local = make_wheel(artifacts, "local-pkg", "1.0", module="local_pkg", value="local")
+    assert harness.ingest(local.path).returncode == 0
+    url = upstream_tree["nginx"].url + "/simple/"
+    resolve = "/api/resolve?torch=2.8.0%2Bcu128&cuda=12.8&project=local-pkg"
+
+    # An allow-list: other names still need another index, so pip is told to merge.
+    config = write_config(harness, [{"name": "static", "url": url, "projects": ["up-dep"]}])
+    server = harness.serve("--config", str(config))
+    home = http_request(server.url, "GET", "/").text
+    assert f"pip install --extra-index-url {server.url}/simple/ --only-binary" in home
+    assert f"--extra-index-url {server.url}/cu128/torch2.8/simple/" in \
+        http_request(server.url, "GET", resolve).json()["pip"]
+    server.stop()
+
+    # projects = "all": this index serves every name, and every command names it alone.
+    config = write_config(harness, [{"name": "static", "url": url}])
+    server = harness.serve("--config", str(config))
+    home = http_request(server.url, "GET", "/").text
+    assert f"pip install --index-url {server.url}/simple/ PROJECT==VERSION" in home
+    assert f"index-url = {server.url}/simple/" in home
+    assert "extra-index-url" not in home
+    answer = http_request(server.url, "GET", resolve).json()
+    assert answer["pip"].startswith(f"pip install --index-url {server.url}/cu128/torch2.8/simple/"), \
+        answer
+    page = http_request(server.url, "GET", "/project/local-pkg/").text
+    assert f"pip install --index-url {server.url}/simple/ --only-binary local-pkg local-pkg==1.0" \
+        in page
+    assert "extra-index-url" not in page

@@ -41,6 +41,10 @@ struct UpstreamConfig {
 /// one). Otherwise `projects` decides.
 [[nodiscard]] bool may_serve(const UpstreamConfig& upstream, std::string_view project, bool local);
 
+/// True when some upstream may serve every name (`projects = "all"`): this index then holds
+/// everything an install needs, and the commands it prints name it alone (`--index-url`).
+[[nodiscard]] bool serves_every_name(const std::vector<UpstreamConfig>& upstreams);
+
 /// One file of an upstream project page.
 struct UpstreamFile {
   std::string filename;  ///< the last path segment of the URL, percent-decoded

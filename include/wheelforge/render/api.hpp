@@ -50,6 +50,8 @@ struct Resolution {
   /// The newest version of the project with a wheel in the view (not yanked where one is).
   std::optional<std::string> version;
   std::vector<std::string> notes;  ///< caveats, e.g. an assumed CUDA version
+  /// The index serves every name (core::serves_every_name): the lines use --index-url.
+  bool sole_index = false;
 };
 
 /// The answer: view, index URL and the pip and uv lines. Every line pins the version (or
@@ -58,11 +60,16 @@ struct Resolution {
 /// (docs/clients.md, "pip").
 [[nodiscard]] std::string render_resolution(const Resolution& r);
 
+/// How pip is told about this index: "--index-url " when it serves every name
+/// (`sole_index`: an upstream serves what it does not hold, so no other index is needed and
+/// none can be merged in), else "--extra-index-url ".
+[[nodiscard]] std::string_view index_option(bool sole_index);
+
 /// The pip arguments that install `requirement` of `project` from `index_url`:
-/// "--extra-index-url URL --only-binary PROJECT PROJECT==VERSION". Shared by every install
-/// command wheelforge prints.
+/// "--extra-index-url URL --only-binary PROJECT PROJECT==VERSION" (index_option). Shared by
+/// every install command wheelforge prints.
 [[nodiscard]] std::string pip_install_args(std::string_view index_url, std::string_view project,
-                                           std::string_view version);
+                                           std::string_view version, bool sole_index);
 
 /// Builds of a project that exist for one torch/backend/ABI combination (a "cell").
 struct NearbyBuilds {

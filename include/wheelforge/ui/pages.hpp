@@ -25,6 +25,9 @@ struct Site {
   /// or HTTP Basic; empty for an anonymous caller. The navigation shows it.
   std::string scope;
   bool basic = false;  ///< the token came in an Authorization header (HTTP Basic or Bearer)
+  /// An upstream serves every name (core::serves_every_name): the commands shown name this
+  /// index alone (`--index-url`).
+  bool sole_index = false;
 };
 
 /// `/` and `/?q=`: counts, the search form and its results (or the recently updated projects

@@ -29,9 +29,23 @@ Resolution resolution() {
 }
 
 TEST(RenderApi, PipArgumentsPinAndRefuseSdists) {
-  EXPECT_EQ(pip_install_args("http://h/cu128/torch2.9/simple/", "flash-attn", "2.8.3"),
+  EXPECT_EQ(pip_install_args("http://h/cu128/torch2.9/simple/", "flash-attn", "2.8.3", false),
             "--extra-index-url http://h/cu128/torch2.9/simple/ --only-binary flash-attn "
             "flash-attn==2.8.3");
+}
+
+TEST(RenderApi, AnIndexServingEveryNameIsNamedAlone) {
+  EXPECT_EQ(pip_install_args("http://h/cu128/torch2.9/simple/", "flash-attn", "2.8.3", true),
+            "--index-url http://h/cu128/torch2.9/simple/ --only-binary flash-attn "
+            "flash-attn==2.8.3");
+  Resolution r = resolution();
+  r.project = "flash-attn";
+  r.version = "2.8.3";
+  r.sole_index = true;
+  const std::string out = render_resolution(r);
+  EXPECT_NE(out.find("--index-url http://idx:8080/cu128/torch2.9/simple/"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("--extra-index-url"), std::string::npos) << out;
 }
 
 TEST(RenderApi, ResolutionWithProjectPinsTheVersion) {
