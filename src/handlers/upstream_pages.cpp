@@ -16,6 +16,7 @@
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/render/simple.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::handlers {
@@ -184,6 +185,14 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
   std::string path = store.blob_file(want);
   std::error_code ec;
   if (const auto size = std::filesystem::file_size(path, ec); !ec) {
+    // Its last use orders the eviction of the file cache (at most one write a minute).
+    if (catalog::Catalog* cat = ctx.env.services.catalog;
+        cat != nullptr && upstreams->use_to_record(want, now)) {
+      if (auto st = cat->touch_upstream_blob(want, now); !st) {
+        ctx.note = "upstream " + upstream->name + ": cannot record the use of " +
+                   std::string(name) + ": " + st.error().message;
+      }
+    }
     return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
   }
   // First download: fetched into the store's crash-safe temp file, hashed as it arrives, and
@@ -225,12 +234,21 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
   // Recorded so that gc keeps it and backup and fsck cover it. The blob is published either
   // way: a failure here costs a fetch after the next gc, not this answer.
   if (catalog::Catalog* cat = ctx.env.services.catalog; cat != nullptr) {
+    const Micros stored_at = now_micros();
     if (auto st = cat->record_upstream_blob(
-            catalog::UpstreamBlob{want, upstream->name, shown, size, now_micros()});
+            catalog::UpstreamBlob{want, upstream->name, shown, size, stored_at, stored_at});
         !st) {
       ctx.note = "upstream " + upstream->name + ": stored " + shown +
                  " but could not record it: " + st.error().message;
       return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+    }
+    // The file cache's bound: the least recently used others go (this one stays, it is being
+    // answered). A failure costs only the bound, not this answer.
+    if (const std::uint64_t limit = upstreams->file_cache_limit(); limit != 0) {
+      if (auto evicted = evict_upstream_files(*cat, store, limit, want); !evicted) {
+        log::warn("upstream {}: evicting from the file cache failed: {}", upstream->name,
+                  evicted.error().message);
+      }
     }
   }
   ctx.note =

@@ -1,5 +1,8 @@
 #include "wheelforge/handlers/upstreams.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <charconv>
 
 #include "wheelforge/render/upstream.hpp"
@@ -309,6 +312,56 @@ Result<FetchResponse> Upstreams::fetch_file(const core::UpstreamConfig& upstream
   }
   counters.bytes.fetch_add(got->body_bytes, std::memory_order_relaxed);
   return got;
+}
+
+bool Upstreams::use_to_record(std::string_view sha256, Micros now) {
+  constexpr Micros kOncePer = 60'000'000;
+  constexpr std::size_t kMaxRemembered = 100'000;
+  std::lock_guard lock(mu_);
+  if (uses_recorded_.size() >= kMaxRemembered) uses_recorded_.clear();
+  auto [it, inserted] = uses_recorded_.try_emplace(std::string(sha256), now);
+  if (inserted) return true;
+  if (now - it->second < kOncePer) return false;
+  it->second = now;
+  return true;
+}
+
+Result<UpstreamEviction> evict_upstream_files(catalog::Catalog& catalog,
+                                              const store::BlobStore& store, std::uint64_t limit,
+                                              std::string_view keep) {
+  auto blobs = catalog.upstream_blobs();
+  if (!blobs) return blobs.error();
+  UpstreamEviction out;
+  for (const auto& b : *blobs) out.kept_bytes += b.size;
+  if (out.kept_bytes <= limit) return out;
+  const auto used = [](const catalog::UpstreamBlob& b) {
+    return std::max(b.last_used_at, b.stored_at);
+  };
+  std::stable_sort(blobs->begin(), blobs->end(),
+                   [&](const auto& a, const auto& b) { return used(a) < used(b); });
+  for (const auto& b : *blobs) {
+    if (out.kept_bytes <= limit) break;
+    if (b.sha256 == keep) continue;
+    // The file as it is now, before the row goes: a blob published again after this (a local
+    // upload of the same bytes) is a new file, which remove_unless_replaced() leaves alone.
+    store::StoredBlob stored{b.sha256, store.blob_path(b.sha256), 0, 0, b.size, 0};
+    struct stat st {};
+    const bool exists = ::lstat(stored.path.c_str(), &st) == 0;
+    stored.dev = st.st_dev;
+    stored.ino = st.st_ino;
+    auto shared = catalog.forget_upstream_blob(b.sha256);
+    if (!shared) return shared.error();
+    if (!*shared && exists) {
+      auto removed = store.remove_unless_replaced(stored);
+      if (!removed) return removed.error();
+    }
+    out.kept_bytes -= b.size;
+    out.evicted_bytes += b.size;
+    out.evicted.push_back(b);
+    log::info("upstream {}: evicted {} ({} bytes) from the file cache{}", b.upstream, b.filename,
+              b.size, *shared ? "; its blob stays, a local file has it" : "");
+  }
+  return out;
 }
 
 }  // namespace wf::handlers

@@ -289,3 +289,40 @@ def test_project_list_names_local_projects_that_also_exist_upstream(harness, art
     # Without upstreams the listing is as before.
     plain = harness.cli("project", "list", "--data-dir", str(harness.data_dir))
     assert "UPSTREAM" not in plain.stdout
+
+
+def test_the_file_cache_bound_evicts_the_least_recently_used_upstream_files(harness, artifacts,
+                                                                           upstream_tree):
+    local = make_wheel(artifacts, "only-here", "1.0")
+    assert harness.ingest(local.path).returncode == 0
+    dep, public = upstream_tree["dep"], upstream_tree["public"]
+    bound = max(len(dep.data), len(public.data)) + 1  # room for one, not for both
+    assert bound < len(dep.data) + len(public.data)
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    config.write_text(f'upstream_file_cache = "{bound}"\n' + config.read_text())
+    server = harness.serve("--config", str(config))
+
+    def download(f):
+        r = http_request(server.url, "GET", f"/upstream/static/{f.sha256}/{f.filename}")
+        assert r.status == 200 and r.body == f.data, r.body[:300]
+
+    download(dep)
+    assert blob_path(harness.data_dir, dep.sha256).is_file()
+    download(public)  # the second evicts the first
+    assert blob_path(harness.data_dir, public.sha256).is_file()
+    assert not blob_path(harness.data_dir, dep.sha256).exists()
+    download(dep)  # fetched again when asked, and the other evicted in turn
+    assert blob_path(harness.data_dir, dep.sha256).is_file()
+    assert not blob_path(harness.data_dir, public.sha256).exists()
+    assert blob_path(harness.data_dir, local.sha256).is_file()  # local files never count
+
+    # gc applies the bound too: with a smaller one the last upstream file goes, the local stays.
+    proc = harness.cli("gc", "--data-dir", str(harness.data_dir), "--upstream-file-cache", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"evicted upstream static/{dep.filename}" in proc.stdout, proc.stdout
+    assert not blob_path(harness.data_dir, dep.sha256).exists()
+    assert blob_path(harness.data_dir, local.sha256).is_file()
+    r = http_request(server.url, "GET", f"/files/{local.sha256}/{local.filename}")
+    assert r.status == 200 and r.body == local.data
+    download(dep)

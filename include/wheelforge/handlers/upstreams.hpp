@@ -20,8 +20,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/upstream.hpp"
 #include "wheelforge/handlers/fetcher.hpp"
+#include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/result.hpp"
 #include "wheelforge/util/time.hpp"
 
@@ -92,6 +94,13 @@ class Upstreams {
   /// Bytes the memory LRU holds now.
   [[nodiscard]] std::uint64_t memory_bytes() const;
 
+  /// The bound on the bytes of upstream files kept (Settings::upstream_file_cache; 0: none).
+  void set_file_cache_limit(std::uint64_t bytes) { file_cache_limit_ = bytes; }
+  [[nodiscard]] std::uint64_t file_cache_limit() const { return file_cache_limit_; }
+  /// True when the use of the stored upstream blob `sha256` at `now` should be recorded in the
+  /// catalog: at most once a minute per blob (remembered here, so a busy file costs no write).
+  [[nodiscard]] bool use_to_record(std::string_view sha256, Micros now);
+
  private:
   Listing page_of(std::size_t index, std::string_view project, Micros now);
   [[nodiscard]] std::size_t index_of(const core::UpstreamConfig& upstream) const;
@@ -116,7 +125,26 @@ class Upstreams {
   std::list<std::pair<std::string, std::shared_ptr<const UpstreamPageEntry>>> lru_;  // newest first
   std::unordered_map<std::string, decltype(lru_)::iterator> by_key_;
   std::uint64_t memory_used_ = 0;
+  std::atomic<std::uint64_t> file_cache_limit_{0};
+  std::unordered_map<std::string, Micros> uses_recorded_;  // guarded by mu_
 };
+
+/// What evict_upstream_files() did.
+struct UpstreamEviction {
+  std::vector<catalog::UpstreamBlob> evicted;  ///< least recently used first
+  std::uint64_t evicted_bytes = 0;
+  std::uint64_t kept_bytes = 0;  ///< the upstream files kept after it
+};
+
+/// Evicts the least recently used upstream files (catalog::UpstreamBlob, by the later of
+/// last_used_at and stored_at) until their sizes add up to at most `limit` bytes: each row is
+/// removed, and its blob too unless a local file has the same sha256 (or it was published
+/// again meanwhile). `keep` (a sha256, e.g. the file just stored) is never evicted. Blocks
+/// (catalog, disk): call it from a worker or a command.
+[[nodiscard]] Result<UpstreamEviction> evict_upstream_files(catalog::Catalog& catalog,
+                                                            const store::BlobStore& store,
+                                                            std::uint64_t limit,
+                                                            std::string_view keep = {});
 
 /// The Accept header sent to upstreams: JSON first, HTML as the fallback (docs/packaging.md,
 /// "Content negotiation").

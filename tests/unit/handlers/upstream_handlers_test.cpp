@@ -486,3 +486,83 @@ TEST(UpstreamCache, MemoryStaysWithinItsBound) {
 
 }  // namespace
 }  // namespace wf::handlers
+
+namespace wf::handlers {
+namespace {
+
+TEST_F(UpstreamPages, TheFileCacheEvictsTheLeastRecentlyUsedUpstreamFilesNeverLocalOnes) {
+  configure({pypi()});
+  const std::string one(100, '1');
+  const std::string two(100, '2');
+  const std::string sha1 = crypto::sha256_hex(one);
+  const std::string sha2 = crypto::sha256_hex(two);
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"https://files.example/numpy-1.0.tar.gz#sha256=" + sha1 +
+                "\">numpy-1.0.tar.gz</a><a href=\"https://files.example/numpy-1.1.tar.gz#sha256=" +
+                sha2 + "\">numpy-1.1.tar.gz</a>"),
+      {}};
+  fetcher.answers["https://files.example/numpy-1.0.tar.gz"] = {200, "application/gzip", one, {}};
+  fetcher.answers["https://files.example/numpy-1.1.tar.gz"] = {200, "application/gzip", two, {}};
+  upstreams->set_file_cache_limit(150);  // room for one of the two
+  const auto file_fetches = [&] {
+    return std::count_if(fetcher.asked.begin(), fetcher.asked.end(),
+                         [](const FetchRequest& r) { return r.url.starts_with("https://files."); });
+  };
+  const auto stored = [&] {
+    std::set<std::string> out;
+    const auto blobs = hb.bed.catalog->upstream_blobs();
+    EXPECT_TRUE(blobs);
+    for (const auto& b : *blobs) out.insert(b.filename);
+    return out;
+  };
+  const std::string url1 = "/upstream/pypi/" + sha1 + "/numpy-1.0.tar.gz";
+  const std::string url2 = "/upstream/pypi/" + sha2 + "/numpy-1.1.tar.gz";
+
+  ASSERT_EQ(hb.respond(Method::get, url1).status, 200);
+  EXPECT_TRUE(hb.bed.store->contains(sha1));
+  // The second download evicts the first: its row and its blob go.
+  ASSERT_EQ(hb.respond(Method::get, url2).status, 200);
+  EXPECT_EQ(stored(), (std::set<std::string>{"numpy-1.1.tar.gz"}));
+  EXPECT_FALSE(hb.bed.store->contains(sha1));
+  EXPECT_TRUE(hb.bed.store->contains(sha2));
+  EXPECT_EQ(file_fetches(), 2);
+  // Asked again, the first is fetched again (and the second evicted in turn).
+  const Response again = hb.respond(Method::get, url1);
+  ASSERT_EQ(again.status, 200) << body_of(again);
+  EXPECT_EQ(file_fetches(), 3);
+  EXPECT_EQ(stored(), (std::set<std::string>{"numpy-1.0.tar.gz"}));
+  EXPECT_TRUE(hb.bed.store->contains(sha1));
+  EXPECT_FALSE(hb.bed.store->contains(sha2));
+  // Served from the store now: no fetch, its use recorded.
+  ASSERT_EQ(hb.respond(Method::get, url1).status, 200);
+  EXPECT_EQ(file_fetches(), 3);
+  const auto blobs = hb.bed.catalog->upstream_blobs();
+  ASSERT_TRUE(blobs);
+  ASSERT_EQ(blobs->size(), 1U);
+  EXPECT_GE(blobs->front().last_used_at, blobs->front().stored_at);
+
+  // A local file's blob is never evicted, even when an upstream row names the same digest.
+  ASSERT_EQ(
+      hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload).status,
+      201);
+  const auto snap = hb.snapshot();
+  const auto local = snap->files_of("demo-pkg");
+  ASSERT_FALSE(local.empty());
+  const std::string local_sha = local.front()->sha256;
+  ASSERT_TRUE(hb.bed.catalog->record_upstream_blob(
+      catalog::UpstreamBlob{local_sha, "pypi", local.front()->filename, 1000, 1, 1}));
+  const auto evicted = evict_upstream_files(*hb.bed.catalog, *hb.bed.store, 0);
+  ASSERT_TRUE(evicted) << evicted.error().message;
+  EXPECT_EQ(evicted->evicted.size(), 2U);
+  EXPECT_EQ(evicted->kept_bytes, 0U);
+  EXPECT_TRUE(stored().empty());
+  EXPECT_TRUE(hb.bed.store->contains(local_sha));
+  EXPECT_FALSE(hb.bed.store->contains(sha1));
+  EXPECT_EQ(hb.respond(Method::get, "/files/" + local_sha + "/" + local.front()->filename).status,
+            200);
+}
+
+}  // namespace
+}  // namespace wf::handlers
