@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "wheelforge/core/name.hpp"
 #include "wheelforge/render/upstream.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/log.hpp"
@@ -64,6 +65,50 @@ Upstreams::Upstreams(std::vector<core::UpstreamConfig> configs, Fetcher& fetcher
   for (std::size_t i = 0; i < configs_.size(); ++i) {
     counters_.push_back(std::make_unique<UpstreamCounters>());
   }
+  known_.resize(configs_.size());
+  load_known();
+}
+
+void Upstreams::load_known() {
+  // Run once, at start (serve, project list): not on a network thread.
+  for (std::size_t i = 0; i < configs_.size(); ++i) {
+    std::error_code ec;
+    fs::directory_iterator it(cache_dir_ / configs_[i].name, ec);
+    if (ec) continue;
+    for (const auto& e : it) {
+      if (!e.is_regular_file(ec)) continue;
+      const std::string name = e.path().filename().string();
+      if (!core::is_normalized_name(name)) continue;
+      if (auto entry = read_disk(configs_[i], name); entry) note_known(i, name, *entry);
+    }
+  }
+}
+
+void Upstreams::note_known(std::size_t index, std::string_view project,
+                           const UpstreamPageEntry& entry) {
+  std::lock_guard lock(mu_);
+  auto& names = known_[index];
+  if (entry.found && !entry.page.files.empty()) {
+    if (names.find(project) == names.end()) names.emplace(project);
+  } else if (const auto it = names.find(project); it != names.end()) {
+    names.erase(it);
+  }
+}
+
+std::vector<std::string> Upstreams::known_upstreams_of(std::string_view project) const {
+  std::vector<std::string> out;
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < configs_.size(); ++i) {
+    if (known_[i].contains(project)) out.push_back(configs_[i].name);
+  }
+  return out;
+}
+
+std::size_t Upstreams::count_known(std::size_t index,
+                                   const std::function<bool(std::string_view)>& pred) const {
+  std::lock_guard lock(mu_);
+  return static_cast<std::size_t>(std::count_if(known_[index].begin(), known_[index].end(),
+                                                [&](const std::string& n) { return pred(n); }));
 }
 
 const core::UpstreamConfig* Upstreams::find(std::string_view name) const {
@@ -199,7 +244,10 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
   auto cached = remembered(key);
   if (!cached) {
     cached = read_disk(u, project);
-    if (cached) remember(key, cached);
+    if (cached) {
+      note_known(index, project, *cached);
+      remember(key, cached);
+    }
   }
   if (cached && now - cached->validated < ttl) {
     counters.hits.fetch_add(1, std::memory_order_relaxed);
@@ -263,6 +311,7 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
   entry->cost = cost_of(*entry);
   write_disk(u, project, *entry, got->url.empty() ? req.url : got->url, got->header("content-type"),
              entry->found ? got->body : "");
+  note_known(index, project, *entry);
   remember(key, entry);
   listing.entry = std::move(entry);
   return listing;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -94,6 +95,15 @@ class Upstreams {
   /// Bytes the memory LRU holds now.
   [[nodiscard]] std::uint64_t memory_bytes() const;
 
+  /// The upstreams known to have a project of this (normalized) name: their page of it, as
+  /// fetched or read from its disk copy by this process (the copies present at start
+  /// included, such as those `project list` writes), listed files. No I/O: never fetches.
+  [[nodiscard]] std::vector<std::string> known_upstreams_of(std::string_view project) const;
+  /// How many of the names upstream `index` is known to have (see known_upstreams_of()) pass
+  /// `pred` (called with the lock held: keep it cheap, no I/O).
+  [[nodiscard]] std::size_t count_known(std::size_t index,
+                                        const std::function<bool(std::string_view)>& pred) const;
+
   /// The bound on the bytes of upstream files kept (Settings::upstream_file_cache; 0: none).
   void set_file_cache_limit(std::uint64_t bytes) { file_cache_limit_ = bytes; }
   [[nodiscard]] std::uint64_t file_cache_limit() const { return file_cache_limit_; }
@@ -103,6 +113,8 @@ class Upstreams {
 
  private:
   Listing page_of(std::size_t index, std::string_view project, Micros now);
+  void note_known(std::size_t index, std::string_view project, const UpstreamPageEntry& entry);
+  void load_known();
   [[nodiscard]] std::size_t index_of(const core::UpstreamConfig& upstream) const;
   void add_credentials(const core::UpstreamConfig& upstream, FetchRequest& req) const;
   std::shared_ptr<const UpstreamPageEntry> remembered(const std::string& key);
@@ -127,6 +139,7 @@ class Upstreams {
   std::uint64_t memory_used_ = 0;
   std::atomic<std::uint64_t> file_cache_limit_{0};
   std::unordered_map<std::string, Micros> uses_recorded_;  // guarded by mu_
+  std::vector<std::set<std::string, std::less<>>> known_;  // per upstream; guarded by mu_
 };
 
 /// What evict_upstream_files() did.

@@ -566,3 +566,49 @@ TEST_F(UpstreamPages, TheFileCacheEvictsTheLeastRecentlyUsedUpstreamFilesNeverLo
 
 }  // namespace
 }  // namespace wf::handlers
+
+namespace wf::handlers {
+namespace {
+
+TEST_F(UpstreamPages, LocalNamesKnownUpstreamAreCountedAndNoticedNeverFetched) {
+  ASSERT_EQ(
+      hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload).status,
+      201);
+  fetcher.answers["https://upstream.example/simple/demo-pkg/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + kSha + "\">demo_pkg-9.0.tar.gz</a>"),
+      {}};
+  configure({pypi()});
+  const std::string metric = "wheelforge_upstream_shadowed_projects{upstream=\"pypi\"} ";
+  const auto metrics = [&] { return body_of(hb.respond(Method::get, "/metrics")); };
+  const auto project_page = [&] {
+    const Response r = hb.respond(Method::get, "/project/demo-pkg/");
+    EXPECT_EQ(r.status, 200);
+    return body_of(r);
+  };
+  // Not known yet: nothing is fetched to find out.
+  EXPECT_NE(metrics().find(metric + "0\n"), std::string::npos) << metrics();
+  EXPECT_EQ(project_page().find("also exists on the upstream index"), std::string::npos);
+  EXPECT_TRUE(fetcher.asked.empty());
+
+  // Once its page is known (as `project list` asks), counted and noticed.
+  ASSERT_EQ(upstreams->pages("demo-pkg", /*local=*/false, now_micros()).size(), 1U);
+  EXPECT_NE(metrics().find(metric + "1\n"), std::string::npos) << metrics();
+  EXPECT_NE(project_page().find("also exists on the upstream index pypi"), std::string::npos)
+      << project_page();
+  // A new process knows it from the disk copy, without asking the upstream.
+  const std::size_t asked = fetcher.asked.size();
+  configure({pypi()});
+  EXPECT_NE(metrics().find(metric + "1\n"), std::string::npos) << metrics();
+  EXPECT_NE(project_page().find("also exists on the upstream index pypi"), std::string::npos);
+  EXPECT_EQ(fetcher.asked.size(), asked);
+  // An upstream allowed to serve the name is no conflict for the page.
+  auto allowed = pypi();
+  allowed.serve_local = {"demo-pkg"};
+  configure({allowed});
+  EXPECT_EQ(project_page().find("also exists on the upstream index"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace wf::handlers
