@@ -10,6 +10,7 @@
 
 #include "handlers.hpp"
 #include "read.hpp"
+#include "wheelforge/archive/reader.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/negotiate.hpp"
 #include "wheelforge/core/variant.hpp"
@@ -176,12 +177,32 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
   if (!listed) return error_response(listed.error());
   if (!*listed) return not_found("no such file");
   const core::UpstreamFile& file = **listed;
+  const store::BlobStore& store = *ctx.env.services.store;
+  if (metadata && file.metadata_sha256.empty()) {
+    // The upstream offers no core metadata: read from the wheel once it is stored here
+    // (bounded: archive::Limits), never fetched for it.
+    std::error_code ec;
+    const std::string wheel = store.blob_file(file.sha256);
+    if (parsed->kind != core::DistKind::wheel || !std::filesystem::is_regular_file(wheel, ec)) {
+      return not_found("no metadata for this file");
+    }
+    auto contents = archive::read_wheel(wheel, project, parsed->version_text);
+    if (!contents) {
+      return not_found("no metadata for this file: the stored wheel cannot be read: " +
+                       contents.error().message);
+    }
+    Response r;
+    r.set("Content-Type", "text/plain; charset=utf-8");
+    r.set("ETag", "\"" + crypto::sha256_hex(contents->metadata) + "\"");
+    r.set("Cache-Control", "public, max-age=31536000, immutable");
+    r.body = std::move(contents->metadata);
+    return r;
+  }
   const std::string want = metadata ? file.metadata_sha256 : file.sha256;
   if (want.empty()) return not_found("no metadata for this file");
   const std::string content_type =
       metadata ? "text/plain; charset=utf-8" : "application/octet-stream";
 
-  const store::BlobStore& store = *ctx.env.services.store;
   std::string path = store.blob_file(want);
   std::error_code ec;
   if (const auto size = std::filesystem::file_size(path, ec); !ec) {

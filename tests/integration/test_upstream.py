@@ -337,3 +337,20 @@ def test_the_file_cache_bound_evicts_the_least_recently_used_upstream_files(harn
     r = http_request(server.url, "GET", f"/files/{local.sha256}/{local.filename}")
     assert r.status == 200 and r.body == local.data
     download(dep)
+
+
+def test_metadata_an_upstream_does_not_offer_is_read_from_the_stored_wheel(harness,
+                                                                          upstream_tree):
+    dep = upstream_tree["dep"]  # the static tree offers no core metadata
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    url = f"/upstream/static/{dep.sha256}/{dep.filename}"
+    r = http_request(server.url, "GET", url + ".metadata")
+    assert r.status == 404, r.body  # before the wheel is stored, as before
+    r = http_request(server.url, "GET", url)
+    assert r.status == 200 and r.body == dep.data
+    upstream_tree["nginx"].stop()
+    r = http_request(server.url, "GET", url + ".metadata")
+    assert r.status == 200, r.body
+    assert r.body == dep.metadata

@@ -612,3 +612,40 @@ TEST_F(UpstreamPages, LocalNamesKnownUpstreamAreCountedAndNoticedNeverFetched) {
 
 }  // namespace
 }  // namespace wf::handlers
+
+namespace wf::handlers {
+namespace {
+
+TEST_F(UpstreamPages, MetadataAnUpstreamDoesNotOfferIsReadFromTheStoredWheel) {
+  configure({pypi()});
+  const std::string name = testing::wheel_name("up-dep", "1.0");
+  const std::string bytes = hb.wheel("up-dep", "1.0");
+  const std::string sha = crypto::sha256_hex(bytes);
+  fetcher.answers["https://upstream.example/simple/up-dep/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"https://files.example/" + name + "#sha256=" + sha + "\">" + name +
+                "</a>"),
+      {}};
+  fetcher.answers["https://files.example/" + name] = {200, "application/zip", bytes, {}};
+  const std::string url = "/upstream/pypi/" + sha + "/" + name;
+  // Before the wheel is stored: 404, and nothing is fetched for it.
+  Response r = hb.respond(Method::get, url + ".metadata");
+  EXPECT_EQ(r.status, 404) << body_of(r);
+  EXPECT_TRUE(std::none_of(fetcher.asked.begin(), fetcher.asked.end(),
+                           [](const FetchRequest& q) { return q.url.ends_with(".metadata"); }));
+  ASSERT_EQ(hb.respond(Method::get, url).status, 200);
+  // Stored: read from the wheel, even with the upstream down.
+  fetcher.down = true;
+  r = hb.respond(Method::get, url + ".metadata");
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  const std::string metadata = body_of(r);
+  EXPECT_TRUE(metadata.starts_with("Metadata-Version:")) << metadata;
+  EXPECT_NE(metadata.find("\nVersion: 1.0\n"), std::string::npos) << metadata;
+  EXPECT_EQ(r.header("etag"), "\"" + crypto::sha256_hex(metadata) + "\"");
+  EXPECT_TRUE(std::none_of(fetcher.asked.begin(), fetcher.asked.end(),
+                           [](const FetchRequest& q) { return q.url.ends_with(".metadata"); }));
+}
+
+}  // namespace
+}  // namespace wf::handlers
