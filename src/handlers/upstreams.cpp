@@ -254,7 +254,41 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
     listing.entry = std::move(cached);
     return listing;
   }
+
+  // Concurrent misses of one page share one fetch: the first asks, the others wait for its
+  // answer (counted as hits: they cost the upstream nothing).
+  std::shared_ptr<InFlight> flight;
+  {
+    std::unique_lock lock(mu_);
+    auto [it, first] = in_flight_.try_emplace(key);
+    if (!first) {
+      flight = it->second;
+      ++flight->waiters;
+      flight->cv.wait(lock, [&] { return flight->done; });
+      counters.hits.fetch_add(1, std::memory_order_relaxed);
+      return flight->result;
+    }
+    it->second = flight = std::make_shared<InFlight>();
+  }
   counters.misses.fetch_add(1, std::memory_order_relaxed);
+  listing = fetch_page(index, project, now, std::move(cached));
+  {
+    std::lock_guard lock(mu_);
+    flight->result = listing;
+    flight->done = true;
+    in_flight_.erase(key);
+  }
+  flight->cv.notify_all();
+  return listing;
+}
+
+Upstreams::Listing Upstreams::fetch_page(std::size_t index, std::string_view project, Micros now,
+                                         std::shared_ptr<const UpstreamPageEntry> cached) {
+  const core::UpstreamConfig& u = configs_[index];
+  UpstreamCounters& counters = *counters_[index];
+  Listing listing;
+  listing.upstream = &u;
+  const std::string key = u.name + '\n' + std::string(project);
 
   FetchRequest req;
   req.url = page_url(u, project);
@@ -361,6 +395,13 @@ Result<FetchResponse> Upstreams::fetch_file(const core::UpstreamConfig& upstream
   }
   counters.bytes.fetch_add(got->body_bytes, std::memory_order_relaxed);
   return got;
+}
+
+std::size_t Upstreams::waiting_for_fetches() const {
+  std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [key, flight] : in_flight_) n += flight->waiters;
+  return n;
 }
 
 bool Upstreams::use_to_record(std::string_view sha256, Micros now) {

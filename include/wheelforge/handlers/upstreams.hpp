@@ -8,6 +8,7 @@
 // (network, disk): call it from a worker.
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -94,6 +95,9 @@ class Upstreams {
   }
   /// Bytes the memory LRU holds now.
   [[nodiscard]] std::uint64_t memory_bytes() const;
+  /// Requests waiting now for a page another one is fetching (a concurrent miss of the same
+  /// page shares that fetch).
+  [[nodiscard]] std::size_t waiting_for_fetches() const;
 
   /// The upstreams known to have a project of this (normalized) name: their page of it, as
   /// fetched or read from its disk copy by this process (the copies present at start
@@ -113,6 +117,15 @@ class Upstreams {
 
  private:
   Listing page_of(std::size_t index, std::string_view project, Micros now);
+  Listing fetch_page(std::size_t index, std::string_view project, Micros now,
+                     std::shared_ptr<const UpstreamPageEntry> cached);
+  /// A page being fetched: the others that miss it wait for this answer.
+  struct InFlight {
+    std::condition_variable cv;
+    bool done = false;
+    std::size_t waiters = 0;
+    Listing result;
+  };
   void note_known(std::size_t index, std::string_view project, const UpstreamPageEntry& entry);
   void load_known();
   [[nodiscard]] std::size_t index_of(const core::UpstreamConfig& upstream) const;
@@ -138,7 +151,8 @@ class Upstreams {
   std::unordered_map<std::string, decltype(lru_)::iterator> by_key_;
   std::uint64_t memory_used_ = 0;
   std::atomic<std::uint64_t> file_cache_limit_{0};
-  std::unordered_map<std::string, Micros> uses_recorded_;  // guarded by mu_
+  std::unordered_map<std::string, Micros> uses_recorded_;                 // guarded by mu_
+  std::unordered_map<std::string, std::shared_ptr<InFlight>> in_flight_;  // guarded by mu_
   std::vector<std::set<std::string, std::less<>>> known_;  // per upstream; guarded by mu_
 };
 

@@ -6,10 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "handler_bed.hpp"
@@ -645,6 +650,78 @@ TEST_F(UpstreamPages, MetadataAnUpstreamDoesNotOfferIsReadFromTheStoredWheel) {
   EXPECT_EQ(r.header("etag"), "\"" + crypto::sha256_hex(metadata) + "\"");
   EXPECT_TRUE(std::none_of(fetcher.asked.begin(), fetcher.asked.end(),
                            [](const FetchRequest& q) { return q.url.ends_with(".metadata"); }));
+}
+
+}  // namespace
+}  // namespace wf::handlers
+
+namespace wf::handlers {
+namespace {
+
+/// An upstream whose page fetches wait until released; counts them.
+class GatedFetcher : public Fetcher {
+ public:
+  Result<FetchResponse> fetch(const FetchRequest& req) override {
+    calls.fetch_add(1);
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return released; });
+    FetchResponse r;
+    r.url = req.url;
+    r.status = 200;
+    r.headers.emplace_back("content-type", "text/html");
+    r.body = html_page("<a href=\"numpy-1.0.tar.gz#sha256=" + kSha + "\">numpy-1.0.tar.gz</a>");
+    r.body_bytes = r.body.size();
+    return r;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+};
+
+TEST(UpstreamPageFetches, ConcurrentMissesOfOnePageShareOneFetch) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("wf-upstream-flight-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  core::UpstreamConfig u;
+  u.name = "pypi";
+  u.url = "https://upstream.example/simple/";
+  GatedFetcher fetcher;
+  Upstreams upstreams({u}, fetcher, dir, 1U << 20U);
+  std::vector<Upstreams::Listing> got(3);
+  std::vector<std::thread> workers;
+  workers.emplace_back([&] { got[0] = upstreams.pages("numpy", false, now_micros()).at(0); });
+  // The others start once the first is fetching; each either waits for that fetch or (on a
+  // second fetch) shows in `calls`.
+  while (fetcher.calls.load() == 0) std::this_thread::yield();
+  workers.emplace_back([&] { got[1] = upstreams.pages("numpy", false, now_micros()).at(0); });
+  workers.emplace_back([&] { got[2] = upstreams.pages("numpy", false, now_micros()).at(0); });
+  while (upstreams.waiting_for_fetches() + static_cast<std::size_t>(fetcher.calls.load()) < 3) {
+    std::this_thread::yield();
+  }
+  fetcher.release();
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(fetcher.calls.load(), 1);
+  for (const auto& l : got) {
+    ASSERT_TRUE(l.entry);
+    ASSERT_EQ(l.entry->page.files.size(), 1U);
+    EXPECT_EQ(l.entry->page.files[0].filename, "numpy-1.0.tar.gz");
+  }
+  EXPECT_EQ(upstreams.counters(0).misses.load(), 1U);
+  EXPECT_EQ(upstreams.counters(0).hits.load(), 2U);
+  // Within the TTL a later request is a plain hit.
+  (void)upstreams.pages("numpy", false, now_micros());
+  EXPECT_EQ(fetcher.calls.load(), 1);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
