@@ -113,6 +113,18 @@ class UpstreamPages : public ::testing::Test {
     return u;
   }
 
+  /// demo-pkg 1.0 uploaded here, and a demo-pkg 9.0 sdist on the upstream's page.
+  void local_project_also_upstream() {
+    ASSERT_EQ(hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload)
+                  .status,
+              201);
+    fetcher.answers["https://upstream.example/simple/demo-pkg/"] = {
+        200,
+        "text/html",
+        html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + kSha + "\">demo_pkg-9.0.tar.gz</a>"),
+        {}};
+  }
+
   Response get(const std::string& target, const std::string& accept = "text/html") {
     return hb.respond(Method::get, target, {{"Accept", accept}});
   }
@@ -197,14 +209,7 @@ TEST_F(UpstreamPages, CredentialsAndUnknownNames) {
 }
 
 TEST_F(UpstreamPages, LocalProjectsNeverShowUpstreamFilesUnlessAllowed) {
-  ASSERT_EQ(
-      hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload).status,
-      201);
-  fetcher.answers["https://upstream.example/simple/demo-pkg/"] = {
-      200,
-      "text/html",
-      html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + kSha + "\">demo_pkg-9.0.tar.gz</a>"),
-      {}};
+  local_project_also_upstream();
   configure({pypi()});
   Response r = get("/simple/demo-pkg/");
   ASSERT_EQ(r.status, 200);
@@ -489,12 +494,6 @@ TEST(UpstreamCache, MemoryStaysWithinItsBound) {
   std::filesystem::remove_all(dir);
 }
 
-}  // namespace
-}  // namespace wf::handlers
-
-namespace wf::handlers {
-namespace {
-
 TEST_F(UpstreamPages, TheFileCacheEvictsTheLeastRecentlyUsedUpstreamFilesNeverLocalOnes) {
   configure({pypi()});
   const std::string one(100, '1');
@@ -569,21 +568,8 @@ TEST_F(UpstreamPages, TheFileCacheEvictsTheLeastRecentlyUsedUpstreamFilesNeverLo
             200);
 }
 
-}  // namespace
-}  // namespace wf::handlers
-
-namespace wf::handlers {
-namespace {
-
 TEST_F(UpstreamPages, LocalNamesKnownUpstreamAreCountedAndNoticedNeverFetched) {
-  ASSERT_EQ(
-      hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload).status,
-      201);
-  fetcher.answers["https://upstream.example/simple/demo-pkg/"] = {
-      200,
-      "text/html",
-      html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + kSha + "\">demo_pkg-9.0.tar.gz</a>"),
-      {}};
+  local_project_also_upstream();
   configure({pypi()});
   const std::string metric = "wheelforge_upstream_shadowed_projects{upstream=\"pypi\"} ";
   const auto metrics = [&] { return body_of(hb.respond(Method::get, "/metrics")); };
@@ -615,12 +601,6 @@ TEST_F(UpstreamPages, LocalNamesKnownUpstreamAreCountedAndNoticedNeverFetched) {
   EXPECT_EQ(project_page().find("also exists on the upstream index"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace wf::handlers
-
-namespace wf::handlers {
-namespace {
-
 TEST_F(UpstreamPages, MetadataAnUpstreamDoesNotOfferIsReadFromTheStoredWheel) {
   configure({pypi()});
   const std::string name = testing::wheel_name("up-dep", "1.0");
@@ -651,12 +631,6 @@ TEST_F(UpstreamPages, MetadataAnUpstreamDoesNotOfferIsReadFromTheStoredWheel) {
   EXPECT_TRUE(std::none_of(fetcher.asked.begin(), fetcher.asked.end(),
                            [](const FetchRequest& q) { return q.url.ends_with(".metadata"); }));
 }
-
-}  // namespace
-}  // namespace wf::handlers
-
-namespace wf::handlers {
-namespace {
 
 /// An upstream whose page fetches wait until released; counts them.
 class GatedFetcher : public Fetcher {
