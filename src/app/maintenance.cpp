@@ -16,6 +16,7 @@
 #include "wheelforge/archive/elf.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/handlers/upstreams.hpp"
 #include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/atomic_file.hpp"
 #include "wheelforge/util/fs.hpp"
@@ -290,6 +291,13 @@ Result<GcReport> collect_garbage(const fs::path& data_dir, const GcOptions& opti
   if (!dir) return dir.error();
   GcReport report;
   report.stale_temp_sessions = dir->stale_temp_sessions;
+  if (options.upstream_file_cache != 0 && !options.dry_run) {
+    auto evicted =
+        handlers::evict_upstream_files(*dir->catalog, *dir->store, options.upstream_file_cache);
+    if (!evicted) return evicted.error();
+    for (const auto& b : evicted->evicted) report.evicted.push_back(b.upstream + "/" + b.filename);
+    report.evicted_bytes = evicted->evicted_bytes;
+  }
 
   // The listing comes before the references: a blob that becomes referenced after the
   // references were read was published again by that upload (a new inode), which

@@ -96,6 +96,12 @@ int gc(const Settings& settings, const GcOptions& options) {
     return 1;
   }
   const char* verb = options.dry_run ? "would remove " : "removed ";
+  for (const auto& name : report->evicted) std::cout << "evicted upstream " << name << "\n";
+  if (options.upstream_file_cache != 0 && !options.dry_run) {
+    std::cout << "evicted " << report->evicted.size() << " upstream files ("
+              << format_bytes(report->evicted_bytes) << ") beyond upstream_file_cache "
+              << format_bytes(options.upstream_file_cache) << "\n";
+  }
   for (const auto& sha : report->removed) std::cout << verb << sha << "\n";
   for (const auto& p : report->unexpected) {
     std::cerr << "warning: " << p.string() << " is not a blob (left alone)\n";

@@ -162,6 +162,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
     upstreams = std::make_unique<handlers::Upstreams>(configuration.upstreams, *fetcher,
                                                       settings.data_dir / "upstream" / "pages",
                                                       settings.upstream_page_cache);
+    upstreams->set_file_cache_limit(settings.upstream_file_cache);
     for (const auto& u : configuration.upstreams) {
       log::info("upstream {}: {}", u.name, u.url);
     }

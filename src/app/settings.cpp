@@ -230,6 +230,12 @@ const std::array kSpecs{
                              "a size of at least 64K such as 64M or 1G");
          },
          [](const Settings& s) { return format_size(s.upstream_page_cache); }},
+    Spec{"upstream_file_cache", &Overrides::upstream_file_cache, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_size(s.upstream_file_cache, text, 0,
+                             "a size such as 20G, or 0 for no bound");
+         },
+         [](const Settings& s) { return format_size(s.upstream_file_cache); }},
 };
 
 std::string env_name(std::string_view name) {

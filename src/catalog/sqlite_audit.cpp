@@ -151,14 +151,16 @@ Status SqliteCatalog::record_upstream_blob(const UpstreamBlob& blob) {
   return db_.write_transaction(
       [&]() -> Status {
         Stmt s(db_,
-               "INSERT OR IGNORE INTO upstream_blobs (sha256, upstream, filename, size, stored_at)"
-               " VALUES (?, ?, ?, ?, ?)");
+               "INSERT OR IGNORE INTO upstream_blobs"
+               " (sha256, upstream, filename, size, stored_at, last_used_at)"
+               " VALUES (?, ?, ?, ?, ?, ?)");
         if (!s.valid()) return db_.error("prepare upstream blob");
         s.bind(1, blob.sha256)
             .bind(2, blob.upstream)
             .bind(3, blob.filename)
             .bind(4, static_cast<std::int64_t>(blob.size))
-            .bind(5, blob.stored_at);
+            .bind(5, blob.stored_at)
+            .bind(6, blob.last_used_at);
         if (s.step() != SQLITE_DONE) return db_.error("record upstream blob");
         return ok_status();
       },
@@ -168,17 +170,53 @@ Status SqliteCatalog::record_upstream_blob(const UpstreamBlob& blob) {
 Result<std::vector<UpstreamBlob>> SqliteCatalog::upstream_blobs() {
   std::lock_guard lock(mu_);
   Stmt s(db_,
-         "SELECT sha256, upstream, filename, size, stored_at FROM upstream_blobs"
+         "SELECT sha256, upstream, filename, size, stored_at, last_used_at FROM upstream_blobs"
          " ORDER BY sha256");
   if (!s.valid()) return db_.error("prepare upstream blobs");
   std::vector<UpstreamBlob> out;
   int rc = SQLITE_ROW;
   while ((rc = s.step()) == SQLITE_ROW) {
     out.push_back(UpstreamBlob{s.text(0), s.text(1), s.text(2),
-                               static_cast<std::uint64_t>(s.i64(3)), s.i64(4)});
+                               static_cast<std::uint64_t>(s.i64(3)), s.i64(4), s.i64(5)});
   }
   if (rc != SQLITE_DONE) return db_.error("list upstream blobs");
   return out;
+}
+
+Status SqliteCatalog::touch_upstream_blob(std::string_view sha256, Micros at) {
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Status {
+        Stmt s(db_,
+               "UPDATE upstream_blobs SET last_used_at = ? WHERE sha256 = ? AND last_used_at < ?");
+        if (!s.valid()) return db_.error("prepare upstream blob use");
+        s.bind(1, at).bind(2, sha256).bind(3, at);
+        if (s.step() != SQLITE_DONE) return db_.error("record upstream blob use");
+        return ok_status();
+      },
+      [](const auto&) { return true; });
+}
+
+Result<bool> SqliteCatalog::forget_upstream_blob(std::string_view sha256) {
+  std::lock_guard lock(mu_);
+  bool shared = false;
+  auto st = db_.write_transaction(
+      [&]() -> Status {
+        Stmt d(db_, "DELETE FROM upstream_blobs WHERE sha256 = ?");
+        if (!d.valid()) return db_.error("prepare upstream blob removal");
+        d.bind(1, sha256);
+        if (d.step() != SQLITE_DONE) return db_.error("remove upstream blob");
+        Stmt f(db_, "SELECT 1 FROM files WHERE sha256 = ? OR metadata_sha256 = ? LIMIT 1");
+        if (!f.valid()) return db_.error("prepare blob reference check");
+        f.bind(1, sha256).bind(2, sha256);
+        const int rc = f.step();
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_.error("check blob references");
+        shared = rc == SQLITE_ROW;
+        return ok_status();
+      },
+      [](const auto&) { return true; });
+  if (!st) return st.error();
+  return shared;
 }
 
 Status SqliteCatalog::record_audit(const AuditRecord& entry) {

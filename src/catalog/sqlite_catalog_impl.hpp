@@ -75,6 +75,8 @@ class SqliteCatalog final : public Catalog {
   Status record_token_uses(const std::vector<std::pair<std::int64_t, Micros>>& uses) override;
   Status record_upstream_blob(const UpstreamBlob& blob) override;
   Result<std::vector<UpstreamBlob>> upstream_blobs() override;
+  Status touch_upstream_blob(std::string_view sha256, Micros at) override;
+  Result<bool> forget_upstream_blob(std::string_view sha256) override;
   Status record_audit(const AuditRecord& entry) override;
   Result<std::vector<AuditRecord>> audit(const AuditQuery& query) override;
   Result<core::FileRecord> restore_file(std::string_view filename, std::string_view sha256,

@@ -230,6 +230,12 @@ CREATE TABLE upstream_blobs (
   stored_at INTEGER NOT NULL
 );
 )sql",
+    // 15: when each upstream blob was last served (microseconds; 0: never since it was
+    // stored), for the least-recently-used eviction of upstream_file_cache. Written at most
+    // once a minute per blob.
+    R"sql(
+ALTER TABLE upstream_blobs ADD COLUMN last_used_at INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

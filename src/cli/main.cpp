@@ -53,6 +53,9 @@ struct Common {
       cmd->add_option("--upstream-page-cache", overrides.upstream_page_cache,
                       "memory for upstream project pages, e.g. 64M (default 64M)");
     }
+    cmd->add_option("--upstream-file-cache", overrides.upstream_file_cache,
+                    "bytes of files kept from upstream indexes, least recently used evicted "
+                    "first, e.g. 20G; 0: no bound (default 0)");
     cmd->add_option("--max-upload-size", overrides.max_upload_size,
                     "largest accepted file, e.g. 8G (default 8G)");
     cmd->add_option("--max-inflated-size", overrides.max_inflated_size,
@@ -383,7 +386,8 @@ int run(int argc, char** argv) {
     const auto settings = gc_opts.settings();
     const auto min_age = min_age_option(gc_min_age);
     if (!settings || !min_age) return 2;
-    return wf::app::gc(*settings, wf::app::GcOptions{gc_dry_run, *min_age});
+    return wf::app::gc(*settings,
+                       wf::app::GcOptions{gc_dry_run, *min_age, settings->upstream_file_cache});
   }
   if (fsck->parsed()) {
     const auto settings = fsck_opts.settings();

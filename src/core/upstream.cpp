@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "wheelforge/util/strings.hpp"
+#include "wheelforge/util/url.hpp"
 
 namespace wf::core {
 namespace {
@@ -14,72 +15,6 @@ bool is_space(char c) {
 
 char lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool is_scheme_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
-         c == '-' || c == '.';
-}
-
-/// The scheme of `url` ("http"), lower-case, or "" when it has none.
-std::string scheme_of(std::string_view url) {
-  const auto colon = url.find(':');
-  if (colon == std::string_view::npos || colon == 0) return {};
-  const char first = url[0];
-  if (!((first >= 'a' && first <= 'z') || (first >= 'A' && first <= 'Z'))) return {};
-  for (std::size_t i = 0; i < colon; ++i) {
-    if (!is_scheme_char(url[i])) return {};
-  }
-  return to_lower(url.substr(0, colon));
-}
-
-struct UrlParts {
-  std::string scheme;     ///< "http"
-  std::string authority;  ///< "host:port"
-  std::string path;       ///< "/a/b"
-  std::string query;      ///< with its '?', or ""
-};
-
-std::optional<UrlParts> split_absolute(std::string_view url) {
-  UrlParts p;
-  p.scheme = scheme_of(url);
-  if (p.scheme != "http" && p.scheme != "https") return std::nullopt;
-  std::string_view rest = url.substr(p.scheme.size() + 1);
-  if (const auto hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
-  if (!rest.starts_with("//")) return std::nullopt;
-  rest.remove_prefix(2);
-  const auto end = rest.find_first_of("/?");
-  p.authority = std::string(rest.substr(0, end));
-  if (p.authority.empty()) return std::nullopt;
-  rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-  const auto q = rest.find('?');
-  p.path = std::string(rest.substr(0, q));
-  if (q != std::string_view::npos) p.query = std::string(rest.substr(q));
-  if (p.path.empty()) p.path = "/";
-  return p;
-}
-
-/// RFC 3986 section 5.2.4.
-std::string remove_dot_segments(std::string_view path) {
-  std::vector<std::string_view> out;
-  const bool absolute = path.starts_with('/');
-  const bool trailing = path.ends_with('/') || path.ends_with("/.") || path.ends_with("/..") ||
-                        path == "." || path == "..";
-  for (const auto seg : split(path, '/')) {
-    if (seg.empty() || seg == ".") continue;
-    if (seg == "..") {
-      if (!out.empty()) out.pop_back();
-      continue;
-    }
-    out.push_back(seg);
-  }
-  std::string result = absolute ? "/" : "";
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (i > 0) result += '/';
-    result += out[i];
-  }
-  if (trailing && !out.empty()) result += '/';
-  return result;
 }
 
 /// The attributes of one tag, from just after its name to its '>'; `pos` ends after the '>'.
@@ -244,30 +179,11 @@ std::string decode_html_entities(std::string_view text) {
   return out;
 }
 
-std::optional<std::string> resolve_url(std::string_view base, std::string_view ref) {
-  const auto b = split_absolute(base);
-  if (!b) return std::nullopt;
-  if (const auto hash = ref.find('#'); hash != std::string_view::npos) ref = ref.substr(0, hash);
-  ref = trim(ref);
-  std::string out;
-  if (!scheme_of(ref).empty()) {
-    const auto r = split_absolute(ref);
-    if (!r) return std::nullopt;
-    return r->scheme + "://" + r->authority + remove_dot_segments(r->path) + r->query;
-  }
-  if (ref.starts_with("//")) return resolve_url(base, b->scheme + ":" + std::string(ref));
-  const std::string origin = b->scheme + "://" + b->authority;
-  if (ref.empty()) return origin + b->path + b->query;
-  if (ref.starts_with('?')) return origin + b->path + std::string(ref);
-  std::string_view path = ref;
-  std::string query;
-  if (const auto q = ref.find('?'); q != std::string_view::npos) {
-    path = ref.substr(0, q);
-    query = std::string(ref.substr(q));
-  }
-  if (path.starts_with('/')) return origin + remove_dot_segments(path) + query;
-  const std::string merged = b->path.substr(0, b->path.rfind('/') + 1) + std::string(path);
-  return origin + remove_dot_segments(merged) + query;
+std::optional<std::string> resolve_link(const std::optional<Url>& base, std::string_view ref) {
+  if (!base) return std::nullopt;
+  auto url = resolve_url(*base, trim(ref));
+  if (!url) return std::nullopt;
+  return url->with_userinfo();
 }
 
 std::optional<std::string> url_filename(std::string_view url) {
@@ -290,7 +206,8 @@ Result<UpstreamPage> parse_upstream_html(std::string_view body, std::string_view
                                          std::to_string(kMaxUpstreamPageBytes));
   }
   UpstreamPage page;
-  std::string base(page_url);
+  std::optional<Url> base;
+  if (auto parsed = parse_url(page_url); parsed) base = std::move(*parsed);
   std::size_t pos = 0;
   const std::size_t n = body.size();
   while (pos < n) {
@@ -320,9 +237,7 @@ Result<UpstreamPage> parse_upstream_html(std::string_view body, std::string_view
     if (href == nullptr || !closed) continue;
     if (tag == "base") {
       // Only an absolute <base href> counts (docs/packaging.md, "Simple API: HTML").
-      if (auto b = resolve_url(href->value, ""); b && !scheme_of(href->value).empty()) {
-        base = std::move(*b);
-      }
+      if (auto b = parse_url(trim(href->value)); b) base = std::move(*b);
       continue;
     }
     UpstreamFile file;
@@ -330,7 +245,7 @@ Result<UpstreamPage> parse_upstream_html(std::string_view body, std::string_view
     if (hash != std::string::npos) {
       file.sha256 = sha256_of(std::string_view(href->value).substr(hash + 1));
     }
-    auto url = resolve_url(base, href->value);
+    auto url = resolve_link(base, href->value);
     if (!url) continue;
     auto filename = url_filename(*url);
     if (!filename) continue;

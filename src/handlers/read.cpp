@@ -502,6 +502,18 @@ Response handle_metrics(const Request& /*req*/, Context& ctx) {
                 upstreams->configs()[i].name + "\"} " + std::to_string(counter.load()) + "\n";
       }
     }
+    // Local names that also exist upstream, as far as their pages are known (fetched, or
+    // read from their disk copies): the names the ownership guard protects.
+    body +=
+        "# HELP wheelforge_upstream_shadowed_projects local projects whose name also "
+        "exists on the upstream (from cached pages)\n";
+    body += "# TYPE wheelforge_upstream_shadowed_projects gauge\n";
+    for (std::size_t i = 0; i < upstreams->configs().size(); ++i) {
+      const std::size_t shadowed = upstreams->count_known(
+          i, [&](std::string_view name) { return snap.find_project(name) != nullptr; });
+      body += "wheelforge_upstream_shadowed_projects{upstream=\"" + upstreams->configs()[i].name +
+              "\"} " + std::to_string(shadowed) + "\n";
+    }
   }
   Response r;
   r.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");

@@ -118,9 +118,20 @@ Response handle_project_page(const Request& req, Context& ctx) {
                           form_value(params, "backend"), form_value(params, "python")};
   // Only choices that exist reach the cache key, so the cache stays bounded.
   selection = ui::canonical_selection(snap, normalized, selection);
-  const ui::ProjectText text = project_text(ctx, normalized, selection);
+  ui::ProjectText text = project_text(ctx, normalized, selection);
+  // From the upstream pages known now (never fetched here: this is the network thread).
+  std::string also_key;
+  if (const Upstreams* upstreams = ctx.env.upstreams; upstreams != nullptr) {
+    for (auto& n : upstreams->known_upstreams_of(normalized)) {
+      // An upstream that may serve this local name (serve_local) is no conflict.
+      const core::UpstreamConfig* u = upstreams->find(n);
+      if (u == nullptr || core::may_serve(*u, normalized, /*local=*/true)) continue;
+      also_key += "|" + n;
+      text.also_upstream.push_back(std::move(n));
+    }
+  }
   return call.shared_page(
-      "/project/" + normalized + "/|" + selection.key(), [&](const ui::Site& site) {
+      "/project/" + normalized + "/|" + selection.key() + also_key, [&](const ui::Site& site) {
         return ui::render_project(snap, site, normalized, selection, text).value_or("");
       });
 }

@@ -10,12 +10,14 @@
 
 #include "handlers.hpp"
 #include "read.hpp"
+#include "wheelforge/archive/reader.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/negotiate.hpp"
 #include "wheelforge/core/variant.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/render/simple.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::handlers {
@@ -175,15 +177,43 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
   if (!listed) return error_response(listed.error());
   if (!*listed) return not_found("no such file");
   const core::UpstreamFile& file = **listed;
+  const store::BlobStore& store = *ctx.env.services.store;
+  if (metadata && file.metadata_sha256.empty()) {
+    // The upstream offers no core metadata: read from the wheel once it is stored here
+    // (bounded: archive::Limits), never fetched for it.
+    std::error_code ec;
+    const std::string wheel = store.blob_file(file.sha256);
+    if (parsed->kind != core::DistKind::wheel || !std::filesystem::is_regular_file(wheel, ec)) {
+      return not_found("no metadata for this file");
+    }
+    auto contents = archive::read_wheel(wheel, project, parsed->version_text);
+    if (!contents) {
+      return not_found("no metadata for this file: the stored wheel cannot be read: " +
+                       contents.error().message);
+    }
+    Response r;
+    r.set("Content-Type", "text/plain; charset=utf-8");
+    r.set("ETag", "\"" + crypto::sha256_hex(contents->metadata) + "\"");
+    r.set("Cache-Control", "public, max-age=31536000, immutable");
+    r.body = std::move(contents->metadata);
+    return r;
+  }
   const std::string want = metadata ? file.metadata_sha256 : file.sha256;
   if (want.empty()) return not_found("no metadata for this file");
   const std::string content_type =
       metadata ? "text/plain; charset=utf-8" : "application/octet-stream";
 
-  const store::BlobStore& store = *ctx.env.services.store;
   std::string path = store.blob_file(want);
   std::error_code ec;
   if (const auto size = std::filesystem::file_size(path, ec); !ec) {
+    // Its last use orders the eviction of the file cache (at most one write a minute).
+    if (catalog::Catalog* cat = ctx.env.services.catalog;
+        cat != nullptr && upstreams->use_to_record(want, now)) {
+      if (auto st = cat->touch_upstream_blob(want, now); !st) {
+        ctx.note = "upstream " + upstream->name + ": cannot record the use of " +
+                   std::string(name) + ": " + st.error().message;
+      }
+    }
     return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
   }
   // First download: fetched into the store's crash-safe temp file, hashed as it arrives, and
@@ -225,12 +255,21 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
   // Recorded so that gc keeps it and backup and fsck cover it. The blob is published either
   // way: a failure here costs a fetch after the next gc, not this answer.
   if (catalog::Catalog* cat = ctx.env.services.catalog; cat != nullptr) {
+    const Micros stored_at = now_micros();
     if (auto st = cat->record_upstream_blob(
-            catalog::UpstreamBlob{want, upstream->name, shown, size, now_micros()});
+            catalog::UpstreamBlob{want, upstream->name, shown, size, stored_at, stored_at});
         !st) {
       ctx.note = "upstream " + upstream->name + ": stored " + shown +
                  " but could not record it: " + st.error().message;
       return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+    }
+    // The file cache's bound: the least recently used others go (this one stays, it is being
+    // answered). A failure costs only the bound, not this answer.
+    if (const std::uint64_t limit = upstreams->file_cache_limit(); limit != 0) {
+      if (auto evicted = evict_upstream_files(*cat, store, limit, want); !evicted) {
+        log::warn("upstream {}: evicting from the file cache failed: {}", upstream->name,
+                  evicted.error().message);
+      }
     }
   }
   ctx.note =

@@ -1,7 +1,11 @@
 #include "wheelforge/handlers/upstreams.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <charconv>
 
+#include "wheelforge/core/name.hpp"
 #include "wheelforge/render/upstream.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/log.hpp"
@@ -61,6 +65,50 @@ Upstreams::Upstreams(std::vector<core::UpstreamConfig> configs, Fetcher& fetcher
   for (std::size_t i = 0; i < configs_.size(); ++i) {
     counters_.push_back(std::make_unique<UpstreamCounters>());
   }
+  known_.resize(configs_.size());
+  load_known();
+}
+
+void Upstreams::load_known() {
+  // Run once, at start (serve, project list): not on a network thread.
+  for (std::size_t i = 0; i < configs_.size(); ++i) {
+    std::error_code ec;
+    fs::directory_iterator it(cache_dir_ / configs_[i].name, ec);
+    if (ec) continue;
+    for (const auto& e : it) {
+      if (!e.is_regular_file(ec)) continue;
+      const std::string name = e.path().filename().string();
+      if (!core::is_normalized_name(name)) continue;
+      if (auto entry = read_disk(configs_[i], name); entry) note_known(i, name, *entry);
+    }
+  }
+}
+
+void Upstreams::note_known(std::size_t index, std::string_view project,
+                           const UpstreamPageEntry& entry) {
+  std::lock_guard lock(mu_);
+  auto& names = known_[index];
+  if (entry.found && !entry.page.files.empty()) {
+    if (names.find(project) == names.end()) names.emplace(project);
+  } else if (const auto it = names.find(project); it != names.end()) {
+    names.erase(it);
+  }
+}
+
+std::vector<std::string> Upstreams::known_upstreams_of(std::string_view project) const {
+  std::vector<std::string> out;
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < configs_.size(); ++i) {
+    if (known_[i].contains(project)) out.push_back(configs_[i].name);
+  }
+  return out;
+}
+
+std::size_t Upstreams::count_known(std::size_t index,
+                                   const std::function<bool(std::string_view)>& pred) const {
+  std::lock_guard lock(mu_);
+  return static_cast<std::size_t>(std::count_if(known_[index].begin(), known_[index].end(),
+                                                [&](const std::string& n) { return pred(n); }));
 }
 
 const core::UpstreamConfig* Upstreams::find(std::string_view name) const {
@@ -196,14 +244,51 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
   auto cached = remembered(key);
   if (!cached) {
     cached = read_disk(u, project);
-    if (cached) remember(key, cached);
+    if (cached) {
+      note_known(index, project, *cached);
+      remember(key, cached);
+    }
   }
   if (cached && now - cached->validated < ttl) {
     counters.hits.fetch_add(1, std::memory_order_relaxed);
     listing.entry = std::move(cached);
     return listing;
   }
+
+  // Concurrent misses of one page share one fetch: the first asks, the others wait for its
+  // answer (counted as hits: they cost the upstream nothing).
+  std::shared_ptr<InFlight> flight;
+  {
+    std::unique_lock lock(mu_);
+    auto [it, first] = in_flight_.try_emplace(key);
+    if (!first) {
+      flight = it->second;
+      ++flight->waiters;
+      flight->cv.wait(lock, [&] { return flight->done; });
+      counters.hits.fetch_add(1, std::memory_order_relaxed);
+      return flight->result;
+    }
+    it->second = flight = std::make_shared<InFlight>();
+  }
   counters.misses.fetch_add(1, std::memory_order_relaxed);
+  listing = fetch_page(index, project, now, std::move(cached));
+  {
+    std::lock_guard lock(mu_);
+    flight->result = listing;
+    flight->done = true;
+    in_flight_.erase(key);
+  }
+  flight->cv.notify_all();
+  return listing;
+}
+
+Upstreams::Listing Upstreams::fetch_page(std::size_t index, std::string_view project, Micros now,
+                                         std::shared_ptr<const UpstreamPageEntry> cached) {
+  const core::UpstreamConfig& u = configs_[index];
+  UpstreamCounters& counters = *counters_[index];
+  Listing listing;
+  listing.upstream = &u;
+  const std::string key = u.name + '\n' + std::string(project);
 
   FetchRequest req;
   req.url = page_url(u, project);
@@ -260,6 +345,7 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
   entry->cost = cost_of(*entry);
   write_disk(u, project, *entry, got->url.empty() ? req.url : got->url, got->header("content-type"),
              entry->found ? got->body : "");
+  note_known(index, project, *entry);
   remember(key, entry);
   listing.entry = std::move(entry);
   return listing;
@@ -309,6 +395,63 @@ Result<FetchResponse> Upstreams::fetch_file(const core::UpstreamConfig& upstream
   }
   counters.bytes.fetch_add(got->body_bytes, std::memory_order_relaxed);
   return got;
+}
+
+std::size_t Upstreams::waiting_for_fetches() const {
+  std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [key, flight] : in_flight_) n += flight->waiters;
+  return n;
+}
+
+bool Upstreams::use_to_record(std::string_view sha256, Micros now) {
+  constexpr Micros kOncePer = 60'000'000;
+  constexpr std::size_t kMaxRemembered = 100'000;
+  std::lock_guard lock(mu_);
+  if (uses_recorded_.size() >= kMaxRemembered) uses_recorded_.clear();
+  auto [it, inserted] = uses_recorded_.try_emplace(std::string(sha256), now);
+  if (inserted) return true;
+  if (now - it->second < kOncePer) return false;
+  it->second = now;
+  return true;
+}
+
+Result<UpstreamEviction> evict_upstream_files(catalog::Catalog& catalog,
+                                              const store::BlobStore& store, std::uint64_t limit,
+                                              std::string_view keep) {
+  auto blobs = catalog.upstream_blobs();
+  if (!blobs) return blobs.error();
+  UpstreamEviction out;
+  for (const auto& b : *blobs) out.kept_bytes += b.size;
+  if (out.kept_bytes <= limit) return out;
+  const auto used = [](const catalog::UpstreamBlob& b) {
+    return std::max(b.last_used_at, b.stored_at);
+  };
+  std::stable_sort(blobs->begin(), blobs->end(),
+                   [&](const auto& a, const auto& b) { return used(a) < used(b); });
+  for (const auto& b : *blobs) {
+    if (out.kept_bytes <= limit) break;
+    if (b.sha256 == keep) continue;
+    // The file as it is now, before the row goes: a blob published again after this (a local
+    // upload of the same bytes) is a new file, which remove_unless_replaced() leaves alone.
+    store::StoredBlob stored{b.sha256, store.blob_path(b.sha256), 0, 0, b.size, 0};
+    struct stat st {};
+    const bool exists = ::lstat(stored.path.c_str(), &st) == 0;
+    stored.dev = st.st_dev;
+    stored.ino = st.st_ino;
+    auto shared = catalog.forget_upstream_blob(b.sha256);
+    if (!shared) return shared.error();
+    if (!*shared && exists) {
+      auto removed = store.remove_unless_replaced(stored);
+      if (!removed) return removed.error();
+    }
+    out.kept_bytes -= b.size;
+    out.evicted_bytes += b.size;
+    out.evicted.push_back(b);
+    log::info("upstream {}: evicted {} ({} bytes) from the file cache{}", b.upstream, b.filename,
+              b.size, *shared ? "; its blob stays, a local file has it" : "");
+  }
+  return out;
 }
 
 }  // namespace wf::handlers

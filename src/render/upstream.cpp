@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "wheelforge/util/strings.hpp"
+#include "wheelforge/util/url.hpp"
 
 namespace wf::render {
 namespace {
@@ -45,11 +46,13 @@ Result<core::UpstreamPage> parse_upstream_json(std::string_view body, std::strin
   if (const auto name = doc.find("name"); name != doc.end() && name->is_string()) {
     page.name = name->get<std::string>();
   }
+  std::optional<Url> base;
+  if (auto parsed = parse_url(page_url); parsed) base = std::move(*parsed);
   for (const Json& f : *files) {
     if (!f.is_object()) continue;
     const auto url_it = f.find("url");
     if (url_it == f.end() || !url_it->is_string()) continue;
-    auto url = core::resolve_url(page_url, url_it->get<std::string>());
+    auto url = core::resolve_link(base, url_it->get<std::string>());
     if (!url) continue;
     core::UpstreamFile file;
     if (const auto fn = f.find("filename"); fn != f.end() && fn->is_string()) {

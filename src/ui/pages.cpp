@@ -322,6 +322,11 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
   d.set("updated", upload_date(project->last_upload));
   d.set("about", text.about);
   d.set("description", text.description);
+  if (!text.also_upstream.empty()) {
+    std::string names;
+    for (const auto& n : text.also_upstream) names += (names.empty() ? "" : ", ") + n;
+    d.set("also_upstream", names);
+  }
 
   const std::string version = chosen_version(files, selection.version);
   d.set("latest", versions.empty() ? std::string() : versions.front().first);

@@ -321,3 +321,69 @@ def test_printed_commands_name_this_index_alone_when_an_upstream_serves_every_na
     assert f"pip install --index-url {server.url}/simple/ --only-binary local-pkg local-pkg==1.0" \
         in page
     assert "extra-index-url" not in page
+
+
+    # The server knows it from the pages `project list` cached: the metric and the project
+    # page say so, without asking the upstream (stopped here).
+    upstream_tree["nginx"].stop()
+    server = harness.serve("--config", str(config))
+    metrics = http_request(server.url, "GET", "/metrics").body.decode()
+    assert 'wheelforge_upstream_shadowed_projects{upstream="static"} 1\n' in metrics, metrics
+    page = http_request(server.url, "GET", "/project/local-pkg/").body.decode()
+    assert "also exists on the upstream index static" in page, page
+    page = http_request(server.url, "GET", "/project/only-here/").body.decode()
+    assert "also exists on the upstream index" not in page
+
+
+def test_the_file_cache_bound_evicts_the_least_recently_used_upstream_files(harness, artifacts,
+                                                                           upstream_tree):
+    local = make_wheel(artifacts, "only-here", "1.0")
+    assert harness.ingest(local.path).returncode == 0
+    dep, public = upstream_tree["dep"], upstream_tree["public"]
+    bound = max(len(dep.data), len(public.data)) + 1  # room for one, not for both
+    assert bound < len(dep.data) + len(public.data)
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    config.write_text(f'upstream_file_cache = "{bound}"\n' + config.read_text())
+    server = harness.serve("--config", str(config))
+
+    def download(f):
+        r = http_request(server.url, "GET", f"/upstream/static/{f.sha256}/{f.filename}")
+        assert r.status == 200 and r.body == f.data, r.body[:300]
+
+    download(dep)
+    assert blob_path(harness.data_dir, dep.sha256).is_file()
+    download(public)  # the second evicts the first
+    assert blob_path(harness.data_dir, public.sha256).is_file()
+    assert not blob_path(harness.data_dir, dep.sha256).exists()
+    download(dep)  # fetched again when asked, and the other evicted in turn
+    assert blob_path(harness.data_dir, dep.sha256).is_file()
+    assert not blob_path(harness.data_dir, public.sha256).exists()
+    assert blob_path(harness.data_dir, local.sha256).is_file()  # local files never count
+
+    # gc applies the bound too: with a smaller one the last upstream file goes, the local stays.
+    proc = harness.cli("gc", "--data-dir", str(harness.data_dir), "--upstream-file-cache", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"evicted upstream static/{dep.filename}" in proc.stdout, proc.stdout
+    assert not blob_path(harness.data_dir, dep.sha256).exists()
+    assert blob_path(harness.data_dir, local.sha256).is_file()
+    r = http_request(server.url, "GET", f"/files/{local.sha256}/{local.filename}")
+    assert r.status == 200 and r.body == local.data
+    download(dep)
+
+
+def test_metadata_an_upstream_does_not_offer_is_read_from_the_stored_wheel(harness,
+                                                                          upstream_tree):
+    dep = upstream_tree["dep"]  # the static tree offers no core metadata
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    url = f"/upstream/static/{dep.sha256}/{dep.filename}"
+    r = http_request(server.url, "GET", url + ".metadata")
+    assert r.status == 404, r.body  # before the wheel is stored, as before
+    r = http_request(server.url, "GET", url)
+    assert r.status == 200 and r.body == dep.data
+    upstream_tree["nginx"].stop()
+    r = http_request(server.url, "GET", url + ".metadata")
+    assert r.status == 200, r.body
+    assert r.body == dep.metadata

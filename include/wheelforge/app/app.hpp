@@ -41,6 +41,7 @@ struct Overrides {
   std::optional<std::string> tls_key;
   std::optional<std::string> base_url;
   std::optional<std::string> upstream_page_cache;
+  std::optional<std::string> upstream_file_cache;
 };
 
 /// The effective configuration. A new setting is a field here, one in Overrides and one row
@@ -89,6 +90,9 @@ struct Settings {
   /// The memory the upstream pages kept in memory may take (README, "Upstreams"); the disk
   /// copy under DATA_DIR/upstream/pages is not bounded by it.
   std::uint64_t upstream_page_cache = 64ULL * 1024 * 1024;
+  /// The bound on the bytes of files kept from upstreams (README, "Upstreams"): beyond it the
+  /// least recently used are evicted (never a local file's blob). 0: no bound.
+  std::uint64_t upstream_file_cache = 0;
 
   /// Where these settings came from, so that a reload (SIGHUP) can load them again:
   /// check_configuration(settings.config_file, settings.overrides).

@@ -69,6 +69,9 @@ struct BackupReport {
 struct GcOptions {
   bool dry_run = false;
   std::chrono::seconds min_age{3600};
+  /// Settings::upstream_file_cache: upstream files beyond it are evicted first (not on a dry
+  /// run). 0: no bound.
+  std::uint64_t upstream_file_cache = 0;
 };
 
 struct GcReport {
@@ -77,6 +80,8 @@ struct GcReport {
   std::size_t referenced = 0;           ///< blobs kept because a file references them
   std::size_t too_young = 0;            ///< unreferenced blobs kept because younger than min_age
   std::size_t stale_temp_sessions = 0;  ///< dead writers' temp directories removed
+  std::vector<std::string> evicted;     ///< upstream files evicted: "<upstream>/<filename>"
+  std::uint64_t evicted_bytes = 0;
   std::vector<std::filesystem::path> unexpected;  ///< files under blobs/ that are not blobs
 };
 

@@ -129,6 +129,7 @@ struct UpstreamBlob {
   std::string filename;
   std::uint64_t size = 0;
   Micros stored_at = 0;
+  Micros last_used_at = 0;  ///< when it was last served (recorded at most once a minute)
 };
 
 /// A blob that `fsck --repair` found damaged (corrupt: moved to quarantine, or missing).
@@ -225,6 +226,11 @@ class Catalog {
   [[nodiscard]] virtual Status record_upstream_blob(const UpstreamBlob& blob) = 0;
   /// Every blob stored from an upstream, by sha256.
   [[nodiscard]] virtual Result<std::vector<UpstreamBlob>> upstream_blobs() = 0;
+  /// Records that the upstream blob `sha256` was served at `at` (no row: nothing happens).
+  [[nodiscard]] virtual Status touch_upstream_blob(std::string_view sha256, Micros at) = 0;
+  /// Removes the row of the upstream blob `sha256` (evicted from the cache). True when a file
+  /// of this index still references the same digest: its blob must stay.
+  [[nodiscard]] virtual Result<bool> forget_upstream_blob(std::string_view sha256) = 0;
 
   /// Appends an entry to the audit trail (actions the catalog does not record itself: build
   /// requests). Its `at` is set when it is 0.

@@ -16,6 +16,7 @@
 
 #include "wheelforge/util/result.hpp"
 #include "wheelforge/util/time.hpp"
+#include "wheelforge/util/url.hpp"
 
 namespace wf::core {
 
@@ -82,9 +83,11 @@ inline constexpr std::size_t kMaxUpstreamFiles = 200'000;
 /// &quot; &apos; &nbsp;) and numeric ones (&#60; &#x3C;); anything else is kept as written.
 [[nodiscard]] std::string decode_html_entities(std::string_view text);
 
-/// `ref` resolved against the absolute http(s) URL `base` (RFC 3986 section 5.2, dot segments
-/// removed), without its fragment; nullopt when the result is not an http(s) URL.
-[[nodiscard]] std::optional<std::string> resolve_url(std::string_view base, std::string_view ref);
+/// A link `ref` (surrounding spaces trimmed) resolved against the page's URL `base`
+/// (wf::resolve_url: RFC 3986 section 5.2, without the fragment), as a string; nullopt when
+/// there is no base or the result is not an http(s) URL.
+[[nodiscard]] std::optional<std::string> resolve_link(const std::optional<Url>& base,
+                                                      std::string_view ref);
 
 /// The file name in an absolute URL: its last path segment, percent-decoded; nullopt when it is
 /// empty or holds '/', '\\' or a control character after decoding.

@@ -8,6 +8,7 @@
 // (network, disk): call it from a worker.
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -15,13 +16,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/upstream.hpp"
 #include "wheelforge/handlers/fetcher.hpp"
+#include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/result.hpp"
 #include "wheelforge/util/time.hpp"
 
@@ -91,9 +95,39 @@ class Upstreams {
   }
   /// Bytes the memory LRU holds now.
   [[nodiscard]] std::uint64_t memory_bytes() const;
+  /// Requests waiting now for a page another one is fetching (a concurrent miss of the same
+  /// page shares that fetch).
+  [[nodiscard]] std::size_t waiting_for_fetches() const;
+
+  /// The upstreams known to have a project of this (normalized) name: their page of it, as
+  /// fetched or read from its disk copy by this process (the copies present at start
+  /// included, such as those `project list` writes), listed files. No I/O: never fetches.
+  [[nodiscard]] std::vector<std::string> known_upstreams_of(std::string_view project) const;
+  /// How many of the names upstream `index` is known to have (see known_upstreams_of()) pass
+  /// `pred` (called with the lock held: keep it cheap, no I/O).
+  [[nodiscard]] std::size_t count_known(std::size_t index,
+                                        const std::function<bool(std::string_view)>& pred) const;
+
+  /// The bound on the bytes of upstream files kept (Settings::upstream_file_cache; 0: none).
+  void set_file_cache_limit(std::uint64_t bytes) { file_cache_limit_ = bytes; }
+  [[nodiscard]] std::uint64_t file_cache_limit() const { return file_cache_limit_; }
+  /// True when the use of the stored upstream blob `sha256` at `now` should be recorded in the
+  /// catalog: at most once a minute per blob (remembered here, so a busy file costs no write).
+  [[nodiscard]] bool use_to_record(std::string_view sha256, Micros now);
 
  private:
   Listing page_of(std::size_t index, std::string_view project, Micros now);
+  Listing fetch_page(std::size_t index, std::string_view project, Micros now,
+                     std::shared_ptr<const UpstreamPageEntry> cached);
+  /// A page being fetched: the others that miss it wait for this answer.
+  struct InFlight {
+    std::condition_variable cv;
+    bool done = false;
+    std::size_t waiters = 0;
+    Listing result;
+  };
+  void note_known(std::size_t index, std::string_view project, const UpstreamPageEntry& entry);
+  void load_known();
   [[nodiscard]] std::size_t index_of(const core::UpstreamConfig& upstream) const;
   void add_credentials(const core::UpstreamConfig& upstream, FetchRequest& req) const;
   std::shared_ptr<const UpstreamPageEntry> remembered(const std::string& key);
@@ -116,7 +150,28 @@ class Upstreams {
   std::list<std::pair<std::string, std::shared_ptr<const UpstreamPageEntry>>> lru_;  // newest first
   std::unordered_map<std::string, decltype(lru_)::iterator> by_key_;
   std::uint64_t memory_used_ = 0;
+  std::atomic<std::uint64_t> file_cache_limit_{0};
+  std::unordered_map<std::string, Micros> uses_recorded_;                 // guarded by mu_
+  std::unordered_map<std::string, std::shared_ptr<InFlight>> in_flight_;  // guarded by mu_
+  std::vector<std::set<std::string, std::less<>>> known_;  // per upstream; guarded by mu_
 };
+
+/// What evict_upstream_files() did.
+struct UpstreamEviction {
+  std::vector<catalog::UpstreamBlob> evicted;  ///< least recently used first
+  std::uint64_t evicted_bytes = 0;
+  std::uint64_t kept_bytes = 0;  ///< the upstream files kept after it
+};
+
+/// Evicts the least recently used upstream files (catalog::UpstreamBlob, by the later of
+/// last_used_at and stored_at) until their sizes add up to at most `limit` bytes: each row is
+/// removed, and its blob too unless a local file has the same sha256 (or it was published
+/// again meanwhile). `keep` (a sha256, e.g. the file just stored) is never evicted. Blocks
+/// (catalog, disk): call it from a worker or a command.
+[[nodiscard]] Result<UpstreamEviction> evict_upstream_files(catalog::Catalog& catalog,
+                                                            const store::BlobStore& store,
+                                                            std::uint64_t limit,
+                                                            std::string_view keep = {});
 
 /// The Accept header sent to upstreams: JSON first, HTML as the fallback (docs/packaging.md,
 /// "Content negotiation").

@@ -67,6 +67,9 @@ struct Selection {
 struct ProjectText {
   std::string about;        ///< render_about
   std::string description;  ///< render_description
+  /// Upstream indexes known to have a project of the same name (shown as a notice: the
+  /// ownership guard keeps their files off this index's pages).
+  std::vector<std::string> also_upstream;
 };
 /// The summary and the facts: License (or License-Expression), Requires-Python, author,
 /// maintainer, Project-URLs (linked only when http or https), keywords, Requires-Dist,

@@ -96,6 +96,7 @@ TEST_F(ConfigTest, ServerSettingsAndBuildTablesComeFromOneLoad) {
   const auto path = write(R"(
 listen = "127.0.0.1:9001"
 base_url = "https://wheels.example.com/pypi/"
+upstream_file_cache = "20G"
 
 [build]
 torch_index = "https://download.pytorch.org/whl/{cuda}"
@@ -152,6 +153,7 @@ cuda = ["12.8"]
   const auto& c = *checked.config;
   EXPECT_EQ(c.settings.listen, "127.0.0.1:9001");
   EXPECT_EQ(c.settings.base_url, "https://wheels.example.com/pypi");  // trailing '/' removed
+  EXPECT_EQ(c.settings.upstream_file_cache, 20ULL << 30U);
   EXPECT_EQ(c.settings.config_file, path);
 
   const auto& host = c.build.host;
@@ -629,6 +631,23 @@ TEST_F(ConfigTest, ServerUrlComesFromBaseUrlOrListen) {
     EXPECT_TRUE(checked.problems[0].starts_with("base_url: expected an http:// or https:// URL"))
         << checked.problems[0];
   }
+}
+
+TEST_F(ConfigTest, UpstreamFileCacheIsASizeWithZeroForNoBound) {
+  Overrides o;
+  auto checked = check_configuration(std::nullopt, o);
+  ASSERT_TRUE(checked.config);
+  EXPECT_EQ(checked.config->settings.upstream_file_cache, 0U);
+  o.upstream_file_cache = "512M";
+  checked = check_configuration(std::nullopt, o);
+  ASSERT_TRUE(checked.config);
+  EXPECT_EQ(checked.config->settings.upstream_file_cache, 512ULL << 20U);
+  o.upstream_file_cache = "lots";
+  checked = check_configuration(std::nullopt, o);
+  ASSERT_EQ(checked.problems.size(), 1U);
+  EXPECT_TRUE(checked.problems[0].starts_with(
+      "upstream_file_cache: expected a size such as 20G, or 0 for no bound, got 'lots'"))
+      << checked.problems[0];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ inline std::string undo_migrations_after(int version) {
       {12, "ALTER TABLE files DROP COLUMN binaries;"},
       {13, "ALTER TABLE files DROP COLUMN variant;"},
       {14, "DROP TABLE upstream_blobs;"},
+      {15, "ALTER TABLE upstream_blobs DROP COLUMN last_used_at;"},
   };
   std::string sql;
   for (auto it = kUndo.rbegin(); it != kUndo.rend() && it->first > version; ++it) {

@@ -114,16 +114,16 @@ TEST(UpstreamHtml, Entities) {
 }
 
 TEST(UpstreamUrls, Resolve) {
-  const std::string base = "https://h.example:8443/simple/demo/?x=1";
-  EXPECT_EQ(resolve_url(base, "a.whl"), "https://h.example:8443/simple/demo/a.whl");
-  EXPECT_EQ(resolve_url(base, "../../f/a.whl#sha256=1"), "https://h.example:8443/f/a.whl");
-  EXPECT_EQ(resolve_url(base, "/f/./g/../a.whl?q"), "https://h.example:8443/f/a.whl?q");
-  EXPECT_EQ(resolve_url(base, "//cdn.example/a.whl"), "https://cdn.example/a.whl");
-  EXPECT_EQ(resolve_url(base, "HTTP://other/a.whl"), "http://other/a.whl");
-  EXPECT_EQ(resolve_url(base, "../../../../a.whl"), "https://h.example:8443/a.whl");
-  EXPECT_FALSE(resolve_url(base, "ftp://other/a.whl"));
-  EXPECT_FALSE(resolve_url(base, "file:///etc/passwd"));
-  EXPECT_FALSE(resolve_url("not a url", "a.whl"));
+  const std::optional<Url> base = *parse_url("https://h.example:8443/simple/demo/?x=1");
+  EXPECT_EQ(resolve_link(base, " a.whl\n"), "https://h.example:8443/simple/demo/a.whl");
+  EXPECT_EQ(resolve_link(base, "../../f/a.whl#sha256=1"), "https://h.example:8443/f/a.whl");
+  EXPECT_EQ(resolve_link(base, "/f/./g/../a.whl?q"), "https://h.example:8443/f/a.whl?q");
+  EXPECT_EQ(resolve_link(base, "//cdn.example/a.whl"), "https://cdn.example/a.whl");
+  EXPECT_EQ(resolve_link(base, "HTTP://other/a.whl"), "http://other/a.whl");
+  EXPECT_EQ(resolve_link(base, "../../../../a.whl"), "https://h.example:8443/a.whl");
+  EXPECT_FALSE(resolve_link(base, "ftp://other/a.whl"));
+  EXPECT_FALSE(resolve_link(base, "file:///etc/passwd"));
+  EXPECT_FALSE(resolve_link(std::nullopt, "a.whl"));
   EXPECT_EQ(url_filename("https://h/x/demo-1.0%2Bcu128.tar.gz?y"), "demo-1.0+cu128.tar.gz");
   EXPECT_FALSE(url_filename("https://h/x/"));
   EXPECT_FALSE(url_filename("https://h/x/a%2Fb"));

@@ -6,10 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "handler_bed.hpp"
@@ -108,6 +113,18 @@ class UpstreamPages : public ::testing::Test {
     return u;
   }
 
+  /// demo-pkg 1.0 uploaded here, and a demo-pkg 9.0 sdist on the upstream's page.
+  void local_project_also_upstream() {
+    ASSERT_EQ(hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload)
+                  .status,
+              201);
+    fetcher.answers["https://upstream.example/simple/demo-pkg/"] = {
+        200,
+        "text/html",
+        html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + kSha + "\">demo_pkg-9.0.tar.gz</a>"),
+        {}};
+  }
+
   Response get(const std::string& target, const std::string& accept = "text/html") {
     return hb.respond(Method::get, target, {{"Accept", accept}});
   }
@@ -192,14 +209,7 @@ TEST_F(UpstreamPages, CredentialsAndUnknownNames) {
 }
 
 TEST_F(UpstreamPages, LocalProjectsNeverShowUpstreamFilesUnlessAllowed) {
-  ASSERT_EQ(
-      hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload).status,
-      201);
-  fetcher.answers["https://upstream.example/simple/demo-pkg/"] = {
-      200,
-      "text/html",
-      html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + kSha + "\">demo_pkg-9.0.tar.gz</a>"),
-      {}};
+  local_project_also_upstream();
   configure({pypi()});
   Response r = get("/simple/demo-pkg/");
   ASSERT_EQ(r.status, 200);
@@ -481,6 +491,210 @@ TEST(UpstreamCache, MemoryStaysWithinItsBound) {
     EXPECT_LE(ups.memory_bytes(), 64U * 1024U);
   }
   EXPECT_GT(ups.memory_bytes(), 32U * 1024U);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(UpstreamPages, TheFileCacheEvictsTheLeastRecentlyUsedUpstreamFilesNeverLocalOnes) {
+  configure({pypi()});
+  const std::string one(100, '1');
+  const std::string two(100, '2');
+  const std::string sha1 = crypto::sha256_hex(one);
+  const std::string sha2 = crypto::sha256_hex(two);
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"https://files.example/numpy-1.0.tar.gz#sha256=" + sha1 +
+                "\">numpy-1.0.tar.gz</a><a href=\"https://files.example/numpy-1.1.tar.gz#sha256=" +
+                sha2 + "\">numpy-1.1.tar.gz</a>"),
+      {}};
+  fetcher.answers["https://files.example/numpy-1.0.tar.gz"] = {200, "application/gzip", one, {}};
+  fetcher.answers["https://files.example/numpy-1.1.tar.gz"] = {200, "application/gzip", two, {}};
+  upstreams->set_file_cache_limit(150);  // room for one of the two
+  const auto file_fetches = [&] {
+    return std::count_if(fetcher.asked.begin(), fetcher.asked.end(),
+                         [](const FetchRequest& r) { return r.url.starts_with("https://files."); });
+  };
+  const auto stored = [&] {
+    std::set<std::string> out;
+    const auto blobs = hb.bed.catalog->upstream_blobs();
+    EXPECT_TRUE(blobs);
+    for (const auto& b : *blobs) out.insert(b.filename);
+    return out;
+  };
+  const std::string url1 = "/upstream/pypi/" + sha1 + "/numpy-1.0.tar.gz";
+  const std::string url2 = "/upstream/pypi/" + sha2 + "/numpy-1.1.tar.gz";
+
+  ASSERT_EQ(hb.respond(Method::get, url1).status, 200);
+  EXPECT_TRUE(hb.bed.store->contains(sha1));
+  // The second download evicts the first: its row and its blob go.
+  ASSERT_EQ(hb.respond(Method::get, url2).status, 200);
+  EXPECT_EQ(stored(), (std::set<std::string>{"numpy-1.1.tar.gz"}));
+  EXPECT_FALSE(hb.bed.store->contains(sha1));
+  EXPECT_TRUE(hb.bed.store->contains(sha2));
+  EXPECT_EQ(file_fetches(), 2);
+  // Asked again, the first is fetched again (and the second evicted in turn).
+  const Response again = hb.respond(Method::get, url1);
+  ASSERT_EQ(again.status, 200) << body_of(again);
+  EXPECT_EQ(file_fetches(), 3);
+  EXPECT_EQ(stored(), (std::set<std::string>{"numpy-1.0.tar.gz"}));
+  EXPECT_TRUE(hb.bed.store->contains(sha1));
+  EXPECT_FALSE(hb.bed.store->contains(sha2));
+  // Served from the store now: no fetch, its use recorded.
+  ASSERT_EQ(hb.respond(Method::get, url1).status, 200);
+  EXPECT_EQ(file_fetches(), 3);
+  const auto blobs = hb.bed.catalog->upstream_blobs();
+  ASSERT_TRUE(blobs);
+  ASSERT_EQ(blobs->size(), 1U);
+  EXPECT_GE(blobs->front().last_used_at, blobs->front().stored_at);
+
+  // A local file's blob is never evicted, even when an upstream row names the same digest.
+  ASSERT_EQ(
+      hb.put(testing::wheel_name("demo-pkg", "1.0"), hb.wheel("demo-pkg", "1.0"), hb.upload).status,
+      201);
+  const auto snap = hb.snapshot();
+  const auto local = snap->files_of("demo-pkg");
+  ASSERT_FALSE(local.empty());
+  const std::string local_sha = local.front()->sha256;
+  ASSERT_TRUE(hb.bed.catalog->record_upstream_blob(
+      catalog::UpstreamBlob{local_sha, "pypi", local.front()->filename, 1000, 1, 1}));
+  const auto evicted = evict_upstream_files(*hb.bed.catalog, *hb.bed.store, 0);
+  ASSERT_TRUE(evicted) << evicted.error().message;
+  EXPECT_EQ(evicted->evicted.size(), 2U);
+  EXPECT_EQ(evicted->kept_bytes, 0U);
+  EXPECT_TRUE(stored().empty());
+  EXPECT_TRUE(hb.bed.store->contains(local_sha));
+  EXPECT_FALSE(hb.bed.store->contains(sha1));
+  EXPECT_EQ(hb.respond(Method::get, "/files/" + local_sha + "/" + local.front()->filename).status,
+            200);
+}
+
+TEST_F(UpstreamPages, LocalNamesKnownUpstreamAreCountedAndNoticedNeverFetched) {
+  local_project_also_upstream();
+  configure({pypi()});
+  const std::string metric = "wheelforge_upstream_shadowed_projects{upstream=\"pypi\"} ";
+  const auto metrics = [&] { return body_of(hb.respond(Method::get, "/metrics")); };
+  const auto project_page = [&] {
+    const Response r = hb.respond(Method::get, "/project/demo-pkg/");
+    EXPECT_EQ(r.status, 200);
+    return body_of(r);
+  };
+  // Not known yet: nothing is fetched to find out.
+  EXPECT_NE(metrics().find(metric + "0\n"), std::string::npos) << metrics();
+  EXPECT_EQ(project_page().find("also exists on the upstream index"), std::string::npos);
+  EXPECT_TRUE(fetcher.asked.empty());
+
+  // Once its page is known (as `project list` asks), counted and noticed.
+  ASSERT_EQ(upstreams->pages("demo-pkg", /*local=*/false, now_micros()).size(), 1U);
+  EXPECT_NE(metrics().find(metric + "1\n"), std::string::npos) << metrics();
+  EXPECT_NE(project_page().find("also exists on the upstream index pypi"), std::string::npos)
+      << project_page();
+  // A new process knows it from the disk copy, without asking the upstream.
+  const std::size_t asked = fetcher.asked.size();
+  configure({pypi()});
+  EXPECT_NE(metrics().find(metric + "1\n"), std::string::npos) << metrics();
+  EXPECT_NE(project_page().find("also exists on the upstream index pypi"), std::string::npos);
+  EXPECT_EQ(fetcher.asked.size(), asked);
+  // An upstream allowed to serve the name is no conflict for the page.
+  auto allowed = pypi();
+  allowed.serve_local = {"demo-pkg"};
+  configure({allowed});
+  EXPECT_EQ(project_page().find("also exists on the upstream index"), std::string::npos);
+}
+
+TEST_F(UpstreamPages, MetadataAnUpstreamDoesNotOfferIsReadFromTheStoredWheel) {
+  configure({pypi()});
+  const std::string name = testing::wheel_name("up-dep", "1.0");
+  const std::string bytes = hb.wheel("up-dep", "1.0");
+  const std::string sha = crypto::sha256_hex(bytes);
+  fetcher.answers["https://upstream.example/simple/up-dep/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"https://files.example/" + name + "#sha256=" + sha + "\">" + name +
+                "</a>"),
+      {}};
+  fetcher.answers["https://files.example/" + name] = {200, "application/zip", bytes, {}};
+  const std::string url = "/upstream/pypi/" + sha + "/" + name;
+  // Before the wheel is stored: 404, and nothing is fetched for it.
+  Response r = hb.respond(Method::get, url + ".metadata");
+  EXPECT_EQ(r.status, 404) << body_of(r);
+  EXPECT_TRUE(std::none_of(fetcher.asked.begin(), fetcher.asked.end(),
+                           [](const FetchRequest& q) { return q.url.ends_with(".metadata"); }));
+  ASSERT_EQ(hb.respond(Method::get, url).status, 200);
+  // Stored: read from the wheel, even with the upstream down.
+  fetcher.down = true;
+  r = hb.respond(Method::get, url + ".metadata");
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  const std::string metadata = body_of(r);
+  EXPECT_TRUE(metadata.starts_with("Metadata-Version:")) << metadata;
+  EXPECT_NE(metadata.find("\nVersion: 1.0\n"), std::string::npos) << metadata;
+  EXPECT_EQ(r.header("etag"), "\"" + crypto::sha256_hex(metadata) + "\"");
+  EXPECT_TRUE(std::none_of(fetcher.asked.begin(), fetcher.asked.end(),
+                           [](const FetchRequest& q) { return q.url.ends_with(".metadata"); }));
+}
+
+/// An upstream whose page fetches wait until released; counts them.
+class GatedFetcher : public Fetcher {
+ public:
+  Result<FetchResponse> fetch(const FetchRequest& req) override {
+    calls.fetch_add(1);
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return released; });
+    FetchResponse r;
+    r.url = req.url;
+    r.status = 200;
+    r.headers.emplace_back("content-type", "text/html");
+    r.body = html_page("<a href=\"numpy-1.0.tar.gz#sha256=" + kSha + "\">numpy-1.0.tar.gz</a>");
+    r.body_bytes = r.body.size();
+    return r;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+};
+
+TEST(UpstreamPageFetches, ConcurrentMissesOfOnePageShareOneFetch) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("wf-upstream-flight-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  core::UpstreamConfig u;
+  u.name = "pypi";
+  u.url = "https://upstream.example/simple/";
+  GatedFetcher fetcher;
+  Upstreams upstreams({u}, fetcher, dir, 1U << 20U);
+  std::vector<Upstreams::Listing> got(3);
+  std::vector<std::thread> workers;
+  workers.emplace_back([&] { got[0] = upstreams.pages("numpy", false, now_micros()).at(0); });
+  // The others start once the first is fetching; each either waits for that fetch or (on a
+  // second fetch) shows in `calls`.
+  while (fetcher.calls.load() == 0) std::this_thread::yield();
+  workers.emplace_back([&] { got[1] = upstreams.pages("numpy", false, now_micros()).at(0); });
+  workers.emplace_back([&] { got[2] = upstreams.pages("numpy", false, now_micros()).at(0); });
+  while (upstreams.waiting_for_fetches() + static_cast<std::size_t>(fetcher.calls.load()) < 3) {
+    std::this_thread::yield();
+  }
+  fetcher.release();
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(fetcher.calls.load(), 1);
+  for (const auto& l : got) {
+    ASSERT_TRUE(l.entry);
+    ASSERT_EQ(l.entry->page.files.size(), 1U);
+    EXPECT_EQ(l.entry->page.files[0].filename, "numpy-1.0.tar.gz");
+  }
+  EXPECT_EQ(upstreams.counters(0).misses.load(), 1U);
+  EXPECT_EQ(upstreams.counters(0).hits.load(), 2U);
+  // Within the TTL a later request is a plain hit.
+  (void)upstreams.pages("numpy", false, now_micros());
+  EXPECT_EQ(fetcher.calls.load(), 1);
   std::filesystem::remove_all(dir);
 }
 
