@@ -290,6 +290,17 @@ def test_project_list_names_local_projects_that_also_exist_upstream(harness, art
     plain = harness.cli("project", "list", "--data-dir", str(harness.data_dir))
     assert "UPSTREAM" not in plain.stdout
 
+    # The server knows it from the pages `project list` cached: the metric and the project
+    # page say so, without asking the upstream (stopped here).
+    upstream_tree["nginx"].stop()
+    server = harness.serve("--config", str(config))
+    metrics = http_request(server.url, "GET", "/metrics").body.decode()
+    assert 'wheelforge_upstream_shadowed_projects{upstream="static"} 1\n' in metrics, metrics
+    page = http_request(server.url, "GET", "/project/local-pkg/").body.decode()
+    assert "also exists on the upstream index static" in page, page
+    page = http_request(server.url, "GET", "/project/only-here/").body.decode()
+    assert "also exists on the upstream index" not in page
+
 
 def test_printed_commands_name_this_index_alone_when_an_upstream_serves_every_name(
         harness, artifacts, upstream_tree):
@@ -322,17 +333,6 @@ def test_printed_commands_name_this_index_alone_when_an_upstream_serves_every_na
         in page
     assert "extra-index-url" not in page
 
-
-    # The server knows it from the pages `project list` cached: the metric and the project
-    # page say so, without asking the upstream (stopped here).
-    upstream_tree["nginx"].stop()
-    server = harness.serve("--config", str(config))
-    metrics = http_request(server.url, "GET", "/metrics").body.decode()
-    assert 'wheelforge_upstream_shadowed_projects{upstream="static"} 1\n' in metrics, metrics
-    page = http_request(server.url, "GET", "/project/local-pkg/").body.decode()
-    assert "also exists on the upstream index static" in page, page
-    page = http_request(server.url, "GET", "/project/only-here/").body.decode()
-    assert "also exists on the upstream index" not in page
 
 
 def test_the_file_cache_bound_evicts_the_least_recently_used_upstream_files(harness, artifacts,
