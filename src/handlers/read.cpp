@@ -40,17 +40,9 @@ Response page_response(const Request& req, const std::shared_ptr<const snapshot:
   return with_page_body(req, page, std::move(r));
 }
 
-// A release's `{name}-{version}-variants.json` (PEP 825), beside the project page that links
-// it, in /simple/ and in every view (the same document: it may name more variants than a
-// view lists). Served as it is hashed on the page, never compressed.
-Response variants_json_response(const Request& req, const snapshot::Snapshot& snap,
-                                const std::string& name, const std::string& filename) {
-  if (!core::is_valid_project_name(name)) return not_found("no such project");
-  auto page = snap.variants_json(core::normalize_name(name), filename);
-  if (!page) {
-    return not_found("no variants.json " + sanitize_for_log(filename, 200) +
-                     ": no release of that name has a variant wheel that is not yanked");
-  }
+// A JSON document rendered once per snapshot (the coverage API, a release's variants.json),
+// with its validator; never compressed, so it is served as it is hashed.
+Response json_page_response(const Request& req, const std::shared_ptr<const snapshot::Page>& page) {
   Response r;
   r.set("Content-Type", "application/json");
   r.set("Cache-Control", "max-age=0, must-revalidate");
@@ -62,6 +54,20 @@ Response variants_json_response(const Request& req, const snapshot::Snapshot& sn
   }
   r.body = std::shared_ptr<const std::string>(page, &page->body);
   return r;
+}
+
+// A release's `{name}-{version}-variants.json` (PEP 825), beside the project page that links
+// it, in /simple/ and in every view (the same document: it may name more variants than a
+// view lists). Served as it is hashed on the page, never compressed.
+Response variants_json_response(const Request& req, const snapshot::Snapshot& snap,
+                                const std::string& name, const std::string& filename) {
+  if (!core::is_valid_project_name(name)) return not_found("no such project");
+  auto page = snap.variants_json(core::normalize_name(name), filename);
+  if (!page) {
+    return not_found("no variants.json " + sanitize_for_log(filename, 200) +
+                     ": no release of that name has a variant wheel that is not yanked");
+  }
+  return json_page_response(req, page);
 }
 
 }  // namespace
@@ -312,17 +318,7 @@ Response handle_variants(const Request& req, Context& ctx) {
   if (!core::is_valid_project_name(name)) return not_found("no such project");
   auto page = ctx.snapshot.variants_page(core::normalize_name(name));
   if (!page) return not_found("no such project: " + core::normalize_name(name));
-  Response r;
-  r.set("Content-Type", "application/json");
-  r.set("Cache-Control", "max-age=0, must-revalidate");
-  r.set("ETag", page->etag);
-  if (etag_matches(req.header("if-none-match"), page->etag)) {
-    r.status = 304;
-    r.body = std::string();
-    return r;
-  }
-  r.body = std::shared_ptr<const std::string>(page, &page->body);
-  return r;
+  return json_page_response(req, page);
 }
 
 Response file_response(const Request& req, std::string path, std::uint64_t size,
