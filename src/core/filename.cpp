@@ -137,9 +137,14 @@ void parse_wheel(std::string_view stem, DistFilename& out, Problems& problems) {
   check_tag("abi tag", out.tags.abi_tag, problems);
   check_tag("platform tag", out.tags.platform_tag, problems);
   if (variant) {
-    if (starts_with_digit(out.tags.python_tag)) {
-      problems.add("python tag " + quoted(out.tags.python_tag) +
-                   " starts with a digit: a wheel name has at most one build tag");
+    // Every tag of a compressed set: the key sorts the set (canonical_file_key), and a sorted
+    // set that began with a digit would read back as a build tag.
+    for (const auto tag : split(out.tags.python_tag, '.')) {
+      if (starts_with_digit(tag)) {
+        problems.add("python tag " + quoted(tag) +
+                     " starts with a digit: a wheel name has at most one build tag");
+        break;
+      }
     }
     out.tags.variant_label = std::string(parts[tags_at + 3]);
     check_variant_label(*out.tags.variant_label, problems);

@@ -18,6 +18,8 @@ import tempfile
 import zipfile
 
 FILENAMES = [
+    # A python set with a tag that starts with a digit, read as a variant wheel: refused.
+    "Demo.Pkg-0!02.rc1-py2.02.rc1-py2.py3-none-any.whl",
     "demo-1.0-py3-none-any.whl",
     "flash_attn-2.8.3+cu128torch2.8cxx11abiTRUE-cp312-cp312-linux_x86_64.whl",
     "torch-2.8.0+cu128-1-cp311-cp311-manylinux_2_28_x86_64.whl",

@@ -147,6 +147,9 @@ const std::vector<RejectCase>& reject_cases() {
       {"foo-1.0-1-2-py3-none-any-x.whl", {"(7 with a PEP 825 variant label), got 8"}},
       // Seven parts: a build tag and a variant label, so the python tag comes fourth.
       {"foo-1.0-1-2-py3-none-any.whl", {"python tag \"2\" starts with a digit"}},
+      // Six parts read as a variant label: no tag of the python set may start with a digit
+      // either, or the file's key (its sets sorted, "02.py2") would read back as a build tag.
+      {"foo-1.0-py2.02-py3-none-any.whl", {"python tag \"02\" starts with a digit"}},
       {"foo.whl", {"5 or 6 dash-separated parts", "got 1"}},
       {"foo-1.0~beta-py3-none-any.whl", {"version \"1.0~beta\" is not a valid PEP 440 version"}},
       {"foo-latest-py3-none-any.whl", {"version \"latest\""}},
