@@ -138,4 +138,15 @@ std::string unknown_key(std::string_view key, std::string_view where,
   return "unknown setting '" + clean(key) + "' in " + std::string(where) + did_you_mean(key, known);
 }
 
+std::optional<std::string_view> http_url_rest(std::string_view url) {
+  const std::size_t scheme = url.starts_with("http://") ? 7 : url.starts_with("https://") ? 8 : 0;
+  const bool clean_text = std::all_of(url.begin(), url.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u > 0x20 && u != 0x7f && c != '?' && c != '#' && c != '"' && c != '\\';
+  });
+  const std::string_view rest = url.substr(scheme);
+  if (scheme == 0 || rest.empty() || rest.front() == '/' || !clean_text) return std::nullopt;
+  return rest;
+}
+
 }  // namespace wf::app::detail

@@ -33,6 +33,11 @@ std::vector<std::string_view> row_names(const Rows& rows) {
   return out;
 }
 
+/// What follows "http://" or "https://" in `url` when it is such a URL with a host, without
+/// query, fragment, blanks, control characters, quotes or backslashes; nullopt otherwise.
+/// The one check of URL settings (`base_url`, `[[upstream]] url`).
+[[nodiscard]] std::optional<std::string_view> http_url_rest(std::string_view url);
+
 /// Splits a core validation error ("a; b; c", see wf::Problems::to_error) into one problem each.
 void add_split(ProblemList& problems, const std::string& key, const std::string& message);
 

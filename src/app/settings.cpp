@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "config_readers.hpp"
 #include "config_tables.hpp"
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -208,14 +209,7 @@ const std::array kSpecs{
              s.base_url.clear();
              return std::nullopt;
            }
-           const std::size_t scheme = url.starts_with("http://")    ? 7
-                                      : url.starts_with("https://") ? 8
-                                                                    : 0;
-           const bool clean_text = std::all_of(url.begin(), url.end(), [](char c) {
-             const auto u = static_cast<unsigned char>(c);
-             return u > 0x20 && u != 0x7f && c != '?' && c != '#' && c != '"' && c != '\\';
-           });
-           if (scheme == 0 || url.size() == scheme || url[scheme] == '/' || !clean_text) {
+           if (!detail::http_url_rest(url)) {
              return "expected an http:// or https:// URL without query or fragment, such as "
                     "https://wheels.example.com, got " +
                     quoted(text);

@@ -82,23 +82,15 @@ const std::array kUpstreamKeys{
                   auto v = read_string(node, key, p);
                   if (!v) return;
                   std::string url(trim(*v));
-                  const std::size_t scheme = url.starts_with("http://")    ? 7
-                                             : url.starts_with("https://") ? 8
-                                                                           : 0;
-                  const bool clean_text = std::all_of(url.begin(), url.end(), [](char c) {
-                    const auto u = static_cast<unsigned char>(c);
-                    return u > 0x20 && u != 0x7f && c != '?' && c != '#' && c != '"' && c != '\\';
-                  });
-                  const std::string_view rest = std::string_view(url).substr(scheme);
-                  const auto slash = rest.find('/');
-                  if (scheme == 0 || rest.empty() || rest.front() == '/' || !clean_text) {
+                  const auto rest = http_url_rest(url);
+                  if (!rest) {
                     p.push_back(key +
                                 ": expected the http:// or https:// URL of a simple index without "
                                 "query or fragment, such as https://pypi.org/simple/, got '" +
                                 clean(*v) + "'");
                     return;
                   }
-                  if (rest.substr(0, slash).find('@') != std::string_view::npos) {
+                  if (rest->substr(0, rest->find('/')).find('@') != std::string_view::npos) {
                     // Credentials in the URL would end up in logs and answers.
                     p.push_back(key +
                                 ": credentials do not belong in the URL: use username and "
