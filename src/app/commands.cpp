@@ -240,6 +240,7 @@ int project_list(const Settings& settings, const std::vector<core::UpstreamConfi
     fetcher = std::move(*made);
     cache = std::make_unique<handlers::Upstreams>(
         upstreams, *fetcher, settings.data_dir / "upstream" / "pages", 16ULL << 20U);
+    cache->set_page_disk_limit(settings.upstream_page_disk_cache);
   }
   if (cache) {
     std::printf("%-40s %7s %-12s %-27s %s\n", "PROJECT", "FILES", "CLAIM", "LAST UPLOAD",

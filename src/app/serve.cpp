@@ -163,6 +163,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
                                                       settings.data_dir / "upstream" / "pages",
                                                       settings.upstream_page_cache);
     upstreams->set_file_cache_limit(settings.upstream_file_cache);
+    upstreams->set_page_disk_limit(settings.upstream_page_disk_cache);
     for (const auto& u : configuration.upstreams) {
       log::info("upstream {}: {}", u.name, u.url);
     }

@@ -230,6 +230,13 @@ const std::array kSpecs{
                              "a size such as 20G, or 0 for no bound");
          },
          [](const Settings& s) { return format_size(s.upstream_file_cache); }},
+    Spec{"upstream_page_disk_cache", &Overrides::upstream_page_disk_cache,
+         kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_size(s.upstream_page_disk_cache, text, 0,
+                             "a size such as 1G, or 0 for no bound");
+         },
+         [](const Settings& s) { return format_size(s.upstream_page_disk_cache); }},
 };
 
 std::string env_name(std::string_view name) {

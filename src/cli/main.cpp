@@ -52,6 +52,9 @@ struct Common {
                       "(default: from --listen)");
       cmd->add_option("--upstream-page-cache", overrides.upstream_page_cache,
                       "memory for upstream project pages, e.g. 64M (default 64M)");
+      cmd->add_option("--upstream-page-disk-cache", overrides.upstream_page_disk_cache,
+                      "disk for copies of upstream project pages, least recently used "
+                      "evicted first, e.g. 1G; 0: no bound (default 1G)");
     }
     cmd->add_option("--upstream-file-cache", overrides.upstream_file_cache,
                     "bytes of files kept from upstream indexes, least recently used evicted "

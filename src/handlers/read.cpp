@@ -138,6 +138,10 @@ Response handle_simple(const Request& req, Context& ctx) {
       upstreams != nullptr &&
       upstreams->any_may_serve(normalized, snap.find_project(normalized) != nullptr)) {
     if (!ctx.on_worker) {
+      // The page as rendered while its upstream listings are current (lookups, no I/O).
+      if (auto current = current_merged_page(req, ctx, view, normalized, *format)) {
+        return std::move(*current);
+      }
       ctx.needs_worker = true;
       return Response{};
     }

@@ -49,6 +49,37 @@ std::optional<core::FileRecord> record_of(const core::UpstreamFile& f, std::stri
   return r;
 }
 
+/// The key of a rendered merged page: the snapshot's generation (a local change makes a new
+/// one), the format, the view and the project.
+std::string merged_key(const Context& ctx, const std::optional<core::ViewSelector>& view,
+                       std::string_view project, core::PageFormat format) {
+  std::string key = std::to_string(ctx.snapshot.generation());
+  key += '\n';
+  key += std::to_string(static_cast<int>(format));
+  key += '\n';
+  if (view) key += "/" + view->path();
+  key += '\n';
+  key += project;
+  return key;
+}
+
+Response merged_response(const Request& req, const std::shared_ptr<const snapshot::Page>& page,
+                         const std::vector<render::StaleUpstream>& stale) {
+  Response r;
+  r.set("Content-Type", std::string(core::content_type(page->format)));
+  r.set("Vary", "Accept, Accept-Encoding");
+  r.set("Cache-Control", "max-age=0, must-revalidate");
+  if (!stale.empty()) {
+    std::string value;
+    for (const auto& s : stale) {
+      if (!value.empty()) value += ", ";
+      value += s.name + "; age=" + std::to_string(s.age_seconds);
+    }
+    r.set("Wheelforge-Upstream-Stale", value);
+  }
+  return with_page_body(req, page, std::move(r));
+}
+
 bool listing_before(const core::FileRecord* a, const core::FileRecord* b) {
   const auto va = core::Version::parse(a->version);
   const auto vb = core::Version::parse(b->version);
@@ -76,12 +107,26 @@ Result<MergedFiles> merge_upstream_files(const snapshot::Snapshot& snap, Upstrea
     }
     if (!listing.entry) {
       if (listing.error && !failure) failure = listing.error;
+      out.complete = false;
       continue;
     }
+    const Micros ttl = static_cast<Micros>(listing.upstream->metadata_ttl.count()) * 1'000'000;
+    out.valid_until = std::min(out.valid_until, listing.entry->validated + ttl);
+    out.sources.push_back(Upstreams::RenderedMerge::Source{
+        static_cast<std::size_t>(listing.upstream - upstreams.configs().data()), listing.entry});
     if (!listing.entry->found) continue;
     found = true;
     for (const auto& f : listing.entry->page.files) {
-      if (core::in_cooldown(f, listing.upstream->cooldown_days, now)) continue;
+      if (core::in_cooldown(f, listing.upstream->cooldown_days, now)) {
+        // Offered once its cooldown is over: the page changes then.
+        if (f.upload_time) {
+          out.valid_until =
+              std::min(out.valid_until,
+                       *f.upload_time + static_cast<Micros>(*listing.upstream->cooldown_days) *
+                                            86'400 * 1'000'000);
+        }
+        continue;
+      }
       auto record = record_of(f, listing.upstream->name, project);
       // A name listed here already (locally, or by an earlier upstream) keeps that file.
       if (!record || !names.insert(core::canonical_file_key(record->filename)).second) continue;
@@ -102,10 +147,26 @@ Result<MergedFiles> merge_upstream_files(const snapshot::Snapshot& snap, Upstrea
   return out;
 }
 
+std::optional<Response> current_merged_page(const Request& req, Context& ctx,
+                                            const std::optional<core::ViewSelector>& view,
+                                            std::string_view project, core::PageFormat format) {
+  Upstreams* upstreams = ctx.env.upstreams;
+  if (upstreams == nullptr) return std::nullopt;
+  auto page =
+      upstreams->rendered_merge(merged_key(ctx, view, project, format), project, now_micros());
+  if (!page) return std::nullopt;
+  return merged_response(req, page, {});
+}
+
 Response merged_project_page(const Request& req, Context& ctx,
                              const std::optional<core::ViewSelector>& view,
                              std::string_view project, core::PageFormat format) {
-  auto merged = merge_upstream_files(ctx.snapshot, *ctx.env.upstreams, project, now_micros());
+  // Another request may have made it meanwhile.
+  if (auto current = current_merged_page(req, ctx, view, project, format)) {
+    return std::move(*current);
+  }
+  const Micros now = now_micros();
+  auto merged = merge_upstream_files(ctx.snapshot, *ctx.env.upstreams, project, now);
   if (!merged) return error_response(merged.error());
   render::ProjectPage page;
   page.name = std::string(project);
@@ -136,19 +197,14 @@ Response merged_project_page(const Request& req, Context& ctx,
   rendered->gzip = render::gzip(rendered->body);
   rendered->etag = "\"" + crypto::sha256_hex(rendered->body).substr(0, 32) + "\"";
   rendered->format = format;
-  Response r;
-  r.set("Content-Type", std::string(core::content_type(format)));
-  r.set("Vary", "Accept, Accept-Encoding");
-  r.set("Cache-Control", "max-age=0, must-revalidate");
-  if (!merged->stale.empty()) {
-    std::string value;
-    for (const auto& s : merged->stale) {
-      if (!value.empty()) value += ", ";
-      value += s.name + "; age=" + std::to_string(s.age_seconds);
-    }
-    r.set("Wheelforge-Upstream-Stale", value);
+  // Kept as rendered while its listings stay current; a page with a stale or missing upstream
+  // (it names ages, or lacks files) is made for each request.
+  if (merged->stale.empty() && merged->complete && now < merged->valid_until) {
+    ctx.env.upstreams->keep_rendered_merge(
+        merged_key(ctx, view, project, format),
+        Upstreams::RenderedMerge{rendered, std::move(merged->sources), merged->valid_until});
   }
-  return with_page_body(req, rendered, std::move(r));
+  return merged_response(req, rendered, merged->stale);
 }
 
 // /upstream/<upstream>/<sha256>/<filename>[.metadata]

@@ -2,6 +2,7 @@
 // Project pages that merge local files with upstream ones (upstream_pages.cpp). Internal to
 // the handlers module.
 
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,13 @@ struct MergedFiles {
   /// or an earlier upstream's, of the same name wins).
   std::vector<core::FileRecord> upstream_files;
   std::vector<render::StaleUpstream> stale;  ///< upstreams listed from an expired copy
+  /// The listings the files came from; complete (every upstream asked gave a listing) only
+  /// when `complete`.
+  std::vector<Upstreams::RenderedMerge::Source> sources;
+  bool complete = true;
+  /// The earliest end of a listing's TTL, or of a hidden file's cooldown: when the same
+  /// listings may give another page.
+  Micros valid_until = std::numeric_limits<Micros>::max();
 };
 
 /// Asks every upstream allowed to serve `project` (normalized) for its page (blocking).
@@ -37,8 +45,17 @@ struct MergedFiles {
 /// Stale upstreams are named in the page and in the Wheelforge-Upstream-Stale header.
 /// In a variant view (`view` set) the merged files go through the view's selection
 /// (snapshot::select_view_files), upstream builds competing with local ones.
+/// The merged page is kept as rendered (Upstreams::keep_rendered_merge) when no upstream is
+/// stale or missing, keyed by the snapshot's generation, the project, the format and the view.
 [[nodiscard]] Response merged_project_page(const Request& req, Context& ctx,
                                            const std::optional<core::ViewSelector>& view,
                                            std::string_view project, core::PageFormat format);
+
+/// The merged page as kept by merged_project_page() while it is still current (the same
+/// snapshot, each upstream's listing the one it was made from and within its TTL); nullopt
+/// otherwise. No I/O: a network thread answers with it.
+[[nodiscard]] std::optional<Response> current_merged_page(
+    const Request& req, Context& ctx, const std::optional<core::ViewSelector>& view,
+    std::string_view project, core::PageFormat format);
 
 }  // namespace wf::handlers

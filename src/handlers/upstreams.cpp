@@ -30,14 +30,47 @@ Result<core::UpstreamPage> parse_page(std::string_view content_type, std::string
                                : core::parse_upstream_html(body, url);
 }
 
+// What the page cache holds, estimated as glibc's malloc hands memory out: each allocation of
+// n bytes takes n plus an 8-byte header, rounded up to 16, at least 32. Strings count their
+// capacity (+1 for the terminator) when it is beyond the small-string buffer inside the
+// object, vectors their capacity (a parser's growth leaves up to twice the size), and each
+// cache entry its list and hash-map nodes and key. Counting only the characters of the
+// strings, as this did first, came to about two thirds of what the process held.
+std::size_t chunk(std::size_t n) {
+  if (n == 0) return 0;
+  return std::max<std::size_t>(32, (n + 8 + 15) & ~std::size_t{15});
+}
+
+std::size_t heap_of(const std::string& s) {
+  static const std::size_t sso = std::string().capacity();
+  return s.capacity() > sso ? chunk(s.capacity() + 1) : 0;
+}
+
+std::size_t heap_of(const std::optional<std::string>& s) {
+  return s ? heap_of(*s) : 0;
+}
+
+// make_shared's one block: the object and the control block (two counts and a vtable).
+template <typename T>
+constexpr std::size_t kSharedBlock = sizeof(T) + 16;
+
 std::size_t cost_of(const UpstreamPageEntry& e) {
-  std::size_t n = sizeof(UpstreamPageEntry) + e.etag.size() + e.last_modified.size() + 64;
+  std::size_t n = chunk(kSharedBlock<UpstreamPageEntry>) + heap_of(e.etag) +
+                  heap_of(e.last_modified) + heap_of(e.page.name) +
+                  chunk(e.page.files.capacity() * sizeof(core::UpstreamFile));
   for (const auto& f : e.page.files) {
-    n += sizeof(core::UpstreamFile) + f.filename.size() + f.url.size() + f.sha256.size() +
-         f.metadata_sha256.size() + (f.requires_python ? f.requires_python->size() : 0) +
-         (f.yanked ? f.yanked->size() : 0);
+    n += heap_of(f.filename) + heap_of(f.url) + heap_of(f.sha256) + heap_of(f.metadata_sha256) +
+         heap_of(f.requires_python) + heap_of(f.yanked);
   }
   return n;
+}
+
+// A cache entry's bookkeeping: a list node holding the key and a pointer, a hash-map node
+// holding the key again and an iterator (with the hash and the next pointer), a bucket.
+std::size_t node_cost(const std::string& key, std::size_t list_value) {
+  return chunk(2 * sizeof(void*) + list_value) + heap_of(key) +
+         chunk(sizeof(void*) + sizeof(std::string) + sizeof(void*) + sizeof(std::size_t)) +
+         heap_of(key) + sizeof(void*);
 }
 
 std::string page_url(const core::UpstreamConfig& u, std::string_view project) {
@@ -61,7 +94,8 @@ Upstreams::Upstreams(std::vector<core::UpstreamConfig> configs, Fetcher& fetcher
     : configs_(std::move(configs)),
       fetcher_(fetcher),
       cache_dir_(std::move(cache_dir)),
-      memory_limit_(memory_bytes) {
+      memory_limit_(memory_bytes - memory_bytes / 4),
+      render_limit_(memory_bytes / 4) {
   for (std::size_t i = 0; i < configs_.size(); ++i) {
     counters_.push_back(std::make_unique<UpstreamCounters>());
   }
@@ -79,6 +113,14 @@ void Upstreams::load_known() {
       if (!e.is_regular_file(ec)) continue;
       const std::string name = e.path().filename().string();
       if (!core::is_normalized_name(name)) continue;
+      // Every copy counts towards the disk bound, last used when it was last written.
+      struct stat st {};
+      if (::stat(e.path().c_str(), &st) == 0) {
+        const Micros written = static_cast<Micros>(st.st_mtim.tv_sec) * 1'000'000 +
+                               static_cast<Micros>(st.st_mtim.tv_nsec / 1000);
+        note_disk_use(configs_[i].name + '\n' + name, written,
+                      static_cast<std::uint64_t>(st.st_size));
+      }
       if (auto entry = read_disk(configs_[i], name); entry) note_known(i, name, *entry);
     }
   }
@@ -127,7 +169,130 @@ bool Upstreams::any_may_serve(std::string_view project, bool local) const {
 
 std::uint64_t Upstreams::memory_bytes() const {
   std::lock_guard lock(mu_);
-  return memory_used_;
+  return memory_used_ + render_used_;
+}
+
+std::shared_ptr<const snapshot::Page> Upstreams::rendered_merge(const std::string& key,
+                                                                std::string_view project,
+                                                                Micros now) {
+  std::lock_guard lock(mu_);
+  const auto it = rendered_by_key_.find(key);
+  if (it == rendered_by_key_.end()) return nullptr;
+  const RenderedMerge& merge = it->second->merge;
+  if (now >= merge.valid_until) return nullptr;
+  std::string listing_key;
+  for (const auto& source : merge.sources) {
+    listing_key = configs_[source.upstream].name;
+    listing_key += '\n';
+    listing_key += project;
+    const auto at = by_key_.find(listing_key);
+    // The listing was renewed, refetched or evicted since: the page is made again.
+    if (at == by_key_.end() || at->second->second != source.entry.lock()) return nullptr;
+  }
+  for (const auto& source : merge.sources) {
+    listing_key = configs_[source.upstream].name;
+    listing_key += '\n';
+    listing_key += project;
+    lru_.splice(lru_.begin(), lru_, by_key_.find(listing_key)->second);
+    counters_[source.upstream]->hits.fetch_add(1, std::memory_order_relaxed);
+  }
+  rendered_.splice(rendered_.begin(), rendered_, it->second);
+  return merge.page;
+}
+
+void Upstreams::keep_rendered_merge(const std::string& key, RenderedMerge merge) {
+  const snapshot::Page& page = *merge.page;
+  const std::size_t cost =
+      chunk(kSharedBlock<snapshot::Page>) + heap_of(page.body) + heap_of(page.gzip) +
+      heap_of(page.etag) + chunk(merge.sources.capacity() * sizeof(RenderedMerge::Source)) +
+      // A weak_ptr keeps the listing's block (not what the listing holds) until it goes.
+      merge.sources.size() * chunk(kSharedBlock<UpstreamPageEntry>) +
+      node_cost(key, sizeof(RenderedEntry));
+  std::lock_guard lock(mu_);
+  if (const auto it = rendered_by_key_.find(key); it != rendered_by_key_.end()) {
+    render_used_ -= it->second->cost;
+    rendered_.erase(it->second);
+    rendered_by_key_.erase(it);
+  }
+  if (cost > render_limit_) return;
+  render_used_ += cost;
+  rendered_.push_front(RenderedEntry{key, std::move(merge), cost});
+  rendered_by_key_[key] = rendered_.begin();
+  while (render_used_ > render_limit_ && !rendered_.empty()) {
+    render_used_ -= rendered_.back().cost;
+    rendered_by_key_.erase(rendered_.back().key);
+    rendered_.pop_back();
+  }
+}
+
+void Upstreams::set_page_disk_limit(std::uint64_t bytes) {
+  disk_limit_ = bytes;
+  trim_disk({});
+}
+
+std::uint64_t Upstreams::page_disk_bytes() const {
+  std::lock_guard lock(disk_mu_);
+  return disk_bytes_;
+}
+
+void Upstreams::note_disk_use(const std::string& key, Micros now,
+                              std::optional<std::uint64_t> bytes) {
+  std::lock_guard lock(disk_mu_);
+  auto [it, inserted] = disk_use_.try_emplace(key);
+  if (!inserted && !bytes) {
+    it->second.used = std::max(it->second.used, now);
+    return;
+  }
+  if (inserted && !bytes) {
+    // A copy this process has not counted (written by another one since the start).
+    disk_use_.erase(it);
+    return;
+  }
+  disk_bytes_ -= it->second.bytes;
+  it->second.bytes = *bytes;
+  it->second.used = std::max(it->second.used, now);
+  disk_bytes_ += *bytes;
+}
+
+void Upstreams::trim_disk(const std::string& keep) {
+  const std::uint64_t limit = disk_limit_;
+  std::vector<std::string> evicted;
+  {
+    std::lock_guard lock(disk_mu_);
+    if (limit == 0 || disk_bytes_ <= limit) return;
+    // One sort per batch: down to 7/8 of the bound, so that the next batch is an eighth of
+    // the bound of writes away.
+    const std::uint64_t target = limit - limit / 8;
+    std::vector<std::pair<Micros, const std::string*>> order;
+    order.reserve(disk_use_.size());
+    for (const auto& [key, use] : disk_use_) {
+      if (key != keep) order.emplace_back(use.used, &key);
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& [used, key] : order) {
+      if (disk_bytes_ <= target) break;
+      evicted.push_back(*key);
+    }
+    for (const auto& key : evicted) {
+      const auto it = disk_use_.find(key);
+      disk_bytes_ -= it->second.bytes;
+      disk_use_.erase(it);
+    }
+  }
+  // The files go outside the lock (a batch may be thousands of unlinks). A copy written again
+  // meanwhile goes too: it is counted until its next write, and its page is fetched again.
+  for (const auto& key : evicted) {
+    const auto nl = key.find('\n');
+    std::error_code ec;
+    fs::remove(cache_dir_ / key.substr(0, nl) / key.substr(nl + 1), ec);
+    if (ec) log::warn("upstream page cache: cannot remove {}: {}", key, ec.message());
+  }
+  if (!evicted.empty()) {
+    log::info(
+        "upstream page cache: evicted {} disk copies beyond upstream_page_disk_cache ({} "
+        "bytes)",
+        evicted.size(), limit);
+  }
 }
 
 std::vector<Upstreams::Listing> Upstreams::pages(std::string_view project, bool local, Micros now) {
@@ -149,18 +314,20 @@ std::shared_ptr<const UpstreamPageEntry> Upstreams::remembered(const std::string
 
 void Upstreams::remember(const std::string& key, std::shared_ptr<const UpstreamPageEntry> entry) {
   std::lock_guard lock(mu_);
+  const std::size_t node = node_cost(key, sizeof(decltype(lru_)::value_type));
   if (const auto it = by_key_.find(key); it != by_key_.end()) {
-    memory_used_ -= it->second->second->cost;
+    memory_used_ -= it->second->second->cost + node;
     lru_.erase(it->second);
     by_key_.erase(it);
   }
   // A page larger than the whole bound is used for this request and not kept.
-  if (entry->cost > memory_limit_) return;
-  memory_used_ += entry->cost;
+  if (entry->cost + node > memory_limit_) return;
+  memory_used_ += entry->cost + node;
   lru_.emplace_front(key, std::move(entry));
   by_key_[key] = lru_.begin();
   while (memory_used_ > memory_limit_ && !lru_.empty()) {
-    memory_used_ -= lru_.back().second->cost;
+    memory_used_ -=
+        lru_.back().second->cost + node_cost(lru_.back().first, sizeof(decltype(lru_)::value_type));
     by_key_.erase(lru_.back().first);
     lru_.pop_back();
   }
@@ -216,7 +383,7 @@ std::shared_ptr<const UpstreamPageEntry> Upstreams::read_disk(const core::Upstre
 
 void Upstreams::write_disk(const core::UpstreamConfig& u, std::string_view project,
                            const UpstreamPageEntry& entry, std::string_view url,
-                           std::string_view content_type, std::string_view body) const {
+                           std::string_view content_type, std::string_view body) {
   std::string out(kDiskMagic);
   put_line(out, "status", entry.found ? "200" : "404");
   put_line(out, "url", url);
@@ -230,7 +397,11 @@ void Upstreams::write_disk(const core::UpstreamConfig& u, std::string_view proje
     // The memory copy still serves; the next fetch tries again.
     log::warn("upstream {}: cannot write the cached page of {}: {}", u.name, project,
               st.error().message);
+    return;
   }
+  const std::string key = u.name + '\n' + std::string(project);
+  note_disk_use(key, now_micros(), out.size());
+  trim_disk(key);
 }
 
 Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view project, Micros now) {
@@ -249,6 +420,7 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
       remember(key, cached);
     }
   }
+  if (cached) note_disk_use(key, now, std::nullopt);
   if (cached && now - cached->validated < ttl) {
     counters.hits.fetch_add(1, std::memory_order_relaxed);
     listing.entry = std::move(cached);

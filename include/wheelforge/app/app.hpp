@@ -42,6 +42,7 @@ struct Overrides {
   std::optional<std::string> base_url;
   std::optional<std::string> upstream_page_cache;
   std::optional<std::string> upstream_file_cache;
+  std::optional<std::string> upstream_page_disk_cache;
 };
 
 /// The effective configuration. A new setting is a field here, one in Overrides and one row
@@ -93,6 +94,8 @@ struct Settings {
   /// The bound on the bytes of files kept from upstreams (README, "Upstreams"): beyond it the
   /// least recently used are evicted (never a local file's blob). 0: no bound.
   std::uint64_t upstream_file_cache = 0;
+  /// Bound on the disk copies of upstream pages (README, "Upstreams"); 0: none.
+  std::uint64_t upstream_page_disk_cache = 1ULL << 30U;
 
   /// Where these settings came from, so that a reload (SIGHUP) can load them again:
   /// check_configuration(settings.config_file, settings.overrides).

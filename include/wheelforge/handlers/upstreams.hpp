@@ -25,6 +25,7 @@
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/upstream.hpp"
 #include "wheelforge/handlers/fetcher.hpp"
+#include "wheelforge/snapshot/snapshot.hpp"
 #include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/result.hpp"
 #include "wheelforge/util/time.hpp"
@@ -52,7 +53,8 @@ struct UpstreamCounters {
 class Upstreams {
  public:
   /// `cache_dir`: where the disk copies live (DATA_DIR/upstream/pages); created when needed.
-  /// `memory_bytes`: the memory LRU's bound.
+  /// `memory_bytes`: the memory bound: the listings' LRU and the rendered merged pages' (at
+  /// most a quarter of it) together.
   Upstreams(std::vector<core::UpstreamConfig> configs, Fetcher& fetcher,
             std::filesystem::path cache_dir, std::uint64_t memory_bytes);
 
@@ -93,8 +95,38 @@ class Upstreams {
   [[nodiscard]] const UpstreamCounters& counters(std::size_t index) const {
     return *counters_[index];
   }
-  /// Bytes the memory LRU holds now.
+  /// Bytes the memory cache holds now (listings and rendered merged pages).
   [[nodiscard]] std::uint64_t memory_bytes() const;
+
+  /// A merged page (upstream_pages.cpp) as rendered, and the upstream listings it was made
+  /// from: it stays the answer while each of them is still the one the cache holds for its
+  /// upstream and project, and `now` is before `valid_until`.
+  struct RenderedMerge {
+    std::shared_ptr<const snapshot::Page> page;
+    struct Source {
+      std::size_t upstream = 0;  ///< index in configs()
+      std::weak_ptr<const UpstreamPageEntry> entry;
+    };
+    std::vector<Source> sources;
+    /// The earliest end of a listing's TTL or of a hidden file's cooldown.
+    Micros valid_until = 0;
+  };
+  /// The rendered merged page under `key` when it is still current (see RenderedMerge); null
+  /// otherwise. Short lookups under the cache's lock, no I/O: fit for a network thread.
+  [[nodiscard]] std::shared_ptr<const snapshot::Page> rendered_merge(const std::string& key,
+                                                                     std::string_view project,
+                                                                     Micros now);
+  /// Keeps a rendered merged page under `key` (least recently used first out, within a quarter
+  /// of the memory bound).
+  void keep_rendered_merge(const std::string& key, RenderedMerge merge);
+
+  /// The bound on the bytes of the disk copies of upstream pages
+  /// (Settings::upstream_page_disk_cache; 0: none). Lowering it below what is kept evicts the
+  /// least recently used copies at once (disk I/O: call it at start, or from a worker).
+  void set_page_disk_limit(std::uint64_t bytes);
+  /// Bytes of the disk copies as this process counts them (its own writes, and the copies
+  /// present at start).
+  [[nodiscard]] std::uint64_t page_disk_bytes() const;
   /// Requests waiting now for a page another one is fetching (a concurrent miss of the same
   /// page shares that fetch).
   [[nodiscard]] std::size_t waiting_for_fetches() const;
@@ -128,6 +160,11 @@ class Upstreams {
   };
   void note_known(std::size_t index, std::string_view project, const UpstreamPageEntry& entry);
   void load_known();
+  /// Records the disk copy under `key` as used at `now`, of `bytes` when given (written).
+  void note_disk_use(const std::string& key, Micros now, std::optional<std::uint64_t> bytes);
+  /// Evicts the least recently used disk copies, other than `keep`, while they exceed the
+  /// bound: down to 7/8 of it, so that evictions come in batches.
+  void trim_disk(const std::string& keep);
   [[nodiscard]] std::size_t index_of(const core::UpstreamConfig& upstream) const;
   void add_credentials(const core::UpstreamConfig& upstream, FetchRequest& req) const;
   std::shared_ptr<const UpstreamPageEntry> remembered(const std::string& key);
@@ -138,7 +175,7 @@ class Upstreams {
                                                      std::string_view project) const;
   void write_disk(const core::UpstreamConfig& u, std::string_view project,
                   const UpstreamPageEntry& entry, std::string_view url,
-                  std::string_view content_type, std::string_view body) const;
+                  std::string_view content_type, std::string_view body);
 
   std::vector<core::UpstreamConfig> configs_;
   Fetcher& fetcher_;
@@ -150,6 +187,27 @@ class Upstreams {
   std::list<std::pair<std::string, std::shared_ptr<const UpstreamPageEntry>>> lru_;  // newest first
   std::unordered_map<std::string, decltype(lru_)::iterator> by_key_;
   std::uint64_t memory_used_ = 0;
+  // Rendered merged pages: their own LRU, within render_limit_ (a quarter of memory_limit_).
+  struct RenderedEntry {
+    std::string key;
+    RenderedMerge merge;
+    std::size_t cost = 0;
+  };
+  std::list<RenderedEntry> rendered_;  // newest first; guarded by mu_
+  std::unordered_map<std::string, decltype(rendered_)::iterator> rendered_by_key_;
+  std::uint64_t render_limit_ = 0;
+  std::uint64_t render_used_ = 0;
+  // The disk copies: bytes and last use per "upstream\nproject" (an approximate LRU: a page
+  // answered from a rendered merged page on a network thread is not marked used), evicted in
+  // batches by trim_disk() (one sort per eighth of the bound written).
+  struct DiskUse {
+    std::uint64_t bytes = 0;
+    Micros used = 0;
+  };
+  mutable std::mutex disk_mu_;
+  std::unordered_map<std::string, DiskUse> disk_use_;  // guarded by disk_mu_
+  std::uint64_t disk_bytes_ = 0;                       // guarded by disk_mu_
+  std::atomic<std::uint64_t> disk_limit_{0};
   std::atomic<std::uint64_t> file_cache_limit_{0};
   std::unordered_map<std::string, Micros> uses_recorded_;                 // guarded by mu_
   std::unordered_map<std::string, std::shared_ptr<InFlight>> in_flight_;  // guarded by mu_
