@@ -271,13 +271,10 @@ void Upstreams::trim_disk(const std::string& keep) {
     std::sort(order.begin(), order.end());
     for (const auto& [used, key] : order) {
       if (disk_bytes_ <= target) break;
+      disk_bytes_ -= disk_use_.at(*key).bytes;
       evicted.push_back(*key);
     }
-    for (const auto& key : evicted) {
-      const auto it = disk_use_.find(key);
-      disk_bytes_ -= it->second.bytes;
-      disk_use_.erase(it);
-    }
+    for (const auto& key : evicted) disk_use_.erase(key);
   }
   // The files go outside the lock (a batch may be thousands of unlinks). A copy written again
   // meanwhile goes too: it is counted until its next write, and its page is fetched again.

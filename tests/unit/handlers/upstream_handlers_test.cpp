@@ -494,6 +494,182 @@ TEST(UpstreamCache, MemoryStaysWithinItsBound) {
   std::filesystem::remove_all(dir);
 }
 
+std::uint64_t bytes_under(const std::filesystem::path& dir, std::size_t* count = nullptr) {
+  std::uint64_t n = 0;
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) {
+      n += e.file_size();
+      ++files;
+    }
+  }
+  if (count != nullptr) *count = files;
+  return n;
+}
+
+TEST(UpstreamCache, DiskCopiesStayWithinTheirBoundLeastRecentlyUsedOut) {
+  FakeFetcher fetcher;
+  core::UpstreamConfig u;
+  u.name = "pypi";
+  u.url = "https://upstream.example/simple/";
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("wf-upstream-disk-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  constexpr std::uint64_t kBound = 16 * 1024;
+  const auto ask = [&](Upstreams& ups, const std::string& name) {
+    const auto pages = ups.pages(name, false, now_micros());
+    ASSERT_EQ(pages.size(), 1U);
+    ASSERT_TRUE(pages[0].entry);
+    EXPECT_EQ(pages[0].entry->page.files.size(), 5U);
+  };
+  {
+    Upstreams ups({u}, fetcher, dir, 1U << 20U);
+    ups.set_page_disk_limit(kBound);
+    for (int i = 0; i < 100; ++i) {
+      const std::string name = "p" + std::to_string(i);
+      std::string anchors;
+      for (int k = 0; k < 5; ++k) {
+        anchors +=
+            "<a href=\"" + name + "-1." + std::to_string(k) + ".tar.gz#sha256=" + kSha + "\">x</a>";
+      }
+      fetcher.answers[u.url + name + "/"] = {200, "text/html", html_page(anchors), {}};
+      ask(ups, name);
+      // p0 stays in use: the least recently used others go first.
+      if (i % 10 == 0) ask(ups, "p0");
+      ASSERT_LE(bytes_under(dir), kBound);
+      EXPECT_EQ(ups.page_disk_bytes(), bytes_under(dir));
+    }
+    std::size_t kept = 0;
+    EXPECT_GT(bytes_under(dir, &kept), kBound / 2);
+    EXPECT_LT(kept, 100U);
+    EXPECT_TRUE(std::filesystem::exists(dir / "pypi" / "p0"));
+    EXPECT_TRUE(std::filesystem::exists(dir / "pypi" / "p99"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "pypi" / "p1"));
+  }
+  // A new process: the copies present are counted; an evicted page is fetched again, a kept
+  // one read from its copy.
+  fetcher.asked.clear();
+  {
+    Upstreams ups({u}, fetcher, dir, 1U << 20U);
+    ups.set_page_disk_limit(kBound);
+    EXPECT_EQ(ups.page_disk_bytes(), bytes_under(dir));
+    ask(ups, "p99");
+    EXPECT_TRUE(fetcher.asked.empty());
+    ask(ups, "p1");
+    ASSERT_EQ(fetcher.asked.size(), 1U);
+    EXPECT_EQ(fetcher.asked[0].url, u.url + "p1/");
+    EXPECT_TRUE(std::filesystem::exists(dir / "pypi" / "p1"));
+    EXPECT_LE(bytes_under(dir), kBound);
+    // A lower bound at start trims at once.
+    ups.set_page_disk_limit(kBound / 4);
+    EXPECT_LE(bytes_under(dir), kBound / 4);
+    EXPECT_EQ(ups.page_disk_bytes(), bytes_under(dir));
+    EXPECT_TRUE(std::filesystem::exists(dir / "pypi" / "p1"));  // the newest stays
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(UpstreamPages, MergedPagesAreKeptAsRenderedUntilALocalUploadOrAnUpstreamChange) {
+  local_project_also_upstream();
+  auto u = pypi();
+  u.serve_local = {"demo-pkg"};
+  u.metadata_ttl = std::chrono::seconds{1};
+  configure({u});
+  const Response first = get("/simple/demo-pkg/");
+  ASSERT_EQ(first.status, 200) << body_of(first);
+  EXPECT_NE(body_of(first).find("demo_pkg-9.0.tar.gz"), std::string::npos);
+  ASSERT_EQ(fetcher.asked.size(), 1U);
+
+  // Answered on the network thread now, the same bytes and validator; 304 and gzip as before.
+  {
+    const auto snap = hb.snapshot();
+    Context ctx(*snap, hb.env);
+    const Response direct = handle_simple(
+        make_request(Method::get, "/simple/demo-pkg/", {{"Accept", "text/html"}}), ctx);
+    EXPECT_FALSE(ctx.needs_worker);
+    ASSERT_EQ(direct.status, 200);
+    EXPECT_EQ(body_of(direct), body_of(first));
+    EXPECT_EQ(direct.header("etag"), first.header("etag"));
+    EXPECT_EQ(direct.header("content-type"), first.header("content-type"));
+    Context again(*snap, hb.env);
+    const Response not_modified = handle_simple(
+        make_request(
+            Method::get, "/simple/demo-pkg/",
+            {{"Accept", "text/html"}, {"If-None-Match", std::string(first.header("etag"))}}),
+        again);
+    EXPECT_FALSE(again.needs_worker);
+    EXPECT_EQ(not_modified.status, 304);
+    Context zipped(*snap, hb.env);
+    const Response gz =
+        handle_simple(make_request(Method::get, "/simple/demo-pkg/",
+                                   {{"Accept", "text/html"}, {"Accept-Encoding", "gzip"}}),
+                      zipped);
+    EXPECT_FALSE(zipped.needs_worker);
+    EXPECT_EQ(gz.header("content-encoding"), "gzip");
+    EXPECT_NE(gz.header("etag"), first.header("etag"));
+    // Another format is another page: made on a worker.
+    Context json(*snap, hb.env);
+    (void)handle_simple(make_request(Method::get, "/simple/demo-pkg/",
+                                     {{"Accept", "application/vnd.pypi.simple.v1+json"}}),
+                        json);
+    EXPECT_TRUE(json.needs_worker);
+  }
+  EXPECT_EQ(fetcher.asked.size(), 1U);
+
+  // A local upload is listed at once (a new snapshot), the upstream not asked again.
+  ASSERT_EQ(
+      hb.put(testing::wheel_name("demo-pkg", "1.1"), hb.wheel("demo-pkg", "1.1"), hb.upload).status,
+      201);
+  const Response uploaded = get("/simple/demo-pkg/");
+  ASSERT_EQ(uploaded.status, 200);
+  EXPECT_NE(body_of(uploaded).find(testing::wheel_name("demo-pkg", "1.1")), std::string::npos)
+      << body_of(uploaded);
+  EXPECT_NE(body_of(uploaded).find("demo_pkg-9.0.tar.gz"), std::string::npos);
+  EXPECT_NE(uploaded.header("etag"), first.header("etag"));
+  EXPECT_EQ(fetcher.asked.size(), 1U);
+
+  // A new upstream file is listed once the listing's TTL is over.
+  fetcher.answers["https://upstream.example/simple/demo-pkg/"].body =
+      html_page("<a href=\"demo_pkg-9.0.tar.gz#sha256=" + kSha + "\">demo_pkg-9.0.tar.gz</a>" +
+                "<a href=\"demo_pkg-9.1.tar.gz#sha256=" + kSha2 + "\">demo_pkg-9.1.tar.gz</a>");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const Response refreshed = get("/simple/demo-pkg/");
+  ASSERT_EQ(refreshed.status, 200);
+  EXPECT_NE(body_of(refreshed).find("demo_pkg-9.1.tar.gz"), std::string::npos)
+      << body_of(refreshed);
+  EXPECT_EQ(fetcher.asked.size(), 2U);
+  EXPECT_GT(upstreams->memory_bytes(), 0U);
+}
+
+TEST_F(UpstreamPages, AKeptMergedPageShowsAFileWhenItsCooldownEnds) {
+  // Uploaded upstream 1.5 s short of its cooldown: hidden, then offered, within the TTL.
+  const Micros now = now_micros();
+  Json page = {{"meta", {{"api-version", "1.1"}}}, {"name", "torch"}, {"files", Json::array()}};
+  for (const auto& [name, when] :
+       {std::pair{std::string("torch-2.8.0-py3-none-any.whl"), now - 10 * kDay},
+        std::pair{std::string("torch-2.9.0-py3-none-any.whl"), now - 3 * kDay + 1'500'000}}) {
+    page["files"].push_back(
+        {{"filename", name},
+         {"url", name},
+         {"hashes", {{"sha256", name.find("2.8") != std::string::npos ? kSha : kSha2}}},
+         {"upload-time", iso8601_micros(when)}});
+  }
+  fetcher.answers["https://upstream.example/simple/torch/"] = {
+      200, "application/vnd.pypi.simple.v1+json", page.dump(), {}};
+  auto u = pypi();
+  u.cooldown_days = 3;
+  configure({u});
+  const std::string json = "application/vnd.pypi.simple.v1+json";
+  Response r = get("/simple/torch/", json);
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  EXPECT_EQ(Json::parse(body_of(r))["files"].size(), 1U);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+  r = get("/simple/torch/", json);
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  EXPECT_EQ(Json::parse(body_of(r))["files"].size(), 2U) << body_of(r);
+  EXPECT_EQ(fetcher.asked.size(), 1U);  // the same listing, within its TTL
+}
+
 TEST_F(UpstreamPages, TheFileCacheEvictsTheLeastRecentlyUsedUpstreamFilesNeverLocalOnes) {
   configure({pypi()});
   const std::string one(100, '1');
