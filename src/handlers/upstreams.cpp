@@ -189,12 +189,20 @@ std::shared_ptr<const snapshot::Page> Upstreams::rendered_merge(const std::strin
     // The listing was renewed, refetched or evicted since: the page is made again.
     if (at == by_key_.end() || at->second->second != source.entry.lock()) return nullptr;
   }
+  // The listings are used: first out of neither cache. Their disk copies are marked when the
+  // disk index is free (a network thread never waits for an eviction batch).
+  std::unique_lock disk(disk_mu_, std::try_to_lock);
   for (const auto& source : merge.sources) {
     listing_key = configs_[source.upstream].name;
     listing_key += '\n';
     listing_key += project;
     lru_.splice(lru_.begin(), lru_, by_key_.find(listing_key)->second);
     counters_[source.upstream]->hits.fetch_add(1, std::memory_order_relaxed);
+    if (disk.owns_lock()) {
+      if (const auto at = disk_use_.find(listing_key); at != disk_use_.end()) {
+        at->second.used = std::max(at->second.used, now);
+      }
+    }
   }
   rendered_.splice(rendered_.begin(), rendered_, it->second);
   return merge.page;

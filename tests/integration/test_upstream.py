@@ -6,6 +6,7 @@ its hash refused and not stored, and cached pages and files served with the upst
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -15,12 +16,15 @@ from wfhelpers import (
     JSON_TYPE,
     PIP_PYTHONS,
     Server,
+    Response,
     clean_env,
+    gunzip,
     http_request,
     make_sdist,
     make_wheel,
     pip_args,
     run,
+    wait_for,
     write_static_index,
 )
 
@@ -387,3 +391,118 @@ def test_metadata_an_upstream_does_not_offer_is_read_from_the_stored_wheel(harne
     r = http_request(server.url, "GET", url + ".metadata")
     assert r.status == 200, r.body
     assert r.body == dep.metadata
+
+
+def upstream_counter(server, metric: str) -> int:
+    text = http_request(server.url, "GET", "/metrics").body.decode()
+    prefix = f'wheelforge_upstream_{metric}_total{{upstream="static"}} '
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return int(line[len(prefix):])
+    raise AssertionError(f"no {prefix} in /metrics:\n{text}")
+
+
+def test_merged_pages_change_at_once_with_a_local_upload_and_after_the_ttl_with_the_upstream(
+        harness, artifacts, upstream_tree, upload_token):
+    # local-pkg 1.0 here, 2.0 upstream, which may serve the name (serve_local).
+    local = make_wheel(artifacts, "local-pkg", "1.0")
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/",
+                                     "metadata_ttl": "2s", "serve_local": ["local-pkg"]}])
+    server = harness.serve("--config", str(config))
+    assert server.put_file(local, upload_token).status == 201
+    public = upstream_tree["public"]
+
+    def names(headers=None) -> tuple[list[str], Response]:
+        r = http_request(server.url, "GET", "/simple/local-pkg/",
+                         {"Accept": JSON_TYPE, **(headers or {})})
+        assert r.status == 200, r.text
+        body = gunzip(r.body) if r.header("Content-Encoding") == "gzip" else r.body
+        return [f["filename"] for f in json.loads(body)["files"]], r
+
+    files, first = names()
+    assert files == [local.filename, public.filename]
+    etag = first.header("ETag")
+    # Asked again: the same page and validator; 304 for it; gzip with its own validator.
+    files, again = names()
+    assert files == [local.filename, public.filename] and again.header("ETag") == etag
+    assert again.body == first.body
+    r = http_request(server.url, "GET", "/simple/local-pkg/",
+                     {"Accept": JSON_TYPE, "If-None-Match": etag})
+    assert r.status == 304 and r.body == b""
+    files, zipped = names({"Accept-Encoding": "gzip"})
+    assert zipped.header("Content-Encoding") == "gzip"
+    assert files == [local.filename, public.filename]
+    assert gunzip(zipped.body) == first.body
+    assert zipped.header("ETag") != etag
+    r = http_request(server.url, "GET", "/simple/local-pkg/",
+                     {"Accept": JSON_TYPE, "Accept-Encoding": "gzip",
+                      "If-None-Match": zipped.header("ETag")})
+    assert r.status == 304
+
+    # A local upload is listed by the very next answer.
+    newer = make_wheel(artifacts, "local-pkg", "1.1")
+    assert server.put_file(newer, upload_token).status == 201
+    files, uploaded = names()
+    assert files == [local.filename, newer.filename, public.filename]
+    assert uploaded.header("ETag") != etag
+    r = http_request(server.url, "GET", "/simple/local-pkg/",
+                     {"Accept": JSON_TYPE, "If-None-Match": etag})
+    assert r.status == 200
+
+    # A new upstream file is listed once the upstream's page has been asked again (TTL 2 s).
+    misses = upstream_counter(server, "misses")
+    fresh = make_sdist(harness.path("upstream-artifacts"), "local-pkg", "2.1")
+    write_static_index(upstream_tree["root"], [upstream_tree["dep"], public, fresh])
+    wait_for(lambda: names()[0] == [local.filename, newer.filename, public.filename,
+                                    fresh.filename], timeout=15)
+    assert upstream_counter(server, "misses") > misses
+    files, _ = names()
+    assert files == [local.filename, newer.filename, public.filename, fresh.filename]
+
+
+def test_disk_copies_of_upstream_pages_stay_within_their_bound(harness, upstream_tree):
+    # Each name the upstream does not have leaves a disk copy of its 404 (about 200 bytes):
+    # the bound holds some ten of them.
+    bound = 2048
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    config.write_text(f'upstream_page_disk_cache = "{bound}"\n' + config.read_text())
+    server = harness.serve("--config", str(config))
+    pages = harness.data_dir / "upstream" / "pages" / "static"
+
+    def disk() -> tuple[int, set[str]]:
+        copies = [p for p in pages.iterdir() if p.is_file()]
+        return sum(p.stat().st_size for p in copies), {p.name for p in copies}
+
+    names = [f"missing-{i:03d}" for i in range(60)]
+    for name in names:
+        assert http_request(server.url, "GET", f"/simple/{name}/").status == 404
+        used, _ = disk()
+        assert used <= bound
+        # up-dep, asked between the others, stays.
+        r = http_request(server.url, "GET", "/simple/up-dep/")
+        assert r.status == 200 and upstream_tree["dep"].filename in r.text
+    used, kept = disk()
+    assert "up-dep" in kept and names[-1] in kept
+    assert names[0] not in kept
+    assert 0 < len(kept) < len(names)
+    server.stop()
+
+    # A new server: a kept page is read from its copy, an evicted one fetched again (and
+    # copied again), still within the bound.
+    server = harness.serve("--config", str(config))
+    misses = upstream_counter(server, "misses")
+    r = http_request(server.url, "GET", "/simple/up-dep/")
+    assert r.status == 200 and upstream_tree["dep"].filename in r.text
+    assert upstream_counter(server, "misses") == misses
+    assert http_request(server.url, "GET", f"/simple/{names[0]}/").status == 404
+    assert upstream_counter(server, "misses") == misses + 1
+    used, kept = disk()
+    assert names[0] in kept and used <= bound
+    # A lower bound at start trims at once.
+    server.stop()
+    config.write_text(config.read_text().replace(f'"{bound}"', '"700"'))
+    server = harness.serve("--config", str(config))
+    used, kept = disk()
+    assert used <= 700 and kept

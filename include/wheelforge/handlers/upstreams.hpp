@@ -197,9 +197,10 @@ class Upstreams {
   std::unordered_map<std::string, decltype(rendered_)::iterator> rendered_by_key_;
   std::uint64_t render_limit_ = 0;
   std::uint64_t render_used_ = 0;
-  // The disk copies: bytes and last use per "upstream\nproject" (an approximate LRU: a page
-  // answered from a rendered merged page on a network thread is not marked used), evicted in
-  // batches by trim_disk() (one sort per eighth of the bound written).
+  // The disk copies: bytes and last use per "upstream\nproject" (an approximate LRU: a use
+  // on a network thread is not marked while an eviction batch holds disk_mu_), evicted in
+  // batches by trim_disk() (one sort per eighth of the bound written). Lock order: mu_, then
+  // disk_mu_.
   struct DiskUse {
     std::uint64_t bytes = 0;
     Micros used = 0;
