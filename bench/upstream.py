@@ -17,8 +17,10 @@ bench.py, or alone once run.sh has generated the small corpus's static tree:
    `location`, the name in each file name); wheelforge, with that upstream (`projects = "all"`)
    and a small `upstream_page_cache`, is asked for N distinct names (50,000; 2,000 with
    --smoke) by a pool of keep-alive clients. Prints VmRSS/VmHWM before and after, the bound and
-   the `wheelforge_upstream_page_cache_bytes` gauge. It fails (exit 1) only when a request is
-   not answered 200 with the name's files, the gauge exceeds the bound, or VmHWM grew by more
+   the `wheelforge_upstream_page_cache_bytes` gauge, and the pages' disk copies (bounded by
+   `upstream_page_disk_cache`, 32M here). It fails (exit 1) only when a request is
+   not answered 200 with the name's files, the gauge exceeds the bound, the disk copies exceed
+   theirs, or VmHWM grew by more
    than 4 times the bound plus 32 MiB over the RSS before: a memory bound (generous: allocator
    arenas, thread stacks, the catalog and the log take their share), never a timing.
 
@@ -123,8 +125,10 @@ class ManyNginx:
         Nginx.stop(self)
 
 
-def write_config(path, upstreams, page_cache=None):
+def write_config(path, upstreams, page_cache=None, page_disk_cache=None):
     lines = [f'upstream_page_cache = "{page_cache}"'] if page_cache else []
+    if page_disk_cache:
+        lines.append(f'upstream_page_disk_cache = "{page_disk_cache}"')
     for u in upstreams:
         lines.append("[[upstream]]")
         for k, v in u.items():
@@ -253,9 +257,10 @@ def memory_case(args, run_dir, problems):
     os.makedirs(data)
     config = os.path.join(run_dir, "wheelforge-many.toml")
     write_config(config, [{"name": "many", "url": ngx.url + "/many/simple/", "projects": "all"}],
-                 page_cache=args.page_cache)
+                 page_cache=args.page_cache, page_disk_cache=args.page_disk_cache)
     wf = Wheelforge(args.bin, data, os.path.join(run_dir, "wheelforge-many.log"), ["--config", config]).start()
     bound = parse_size(args.page_cache)
+    disk_bound = parse_size(args.page_disk_cache)
     try:
         names = [f"probe{i:06d}" for i in range(args.names)]
         ask_many(wf.url, names[:100], args.client_threads, problems)  # threads and connections up
@@ -268,7 +273,11 @@ def memory_case(args, run_dir, problems):
         after = proc_status(wf.pid)
         gauge = metric(wf.url, "wheelforge_upstream_page_cache_bytes")
         misses = metric(wf.url, 'wheelforge_upstream_misses_total{upstream="many"}')
-        pages_on_disk = sum(len(files) for _, _, files in os.walk(os.path.join(data, "upstream", "pages")))
+        pages_on_disk = 0
+        disk_bytes = 0
+        for top, _, files in os.walk(os.path.join(data, "upstream", "pages")):
+            pages_on_disk += len(files)
+            disk_bytes += sum(os.stat(os.path.join(top, f)).st_size for f in files)
     finally:
         wf.stop()
         ngx.stop()
@@ -276,6 +285,8 @@ def memory_case(args, run_dir, problems):
     limit = GROWTH_FACTOR * bound + GROWTH_SLACK
     if gauge is None or gauge > bound:
         problems.append(f"page cache gauge {gauge} above the bound {bound}")
+    if disk_bytes > disk_bound:
+        problems.append(f"disk copies of upstream pages take {disk_bytes} bytes, above the bound {disk_bound}")
     if growth > limit:
         problems.append(f"RSS grew by {growth / MIB:.1f} MiB (VmHWM after against VmRSS before) asking for "
                         f"{args.names} names: more than {GROWTH_FACTOR} x the {bound / MIB:.0f} MiB bound "
@@ -283,7 +294,8 @@ def memory_case(args, run_dir, problems):
     res = {"names": args.names, "bound": bound, "client_threads": args.client_threads,
            "rss_before": before["VmRSS"], "hwm_before": before["VmHWM"], "rss_after": after["VmRSS"],
            "hwm_after": after["VmHWM"], "peak_sampled": sampler.peak, "gauge_before": gauge_before,
-           "gauge_after": gauge, "misses": misses, "pages_on_disk": pages_on_disk, "seconds": elapsed,
+           "gauge_after": gauge, "misses": misses, "pages_on_disk": pages_on_disk, "disk_bytes": disk_bytes,
+           "disk_bound": disk_bound, "seconds": elapsed,
            "growth": growth, "growth_limit": limit}
     log(f"memory: {args.names} names in {elapsed:.1f} s; VmRSS {before['VmRSS'] / MIB:.1f} -> "
         f"{after['VmRSS'] / MIB:.1f} MiB, VmHWM {after['VmHWM'] / MIB:.1f} MiB, gauge {gauge / MIB:.2f} MiB "
@@ -323,7 +335,8 @@ def render(r):
     m = r["memory"]
     out += [f"Memory: {m['names']:,} distinct upstream projects asked for once each ({m['client_threads']} "
             f"keep-alive clients, {m['seconds']:.1f} s, {m['misses']:.0f} upstream fetches, "
-            f"{m['pages_on_disk']:,} pages on disk), `upstream_page_cache` = {m['bound'] / MIB:.0f} MiB:", "",
+            f"{m['pages_on_disk']:,} pages on disk, {m['disk_bytes'] / MIB:.1f} MiB), `upstream_page_cache` = "
+            f"{m['bound'] / MIB:.0f} MiB, `upstream_page_disk_cache` = {m['disk_bound'] / MIB:.0f} MiB:", "",
             "| | VmRSS | VmHWM | page cache gauge |", "|---|---:|---:|---:|",
             f"| before (after 100 names) | {m['rss_before'] / MIB:.1f} MiB | {m['hwm_before'] / MIB:.1f} MiB | "
             f"{m['gauge_before'] / MIB:.2f} MiB |",
@@ -348,6 +361,8 @@ def main():
     ap.add_argument("--names", type=int, default=50000)
     ap.add_argument("--client-threads", type=int, default=8)
     ap.add_argument("--page-cache", default="8M", help="upstream_page_cache of the memory case (K/M/G)")
+    ap.add_argument("--page-disk-cache", default="32M",
+                    help="upstream_page_disk_cache of the memory case (K/M/G)")
     ap.add_argument("--memory-only", action="store_true", help="only the memory case (step 3)")
     ap.add_argument("--note", default="")
     args = ap.parse_args()
