@@ -650,6 +650,27 @@ TEST_F(ConfigTest, UpstreamFileCacheIsASizeWithZeroForNoBound) {
       << checked.problems[0];
 }
 
+TEST_F(ConfigTest, UpstreamPageDiskCacheIsASizeOneGigabyteByDefault) {
+  Overrides o;
+  auto checked = check_configuration(std::nullopt, o);
+  ASSERT_TRUE(checked.config);
+  EXPECT_EQ(checked.config->settings.upstream_page_disk_cache, 1ULL << 30U);
+  o.upstream_page_disk_cache = "0";
+  checked = check_configuration(std::nullopt, o);
+  ASSERT_TRUE(checked.config);
+  EXPECT_EQ(checked.config->settings.upstream_page_disk_cache, 0U);
+  o.upstream_page_disk_cache = "200M";
+  checked = check_configuration(std::nullopt, o);
+  ASSERT_TRUE(checked.config);
+  EXPECT_EQ(checked.config->settings.upstream_page_disk_cache, 200ULL << 20U);
+  o.upstream_page_disk_cache = "-1";
+  checked = check_configuration(std::nullopt, o);
+  ASSERT_EQ(checked.problems.size(), 1U);
+  EXPECT_TRUE(checked.problems[0].starts_with(
+      "upstream_page_disk_cache: expected a size such as 1G, or 0 for no bound, got '-1'"))
+      << checked.problems[0];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Documentation: every key the loader accepts is in the example file and (for the runner's
 // tables) in the README's runner section; the example passes the check.
