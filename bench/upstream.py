@@ -274,10 +274,14 @@ def memory_case(args, run_dir, problems):
         gauge = metric(wf.url, "wheelforge_upstream_page_cache_bytes")
         misses = metric(wf.url, 'wheelforge_upstream_misses_total{upstream="many"}')
         pages_on_disk = 0
-        disk_bytes = 0
+        disk_bytes = 0  # as `du` counts: the blocks allocated
+        file_bytes = 0
         for top, _, files in os.walk(os.path.join(data, "upstream", "pages")):
             pages_on_disk += len(files)
-            disk_bytes += sum(os.stat(os.path.join(top, f)).st_size for f in files)
+            for f in files:
+                st = os.stat(os.path.join(top, f))
+                disk_bytes += st.st_blocks * 512
+                file_bytes += st.st_size
     finally:
         wf.stop()
         ngx.stop()
@@ -294,7 +298,7 @@ def memory_case(args, run_dir, problems):
     res = {"names": args.names, "bound": bound, "client_threads": args.client_threads,
            "rss_before": before["VmRSS"], "hwm_before": before["VmHWM"], "rss_after": after["VmRSS"],
            "hwm_after": after["VmHWM"], "peak_sampled": sampler.peak, "gauge_before": gauge_before,
-           "gauge_after": gauge, "misses": misses, "pages_on_disk": pages_on_disk, "disk_bytes": disk_bytes,
+           "gauge_after": gauge, "misses": misses, "pages_on_disk": pages_on_disk, "disk_bytes": disk_bytes, "file_bytes": file_bytes,
            "disk_bound": disk_bound, "seconds": elapsed,
            "growth": growth, "growth_limit": limit}
     log(f"memory: {args.names} names in {elapsed:.1f} s; VmRSS {before['VmRSS'] / MIB:.1f} -> "
@@ -335,7 +339,8 @@ def render(r):
     m = r["memory"]
     out += [f"Memory: {m['names']:,} distinct upstream projects asked for once each ({m['client_threads']} "
             f"keep-alive clients, {m['seconds']:.1f} s, {m['misses']:.0f} upstream fetches, "
-            f"{m['pages_on_disk']:,} pages on disk, {m['disk_bytes'] / MIB:.1f} MiB), `upstream_page_cache` = "
+            f"{m['pages_on_disk']:,} pages on disk, {m['file_bytes'] / MIB:.1f} MiB in {m['disk_bytes'] / MIB:.1f} MiB "
+            "of blocks), `upstream_page_cache` = "
             f"{m['bound'] / MIB:.0f} MiB, `upstream_page_disk_cache` = {m['disk_bound'] / MIB:.0f} MiB:", "",
             "| | VmRSS | VmHWM | page cache gauge |", "|---|---:|---:|---:|",
             f"| before (after 100 names) | {m['rss_before'] / MIB:.1f} MiB | {m['hwm_before'] / MIB:.1f} MiB | "

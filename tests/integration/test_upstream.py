@@ -462,9 +462,9 @@ def test_merged_pages_change_at_once_with_a_local_upload_and_after_the_ttl_with_
 
 
 def test_disk_copies_of_upstream_pages_stay_within_their_bound(harness, upstream_tree):
-    # Each name the upstream does not have leaves a disk copy of its 404 (about 200 bytes):
-    # the bound holds some ten of them.
-    bound = 2048
+    # Each name the upstream does not have leaves a disk copy of its 404 (about 200 bytes,
+    # counted as the 4 KiB block it takes): the bound holds ten of them.
+    bound = 40960
     config = write_config(harness, [{"name": "static",
                                      "url": upstream_tree["nginx"].url + "/simple/"}])
     config.write_text(f'upstream_page_disk_cache = "{bound}"\n' + config.read_text())
@@ -473,7 +473,7 @@ def test_disk_copies_of_upstream_pages_stay_within_their_bound(harness, upstream
 
     def disk() -> tuple[int, set[str]]:
         copies = [p for p in pages.iterdir() if p.is_file()]
-        return sum(p.stat().st_size for p in copies), {p.name for p in copies}
+        return sum(-(-p.stat().st_size // 4096) * 4096 for p in copies), {p.name for p in copies}
 
     names = [f"missing-{i:03d}" for i in range(60)]
     for name in names:
@@ -502,7 +502,7 @@ def test_disk_copies_of_upstream_pages_stay_within_their_bound(harness, upstream
     assert names[0] in kept and used <= bound
     # A lower bound at start trims at once.
     server.stop()
-    config.write_text(config.read_text().replace(f'"{bound}"', '"700"'))
+    config.write_text(config.read_text().replace(f'"{bound}"', '"12288"'))
     server = harness.serve("--config", str(config))
     used, kept = disk()
-    assert used <= 700 and kept
+    assert used <= 12288 and kept

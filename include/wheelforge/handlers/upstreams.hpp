@@ -125,7 +125,7 @@ class Upstreams {
   /// least recently used copies at once (disk I/O: call it at start, or from a worker).
   void set_page_disk_limit(std::uint64_t bytes);
   /// Bytes of the disk copies as this process counts them (its own writes, and the copies
-  /// present at start).
+  /// present at start), each in whole 4 KiB blocks.
   [[nodiscard]] std::uint64_t page_disk_bytes() const;
   /// Requests waiting now for a page another one is fetching (a concurrent miss of the same
   /// page shares that fetch).
