@@ -298,6 +298,12 @@ Result<GcReport> collect_garbage(const fs::path& data_dir, const GcOptions& opti
     for (const auto& b : evicted->evicted) report.evicted.push_back(b.upstream + "/" + b.filename);
     report.evicted_bytes = evicted->evicted_bytes;
   }
+  if (options.upstream_page_disk_cache != 0 && !options.dry_run) {
+    const auto trimmed = handlers::trim_upstream_page_copies(data_dir / "upstream" / "pages",
+                                                             options.upstream_page_disk_cache);
+    report.page_copies_removed = trimmed.removed;
+    report.page_copies_bytes = trimmed.removed_bytes;
+  }
 
   // The listing comes before the references: a blob that becomes referenced after the
   // references were read was published again by that upload (a new inode), which

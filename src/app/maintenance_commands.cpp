@@ -102,6 +102,11 @@ int gc(const Settings& settings, const GcOptions& options) {
               << format_bytes(report->evicted_bytes) << ") beyond upstream_file_cache "
               << format_bytes(options.upstream_file_cache) << "\n";
   }
+  if (report->page_copies_removed != 0) {
+    std::cout << "removed " << report->page_copies_removed << " upstream page copies ("
+              << format_bytes(report->page_copies_bytes) << ") beyond upstream_page_disk_cache "
+              << format_bytes(options.upstream_page_disk_cache) << "\n";
+  }
   for (const auto& sha : report->removed) std::cout << verb << sha << "\n";
   for (const auto& p : report->unexpected) {
     std::cerr << "warning: " << p.string() << " is not a blob (left alone)\n";

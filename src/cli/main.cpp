@@ -52,10 +52,10 @@ struct Common {
                       "(default: from --listen)");
       cmd->add_option("--upstream-page-cache", overrides.upstream_page_cache,
                       "memory for upstream project pages, e.g. 64M (default 64M)");
-      cmd->add_option("--upstream-page-disk-cache", overrides.upstream_page_disk_cache,
-                      "disk for copies of upstream project pages, least recently used "
-                      "evicted first, e.g. 1G; 0: no bound (default 1G)");
     }
+    cmd->add_option("--upstream-page-disk-cache", overrides.upstream_page_disk_cache,
+                    "disk for copies of upstream project pages, least recently used "
+                    "evicted first, e.g. 1G; 0: no bound (default 1G)");
     cmd->add_option("--upstream-file-cache", overrides.upstream_file_cache,
                     "bytes of files kept from upstream indexes, least recently used evicted "
                     "first, e.g. 20G; 0: no bound (default 0)");
@@ -390,7 +390,8 @@ int run(int argc, char** argv) {
     const auto min_age = min_age_option(gc_min_age);
     if (!settings || !min_age) return 2;
     return wf::app::gc(*settings,
-                       wf::app::GcOptions{gc_dry_run, *min_age, settings->upstream_file_cache});
+                       wf::app::GcOptions{gc_dry_run, *min_age, settings->upstream_file_cache,
+                                          settings->upstream_page_disk_cache});
   }
   if (fsck->parsed()) {
     const auto settings = fsck_opts.settings();

@@ -599,6 +599,42 @@ bool Upstreams::use_to_record(std::string_view sha256, Micros now) {
   return true;
 }
 
+UpstreamPageTrim trim_upstream_page_copies(const fs::path& cache_dir, std::uint64_t limit) {
+  struct Copy {
+    Micros written = 0;
+    std::uint64_t bytes = 0;
+    fs::path path;
+  };
+  std::vector<Copy> copies;
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (fs::directory_iterator up(cache_dir, ec), end; !ec && up != end; up.increment(ec)) {
+    std::error_code inner;
+    for (fs::directory_iterator it(up->path(), inner); !inner && it != end; it.increment(inner)) {
+      struct stat st {};
+      if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      const std::uint64_t bytes = on_disk(static_cast<std::uint64_t>(st.st_size));
+      copies.push_back(Copy{static_cast<Micros>(st.st_mtim.tv_sec) * 1'000'000 +
+                                static_cast<Micros>(st.st_mtim.tv_nsec / 1000),
+                            bytes, it->path()});
+      total += bytes;
+    }
+  }
+  UpstreamPageTrim out;
+  if (limit == 0 || total <= limit) return out;
+  std::sort(copies.begin(), copies.end(),
+            [](const Copy& a, const Copy& b) { return a.written < b.written; });
+  const std::uint64_t target = limit - limit / 8;
+  for (const auto& c : copies) {
+    if (total <= target) break;
+    if (!fs::remove(c.path, ec)) continue;
+    total -= c.bytes;
+    ++out.removed;
+    out.removed_bytes += c.bytes;
+  }
+  return out;
+}
+
 Result<UpstreamEviction> evict_upstream_files(catalog::Catalog& catalog,
                                               const store::BlobStore& store, std::uint64_t limit,
                                               std::string_view keep) {

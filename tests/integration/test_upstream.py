@@ -506,3 +506,13 @@ def test_disk_copies_of_upstream_pages_stay_within_their_bound(harness, upstream
     server = harness.serve("--config", str(config))
     used, kept = disk()
     assert used <= 12288 and kept
+    server.stop()
+
+    # gc applies the bound too.
+    before = len(kept)
+    proc = harness.cli("gc", "--data-dir", str(harness.data_dir),
+                       "--upstream-page-disk-cache", "4096")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    used, kept = disk()
+    assert used <= 4096 and len(kept) < before
+    assert f"removed {before - len(kept)} upstream page copies" in proc.stdout, proc.stdout

@@ -72,6 +72,9 @@ struct GcOptions {
   /// Settings::upstream_file_cache: upstream files beyond it are evicted first (not on a dry
   /// run). 0: no bound.
   std::uint64_t upstream_file_cache = 0;
+  /// Settings::upstream_page_disk_cache: the disk copies of upstream pages beyond it are
+  /// removed, least recently written first (not on a dry run). 0: no bound.
+  std::uint64_t upstream_page_disk_cache = 0;
 };
 
 struct GcReport {
@@ -82,6 +85,8 @@ struct GcReport {
   std::size_t stale_temp_sessions = 0;  ///< dead writers' temp directories removed
   std::vector<std::string> evicted;     ///< upstream files evicted: "<upstream>/<filename>"
   std::uint64_t evicted_bytes = 0;
+  std::size_t page_copies_removed = 0;  ///< disk copies of upstream pages beyond their bound
+  std::uint64_t page_copies_bytes = 0;  ///< ... and their blocks
   std::vector<std::filesystem::path> unexpected;  ///< files under blobs/ that are not blobs
 };
 

@@ -232,6 +232,19 @@ struct UpstreamEviction {
                                                             std::uint64_t limit,
                                                             std::string_view keep = {});
 
+/// What trim_upstream_page_copies() removed.
+struct UpstreamPageTrim {
+  std::size_t removed = 0;
+  std::uint64_t removed_bytes = 0;  ///< in whole 4 KiB blocks, as the bound counts
+};
+
+/// Removes the disk copies of upstream pages under `cache_dir` (DATA_DIR/upstream/pages),
+/// least recently written first, while they take more than `limit` bytes (each in whole 4 KiB
+/// blocks), down to 7/8 of it, as a server does when it writes one (`wheelforge gc`). Blocks
+/// (disk): call it from a command.
+[[nodiscard]] UpstreamPageTrim trim_upstream_page_copies(const std::filesystem::path& cache_dir,
+                                                         std::uint64_t limit);
+
 /// The Accept header sent to upstreams: JSON first, HTML as the fallback (docs/packaging.md,
 /// "Content negotiation").
 inline constexpr std::string_view kUpstreamAccept =
