@@ -6,7 +6,9 @@ its hash refused and not stored, and cached pages and files served with the upst
 
 from __future__ import annotations
 
+import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from wfhelpers import (
     make_wheel,
     pip_args,
     run,
+    wait_for,
     write_static_index,
 )
 
@@ -387,3 +390,23 @@ def test_metadata_an_upstream_does_not_offer_is_read_from_the_stored_wheel(harne
     r = http_request(server.url, "GET", url + ".metadata")
     assert r.status == 200, r.body
     assert r.body == dep.metadata
+
+
+def test_sighup_says_that_upstream_changes_need_a_restart(harness, upstream_tree):
+    url = upstream_tree["nginx"].url + "/simple/"
+    config = write_config(harness, [{"name": "static", "url": url}])
+    server = harness.serve("--config", str(config))
+
+    def reload(count: int) -> str:
+        server.proc.send_signal(signal.SIGHUP)
+        line = wait_for(lambda: (re.findall(r"SIGHUP: (reload.*)$", server.log(), re.M) + [None] *
+                                 count)[count - 1], 20.0)
+        assert line, server.log_tail()
+        return line
+
+    assert "need a restart" not in reload(1)
+    write_config(harness, [{"name": "static", "url": url, "cooldown_days": 3}])
+    assert "([[upstream]] and upstream cache changes need a restart)" in reload(2)
+    # The running configuration is the one from the start: no cooldown hides up-dep.
+    r = http_request(server.url, "GET", "/simple/up-dep/")
+    assert r.status == 200 and upstream_tree["dep"].name in r.text
