@@ -72,6 +72,9 @@ class FakeFetcher : public Fetcher {
     r.headers = a.headers;
     r.headers.emplace_back("content-type", a.content_type);
     r.body_bytes = a.body.size();
+    if (req.on_head) {
+      if (auto st = req.on_head(r.status, r.headers); !st) return st.error();
+    }
     if (req.sink) {
       // In two pieces, as a network would.
       const std::string_view body = a.body;
