@@ -252,8 +252,8 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
     if (const auto size = std::filesystem::file_size(path, ec); !ec) {
       return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
     }
-    return error_response(make_error(Errc::io, "upstream " + upstream->name + ": " +
-                                                   std::string(name) + ": stored, then gone"));
+    return error_response(make_error(
+        Errc::io, "upstream " + upstream->name + ": " + std::string(name) + ": stored, then gone"));
   }
   ctx.note = "upstream " + upstream->name + ": " +
              (started->run ? "downloading " : "joining the download of ") +

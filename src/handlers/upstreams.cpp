@@ -480,7 +480,7 @@ void FileDownload::end(State state, std::optional<Error> error) {
 }
 
 Result<StartedDownload> Upstreams::download_file(FileFetch fetch, const store::BlobStore& store,
-                                                  catalog::Catalog* catalog) {
+                                                 catalog::Catalog* catalog) {
   std::lock_guard lock(downloads_mu_);
   if (auto it = downloads_.find(fetch.sha256); it != downloads_.end()) {
     return StartedDownload{it->second, {}};
@@ -585,8 +585,8 @@ void Upstreams::run_download(const FileFetch& fetch, const std::shared_ptr<FileD
       // The file cache's bound: the least recently used others go (this one stays, it is
       // being answered). A failure costs only the bound, not this download.
       if (auto evicted = evict_upstream_files(*catalog, store, limit, want); !evicted) {
-        log::warn("req={} upstream {}: evicting from the file cache failed: {}",
-                  fetch.request_id, upstream.name, evicted.error().message);
+        log::warn("req={} upstream {}: evicting from the file cache failed: {}", fetch.request_id,
+                  upstream.name, evicted.error().message);
       }
     }
   }

@@ -71,8 +71,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   /// Starts a 200 answer whose body the caller writes (through the writer).
-  void write_stream_head(const Response& meta, std::optional<std::uint64_t> length,
-                         bool keep_alive, std::function<void(beast::error_code)> then) {
+  void write_stream_head(const Response& meta, std::optional<std::uint64_t> length, bool keep_alive,
+                         std::function<void(beast::error_code)> then) {
     writer_.write_stream_head(meta, length, keep_alive, std::move(then));
   }
 

@@ -284,8 +284,7 @@ void ResponseWriter<Stream>::write_chunked_head(const Response& meta,
 
 template <class Stream>
 void ResponseWriter<Stream>::write_stream_head(const Response& meta,
-                                               std::optional<std::uint64_t> length,
-                                               bool keep_alive,
+                                               std::optional<std::uint64_t> length, bool keep_alive,
                                                std::function<void(beast::error_code)> then) {
   auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
   fill(*res, meta);

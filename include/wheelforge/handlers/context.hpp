@@ -110,7 +110,7 @@ struct Context {
   bool needs_worker = false;
   Changed changed = Changed::everything;
   std::string changed_project;
-  std::optional<LogFollow> follow;  ///< stream this log instead of the answer
+  std::optional<LogFollow> follow;     ///< stream this log instead of the answer
   std::optional<GrowingFile> growing;  ///< stream this file instead of the answer
   /// Work the server runs on a worker once the answer has been handed on (the download a
   /// `growing` answer streams); never on a network thread.

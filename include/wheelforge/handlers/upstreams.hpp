@@ -111,9 +111,9 @@ class FileDownload {
 /// What the first download of an upstream file needs (Upstreams::download_file).
 struct FileFetch {
   const core::UpstreamConfig* upstream = nullptr;
-  std::string url;      ///< where the upstream has it
-  std::string sha256;   ///< the hash its page lists: the bytes must have it
-  std::string shown;    ///< its name in logs and errors
+  std::string url;                           ///< where the upstream has it
+  std::string sha256;                        ///< the hash its page lists: the bytes must have it
+  std::string shown;                         ///< its name in logs and errors
   std::optional<std::uint64_t> listed_size;  ///< the size its page lists, if any
   std::uint64_t max_bytes = 0;
   std::uint64_t request_id = 0;  ///< the request that started it, for the log
