@@ -59,10 +59,10 @@ void GrowingFileStreamer<Stream>::step() {
       return end(false, "the upstream sent " + std::to_string(p.written) + " bytes, not " +
                             std::to_string(*length_));
     }
-    // The last byte only once the file is stored: a client never reads a whole file that
-    // was refused.
-    if (p.state != State::committed && upto == *length_) --upto;
   }
+  // The last byte written stays back until the file is stored: a client never holds a whole
+  // file that is then refused (not even one that takes a closed connection for the end).
+  if (p.state != State::committed && upto > 0) --upto;
   if (sent_ < upto) return write_bytes(upto);
   if (p.state == State::committed) return end(true, {});
   wait(p.version);

@@ -181,15 +181,16 @@ def upstream_blob_rows(data_dir: Path) -> list[tuple[str, str]]:
 class GatedUpstream:
     """A PEP 503 upstream in this process whose files arrive under the test's control: the
     project page lists `artifact` under its sha256, and a download of it gets the Content-Length
-    and the first half of `body` (the artifact's bytes unless told otherwise), then the rest
-    once `release` is set. Counts the file downloads."""
+    (unless `sized` is false: then the body ends when the connection does) and the first half
+    of `body` (the artifact's bytes unless told otherwise), then the rest once `release` is
+    set. Counts the file downloads."""
 
-    def __init__(self, artifact: Artifact, body: bytes | None = None):
+    def __init__(self, artifact: Artifact, body: bytes | None = None, sized: bool = True):
         self.artifact = artifact
+        self.sized = sized
         self.body = artifact.data if body is None else body
         self.release = threading.Event()
         self.file_requests = 0
-        self.first_half_sent = threading.Semaphore(0)
         self._lock = threading.Lock()
         upstream = self
 
@@ -218,11 +219,11 @@ class GatedUpstream:
                 half = len(body) // 2
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
-                self.send_header("Content-Length", str(len(body)))
+                if upstream.sized:
+                    self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body[:half])
                 self.wfile.flush()
-                upstream.first_half_sent.release()
                 if upstream.release.wait(120):
                     self.wfile.write(body[half:])
 
@@ -242,8 +243,8 @@ class GatedUpstream:
 def gated(harness):
     made = []
 
-    def make(artifact: Artifact, body: bytes | None = None) -> GatedUpstream:
-        made.append(GatedUpstream(artifact, body))
+    def make(artifact: Artifact, body: bytes | None = None, sized: bool = True) -> GatedUpstream:
+        made.append(GatedUpstream(artifact, body, sized))
         return made[-1]
 
     yield make
@@ -265,25 +266,33 @@ def open_download(server, target: str) -> tuple[http.client.HTTPConnection,
     return conn, conn.getresponse()
 
 
-def test_a_first_download_is_streamed_while_the_upstream_sends_it(harness, artifacts, gated):
+@pytest.mark.parametrize("sized", [True, False], ids=["content-length", "chunked"])
+def test_a_first_download_is_streamed_while_the_upstream_sends_it(harness, artifacts, gated,
+                                                                  sized):
     dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="streamed",
                      padding=1 << 20)
-    upstream = gated(dep)
+    upstream = gated(dep, sized=sized)
     config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
     server = harness.serve("--config", str(config))
     link = link_of(server, "up-dep")
     assert link == f"/upstream/gated/{dep.sha256}/{dep.filename}"
-    half = len(dep.data) // 2
+    # What the client reads before the upstream sends its second half (wheelforge keeps the
+    # last byte it has back until the file is verified).
+    part = len(dep.data) // 4
 
     conn, resp = open_download(server, link)
     try:
         assert resp.status == 200
-        assert resp.getheader("Content-Length") == str(len(dep.data))
+        if sized:
+            assert resp.getheader("Content-Length") == str(len(dep.data))
+        else:  # neither the HTML page nor the upstream's answer gives the size
+            assert resp.getheader("Content-Length") is None
+            assert resp.getheader("Transfer-Encoding") == "chunked"
         assert resp.getheader("ETag") == f'"{dep.sha256}"'
         assert "immutable" in resp.getheader("Cache-Control")
-        # The first half reaches the client while the upstream still holds back the rest.
-        first = resp.read(half)
-        assert first == dep.data[:half]
+        # The first part reaches the client while the upstream still holds back the rest.
+        first = resp.read(part)
+        assert first == dep.data[:part]
         assert not blob_path(harness.data_dir, dep.sha256).exists()
         upstream.release.set()
         assert first + resp.read() == dep.data
@@ -309,12 +318,14 @@ def test_concurrent_first_downloads_share_one_upstream_fetch(harness, artifacts,
     config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
     server = harness.serve("--config", str(config))
     link = link_of(server, "up-dep")
-    half = len(dep.data) // 2
+    # What the client reads before the upstream sends its second half (wheelforge keeps the
+    # last byte it has back until the file is verified).
+    part = len(dep.data) // 4
     downloads = [open_download(server, link) for _ in range(3)]
     try:
         # All three are answered from the one fetch while it is half done.
-        firsts = [resp.read(half) for _, resp in downloads]
-        assert firsts == [dep.data[:half]] * 3
+        firsts = [resp.read(part) for _, resp in downloads]
+        assert firsts == [dep.data[:part]] * 3
         assert upstream.file_requests == 1
         upstream.release.set()
         for first, (_, resp) in zip(firsts, downloads):
@@ -327,22 +338,46 @@ def test_concurrent_first_downloads_share_one_upstream_fetch(harness, artifacts,
     assert upstream_blob_rows(harness.data_dir) == [(dep.sha256, dep.filename)]
 
 
-def test_a_tampered_file_streamed_in_part_is_cut_short_and_not_stored(harness, artifacts, gated):
+def test_a_download_left_by_its_client_still_stores_the_file(harness, artifacts, gated):
+    dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="kept",
+                     padding=512 * 1024)
+    upstream = gated(dep)
+    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    link = link_of(server, "up-dep")
+    conn, resp = open_download(server, link)
+    assert resp.status == 200
+    assert resp.read(1000) == dep.data[:1000]
+    conn.close()  # the client goes away mid-download
+    upstream.release.set()
+    assert wait_for(lambda: upstream_blob_rows(harness.data_dir), timeout=30), server.log_tail()
+    assert blob_path(harness.data_dir, dep.sha256).read_bytes() == dep.data
+    upstream.stop()
+    r = http_request(server.url, "GET", link)
+    assert (r.status, r.body) == (200, dep.data)
+    assert upstream.file_requests == 1
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["content-length", "chunked"])
+def test_a_tampered_file_streamed_in_part_is_cut_short_and_not_stored(harness, artifacts, gated,
+                                                                      sized):
     dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="genuine",
                      padding=512 * 1024)
     tampered = bytearray(dep.data)
     tampered[-100] ^= 0xFF  # the second half differs: found only at the end
-    upstream = gated(dep, bytes(tampered))
+    upstream = gated(dep, bytes(tampered), sized=sized)
     config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
     server = harness.serve("--config", str(config))
     link = link_of(server, "up-dep")
-    half = len(dep.data) // 2
+    # What the client reads before the upstream sends its second half (wheelforge keeps the
+    # last byte it has back until the file is verified).
+    part = len(dep.data) // 4
 
     conn, resp = open_download(server, link)
     try:
         assert resp.status == 200
-        first = resp.read(half)
-        assert first == dep.data[:half]
+        first = resp.read(part)
+        assert first == dep.data[:part]
         upstream.release.set()
         # The connection ends before the last byte: the client never holds a whole answer.
         with pytest.raises(http.client.IncompleteRead) as cut:
