@@ -49,7 +49,9 @@ void GrowingFileStreamer<Stream>::step() {
       file_.reset();
       return s_.send(std::move(r));
     }
-    if (!p.answered || file_->wait_for_end) return wait(p.version);
+    // The head once there is a byte to send after it (the last one written stays back): a
+    // download that fails before that gets its error as the answer.
+    if (!p.answered || p.written < 2 || file_->wait_for_end) return wait(p.version);
     return write_head(p.length);
   }
   if (p.state == State::failed) return end(false, d.error().message);

@@ -1,13 +1,13 @@
 #pragma once
 // An upstream file on its first download (handlers::GrowingFile), streamed to the client while
-// it is written: the answer's head once the upstream has answered (Content-Length when the size
-// is known, else chunked), then the bytes written so far, read from the file being written
-// (pread), and more as the download reports them (a wake-up posted to this connection's
-// thread; nothing waits on a network thread). The last byte written stays back while the
-// download runs, and the last byte and the last chunk leave only once the file is stored and
-// verified: a download that fails ends the connection before them, so the client sees an
-// incomplete answer. A download that fails before the head was sent
-// gets the normal error answer.
+// it is written: the answer's head once the upstream has answered 200 and sent the first bytes
+// (Content-Length when the size is known, else chunked), then the bytes written so far, read
+// from the file being written (pread), and more as the download reports them (a wake-up posted
+// to this connection's thread; nothing waits on a network thread). The last byte written stays
+// back while the download runs, and the last byte and the last chunk leave only once the file
+// is stored and verified: a download that fails ends the connection before them, so the client
+// sees an incomplete answer. A download that fails before the head was sent gets the normal
+// error answer (a 502 naming the problem).
 
 #include <cstdint>
 #include <memory>
