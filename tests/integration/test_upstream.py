@@ -188,6 +188,7 @@ class GatedUpstream:
     def __init__(self, artifact: Artifact, body: bytes | None = None, sized: bool = True):
         self.artifact = artifact
         self.sized = sized
+        self.file_status = 200
         self.body = artifact.data if body is None else body
         self.release = threading.Event()
         self.file_requests = 0
@@ -216,6 +217,9 @@ class GatedUpstream:
                 with upstream._lock:
                     upstream.file_requests += 1
                     body = upstream.body
+                if upstream.file_status != 200:
+                    self.send_error(upstream.file_status)
+                    return
                 half = len(body) // 2
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
@@ -336,6 +340,26 @@ def test_concurrent_first_downloads_share_one_upstream_fetch(harness, artifacts,
             conn.close()
     assert upstream.file_requests == 1
     assert upstream_blob_rows(harness.data_dir) == [(dep.sha256, dep.filename)]
+
+
+def test_a_download_that_fails_before_its_first_byte_is_answered_with_the_error(harness,
+                                                                               artifacts, gated):
+    dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep")
+    upstream = gated(dep)
+    upstream.file_status = 503
+    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    link = link_of(server, "up-dep")
+    status, body, complete = get_streamed(server.url, link)
+    assert (status, complete) == (502, True)
+    assert f"upstream gated answered 503 for {dep.filename}" in body.decode(), body
+    assert upstream_blob_rows(harness.data_dir) == []
+    # Not remembered as failed: the next request asks again.
+    upstream.file_status = 200
+    upstream.release.set()
+    status, body, complete = get_streamed(server.url, link)
+    assert (status, body, complete) == (200, dep.data, True)
+    assert upstream.file_requests == 2
 
 
 def test_a_download_left_by_its_client_still_stores_the_file(harness, artifacts, gated):
