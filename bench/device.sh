@@ -2,13 +2,15 @@
 # The load benchmark on a machine without apt or internet (the 16-core device machine), from a
 # folder made by bench/device_bundle.sh:
 #
-#   DIR/bench/device.sh [--projects N] [--files N] [-- load.py options]
+#   DIR/bench/device.sh [--projects N] [--files N] [--cpus LIST] [-- load.py options]
 #
 # Unpacks the programs (wheelforge, nginx, wrk, perf, run through their own loader), generates
 # the large corpus (N projects, N wheels; default 2,000 and 20,000) and the flash-attn variant
 # project, builds nginx's static tree of them, then runs load.py: ingest, wheelforge and nginx
 # with one network thread / worker per core, wrk against both taking turns. Results go to $OUT
 # (or $BENCH_WORK/out): results.md, results.json, perf reports when asked for. Needs python3.
+# --cpus LIST (taskset's list, e.g. 0,1) runs the load part, servers and wrk, on those CPUs only
+# (the corpus is generated on all): the 2-core figures on a many-core machine.
 set -euo pipefail
 
 dir=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,12 +18,14 @@ work=${BENCH_WORK:-/tmp/wf-bench}
 out=${OUT:-$work/out}
 projects=2000
 files=20000
+cpus=
 while [ $# -gt 0 ]; do
   case "$1" in
     --projects) projects=$2; shift 2 ;;
     --files) files=$2; shift 2 ;;
+    --cpus) cpus=$2; shift 2 ;;
     --) shift; break ;;
-    *) echo "usage: $0 [--projects N] [--files N] [-- load.py options]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--projects N] [--files N] [--cpus LIST] [-- load.py options]" >&2; exit 2 ;;
   esac
 done
 
@@ -45,5 +49,10 @@ python3 "$dir/bench/gen_corpus.py" --out "$work/corpus" --only large variant \
 python3 "$dir/bench/static_tree.py" --out "$work/static/large" "$work/corpus/large" "$work/corpus/variant"
 echo "==> corpus and static tree ready after $(($(date +%s) - t0)) s"
 
-BENCH_COMMIT=$(head -1 "$dir/commit") exec python3 "$dir/bench/load.py" \
+pin=()
+if [ -n "$cpus" ]; then
+  pin=(taskset -c "$cpus")
+  echo "==> the load part runs on CPUs $cpus only"
+fi
+BENCH_COMMIT=$(head -1 "$dir/commit") exec "${pin[@]}" python3 "$dir/bench/load.py" \
   --bin "$work/pack/cmd/wheelforge" --work "$work" --out "$out" "$@"

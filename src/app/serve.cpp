@@ -257,6 +257,13 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
             if (now.listen != settings.listen || now.data_dir != settings.data_dir) {
               outcome += " (listen and data_dir changes need a restart)";
             }
+            // The upstreams' caches and the pages' links are built from them at start.
+            if (fresh.config->upstreams != configuration.upstreams ||
+                now.upstream_page_cache != settings.upstream_page_cache ||
+                now.upstream_file_cache != settings.upstream_file_cache ||
+                now.upstream_page_disk_cache != settings.upstream_page_disk_cache) {
+              outcome += " ([[upstream]] and upstream cache changes need a restart)";
+            }
             if (runner) {
               for (const auto& p : fresh.host_problems) log::warn("SIGHUP: build runner: {}", p);
               runner->set_recipes(build.recipes);

@@ -272,6 +272,13 @@ Response respond(const Request& req, Context& ctx) {
     ctx.on_worker = true;
     response = route.handler(req, ctx);
   }
+  if (ctx.after_answer) {
+    auto after = std::move(ctx.after_answer);
+    ctx.after_answer = nullptr;
+    after();
+  }
+  // A growing file is streamed by the server while it grows; here, its answer once it ended.
+  if (ctx.growing) response = growing_file_answer(req, *ctx.growing);
   return response;
 }
 

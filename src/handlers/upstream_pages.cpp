@@ -207,6 +207,22 @@ Response merged_project_page(const Request& req, Context& ctx,
   return merged_response(req, rendered, merged->stale);
 }
 
+Response growing_file_answer(const Request& req, const GrowingFile& growing) {
+  const FileDownload& d = *growing.download;
+  const FileDownload::Progress p = d.progress();
+  if (p.state == FileDownload::State::failed) return error_response(d.error());
+  if (p.state == FileDownload::State::running) {
+    return error_response(make_error(Errc::internal, d.shown() + ": still downloading"));
+  }
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(growing.blob_path, ec);
+  if (ec) {
+    // Evicted at once by a later download (a tiny file cache bound): fetched again next time.
+    return error_response(make_error(Errc::unavailable, d.shown() + ": stored, then evicted"));
+  }
+  return file_response(req, growing.blob_path, size, growing.etag, growing.content_type);
+}
+
 // /upstream/<upstream>/<sha256>/<filename>[.metadata]
 Response handle_upstream_file(const Request& req, Context& ctx) {
   const auto& seg = req.segments;
@@ -273,64 +289,44 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
     return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
   }
   // First download: fetched into the store's crash-safe temp file, hashed as it arrives, and
-  // published only when its sha256 is the one the page lists.
-  auto temp = store.create_temp();
-  if (!temp) return error_response(temp.error());
-  const std::string url = metadata ? file.url + std::string(kMetadataSuffix) : file.url;
-  const std::string shown = std::string(name) + (metadata ? std::string(kMetadataSuffix) : "");
-  auto got = upstreams->fetch_file(
-      *upstream, url,
-      ctx.env.services.ingestor != nullptr ? ctx.env.services.ingestor->limits().max_file_size
-                                           : std::uint64_t{8} << 30U,
-      [&temp](std::string_view chunk) { return temp->write(chunk.data(), chunk.size()); });
-  if (!got) {
-    // A storage failure keeps its own code (507, 500); the upstream's are 502.
-    const Errc code = got.error().code == Errc::storage_full || got.error().code == Errc::io
-                          ? got.error().code
-                          : Errc::upstream;
-    return error_response(
-        make_error(code, "upstream " + upstream->name + ": " + shown + ": " + got.error().message));
-  }
-  if (got->status != 200) {
-    return error_response(make_error(Errc::upstream, "upstream " + upstream->name + " answered " +
-                                                         std::to_string(got->status) + " for " +
-                                                         shown));
-  }
-  if (auto st = temp->finish(); !st) return error_response(st.error());
-  if (temp->sha256() != want) {
-    ctx.note = "upstream " + upstream->name + ": " + shown + " refused: sha256 " + temp->sha256() +
-               ", page lists " + want;
-    return error_response(make_error(Errc::upstream, "upstream " + upstream->name + " sent " +
-                                                         shown + " with sha256 " + temp->sha256() +
-                                                         ", but its page lists sha256 " + want +
-                                                         ": refused, nothing stored"));
-  }
-  const std::uint64_t size = got->body_bytes;
-  auto committed = store.commit(std::move(*temp));
-  if (!committed) return error_response(committed.error());
-  // Recorded so that gc keeps it and backup and fsck cover it. The blob is published either
-  // way: a failure here costs a fetch after the next gc, not this answer.
-  if (catalog::Catalog* cat = ctx.env.services.catalog; cat != nullptr) {
-    const Micros stored_at = now_micros();
-    if (auto st = cat->record_upstream_blob(
-            catalog::UpstreamBlob{want, upstream->name, shown, size, stored_at, stored_at});
-        !st) {
-      ctx.note = "upstream " + upstream->name + ": stored " + shown +
-                 " but could not record it: " + st.error().message;
+  // published only when its sha256 is the one the page lists; streamed to the client while it
+  // is written. Requests for it meanwhile share the download.
+  FileFetch fetch;
+  fetch.upstream = upstream;
+  fetch.url = metadata ? file.url + std::string(kMetadataSuffix) : file.url;
+  fetch.sha256 = want;
+  fetch.shown = std::string(name) + (metadata ? std::string(kMetadataSuffix) : "");
+  if (!metadata) fetch.listed_size = file.size;
+  fetch.max_bytes = ctx.env.services.ingestor != nullptr
+                        ? ctx.env.services.ingestor->limits().max_file_size
+                        : std::uint64_t{8} << 30U;
+  fetch.request_id = req.id;
+  auto started = upstreams->download_file(std::move(fetch), store, ctx.env.services.catalog);
+  if (!started) return error_response(started.error());
+  if (!started->download) {
+    // Stored meanwhile (a download that just ended).
+    if (const auto size = std::filesystem::file_size(path, ec); !ec) {
       return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
     }
-    // The file cache's bound: the least recently used others go (this one stays, it is being
-    // answered). A failure costs only the bound, not this answer.
-    if (const std::uint64_t limit = upstreams->file_cache_limit(); limit != 0) {
-      if (auto evicted = evict_upstream_files(*cat, store, limit, want); !evicted) {
-        log::warn("upstream {}: evicting from the file cache failed: {}", upstream->name,
-                  evicted.error().message);
-      }
-    }
+    return error_response(make_error(
+        Errc::io, "upstream " + upstream->name + ": " + std::string(name) + ": stored, then gone"));
   }
-  ctx.note =
-      "upstream " + upstream->name + ": stored " + shown + " (" + std::to_string(size) + " bytes)";
-  return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+  ctx.note = "upstream " + upstream->name + ": " +
+             (started->run ? "downloading " : "joining the download of ") +
+             started->download->shown();
+  GrowingFile growing;
+  growing.download = started->download;
+  growing.content_type = content_type;
+  growing.etag = "\"" + want + "\"";
+  growing.blob_path = std::move(path);
+  // What needs the whole file is answered from it once stored.
+  growing.wait_for_end = req.method == Method::head || !req.header("range").empty() ||
+                         !req.header("if-none-match").empty();
+  ctx.growing = std::move(growing);
+  ctx.after_answer = std::move(started->run);
+  Response r;
+  r.status = 202;  // not sent: the server streams `growing`
+  return r;
 }
 
 }  // namespace wf::handlers

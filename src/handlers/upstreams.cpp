@@ -1,5 +1,6 @@
 #include "wheelforge/handlers/upstreams.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -562,15 +563,17 @@ Result<std::optional<core::UpstreamFile>> Upstreams::listed_file(
   return std::optional<core::UpstreamFile>{};
 }
 
-Result<FetchResponse> Upstreams::fetch_file(const core::UpstreamConfig& upstream, std::string url,
-                                            std::uint64_t max_bytes,
-                                            std::function<Status(std::string_view)> sink) {
+Result<FetchResponse> Upstreams::fetch_file(
+    const core::UpstreamConfig& upstream, std::string url, std::uint64_t max_bytes,
+    std::function<Status(std::string_view)> sink,
+    std::function<Status(int, const std::vector<std::pair<std::string, std::string>>&)> on_head) {
   UpstreamCounters& counters = *counters_[index_of(upstream)];
   FetchRequest req;
   req.url = std::move(url);
   add_credentials(upstream, req);
   req.max_bytes = max_bytes;
   req.sink = std::move(sink);
+  req.on_head = std::move(on_head);
   auto got = fetcher_.fetch(req);
   if (!got) {
     counters.errors.fetch_add(1, std::memory_order_relaxed);
@@ -633,6 +636,182 @@ UpstreamPageTrim trim_upstream_page_copies(const fs::path& cache_dir, std::uint6
     out.removed_bytes += c.bytes;
   }
   return out;
+}
+
+// ---- file downloads ----------------------------------------------------------------------
+
+FileDownload::FileDownload(std::string sha256, std::string shown, std::shared_ptr<UniqueFd> reader,
+                           std::optional<std::uint64_t> listed_size)
+    : sha256_(std::move(sha256)), shown_(std::move(shown)), reader_(std::move(reader)) {
+  progress_.length = listed_size;
+}
+
+FileDownload::Progress FileDownload::progress() const {
+  std::lock_guard lock(mu_);
+  return progress_;
+}
+
+Error FileDownload::error() const {
+  std::lock_guard lock(mu_);
+  return error_ ? *error_ : make_error(Errc::internal, "the download has not failed");
+}
+
+std::uint64_t FileDownload::wait(std::uint64_t seen, std::function<void()> wake) {
+  std::lock_guard lock(mu_);
+  if (progress_.version != seen) return 0;
+  const std::uint64_t ticket = next_ticket_++;
+  waiters_.emplace_back(ticket, std::move(wake));
+  return ticket;
+}
+
+void FileDownload::cancel(std::uint64_t ticket) {
+  std::lock_guard lock(mu_);
+  std::erase_if(waiters_, [ticket](const auto& w) { return w.first == ticket; });
+}
+
+void FileDownload::changed(std::unique_lock<std::mutex>& lock) {
+  ++progress_.version;
+  auto waiters = std::move(waiters_);
+  waiters_.clear();
+  // Under the lock: once cancel() has returned, its wake is neither running nor called.
+  for (auto& [ticket, wake] : waiters) wake();
+  lock.unlock();
+}
+
+void FileDownload::answered(std::optional<std::uint64_t> length) {
+  std::unique_lock lock(mu_);
+  progress_.answered = true;
+  if (length) progress_.length = length;
+  changed(lock);
+}
+
+void FileDownload::wrote(std::uint64_t bytes) {
+  std::unique_lock lock(mu_);
+  progress_.written += bytes;
+  changed(lock);
+}
+
+void FileDownload::end(State state, std::optional<Error> error) {
+  std::unique_lock lock(mu_);
+  progress_.state = state;
+  error_ = std::move(error);
+  changed(lock);
+}
+
+Result<StartedDownload> Upstreams::download_file(FileFetch fetch, const store::BlobStore& store,
+                                                 catalog::Catalog* catalog) {
+  std::lock_guard lock(downloads_mu_);
+  if (auto it = downloads_.find(fetch.sha256); it != downloads_.end()) {
+    return StartedDownload{it->second, {}};
+  }
+  // Looked at under the lock: a download leaves the table only once its file is stored, so
+  // a file neither downloading nor stored here is fetched once.
+  if (store.contains(fetch.sha256)) return StartedDownload{};
+  auto temp = store.create_temp();
+  if (!temp) return temp.error();
+  auto reader = std::make_shared<UniqueFd>(::open(temp->path().c_str(), O_RDONLY | O_CLOEXEC));
+  if (!reader->valid()) return errno_error(errno, "open " + temp->path().string());
+  auto download =
+      std::make_shared<FileDownload>(fetch.sha256, fetch.shown, reader, fetch.listed_size);
+  downloads_.emplace(fetch.sha256, download);
+  auto owned = std::make_shared<store::TempFile>(std::move(*temp));
+  StartedDownload out;
+  out.download = download;
+  out.run = [this, fetch = std::move(fetch), download, owned, &store, catalog] {
+    run_download(fetch, download, *owned, store, catalog);
+  };
+  return out;
+}
+
+std::size_t Upstreams::downloads_running() const {
+  std::lock_guard lock(downloads_mu_);
+  return downloads_.size();
+}
+
+void Upstreams::run_download(const FileFetch& fetch, const std::shared_ptr<FileDownload>& download,
+                             store::TempFile& temp, const store::BlobStore& store,
+                             catalog::Catalog* catalog) {
+  const core::UpstreamConfig& upstream = *fetch.upstream;
+  const std::string& shown = fetch.shown;
+  const std::string& want = fetch.sha256;
+  const auto leave = [&] {
+    std::lock_guard lock(downloads_mu_);
+    downloads_.erase(want);
+  };
+  const auto fail = [&](Error e) {
+    // Nothing stored: the temp file goes (its readers keep their descriptor).
+    log::warn("req={} upstream {}: {}", fetch.request_id, upstream.name, e.message);
+    { auto drop = std::move(temp); }
+    leave();
+    download->end(FileDownload::State::failed, std::move(e));
+  };
+  bool head_seen = false;
+  auto got = fetch_file(
+      upstream, fetch.url, fetch.max_bytes,
+      [&](std::string_view chunk) -> Status {
+        if (auto st = temp.write(chunk.data(), chunk.size()); !st) return st;
+        download->wrote(chunk.size());
+        return ok_status();
+      },
+      [&](int status, const std::vector<std::pair<std::string, std::string>>& headers) -> Status {
+        head_seen = true;
+        if (status != 200) {
+          return make_error(Errc::upstream, "upstream " + upstream.name + " answered " +
+                                                std::to_string(status) + " for " + shown);
+        }
+        std::optional<std::uint64_t> length;
+        for (const auto& [name, value] : headers) {
+          if (name == "content-length") length = parse_u64(value);
+        }
+        download->answered(length);
+        return ok_status();
+      });
+  if (!got) {
+    if (got.error().code == Errc::upstream && head_seen) return fail(got.error());
+    // A storage failure keeps its own code (507, 500); the upstream's are 502.
+    const Errc code = got.error().code == Errc::storage_full || got.error().code == Errc::io
+                          ? got.error().code
+                          : Errc::upstream;
+    return fail(
+        make_error(code, "upstream " + upstream.name + ": " + shown + ": " + got.error().message));
+  }
+  if (got->status != 200) {
+    return fail(make_error(Errc::upstream, "upstream " + upstream.name + " answered " +
+                                               std::to_string(got->status) + " for " + shown));
+  }
+  if (auto st = temp.finish(); !st) return fail(st.error());
+  if (temp.sha256() != want) {
+    return fail(make_error(Errc::upstream, "upstream " + upstream.name + " sent " + shown +
+                                               " with sha256 " + temp.sha256() +
+                                               ", but its page lists sha256 " + want +
+                                               ": refused, nothing stored"));
+  }
+  const std::uint64_t size = temp.size();
+  auto committed = store.commit(std::move(temp));
+  if (!committed) return fail(committed.error());
+  // Recorded so that gc keeps it and backup and fsck cover it. The blob is published either
+  // way: a failure here costs a fetch after the next gc, not this download.
+  std::string note =
+      "upstream " + upstream.name + ": stored " + shown + " (" + std::to_string(size) + " bytes)";
+  if (catalog != nullptr) {
+    const Micros stored_at = now_micros();
+    if (auto st = catalog->record_upstream_blob(
+            catalog::UpstreamBlob{want, upstream.name, shown, size, stored_at, stored_at});
+        !st) {
+      note = "upstream " + upstream.name + ": stored " + shown +
+             " but could not record it: " + st.error().message;
+    } else if (const std::uint64_t limit = file_cache_limit(); limit != 0) {
+      // The file cache's bound: the least recently used others go (this one stays, it is
+      // being answered). A failure costs only the bound, not this download.
+      if (auto evicted = evict_upstream_files(*catalog, store, limit, want); !evicted) {
+        log::warn("req={} upstream {}: evicting from the file cache failed: {}", fetch.request_id,
+                  upstream.name, evicted.error().message);
+      }
+    }
+  }
+  log::info("req={} {}", fetch.request_id, note);
+  leave();
+  download->end(FileDownload::State::committed);
 }
 
 Result<UpstreamEviction> evict_upstream_files(catalog::Catalog& catalog,

@@ -518,6 +518,12 @@ class BeastFetcher final : public handlers::Fetcher {
       out.status = status;
       out.headers = exchange->headers();
       out.url = url.str();
+      if (req.on_head) {
+        if (auto st = req.on_head(out.status, out.headers); !st) {
+          exchange->abort();
+          return st.error();
+        }
+      }
       for (;;) {
         exchange->resume();
         const auto event = exchange->wait();

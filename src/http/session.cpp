@@ -232,6 +232,7 @@ void Session<Stream>::on_header(beast::error_code ec) {
   req_.headers = std::move(header_strings);
   req_.body = std::move(body);
   req_.body.clear();
+  req_.id = id_;
   req_.method = method_of(msg.method());
   req_.target = std::string(msg.target());
   req_.tls = kTls;
@@ -366,6 +367,10 @@ void Session<Stream>::run(std::unique_ptr<handlers::UploadedBody> upload) {
         done.response = route->handler(req, ctx);
         done.snapshot = srv.reload_after(*route, ctx, done.response.status);
         done.follow = ctx.follow;
+        done.growing = std::move(ctx.growing);
+        // The download a growing answer streams: on a worker of its own, not this one, so
+        // that the answer starts now.
+        if (ctx.after_answer) asio::post(srv.workers, std::move(ctx.after_answer));
         done.unknown_token = ctx.unknown_token;
         done.upload = upload != nullptr;
         done.upload_outcome = ctx.upload_outcome;
@@ -400,6 +405,7 @@ void Session<Stream>::handled(Handled done) {
     keep_alive_ = false;  // the answer ends with the job; the connection with it
     return follower_.start(*done.follow);
   }
+  if (done.growing) return growing_.start(std::move(*done.growing));
   send(std::move(done.response));
 }
 

@@ -18,6 +18,7 @@
 
 #include "body_reader.hpp"
 #include "client_counts.hpp"
+#include "growing_file.hpp"
 #include "log_follower.hpp"
 #include "server_impl.hpp"
 #include "transport.hpp"
@@ -69,6 +70,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     writer_.write_chunked_head(meta, std::move(then));
   }
 
+  /// Starts a 200 answer whose body the caller writes (through the writer).
+  void write_stream_head(const Response& meta, std::optional<std::uint64_t> length, bool keep_alive,
+                         std::function<void(beast::error_code)> then) {
+    writer_.write_stream_head(meta, length, keep_alive, std::move(then));
+  }
+
   /// The answer was written, or failed: counts and logs it, then reads the next request or
   /// closes the connection.
   void responded(int status, std::uint64_t length, beast::error_code ec, bool keep_alive);
@@ -98,6 +105,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   struct Handled {
     Response response;
     std::optional<handlers::LogFollow> follow;
+    std::optional<handlers::GrowingFile> growing;
     bool unknown_token = false;
     bool upload = false;
     std::string_view upload_outcome;
@@ -143,6 +151,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   BodyReader<Stream> body_{*this};
   ResponseWriter<Stream> writer_{*this};
   LogFollower<Stream> follower_{*this};
+  GrowingFileStreamer<Stream> growing_{*this};
 };
 
 }  // namespace wf::http

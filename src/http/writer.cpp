@@ -282,6 +282,25 @@ void ResponseWriter<Stream>::write_chunked_head(const Response& meta,
       [res, sr, then = std::move(then)](beast::error_code ec, std::size_t) { then(ec); });
 }
 
+template <class Stream>
+void ResponseWriter<Stream>::write_stream_head(const Response& meta,
+                                               std::optional<std::uint64_t> length, bool keep_alive,
+                                               std::function<void(beast::error_code)> then) {
+  auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
+  fill(*res, meta);
+  res->keep_alive(keep_alive);
+  if (length) {
+    res->content_length(*length);
+  } else {
+    res->chunked(true);
+  }
+  auto sr = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
+  s_.lowest().expires_after(s_.server().config.write_timeout);
+  bhttp::async_write_header(
+      s_.stream(), *sr,
+      [res, sr, then = std::move(then)](beast::error_code ec, std::size_t) { then(ec); });
+}
+
 template class ResponseWriter<TcpStream>;
 template class ResponseWriter<TlsStream>;
 

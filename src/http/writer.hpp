@@ -36,6 +36,11 @@ class ResponseWriter {
   /// connection closes after it. Then `then(ec)`.
   void write_chunked_head(const Response& meta, std::function<void(beast::error_code)> then);
 
+  /// Writes the head of a 200 answer whose body the caller writes: with `length` as its
+  /// Content-Length, or chunked when it is not known. Then `then(ec)`.
+  void write_stream_head(const Response& meta, std::optional<std::uint64_t> length, bool keep_alive,
+                         std::function<void(beast::error_code)> then);
+
  private:
   /// What is being written on plain HTTP.
   struct Outgoing {

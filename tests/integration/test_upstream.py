@@ -6,8 +6,15 @@ its hash refused and not stored, and cached pages and files served with the upst
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import json
+import re
 import shutil
+import signal
+import sqlite3
+import threading
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -15,6 +22,7 @@ import pytest
 from wfhelpers import (
     JSON_TYPE,
     PIP_PYTHONS,
+    Artifact,
     Server,
     Response,
     clean_env,
@@ -24,6 +32,7 @@ from wfhelpers import (
     make_wheel,
     pip_args,
     run,
+    sha256_hex,
     wait_for,
     write_static_index,
 )
@@ -129,10 +138,16 @@ def test_a_file_whose_bytes_do_not_match_its_hash_is_refused_and_not_stored(harn
     config = write_config(harness, [{"name": "static",
                                      "url": upstream_tree["nginx"].url + "/simple/"}])
     server = harness.serve("--config", str(config))
-    r = http_request(server.url, "GET", f"/upstream/static/{listed}/{dep.filename}")
-    assert r.status == 502
-    assert f"sent {dep.filename} with sha256 {other.sha256}, but its page lists sha256 {listed}" \
-        in r.text, r.text
+    refusal = f"sent {dep.filename} with sha256 {other.sha256}, but its page lists sha256 {listed}"
+    # The answer streams while the file is fetched: when the refusal comes before any byte
+    # was sent, it is a 502 naming it; after, the answer is cut short. Never a whole 200.
+    status, body, complete = get_streamed(server.url, f"/upstream/static/{listed}/{dep.filename}")
+    if status == 200:
+        assert not complete
+    else:
+        assert (status, complete) == (502, True)
+        assert refusal in body.decode(), body
+    assert wait_for(lambda: refusal in server.log()), server.log_tail()
     assert not blob_path(harness.data_dir, listed).exists()
     assert not blob_path(harness.data_dir, other.sha256).exists()
     tmp = harness.data_dir / "tmp"
@@ -143,6 +158,278 @@ def test_a_file_whose_bytes_do_not_match_its_hash_is_refused_and_not_stored(harn
         proc = pip_install(python, server.url + "/simple/", harness.path("t"), "up-dep",
                            cwd=harness.path("pip-cwd"))
         assert proc.returncode != 0
+
+
+def get_streamed(base: str, target: str, timeout: float = 60) -> tuple[int, bytes, bool]:
+    """GET on a fresh connection: the status, the body read, and whether it was complete."""
+    parts = urllib.parse.urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("GET", target)
+        resp = conn.getresponse()
+        try:
+            return resp.status, resp.read(), True
+        except http.client.IncompleteRead as e:
+            return resp.status, e.partial, False
+    finally:
+        conn.close()
+
+
+def upstream_blob_rows(data_dir: Path) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(f"file:{data_dir / 'wheelforge.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return sorted(conn.execute("SELECT sha256, filename FROM upstream_blobs").fetchall())
+    finally:
+        conn.close()
+
+
+class GatedUpstream:
+    """A PEP 503 upstream in this process whose files arrive under the test's control: the
+    project page lists `artifact` under its sha256, and a download of it gets the Content-Length
+    (unless `sized` is false: then the body ends when the connection does) and the first half
+    of `body` (the artifact's bytes unless told otherwise), then the rest once `release` is
+    set. Counts the file downloads."""
+
+    def __init__(self, artifact: Artifact, body: bytes | None = None, sized: bool = True):
+        self.artifact = artifact
+        self.sized = sized
+        self.file_status = 200
+        self.body = artifact.data if body is None else body
+        self.release = threading.Event()
+        self.file_requests = 0
+        self._lock = threading.Lock()
+        upstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                a = upstream.artifact
+                project = a.filename.split("-")[0].replace("_", "-")
+                if self.path == f"/simple/{project}/":
+                    page = (f'<html><body><a href="/files/{a.filename}#sha256={a.sha256}">'
+                            f"{a.filename}</a></body></html>").encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                    return
+                if self.path != f"/files/{a.filename}":
+                    self.send_error(404)
+                    return
+                with upstream._lock:
+                    upstream.file_requests += 1
+                    body = upstream.body
+                if upstream.file_status != 200:
+                    self.send_error(upstream.file_status)
+                    return
+                half = len(body) // 2
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                if upstream.sized:
+                    self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[:half])
+                self.wfile.flush()
+                if upstream.release.wait(120):
+                    self.wfile.write(body[half:])
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def gated(harness):
+    made = []
+
+    def make(artifact: Artifact, body: bytes | None = None, sized: bool = True) -> GatedUpstream:
+        made.append(GatedUpstream(artifact, body, sized))
+        return made[-1]
+
+    yield make
+    for g in made:
+        g.stop()
+
+
+def link_of(server, project: str) -> str:
+    page = http_request(server.url, "GET", f"/simple/{project}/", {"Accept": JSON_TYPE})
+    assert page.status == 200, page.text
+    return page.json()["files"][0]["url"]
+
+
+def open_download(server, target: str) -> tuple[http.client.HTTPConnection,
+                                                 http.client.HTTPResponse]:
+    parts = urllib.parse.urlsplit(server.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    conn.request("GET", target)
+    return conn, conn.getresponse()
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["content-length", "chunked"])
+def test_a_first_download_is_streamed_while_the_upstream_sends_it(harness, artifacts, gated,
+                                                                  sized):
+    dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="streamed",
+                     padding=1 << 20)
+    upstream = gated(dep, sized=sized)
+    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    link = link_of(server, "up-dep")
+    assert link == f"/upstream/gated/{dep.sha256}/{dep.filename}"
+    # What the client reads before the upstream sends its second half (wheelforge keeps the
+    # last byte it has back until the file is verified).
+    part = len(dep.data) // 4
+
+    conn, resp = open_download(server, link)
+    try:
+        assert resp.status == 200
+        if sized:
+            assert resp.getheader("Content-Length") == str(len(dep.data))
+        else:  # neither the HTML page nor the upstream's answer gives the size
+            assert resp.getheader("Content-Length") is None
+            assert resp.getheader("Transfer-Encoding") == "chunked"
+        assert resp.getheader("ETag") == f'"{dep.sha256}"'
+        assert "immutable" in resp.getheader("Cache-Control")
+        # The first part reaches the client while the upstream still holds back the rest.
+        first = resp.read(part)
+        assert first == dep.data[:part]
+        assert not blob_path(harness.data_dir, dep.sha256).exists()
+        upstream.release.set()
+        assert first + resp.read() == dep.data
+    finally:
+        conn.close()
+    # Stored, verified and recorded by the time the client has the last byte.
+    assert blob_path(harness.data_dir, dep.sha256).read_bytes() == dep.data
+    assert upstream_blob_rows(harness.data_dir) == [(dep.sha256, dep.filename)]
+    assert upstream.file_requests == 1
+    # Then served from the store, also with the upstream gone.
+    upstream.stop()
+    r = http_request(server.url, "GET", link)
+    assert r.status == 200
+    assert r.body == dep.data
+    r = http_request(server.url, "GET", link, {"Range": "bytes=0-9"})
+    assert (r.status, r.body) == (206, dep.data[:10])
+
+
+def test_concurrent_first_downloads_share_one_upstream_fetch(harness, artifacts, gated):
+    dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="shared",
+                     padding=512 * 1024)
+    upstream = gated(dep)
+    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    link = link_of(server, "up-dep")
+    # What the client reads before the upstream sends its second half (wheelforge keeps the
+    # last byte it has back until the file is verified).
+    part = len(dep.data) // 4
+    downloads = [open_download(server, link) for _ in range(3)]
+    try:
+        # All three are answered from the one fetch while it is half done.
+        firsts = [resp.read(part) for _, resp in downloads]
+        assert firsts == [dep.data[:part]] * 3
+        assert upstream.file_requests == 1
+        upstream.release.set()
+        for first, (_, resp) in zip(firsts, downloads):
+            assert resp.status == 200
+            assert first + resp.read() == dep.data
+    finally:
+        for conn, _ in downloads:
+            conn.close()
+    assert upstream.file_requests == 1
+    assert upstream_blob_rows(harness.data_dir) == [(dep.sha256, dep.filename)]
+
+
+def test_a_download_that_fails_before_its_first_byte_is_answered_with_the_error(harness,
+                                                                               artifacts, gated):
+    dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep")
+    upstream = gated(dep)
+    upstream.file_status = 503
+    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    link = link_of(server, "up-dep")
+    status, body, complete = get_streamed(server.url, link)
+    assert (status, complete) == (502, True)
+    assert f"upstream gated answered 503 for {dep.filename}" in body.decode(), body
+    assert upstream_blob_rows(harness.data_dir) == []
+    # Not remembered as failed: the next request asks again.
+    upstream.file_status = 200
+    upstream.release.set()
+    status, body, complete = get_streamed(server.url, link)
+    assert (status, body, complete) == (200, dep.data, True)
+    assert upstream.file_requests == 2
+
+
+def test_a_download_left_by_its_client_still_stores_the_file(harness, artifacts, gated):
+    dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="kept",
+                     padding=512 * 1024)
+    upstream = gated(dep)
+    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    link = link_of(server, "up-dep")
+    conn, resp = open_download(server, link)
+    assert resp.status == 200
+    assert resp.read(1000) == dep.data[:1000]
+    conn.close()  # the client goes away mid-download
+    upstream.release.set()
+    assert wait_for(lambda: upstream_blob_rows(harness.data_dir), timeout=30), server.log_tail()
+    assert blob_path(harness.data_dir, dep.sha256).read_bytes() == dep.data
+    upstream.stop()
+    r = http_request(server.url, "GET", link)
+    assert (r.status, r.body) == (200, dep.data)
+    assert upstream.file_requests == 1
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["content-length", "chunked"])
+def test_a_tampered_file_streamed_in_part_is_cut_short_and_not_stored(harness, artifacts, gated,
+                                                                      sized):
+    dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="genuine",
+                     padding=512 * 1024)
+    tampered = bytearray(dep.data)
+    tampered[-100] ^= 0xFF  # the second half differs: found only at the end
+    upstream = gated(dep, bytes(tampered), sized=sized)
+    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    link = link_of(server, "up-dep")
+    # What the client reads before the upstream sends its second half (wheelforge keeps the
+    # last byte it has back until the file is verified).
+    part = len(dep.data) // 4
+
+    conn, resp = open_download(server, link)
+    try:
+        assert resp.status == 200
+        first = resp.read(part)
+        assert first == dep.data[:part]
+        upstream.release.set()
+        # The connection ends before the last byte: the client never holds a whole answer.
+        with pytest.raises(http.client.IncompleteRead) as cut:
+            resp.read()
+        assert len(first) + len(cut.value.partial) < len(dep.data)
+    finally:
+        conn.close()
+    refusal = f"but its page lists sha256 {dep.sha256}: refused, nothing stored"
+    assert wait_for(lambda: refusal in server.log()), server.log_tail()
+    assert not blob_path(harness.data_dir, dep.sha256).exists()
+    assert not blob_path(harness.data_dir, sha256_hex(bytes(tampered))).exists()
+    assert upstream_blob_rows(harness.data_dir) == []
+    tmp = harness.data_dir / "tmp"
+    assert not [p for p in tmp.rglob("*") if p.is_file() and p.name != ".lock"], list(tmp.rglob("*"))
+
+    # The upstream sends the right bytes again: the next request fetches and stores them.
+    upstream.body = dep.data
+    status, body, complete = get_streamed(server.url, link)
+    assert (status, complete) == (200, True)
+    assert body == dep.data
+    assert upstream.file_requests == 2
+    assert blob_path(harness.data_dir, dep.sha256).is_file()
+    assert upstream_blob_rows(harness.data_dir) == [(dep.sha256, dep.filename)]
 
 
 def test_the_cooldown_hides_fresh_files_of_a_json_upstream(harness, artifacts):
@@ -516,3 +803,23 @@ def test_disk_copies_of_upstream_pages_stay_within_their_bound(harness, upstream
     used, kept = disk()
     assert used <= 4096 and len(kept) < before
     assert f"removed {before - len(kept)} upstream page copies" in proc.stdout, proc.stdout
+
+
+def test_sighup_says_that_upstream_changes_need_a_restart(harness, upstream_tree):
+    url = upstream_tree["nginx"].url + "/simple/"
+    config = write_config(harness, [{"name": "static", "url": url}])
+    server = harness.serve("--config", str(config))
+
+    def reload(count: int) -> str:
+        server.proc.send_signal(signal.SIGHUP)
+        line = wait_for(lambda: (re.findall(r"SIGHUP: (reload.*)$", server.log(), re.M) + [None] *
+                                 count)[count - 1], 20.0)
+        assert line, server.log_tail()
+        return line
+
+    assert "need a restart" not in reload(1)
+    write_config(harness, [{"name": "static", "url": url, "cooldown_days": 3}])
+    assert "([[upstream]] and upstream cache changes need a restart)" in reload(2)
+    # The running configuration is the one from the start: no cooldown hides up-dep.
+    r = http_request(server.url, "GET", "/simple/up-dep/")
+    assert r.status == 200 and upstream_tree["dep"].name in r.text

@@ -34,6 +34,8 @@ struct UpstreamConfig {
   /// Normalized names of projects that exist here which this upstream may still serve (the
   /// explicit per-name override of the ownership guard).
   std::vector<std::string> serve_local;
+
+  bool operator==(const UpstreamConfig&) const = default;
 };
 
 /// Whether `upstream` may list files for `project` (normalized). `local`: the project exists

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,24 @@ struct LogFollow {
   std::uint64_t offset = 0;
 };
 
+/// An upstream file on its first download, to stream to the client while it is written
+/// (Upstreams::download_file): the answer grows with the download, and a download that fails
+/// ends the answer before its end (the client sees an incomplete body, never a whole one).
+struct GrowingFile {
+  std::shared_ptr<FileDownload> download;
+  std::string content_type;
+  std::string etag;       ///< "\"<sha256>\""
+  std::string blob_path;  ///< where the file is once stored (store::BlobStore::blob_file)
+  /// Answer only once the download has ended, from the stored file (file_response): a HEAD,
+  /// a range or a conditional request, whose answer needs the whole file.
+  bool wait_for_end = false;
+};
+
+/// The answer to `req` for a growing file whose download has ended: the stored file (as any
+/// blob: ranges, ETag) when it was committed, the download's error when it failed. Also what
+/// the server answers when a download fails before any byte of the answer was sent.
+[[nodiscard]] Response growing_file_answer(const Request& req, const GrowingFile& growing);
+
 struct Context {
   Context(const snapshot::Snapshot& snap, const Environment& environment)
       : snapshot(snap), env(environment) {}
@@ -91,7 +110,11 @@ struct Context {
   bool needs_worker = false;
   Changed changed = Changed::everything;
   std::string changed_project;
-  std::optional<LogFollow> follow;  ///< stream this log instead of the answer
+  std::optional<LogFollow> follow;     ///< stream this log instead of the answer
+  std::optional<GrowingFile> growing;  ///< stream this file instead of the answer
+  /// Work the server runs on a worker once the answer has been handed on (the download a
+  /// `growing` answer streams); never on a network thread.
+  std::function<void()> after_answer;
   /// The 401 was for a token this snapshot does not know: another process may have just
   /// created it, so the server looks at the catalog once and asks again.
   bool unknown_token = false;

@@ -27,6 +27,11 @@ struct FetchRequest {
   /// chunk as it arrives and never held whole in memory (wheel files); an error from the sink
   /// stops the fetch and is its result.
   std::function<Status(std::string_view chunk)> sink;
+  /// Set: called once with the final answer's status and headers (names lower-case), after
+  /// redirects and before its body reaches the sink; an error from it stops the fetch and is
+  /// its result (a caller that streams the body on decides here whether it is the file).
+  std::function<Status(int status, const std::vector<std::pair<std::string, std::string>>& headers)>
+      on_head;
 };
 
 struct FetchResponse {

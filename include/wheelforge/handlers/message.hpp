@@ -28,7 +28,8 @@ struct Request {
   std::string query;                  ///< raw query string (after '?')
   std::vector<std::pair<std::string, std::string>> headers;  ///< names lower-case
   bool tls = false;                                          ///< arrived over HTTPS
-  std::string peer;  ///< the client's address, for the audit trail ("" when unknown)
+  std::string peer;      ///< the client's address, for the audit trail ("" when unknown)
+  std::uint64_t id = 0;  ///< the server's request id, for log lines (0 outside the server)
   /// The body of a route whose body policy is `small` (admin requests, web forms), read in
   /// full before the handler runs; empty for the others.
   std::string body;

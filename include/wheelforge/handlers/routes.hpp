@@ -124,6 +124,8 @@ struct RouteMatch {
 /// body policy (`req.body` is the body), the upload routes' head check (plan_upload, whose plan
 /// goes into `ctx.upload`, or plan_form), the handler. Upload routes need `ctx.upload` holding
 /// the received body; without it they are answered 400 once their head check passes.
+/// Work the handler leaves for after its answer (Context::after_answer) runs here, before
+/// returning; a growing file (Context::growing) is answered as it ended (growing_file_answer).
 [[nodiscard]] Response respond(const Request& req, Context& ctx);
 
 }  // namespace wf::handlers

@@ -27,6 +27,7 @@
 #include "wheelforge/handlers/fetcher.hpp"
 #include "wheelforge/snapshot/snapshot.hpp"
 #include "wheelforge/store/blob_store.hpp"
+#include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/result.hpp"
 #include "wheelforge/util/time.hpp"
 
@@ -48,6 +49,83 @@ struct UpstreamCounters {
   std::atomic<std::uint64_t> misses{0};  ///< pages fetched or revalidated
   std::atomic<std::uint64_t> errors{0};  ///< fetches that failed (unreachable, 5xx, bad page)
   std::atomic<std::uint64_t> bytes{0};   ///< bytes received from the upstream
+};
+
+/// One upstream file being fetched into the blob store's temp file (Upstreams::download_file),
+/// shared by every request for it while it runs: they read what has been written so far through
+/// reader() and wait for more with wait(). It ends committed (stored, verified) or failed
+/// (nothing stored). Thread-safe.
+class FileDownload {
+ public:
+  enum class State : std::uint8_t { running, committed, failed };
+  struct Progress {
+    State state = State::running;
+    /// The upstream answered 200: the bytes written are the file's (until then none are).
+    bool answered = false;
+    std::uint64_t written = 0;  ///< bytes in the file so far
+    /// The whole file's size once known: the upstream answer's Content-Length, else the
+    /// size its page lists. A committed file of another size was not this one.
+    std::optional<std::uint64_t> length;
+    std::uint64_t version = 0;  ///< changes whenever anything above does
+  };
+
+  FileDownload(std::string sha256, std::string shown, std::shared_ptr<UniqueFd> reader,
+               std::optional<std::uint64_t> listed_size);
+
+  [[nodiscard]] const std::string& sha256() const { return sha256_; }
+  /// The file's name as logs and errors show it (`numpy-1.0.tar.gz`, `x.whl.metadata`).
+  [[nodiscard]] const std::string& shown() const { return shown_; }
+  /// A read-only descriptor of the file being written (pread, sendfile): valid for the whole
+  /// download, also once the file has been published or removed.
+  [[nodiscard]] const std::shared_ptr<UniqueFd>& reader() const { return reader_; }
+  [[nodiscard]] Progress progress() const;
+  /// Why it failed (State::failed), as the answer names it.
+  [[nodiscard]] Error error() const;
+
+  /// Calls `wake` once when the progress's version is no longer `seen`, from the download's
+  /// thread with its lock held: `wake` must only hand the news on (post it to an executor),
+  /// never block, never call back into this download. Returns a ticket for cancel(), or 0
+  /// (and drops `wake`) when the version is not `seen` now: look again.
+  std::uint64_t wait(std::uint64_t seen, std::function<void()> wake);
+  /// Drops a waiting `wake` (a reader that went away); after it returns, that `wake` is
+  /// neither running nor ever called.
+  void cancel(std::uint64_t ticket);
+
+  // The download's side (Upstreams).
+  void answered(std::optional<std::uint64_t> length);
+  void wrote(std::uint64_t bytes);
+  void end(State state, std::optional<Error> error = std::nullopt);
+
+ private:
+  void changed(std::unique_lock<std::mutex>& lock);
+
+  const std::string sha256_;
+  const std::string shown_;
+  const std::shared_ptr<UniqueFd> reader_;
+  mutable std::mutex mu_;
+  Progress progress_;
+  std::optional<Error> error_;
+  std::uint64_t next_ticket_ = 1;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> waiters_;
+};
+
+/// What the first download of an upstream file needs (Upstreams::download_file).
+struct FileFetch {
+  const core::UpstreamConfig* upstream = nullptr;
+  std::string url;                           ///< where the upstream has it
+  std::string sha256;                        ///< the hash its page lists: the bytes must have it
+  std::string shown;                         ///< its name in logs and errors
+  std::optional<std::uint64_t> listed_size;  ///< the size its page lists, if any
+  std::uint64_t max_bytes = 0;
+  std::uint64_t request_id = 0;  ///< the request that started it, for the log
+};
+
+/// A download to answer from (Upstreams::download_file).
+struct StartedDownload {
+  std::shared_ptr<FileDownload> download;  ///< null: the file is stored already
+  /// Set for a new download: the caller runs it once, on a worker (it blocks until the file is
+  /// stored or refused); empty when the request joined a download that runs already.
+  std::function<void()> run;
 };
 
 class Upstreams {
@@ -86,11 +164,25 @@ class Upstreams {
       const core::UpstreamConfig& upstream, std::string_view project, std::string_view filename,
       std::string_view sha256, bool local, Micros now);
 
-  /// Fetches `url` of `upstream` (with its credentials), handing the body to `sink`; counts
-  /// its bytes. Blocks.
-  [[nodiscard]] Result<FetchResponse> fetch_file(const core::UpstreamConfig& upstream,
-                                                 std::string url, std::uint64_t max_bytes,
-                                                 std::function<Status(std::string_view)> sink);
+  /// Fetches `url` of `upstream` (with its credentials), handing the body to `sink` (and the
+  /// answer's head to `on_head` first, when set: FetchRequest::on_head); counts its bytes.
+  /// Blocks.
+  [[nodiscard]] Result<FetchResponse> fetch_file(
+      const core::UpstreamConfig& upstream, std::string url, std::uint64_t max_bytes,
+      std::function<Status(std::string_view)> sink,
+      std::function<Status(int, const std::vector<std::pair<std::string, std::string>>&)> on_head =
+          {});
+
+  /// The download of `fetch.sha256` into `store`: the one running now (a concurrent request
+  /// shares it: one fetch), or a new one, its temp file created here, whose `run` fetches the
+  /// file, verifies it against the sha256, publishes it and records it in `catalog` (the
+  /// file cache's bound applied), or removes it. A download runs to its end whether or not
+  /// anyone still reads it. Null download when the file is stored already. Blocks (disk).
+  [[nodiscard]] Result<StartedDownload> download_file(FileFetch fetch,
+                                                      const store::BlobStore& store,
+                                                      catalog::Catalog* catalog);
+  /// Downloads running now.
+  [[nodiscard]] std::size_t downloads_running() const;
 
   [[nodiscard]] const UpstreamCounters& counters(std::size_t index) const {
     return *counters_[index];
@@ -213,6 +305,12 @@ class Upstreams {
   std::unordered_map<std::string, Micros> uses_recorded_;                 // guarded by mu_
   std::unordered_map<std::string, std::shared_ptr<InFlight>> in_flight_;  // guarded by mu_
   std::vector<std::set<std::string, std::less<>>> known_;  // per upstream; guarded by mu_
+
+  void run_download(const FileFetch& fetch, const std::shared_ptr<FileDownload>& download,
+                    store::TempFile& temp, const store::BlobStore& store,
+                    catalog::Catalog* catalog);
+  mutable std::mutex downloads_mu_;
+  std::unordered_map<std::string, std::shared_ptr<FileDownload>> downloads_;  // by sha256
 };
 
 /// What evict_upstream_files() did.

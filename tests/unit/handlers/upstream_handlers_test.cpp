@@ -72,6 +72,9 @@ class FakeFetcher : public Fetcher {
     r.headers = a.headers;
     r.headers.emplace_back("content-type", a.content_type);
     r.body_bytes = a.body.size();
+    if (req.on_head) {
+      if (auto st = req.on_head(r.status, r.headers); !st) return st.error();
+    }
     if (req.sink) {
       // In two pieces, as a network would.
       const std::string_view body = a.body;
@@ -873,6 +876,175 @@ TEST(UpstreamPageFetches, ConcurrentMissesOfOnePageShareOneFetch) {
   (void)upstreams.pages("numpy", false, now_micros());
   EXPECT_EQ(fetcher.calls.load(), 1);
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace wf::handlers
+
+namespace wf::handlers {
+namespace {
+
+/// An upstream whose file answers come in two halves, the second once released.
+class HalvesFetcher : public Fetcher {
+ public:
+  std::string body;
+  int status = 200;
+  Result<FetchResponse> fetch(const FetchRequest& req) override {
+    calls.fetch_add(1);
+    FetchResponse r;
+    r.url = req.url;
+    r.status = status;
+    r.headers.emplace_back("content-length", std::to_string(body.size()));
+    if (auto st = req.on_head(r.status, r.headers); !st) return st.error();
+    const std::string_view b = body;
+    if (auto st = req.sink(b.substr(0, b.size() / 2)); !st) return st.error();
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return released; });
+    }
+    if (auto st = req.sink(b.substr(b.size() / 2)); !st) return st.error();
+    r.body_bytes = b.size();
+    return r;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+};
+
+/// Waits (through FileDownload::wait) until `done(progress)` holds.
+template <class Pred>
+FileDownload::Progress wait_until(FileDownload& d, Pred done) {
+  for (;;) {
+    const auto p = d.progress();
+    if (done(p)) return p;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool woken = false;
+    const auto ticket = d.wait(p.version, [&] {
+      std::lock_guard lock(mu);
+      woken = true;
+      cv.notify_all();
+    });
+    if (ticket == 0) continue;
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return woken; });
+  }
+}
+
+class UpstreamDownloads : public ::testing::Test {
+ protected:
+  UpstreamDownloads() : hb("upstream-downloads") {
+    core::UpstreamConfig u;
+    u.name = "pypi";
+    u.url = "https://upstream.example/simple/";
+    upstreams = std::make_unique<Upstreams>(std::vector<core::UpstreamConfig>{u}, fetcher,
+                                            hb.bed.data_dir / "upstream" / "pages", 1U << 20U);
+  }
+  FileFetch fetch_of(const std::string& sha) {
+    FileFetch f;
+    f.upstream = &upstreams->configs().front();
+    f.url = "https://files.example/numpy-1.0.tar.gz";
+    f.sha256 = sha;
+    f.shown = "numpy-1.0.tar.gz";
+    f.max_bytes = 1U << 20U;
+    f.request_id = 7;
+    return f;
+  }
+  std::string read_all(const FileDownload& d, std::uint64_t n) {
+    std::string out(n, '\0');
+    EXPECT_EQ(::pread(d.reader()->get(), out.data(), n, 0), static_cast<ssize_t>(n));
+    return out;
+  }
+
+  HandlerBed hb;
+  HalvesFetcher fetcher;
+  std::unique_ptr<Upstreams> upstreams;
+};
+
+TEST_F(UpstreamDownloads, OneDownloadIsSharedReadableWhileWrittenThenStored) {
+  fetcher.body = std::string(1000, 'x') + std::string(1000, 'y');
+  const std::string sha = crypto::sha256_hex(fetcher.body);
+  auto started = upstreams->download_file(fetch_of(sha), *hb.bed.store, hb.bed.catalog.get());
+  ASSERT_TRUE(started) << started.error().message;
+  ASSERT_TRUE(started->download);
+  ASSERT_TRUE(started->run);
+  std::thread worker(started->run);
+  FileDownload& d = *started->download;
+  // The first half is readable while the upstream holds back the rest.
+  const auto half = wait_until(d, [](const auto& p) { return p.written == 1000; });
+  EXPECT_TRUE(half.answered);
+  EXPECT_EQ(half.state, FileDownload::State::running);
+  EXPECT_EQ(half.length, std::optional<std::uint64_t>(2000));
+  EXPECT_EQ(read_all(d, 1000), fetcher.body.substr(0, 1000));
+  EXPECT_FALSE(hb.bed.store->contains(sha));
+  // A second request joins it: the same download, nothing more to run, no second fetch.
+  auto joined = upstreams->download_file(fetch_of(sha), *hb.bed.store, hb.bed.catalog.get());
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(joined->download, started->download);
+  EXPECT_FALSE(joined->run);
+  EXPECT_EQ(upstreams->downloads_running(), 1U);
+  fetcher.release();
+  worker.join();
+  EXPECT_EQ(d.progress().state, FileDownload::State::committed);
+  EXPECT_EQ(read_all(d, 2000), fetcher.body);
+  EXPECT_TRUE(hb.bed.store->contains(sha));
+  const auto rows = hb.bed.catalog->upstream_blobs();
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 1U);
+  EXPECT_EQ(rows->front().filename, "numpy-1.0.tar.gz");
+  EXPECT_EQ(upstreams->downloads_running(), 0U);
+  EXPECT_EQ(fetcher.calls.load(), 1);
+  // Stored: nothing to download.
+  auto later = upstreams->download_file(fetch_of(sha), *hb.bed.store, hb.bed.catalog.get());
+  ASSERT_TRUE(later);
+  EXPECT_FALSE(later->download);
+}
+
+TEST_F(UpstreamDownloads, AMismatchOrAnErrorStatusFailsAndStoresNothing) {
+  fetcher.body = std::string(2000, 'z');
+  const std::string listed = crypto::sha256_hex("what the page promised");
+  fetcher.release();
+  auto started = upstreams->download_file(fetch_of(listed), *hb.bed.store, hb.bed.catalog.get());
+  ASSERT_TRUE(started && started->run);
+  started->run();
+  const FileDownload& d = *started->download;
+  EXPECT_EQ(d.progress().state, FileDownload::State::failed);
+  EXPECT_EQ(d.progress().written, 2000U);
+  EXPECT_EQ(d.error().code, Errc::upstream);
+  EXPECT_NE(d.error().message.find("refused, nothing stored"), std::string::npos)
+      << d.error().message;
+  EXPECT_FALSE(hb.bed.store->contains(listed));
+  EXPECT_FALSE(hb.bed.store->contains(crypto::sha256_hex(fetcher.body)));
+  ASSERT_TRUE(hb.bed.catalog->upstream_blobs());
+  EXPECT_TRUE(hb.bed.catalog->upstream_blobs()->empty());
+  std::size_t temps = 0;
+  for (const auto& e : std::filesystem::directory_iterator(hb.bed.store->tmp_dir())) {
+    temps += e.is_regular_file() && e.path().filename() != ".lock" ? 1U : 0U;
+  }
+  EXPECT_EQ(temps, 0U);
+  EXPECT_EQ(upstreams->downloads_running(), 0U);
+
+  // A failed download is not reused: the next request fetches again. An error status fails
+  // before any byte, naming it.
+  fetcher.status = 404;
+  auto again = upstreams->download_file(fetch_of(listed), *hb.bed.store, hb.bed.catalog.get());
+  ASSERT_TRUE(again && again->run);
+  EXPECT_NE(again->download, started->download);
+  again->run();
+  EXPECT_EQ(again->download->progress().state, FileDownload::State::failed);
+  EXPECT_EQ(again->download->progress().written, 0U);
+  EXPECT_EQ(again->download->error().message, "upstream pypi answered 404 for numpy-1.0.tar.gz");
+  EXPECT_EQ(fetcher.calls.load(), 2);
 }
 
 }  // namespace
