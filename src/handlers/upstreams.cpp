@@ -387,6 +387,7 @@ Result<FetchResponse> Upstreams::fetch_file(const core::UpstreamConfig& upstream
   req.url = std::move(url);
   add_credentials(upstream, req);
   req.max_bytes = max_bytes;
+  req.deadline = {};  // a wheel may take minutes; the fetcher's minimum transfer rate applies
   req.sink = std::move(sink);
   auto got = fetcher_.fetch(req);
   if (!got) {
