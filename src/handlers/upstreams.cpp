@@ -299,6 +299,7 @@ Upstreams::Listing Upstreams::fetch_page(std::size_t index, std::string_view pro
     req.headers.emplace_back("If-Modified-Since", cached->last_modified);
   }
   req.max_bytes = core::kMaxUpstreamPageBytes;
+  req.deadline = u.page_timeout;
 
   const auto fail = [&](Error e) {
     counters.errors.fetch_add(1, std::memory_order_relaxed);
