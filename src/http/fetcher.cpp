@@ -480,10 +480,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     window_waited_ = {};
     window_bytes_ = 0;
     if (rate >= config_.min_rate) return false;
-    fail("the body came at " + std::to_string(rate) + " bytes/s over the last " +
-         duration_text(std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::duration<double>(seconds))) +
-         ", below the minimum of " + std::to_string(config_.min_rate) + " bytes/s");
+    fail("the body came at " + std::to_string(rate) + " bytes/s, below the minimum of " +
+         std::to_string(config_.min_rate) + " bytes/s (over " + duration_text(config_.rate_window) +
+         " of waiting for it)");
     return true;
   }
 
