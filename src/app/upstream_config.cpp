@@ -163,6 +163,21 @@ const std::array kUpstreamKeys{
                   }
                   e.config.metadata_ttl = *d;
                 }},
+    UpstreamKey{"page_timeout",
+                [](const toml::node& node, const std::string& key, Entry& e, ProblemList& p) {
+                  std::optional<seconds> d;
+                  if (const auto i = node.value_exact<std::int64_t>(); i && *i >= 0) {
+                    d = seconds{*i};
+                  } else if (const auto t = node.value_exact<std::string>()) {
+                    d = parse_duration(*t);
+                  }
+                  if (!d || *d < seconds{1} || *d > seconds{3600}) {
+                    p.push_back(key + ": expected a duration from 1s to 1h such as \"60s\", got " +
+                                spelled(node));
+                    return;
+                  }
+                  e.config.page_timeout = *d;
+                }},
     UpstreamKey{"projects",
                 [](const toml::node& node, const std::string& key, Entry& e, ProblemList& p) {
                   if (const auto s = node.value_exact<std::string>()) {
@@ -263,6 +278,7 @@ std::string upstream_summary(const std::vector<core::UpstreamConfig>& upstreams)
     out += u.all_projects ? ", all projects"
                           : ", " + std::to_string(u.projects.size()) + " project(s)";
     out += ", metadata_ttl " + std::to_string(u.metadata_ttl.count()) + "s";
+    out += ", page_timeout " + std::to_string(u.page_timeout.count()) + "s";
     if (u.cooldown_days) out += ", cooldown " + std::to_string(*u.cooldown_days) + " day(s)";
     if (!u.serve_local.empty()) {
       out += ", serves local " + std::to_string(u.serve_local.size()) + " name(s)";

@@ -483,6 +483,7 @@ Upstreams::Listing Upstreams::fetch_page(std::size_t index, std::string_view pro
     req.headers.emplace_back("If-Modified-Since", cached->last_modified);
   }
   req.max_bytes = core::kMaxUpstreamPageBytes;
+  req.deadline = u.page_timeout;
 
   const auto fail = [&](Error e) {
     counters.errors.fetch_add(1, std::memory_order_relaxed);
@@ -572,6 +573,7 @@ Result<FetchResponse> Upstreams::fetch_file(
   req.url = std::move(url);
   add_credentials(upstream, req);
   req.max_bytes = max_bytes;
+  req.deadline = {};  // a wheel may take minutes; the fetcher's minimum transfer rate applies
   req.sink = std::move(sink);
   req.on_head = std::move(on_head);
   auto got = fetcher_.fetch(req);

@@ -1,12 +1,14 @@
 // The outbound HTTP client (wheelforge/http/fetcher.hpp). One Exchange is one request and its
-// answer on a connection of its own (Connection: close), run by callbacks on the fetcher's one
-// I/O thread; the caller's thread waits for its events (the head, each piece of the body, the
-// end) and lets it go on after each, so the body is never held whole and the sink runs on the
-// caller's thread. Redirects, credentials and the concurrency limit are the caller side's.
+// answer, on a keep-alive connection kept by the Pool from an earlier fetch to the same origin
+// or on a new one, run by callbacks on the fetcher's one I/O thread; the caller's thread waits for
+// its events (the head, each piece of the body, the end) and lets it go on after each, so the body
+// is never held whole and the sink runs on the caller's thread. Redirects, credentials and the
+// concurrency limit are the caller side's.
 
 #include "wheelforge/http/fetcher.hpp"
 
 #include <array>
+#include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -17,7 +19,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -59,36 +64,164 @@ bool is_redirect(int status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
+/// One connection to an origin, plain or TLS: an exchange's while it runs, then the pool's
+/// while it is idle.
+struct Connection {
+  Connection(asio::io_context& io, ssl::context* context) : socket(io) {
+    if (context != nullptr) tls.emplace(io, *context);
+  }
+  tcp::socket& lowest() { return tls ? tls->next_layer() : socket; }
+
+  tcp::socket socket;  ///< http:// only
+  std::optional<ssl::stream<tcp::socket>> tls;
+};
+
+/// Idle keep-alive connections by origin ("https://host:port"), for the next fetch to the same
+/// origin. The I/O thread's alone: exchanges take and give back connections on it.
+class Pool {
+ public:
+  Pool(asio::io_context& io, std::size_t per_origin, std::chrono::milliseconds idle_timeout)
+      : per_origin_(per_origin), idle_timeout_(idle_timeout), timer_(io) {}
+
+  [[nodiscard]] bool enabled() const { return per_origin_ > 0; }
+
+  /// The most recently used idle connection to `origin` that is still open, or null.
+  std::unique_ptr<Connection> take(const std::string& origin) {
+    const auto it = idle_.find(origin);
+    if (it == idle_.end()) return nullptr;
+    std::unique_ptr<Connection> found;
+    auto& list = it->second;
+    while (!list.empty() && !found) {
+      Idle last = std::move(list.back());
+      list.pop_back();
+      if (Clock::now() - last.since < idle_timeout_ && still_open(*last.conn)) {
+        found = std::move(last.conn);
+      } else {
+        close(*last.conn);
+      }
+    }
+    if (list.empty()) idle_.erase(it);
+    return found;
+  }
+
+  /// Keeps `conn` (its last answer read to the end) for the next fetch to `origin`.
+  void give(const std::string& origin, std::unique_ptr<Connection> conn) {
+    if (!enabled()) return close(*conn);
+    auto& list = idle_[origin];
+    if (list.size() >= per_origin_) {
+      close(*list.front().conn);
+      list.pop_front();
+    }
+    list.push_back(Idle{std::move(conn), Clock::now()});
+    if (!sweeping_) sweep_at(Clock::now() + idle_timeout_);
+  }
+
+  static void close(Connection& conn) {
+    beast::error_code ignored;
+    conn.lowest().close(ignored);  // NOLINT(bugprone-unused-return-value): the error is ignored
+  }
+
+ private:
+  struct Idle {
+    std::unique_ptr<Connection> conn;
+    Clock::time_point since;
+  };
+
+  /// An idle connection is usable while nothing can be read from it: the server's close (end
+  /// of stream, a TLS close_notify) or anything it sent unasked means it is not.
+  static bool still_open(Connection& conn) {
+    auto& socket = conn.lowest();
+    if (!socket.is_open()) return false;
+    beast::error_code ec;
+    socket.non_blocking(true, ec);
+    if (ec) return false;
+    char byte = 0;
+    // NOLINTNEXTLINE(bugprone-unused-return-value): only the error code tells
+    socket.receive(asio::buffer(&byte, 1), tcp::socket::message_peek, ec);
+    const bool open = ec == asio::error::would_block;
+    beast::error_code ignored;
+    socket.non_blocking(false, ignored);  // NOLINT(bugprone-unused-return-value)
+    return open;
+  }
+
+  /// Closes the connections idle for idle_timeout, at `when` and then as long as any is kept.
+  void sweep_at(Clock::time_point when) {
+    sweeping_ = true;
+    timer_.expires_at(when);
+    timer_.async_wait([this](const beast::error_code& ec) {
+      sweeping_ = false;
+      if (ec) return;
+      const auto now = Clock::now();
+      std::optional<Clock::time_point> next;
+      for (auto it = idle_.begin(); it != idle_.end();) {
+        auto& list = it->second;
+        while (!list.empty() && now - list.front().since >= idle_timeout_) {
+          close(*list.front().conn);
+          list.pop_front();
+        }
+        if (list.empty()) {
+          it = idle_.erase(it);
+          continue;
+        }
+        const auto due = list.front().since + idle_timeout_;
+        if (!next || due < *next) next = due;
+        ++it;
+      }
+      if (next) sweep_at(*next);
+    });
+  }
+
+  const std::size_t per_origin_;
+  const std::chrono::milliseconds idle_timeout_;
+  std::map<std::string, std::deque<Idle>> idle_;
+  asio::steady_timer timer_;
+  bool sweeping_ = false;
+};
+
 /// What the I/O side has for the caller.
 enum class Event { none, head, chunk, done };
 
-/// One request and its answer, on a connection of its own.
+/// What an exchange shares with the fetcher that runs it.
+struct Shared {
+  asio::io_context& io;
+  ssl::context& tls;
+  const FetcherConfig& config;
+  Pool& pool;
+  std::atomic<std::uint64_t>& opened;
+};
+
+/// One request and its answer, on a kept connection to its origin or a new one.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(asio::io_context& io, ssl::context& tls, const FetcherConfig& config, Url url,
-           const Headers& headers, std::uint64_t max_bytes)
-      : io_(io),
-        config_(config),
+  /// `deadline`: when the whole fetch must have ended (`deadline_text` says how long it had),
+  /// or nullopt.
+  Exchange(const Shared& shared, Url url, const Headers& headers, std::uint64_t max_bytes,
+           std::optional<Clock::time_point> deadline, std::string deadline_text)
+      : io_(shared.io),
+        shared_(shared),
+        config_(shared.config),
         url_(std::move(url)),
         where_("upstream " + url_.redacted()),
-        resolver_(io),
-        socket_(io),
-        timer_(io) {
-    if (url_.https()) tls_.emplace(io, tls);
+        origin_(url_.scheme + "://" + url_.host + ":" + std::to_string(url_.port)),
+        deadline_(deadline),
+        deadline_text_(std::move(deadline_text)),
+        max_bytes_(max_bytes),
+        resolver_(shared.io),
+        timer_(shared.io),
+        deadline_timer_(shared.io) {
     request_.method(bhttp::verb::get);
     request_.target(url_.target());
     request_.version(11);
     request_.set(bhttp::field::host, url_.authority());
     request_.set(bhttp::field::user_agent,
                  config_.user_agent.empty() ? default_user_agent() : config_.user_agent);
-    request_.set(bhttp::field::connection, "close");
+    // HTTP/1.1 keeps the connection by default; without a pool it is one per fetch.
+    if (!shared.pool.enabled()) request_.set(bhttp::field::connection, "close");
     // The body as stored upstream (the bytes its hash is over): RFC 9110 reads a request
     // without Accept-Encoding as accepting any coding, so identity is asked for by name.
     request_.set(bhttp::field::accept_encoding, "identity");
     for (const auto& [name, value] : headers) request_.insert(name, value);
-    parser_.header_limit(kMaxHeadBytes);
-    parser_.body_limit(max_bytes);
-    max_bytes_ = max_bytes;
+    new_parser();
   }
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -99,7 +232,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   // --- The caller's side (any thread). ---
 
   void start() {
-    asio::post(io_, [self = shared_from_this()] { self->resolve(); });
+    asio::post(io_, [self = shared_from_this()] { self->begin(); });
   }
 
   /// Waits for the next event. After head and chunk, the I/O side waits for resume() or
@@ -128,15 +261,15 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   // Valid after head (the I/O side is paused until resume()).
-  [[nodiscard]] int status() const { return static_cast<int>(parser_.get().result_int()); }
+  [[nodiscard]] int status() const { return static_cast<int>(parser_->get().result_int()); }
   [[nodiscard]] Headers headers() const {
     Headers out;
-    for (const auto& field : parser_.get()) {
+    for (const auto& field : parser_->get()) {
       out.emplace_back(to_lower(field.name_string()), std::string(field.value()));
     }
     return out;
   }
-  [[nodiscard]] std::string_view location() const { return parser_.get()[bhttp::field::location]; }
+  [[nodiscard]] std::string_view location() const { return parser_->get()[bhttp::field::location]; }
   // Valid after chunk.
   [[nodiscard]] std::string_view chunk() const { return {chunk_.data(), chunk_bytes_}; }
   // Valid after done: the failure, if any.
@@ -148,16 +281,20 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
  private:
   // --- The I/O side (the fetcher's thread). ---
 
-  template <typename Fn>
-  void with_stream(Fn&& fn) {
-    if (tls_) {
-      fn(*tls_);
-    } else {
-      fn(socket_);
-    }
+  void new_parser() {
+    parser_.emplace();
+    parser_->header_limit(kMaxHeadBytes);
+    parser_->body_limit(max_bytes_);
   }
 
-  tcp::socket& lowest() { return tls_ ? tls_->next_layer() : socket_; }
+  template <typename Fn>
+  void with_stream(Fn&& fn) {
+    if (conn_->tls) {
+      fn(*conn_->tls);
+    } else {
+      fn(conn_->socket);
+    }
+  }
 
   /// Fails the exchange with "timed out `what`" unless disarm() or the next arm() comes first.
   void arm(std::chrono::milliseconds limit, std::string what) {
@@ -179,8 +316,28 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     finish(make_error(Errc::unavailable, where_ + ": " + cause));
   }
 
-  void resolve() {
+  void begin() {
     if (finished_) return;
+    if (deadline_) {
+      deadline_timer_.expires_at(*deadline_);
+      deadline_timer_.async_wait([self = shared_from_this()](const beast::error_code& ec) {
+        if (ec || self->finished_) return;
+        self->fail("deadline passed: the fetch did not end within " + self->deadline_text_);
+      });
+    }
+    if (auto kept = shared_.pool.take(origin_)) {
+      conn_ = std::move(kept);
+      reused_ = true;
+      return write();
+    }
+    connect();
+  }
+
+  /// A new connection: resolve, connect and (https) the TLS handshake.
+  void connect() {
+    conn_ = std::make_unique<Connection>(io_, url_.https() ? &shared_.tls : nullptr);
+    reused_ = false;
+    shared_.opened.fetch_add(1, std::memory_order_relaxed);
     // One deadline for resolving, connecting and the TLS handshake.
     arm(config_.connect_timeout, "connecting to " + url_.authority());
     resolver_.async_resolve(url_.host, std::to_string(url_.port),
@@ -190,10 +347,22 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
                             });
   }
 
+  /// A kept connection failed before any byte of an answer (the server had closed it, or
+  /// closed it as the request came): the request again, once, on a new connection. Every
+  /// fetch is a GET, which may be sent again.
+  bool retry_on_new_connection() {
+    if (!reused_) return false;
+    Pool::close(*conn_);
+    buffer_.clear();
+    new_parser();
+    connect();
+    return true;
+  }
+
   void on_resolve(const beast::error_code& ec, const tcp::resolver::results_type& results) {
     if (finished_) return;
     if (ec) return fail("cannot resolve host name " + url_.host + ": " + ec.message());
-    asio::async_connect(lowest(), results,
+    asio::async_connect(conn_->lowest(), results,
                         [self = shared_from_this()](const beast::error_code& e,
                                                     const tcp::endpoint&) { self->on_connect(e); });
   }
@@ -201,11 +370,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void on_connect(const beast::error_code& ec) {
     if (finished_) return;
     if (ec) return fail("cannot connect to " + url_.authority() + ": " + ec.message());
-    if (!tls_) return write();
+    if (!conn_->tls) return write();
     // Asio's SSL layer has no call for these: OpenSSL's own, on the stream's native handle
     // (declared by Asio's SSL headers; OpenSSL's are crypto's alone). SNI (not for address
     // literals, RFC 6066) and the name the certificate must carry.
-    SSL* ssl = tls_->native_handle();
+    SSL* ssl = conn_->tls->native_handle();
     X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
     X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     bool named = false;
@@ -218,8 +387,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
               X509_VERIFY_PARAM_set1_host(param, url_.host.c_str(), url_.host.size()) == 1;
     }
     if (!named) return fail("cannot set up TLS for host " + url_.host);
-    tls_->set_verify_mode(ssl::verify_peer);
-    tls_->async_handshake(
+    conn_->tls->set_verify_mode(ssl::verify_peer);
+    conn_->tls->async_handshake(
         ssl::stream_base::client,
         [self = shared_from_this()](const beast::error_code& e) { self->on_handshake(e); });
   }
@@ -227,7 +396,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void on_handshake(const beast::error_code& ec) {
     if (finished_) return;
     if (ec) {
-      const long verify = SSL_get_verify_result(tls_->native_handle());
+      const long verify = SSL_get_verify_result(conn_->tls->native_handle());
       if (verify != X509_V_OK) {
         return fail(
             "TLS certificate of " + url_.host +
@@ -250,10 +419,13 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
   void on_write(const beast::error_code& ec) {
     if (finished_) return;
-    if (ec) return fail("sending the request failed: " + ec.message());
+    if (ec) {
+      if (retry_on_new_connection()) return;
+      return fail("sending the request failed: " + ec.message());
+    }
     arm(config_.read_timeout, "waiting for an answer");
     with_stream([this](auto& stream) {
-      bhttp::async_read_header(stream, buffer_, parser_,
+      bhttp::async_read_header(stream, buffer_, *parser_,
                                [self = shared_from_this()](const beast::error_code& e,
                                                            std::size_t) { self->on_head(e); });
     });
@@ -262,20 +434,24 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void on_head(const beast::error_code& ec) {
     if (finished_) return;
     disarm();
-    if (ec) return fail_reading(ec, "reading the answer's head");
+    if (ec) {
+      if (!parser_->got_some() && buffer_.size() == 0 && retry_on_new_connection()) return;
+      return fail_reading(ec, "reading the answer's head");
+    }
     publish(Event::head);
   }
 
   /// After head and after each chunk: the rest of the body, or the end.
   void read_on() {
     if (finished_) return;
-    if (parser_.is_done()) return finish(std::nullopt);
-    auto& body = parser_.get().body();
+    if (parser_->is_done()) return finish(std::nullopt);
+    auto& body = parser_->get().body();
     body.data = chunk_.data();
     body.size = chunk_.size();
     arm(config_.read_timeout, "waiting for the body");
+    read_started_ = Clock::now();
     with_stream([this](auto& stream) {
-      bhttp::async_read_some(stream, buffer_, parser_,
+      bhttp::async_read_some(stream, buffer_, *parser_,
                              [self = shared_from_this()](const beast::error_code& e, std::size_t) {
                                self->on_body(e);
                              });
@@ -287,9 +463,27 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     disarm();
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec) return fail_reading(ec, "reading the body");
-    chunk_bytes_ = chunk_.size() - parser_.get().body().size;
+    chunk_bytes_ = chunk_.size() - parser_->get().body().size;
+    if (too_slow()) return;
     if (chunk_bytes_ > 0) return publish(Event::chunk);
     read_on();
+  }
+
+  /// Counts the last read against the minimum transfer rate; true when the window it closes
+  /// fell below it (the exchange has failed then).
+  bool too_slow() {
+    window_waited_ += Clock::now() - read_started_;
+    window_bytes_ += chunk_bytes_;
+    if (config_.min_rate == 0 || window_waited_ < config_.rate_window) return false;
+    const double seconds = std::chrono::duration<double>(window_waited_).count();
+    const auto rate = static_cast<std::uint64_t>(static_cast<double>(window_bytes_) / seconds);
+    window_waited_ = {};
+    window_bytes_ = 0;
+    if (rate >= config_.min_rate) return false;
+    fail("the body came at " + std::to_string(rate) + " bytes/s, below the minimum of " +
+         std::to_string(config_.min_rate) + " bytes/s (over " + duration_text(config_.rate_window) +
+         " of waiting for it)");
+    return true;
   }
 
   void fail_reading(const beast::error_code& ec, const std::string& what) {
@@ -317,9 +511,16 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (finished_) return;
     finished_ = true;
     disarm();
+    deadline_timer_.cancel();
     resolver_.cancel();
-    beast::error_code ignored;
-    lowest().close(ignored);  // NOLINT(bugprone-unused-return-value): the error is ignored
+    if (conn_) {
+      // Kept for the next fetch only with its answer read to the end and nothing after it.
+      if (!failure && parser_->is_done() && parser_->keep_alive() && buffer_.size() == 0) {
+        shared_.pool.give(origin_, std::move(conn_));
+      } else {
+        Pool::close(*conn_);
+      }
+    }
     const std::lock_guard lock(mutex_);
     failure_ = std::move(failure);
     done_ = true;
@@ -327,21 +528,29 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   asio::io_context& io_;
+  const Shared& shared_;
   const FetcherConfig& config_;
   const Url url_;
-  const std::string where_;  ///< "upstream https://host/path" (no credentials, no query)
-  std::uint64_t max_bytes_ = 0;
+  const std::string where_;   ///< "upstream https://host/path" (no credentials, no query)
+  const std::string origin_;  ///< the pool's key: "https://host:443"
+  const std::optional<Clock::time_point> deadline_;
+  const std::string deadline_text_;
+  const std::uint64_t max_bytes_;
 
   // The I/O thread's alone.
   tcp::resolver resolver_;
-  tcp::socket socket_;  ///< http:// only
-  std::optional<ssl::stream<tcp::socket>> tls_;
+  std::unique_ptr<Connection> conn_;
+  bool reused_ = false;  ///< conn_ came from the pool
   asio::steady_timer timer_;
+  asio::steady_timer deadline_timer_;
   std::uint64_t timer_generation_ = 0;
   bhttp::request<bhttp::empty_body> request_;
   beast::flat_buffer buffer_;
-  bhttp::response_parser<bhttp::buffer_body> parser_;
+  std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_;
   bool finished_ = false;
+  Clock::time_point read_started_;
+  Clock::duration window_waited_{};  ///< waiting for the body since the rate window began
+  std::uint64_t window_bytes_ = 0;   ///< body bytes since then
   // Written by the I/O thread before it publishes head or chunk, read by the caller after.
   std::array<char, kChunkBytes> chunk_{};
   std::size_t chunk_bytes_ = 0;
@@ -357,7 +566,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 class BeastFetcher final : public handlers::Fetcher {
  public:
   BeastFetcher(FetcherConfig config, std::unique_ptr<ssl::context> tls)
-      : config_(std::move(config)), tls_(std::move(tls)), work_(asio::make_work_guard(io_)) {
+      : config_(std::move(config)),
+        tls_(std::move(tls)),
+        work_(asio::make_work_guard(io_)),
+        pool_(io_, config_.idle_per_origin, config_.idle_timeout),
+        shared_{io_, *tls_, config_, pool_, opened_} {
     thread_ = std::thread([this] { run_io(); });
   }
   BeastFetcher(const BeastFetcher&) = delete;
@@ -386,7 +599,9 @@ class BeastFetcher final : public handlers::Fetcher {
     }
     Result<handlers::FetchResponse> result = make_error(Errc::internal, "");
     if (auto slot = acquire(url->redacted()); slot.ok()) {
-      result = fetch_from(*url, req);
+      std::optional<Clock::time_point> deadline;
+      if (req.deadline.count() > 0) deadline = started + req.deadline;
+      result = fetch_from(*url, req, deadline);
       release();
     } else {
       result = slot.error();
@@ -401,6 +616,10 @@ class BeastFetcher final : public handlers::Fetcher {
       log::warn("upstream GET {} failed ms={}: {}", url->redacted(), ms, result.error().message);
     }
     return result;
+  }
+
+  [[nodiscard]] std::uint64_t connections_opened() const override {
+    return opened_.load(std::memory_order_relaxed);
   }
 
  private:
@@ -477,12 +696,15 @@ class BeastFetcher final : public handlers::Fetcher {
            to.port == 443;
   }
 
-  Result<handlers::FetchResponse> fetch_from(Url url, const handlers::FetchRequest& req) {
+  /// `deadline`: when the whole fetch must have ended (req.deadline after it began), if ever.
+  Result<handlers::FetchResponse> fetch_from(Url url, const handlers::FetchRequest& req,
+                                             std::optional<Clock::time_point> deadline) {
     std::set<std::string> seen{url.str()};
     bool caller_auth = true;
     for (int redirects = 0;; ++redirects) {
-      auto exchange = std::make_shared<Exchange>(
-          io_, *tls_, config_, url, headers_for(url, req.headers, caller_auth), req.max_bytes);
+      auto exchange =
+          std::make_shared<Exchange>(shared_, url, headers_for(url, req.headers, caller_auth),
+                                     req.max_bytes, deadline, duration_text(req.deadline));
       exchange->start();
       if (exchange->wait() == Event::done) {
         auto failure = exchange->failure();
@@ -550,6 +772,9 @@ class BeastFetcher final : public handlers::Fetcher {
   std::unique_ptr<ssl::context> tls_;  // outlives io_ and the exchanges in its queue
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  Pool pool_;  // closed before io_ goes
+  std::atomic<std::uint64_t> opened_{0};
+  Shared shared_;
   std::thread thread_;
 
   std::mutex slots_mutex_;
@@ -572,6 +797,10 @@ Result<std::unique_ptr<handlers::Fetcher>> make_fetcher(const FetcherConfig& con
   }
   if (config.max_redirects < 0) {
     return make_error(Errc::invalid, "upstream redirects: must be 0 or more");
+  }
+  if ((config.min_rate > 0 && config.rate_window.count() <= 0) ||
+      (config.idle_per_origin > 0 && config.idle_timeout.count() <= 0)) {
+    return make_error(Errc::invalid, "upstream rate window and idle timeout must be longer than 0");
   }
   auto tls = std::make_unique<ssl::context>(ssl::context::tls_client);
   tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |

@@ -35,12 +35,19 @@ std::vector<std::unique_ptr<NetThread>> make_threads(std::size_t n) {
   return v;
 }
 
+std::optional<asio::thread_pool> make_upstream_workers(const ServerConfig& config) {
+  if (config.upstreams == nullptr) return std::nullopt;
+  return std::optional<asio::thread_pool>(std::in_place,
+                                          std::max<std::size_t>(1, config.upstream_threads));
+}
+
 }  // namespace
 
 Server::Impl::Impl(ServerConfig c, Services s)
     : config(std::move(c)),
       env{s, &status, &ui_sessions, config.private_reads, config.upstreams},
       workers(std::max<std::size_t>(1, config.worker_threads)),
+      upstream_workers(make_upstream_workers(config)),
       threads(make_threads(network_threads_for(config.network_threads))),
       ioc(threads.front()->ioc),
       acceptor(ioc),
@@ -263,6 +270,7 @@ Server::Server(ServerConfig config, Services services)
 
 Server::~Server() {
   impl_->workers.join();
+  if (impl_->upstream_workers) impl_->upstream_workers->join();
   impl_->tearing_down = true;
 }
 

@@ -105,6 +105,10 @@ struct Server::Impl {
   handlers::UiSessions ui_sessions;
   handlers::Environment env;
   asio::thread_pool workers;
+  // Requests of network routes that needed a worker only to fetch from an upstream index
+  // (merged pages): threads of their own, so that a slow upstream does not hold the workers
+  // that uploads and admin requests need. Only with upstreams configured.
+  std::optional<asio::thread_pool> upstream_workers;
   // The network threads; the first one runs on the thread that calls run() and also owns the
   // acceptor and the timers below.
   std::vector<std::unique_ptr<NetThread>> threads;
@@ -204,13 +208,15 @@ struct Server::Impl {
     return env.services.ingestor->limits().max_file_size;
   }
 
-  /// Runs `work` on the worker pool, then `then(result)` back on the calling network thread.
-  /// The work guard keeps that thread's run() alive while the worker is busy.
+  /// Runs `work` on the worker pool (`upstream`: the upstream pool, for a request that needs
+  /// a worker only to fetch from an upstream index), then `then(result)` back on the calling
+  /// network thread. The work guard keeps that thread's run() alive while the worker is busy.
   template <class Work, class Then>
-  void offload(Work work, Then then) {
+  void offload(Work work, Then then, bool upstream = false) {
     asio::io_context& home = here().ioc;
-    asio::post(workers, [&home, work = std::move(work), then = std::move(then),
-                         guard = asio::make_work_guard(home)]() mutable {
+    auto& pool = upstream && upstream_workers ? *upstream_workers : workers;
+    asio::post(pool, [&home, work = std::move(work), then = std::move(then),
+                      guard = asio::make_work_guard(home)]() mutable {
       auto result = work();
       asio::post(home, [then = std::move(then), result = std::move(result)]() mutable {
         then(std::move(result));

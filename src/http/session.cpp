@@ -354,7 +354,7 @@ void Session<Stream>::run(std::unique_ptr<handlers::UploadedBody> upload) {
   if (route_->thread == handlers::Thread::network) {
     handlers::Context ctx(*srv_.snapshot(), srv_.env);
     auto response = route_->handler(req_, ctx);
-    // A page that needs an upstream index fetched is answered from the worker pool.
+    // A page that needs an upstream index fetched is answered from the upstream pool.
     if (!ctx.needs_worker) return send(std::move(response));
   }
   srv_.offload(
@@ -377,7 +377,8 @@ void Session<Stream>::run(std::unique_ptr<handlers::UploadedBody> upload) {
         done.note = std::move(ctx.note);
         return done;
       },
-      [self = self()](Handled done) { self->handled(std::move(done)); });
+      [self = self()](Handled done) { self->handled(std::move(done)); },
+      /*upstream=*/route_->thread == handlers::Thread::network);
 }
 
 template <class Stream>

@@ -28,8 +28,10 @@ struct UpstreamConfig {
   /// Never logged or printed; read from the file, a password file or an environment variable.
   std::string password;
   std::chrono::seconds metadata_ttl{600};  ///< how long a fetched page is used without asking
-  bool all_projects = true;                ///< `projects = "all"`
-  std::vector<std::string> projects;       ///< normalized; the allow-list when !all_projects
+  /// How long fetching a page from it may take in all (connecting, redirects, the whole body).
+  std::chrono::seconds page_timeout{60};
+  bool all_projects = true;           ///< `projects = "all"`
+  std::vector<std::string> projects;  ///< normalized; the allow-list when !all_projects
   std::optional<std::uint32_t> cooldown_days;
   /// Normalized names of projects that exist here which this upstream may still serve (the
   /// explicit per-name override of the ownership guard).

@@ -5,6 +5,7 @@
 // and bounds every fetch by a timeout and all fetches together by a concurrency limit. Handlers
 // call it only from the worker pool (Route::thread == Thread::worker); tests pass a fake.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -23,6 +24,12 @@ struct FetchRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   /// The largest body accepted: a longer one fails the fetch with Errc::too_large.
   std::uint64_t max_bytes = 16ULL * 1024 * 1024;
+  /// The whole fetch (waiting for a place, connecting, every redirect and the whole body) must
+  /// end within this, or it fails with Errc::unavailable ("deadline passed"): an upstream that
+  /// keeps a page coming a byte at a time does not hold its caller longer. Zero: no such bound
+  /// (files, which may take minutes on a slow link; the fetcher's minimum transfer rate and
+  /// its idle limit still apply).
+  std::chrono::milliseconds deadline{std::chrono::seconds(60)};
   /// Empty: the body is returned in FetchResponse::body. Set: the body is handed over chunk by
   /// chunk as it arrives and never held whole in memory (wheel files); an error from the sink
   /// stops the fetch and is its result.
@@ -64,6 +71,10 @@ class Fetcher {
   /// (certificate not trusted, name mismatch), a timeout or too many redirects is
   /// Errc::unavailable with a message naming the host and the cause (never the credentials).
   [[nodiscard]] virtual Result<FetchResponse> fetch(const FetchRequest& req) = 0;
+
+  /// Connections opened to upstreams so far (a kept connection that is used again is not
+  /// counted again); 0 for fetchers that do not keep count.
+  [[nodiscard]] virtual std::uint64_t connections_opened() const { return 0; }
 };
 
 }  // namespace wf::handlers

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,17 @@ struct FetcherConfig {
   std::string ca_file;
   /// Empty: "wheelforge/<version>".
   std::string user_agent;
+  /// The slowest body accepted, in bytes per second, measured over each rate_window of time
+  /// spent waiting for the upstream (not for the caller's sink): a body that arrives more
+  /// slowly fails the fetch. It bounds fetches without a deadline (files) against an upstream
+  /// that trickles a byte now and then, which no idle limit catches. 0: no floor.
+  std::uint64_t min_rate = 1024;
+  std::chrono::milliseconds rate_window{std::chrono::seconds(60)};
+  /// Idle keep-alive connections kept per origin (scheme, host and port; the CA settings are
+  /// the fetcher's) for the next fetch, and how long one may stay idle. 0: a connection of its
+  /// own for each fetch (Connection: close).
+  std::size_t idle_per_origin = 4;
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(30)};
 };
 
 /// The User-Agent sent by default: "wheelforge/<version>".

@@ -31,6 +31,9 @@ struct ServerConfig {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::size_t worker_threads = 2;
+  /// With upstreams: threads for the pages that fetch from them (README, "Upstreams"), apart
+  /// from the worker threads.
+  std::size_t upstream_threads = 8;
   /// Threads that serve connections; 0: one per CPU core.
   std::size_t network_threads = 0;
   /// Connections open at once. At the cap, an idle keep-alive connection is closed to make

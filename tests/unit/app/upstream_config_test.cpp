@@ -68,12 +68,14 @@ name = "pytorch-cu128"
 url = "https://download.pytorch.org/whl/cu128"
 projects = ["torch", "Triton", "nvidia_cudnn_cu12"]
 metadata_ttl = 3600
+page_timeout = "2m"
 
 [[upstream]]
 name = "private"
 url = "http://127.0.0.1:9000/simple/"
 username = "__token__"
 password_file = ")" + secret.string() + R"("
+page_timeout = 5
 
 [[upstream]]
 name = "mirror"
@@ -89,6 +91,7 @@ password_env = "WF_TEST_UPSTREAM_PASSWORD"
   EXPECT_EQ(u[0].name, "pypi");
   EXPECT_EQ(u[0].url, "https://pypi.org/simple/");
   EXPECT_EQ(u[0].metadata_ttl, seconds{600});
+  EXPECT_EQ(u[0].page_timeout, seconds{60});
   EXPECT_TRUE(u[0].all_projects);
   EXPECT_EQ(u[0].cooldown_days, 3U);
   EXPECT_EQ(u[0].serve_local, (std::vector<std::string>{"setuptools", "wheel"}));
@@ -99,10 +102,12 @@ password_env = "WF_TEST_UPSTREAM_PASSWORD"
   EXPECT_FALSE(u[1].all_projects);
   EXPECT_EQ(u[1].projects, (std::vector<std::string>{"torch", "triton", "nvidia-cudnn-cu12"}));
   EXPECT_EQ(u[1].metadata_ttl, seconds{3600});
+  EXPECT_EQ(u[1].page_timeout, seconds{120});
   EXPECT_FALSE(u[1].cooldown_days);
 
   EXPECT_EQ(u[2].username, "__token__");
   EXPECT_EQ(u[2].password, "s3cret-from-file");
+  EXPECT_EQ(u[2].page_timeout, seconds{5});
   EXPECT_EQ(u[3].password, "s3cret-from-env");
 
   const std::string summary = upstream_summary(u);
@@ -123,11 +128,13 @@ name = "nourl"
 projects = "some"
 cooldown_days = -1
 metadata_ttl = "soon"
+page_timeout = "0s"
 urll = "x"
 
 [[upstream]]
 name = "creds"
 url = "https://user:pw@example.com/simple/"
+page_timeout = "2h"
 password = "p4ss-in-file"
 password_env = "WF_TEST_SURELY_UNSET_VARIABLE"
 
@@ -136,6 +143,7 @@ name = "nourl"
 url = "https://example.com/simple/"
 serve_local = ["not a name!"]
 username = "u"
+page_timeout = true
 )"),
                                            {});
   ASSERT_FALSE(checked.config);
@@ -149,6 +157,11 @@ username = "u"
            "upstream.nourl.projects: expected \"all\" or a list of project names",
            "upstream.nourl.cooldown_days: expected a whole number from 0 to 3650",
            "upstream.nourl.metadata_ttl: expected a duration",
+           "upstream.nourl.page_timeout: expected a duration from 1s to 1h such as \"60s\", "
+           "got '0s'",
+           "upstream.creds.page_timeout: expected a duration from 1s to 1h",
+           "upstream.nourl.page_timeout: expected a duration from 1s to 1h such as \"60s\", "
+           "got true",
            "unknown setting 'urll' in [[upstream]] upstream.nourl (did you mean 'url'?)",
            "upstream.creds.url: credentials do not belong in the URL",
            "upstream.creds.password_env: the environment variable "

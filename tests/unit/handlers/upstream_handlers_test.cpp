@@ -211,6 +211,28 @@ TEST_F(UpstreamPages, CredentialsAndUnknownNames) {
   EXPECT_EQ(fetcher.asked.size(), 1U);
 }
 
+TEST_F(UpstreamPages, PagesAreFetchedWithinThePageTimeoutFilesWithoutADeadline) {
+  auto u = pypi();
+  u.page_timeout = std::chrono::seconds{7};
+  configure({u});
+  const std::string bytes = "numpy sdist bytes";
+  const std::string sha = crypto::sha256_hex(bytes);
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"https://files.example/numpy-1.0.tar.gz#sha256=" + sha +
+                "\">numpy-1.0.tar.gz</a>"),
+      {}};
+  fetcher.answers["https://files.example/numpy-1.0.tar.gz"] = {200, "application/gzip", bytes, {}};
+  const Response r = hb.respond(Method::get, "/upstream/pypi/" + sha + "/numpy-1.0.tar.gz");
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  ASSERT_EQ(fetcher.asked.size(), 2U);
+  EXPECT_EQ(fetcher.asked[0].url, "https://upstream.example/simple/numpy/");
+  EXPECT_EQ(fetcher.asked[0].deadline, std::chrono::seconds{7});
+  EXPECT_EQ(fetcher.asked[1].url, "https://files.example/numpy-1.0.tar.gz");
+  EXPECT_EQ(fetcher.asked[1].deadline.count(), 0);
+}
+
 TEST_F(UpstreamPages, LocalProjectsNeverShowUpstreamFilesUnlessAllowed) {
   local_project_also_upstream();
   configure({pypi()});

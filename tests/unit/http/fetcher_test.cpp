@@ -8,6 +8,8 @@
 #include <future>
 #include <mutex>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "http/loopback_server.hpp"
 #include "wheelforge/util/log.hpp"
@@ -462,6 +464,228 @@ TEST(Fetcher, ABodyThatStopsComingTimesOut) {
   EXPECT_TRUE(contains(r.error().message, "timed out waiting for the body")) << r.error().message;
 }
 
+/// Serves a body of 100000 bytes one byte at a time, a little apart, until the client goes.
+void trickle(Conn& c) {
+  if (!c.write("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")) return;
+  for (int i = 0; i < 100'000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!c.write("x")) return;
+  }
+}
+
+TEST(Fetcher, TheDeadlineEndsAFetchThatTrickles) {
+  // Each byte comes well within the idle limit: only the deadline of the whole fetch ends it.
+  LoopbackServer server([&](Conn& c, const std::string&) { trickle(c); });
+  auto f = fetcher();
+  for (const bool with_sink : {false, true}) {
+    FetchRequest req;
+    req.url = server.url("/simple/slow/");
+    req.deadline = std::chrono::milliseconds(400);
+    std::size_t sunk = 0;
+    if (with_sink) {
+      req.sink = [&](std::string_view chunk) -> Status {
+        sunk += chunk.size();
+        return ok_status();
+      };
+    }
+    const auto r = f->fetch(req);
+    ASSERT_FALSE(r.ok()) << with_sink;
+    EXPECT_EQ(r.error().code, Errc::unavailable);
+    EXPECT_TRUE(contains(
+        r.error().message,
+        server.url("/simple/slow/") + ": deadline passed: the fetch did not end within 400ms"))
+        << r.error().message;
+    EXPECT_LT(sunk, 100'000U);
+  }
+}
+
+TEST(Fetcher, TheDeadlineCoversRedirectsAndConnecting) {
+  // The first answer is a redirect to a server that never answers: the deadline, shorter than
+  // the idle limit, is what ends the fetch.
+  LoopbackServer* self = nullptr;
+  LoopbackServer silent([&](Conn&, const std::string&) { self->wait_until_stopped(); });
+  self = &silent;
+  LoopbackServer server([&](Conn& c, const std::string&) {
+    c.write(response(302, "", "Location: " + silent.url("/simple/x/") + "\r\n"));
+  });
+  auto f = fetcher();
+  FetchRequest req;
+  req.url = server.url("/simple/x/");
+  req.deadline = std::chrono::milliseconds(300);
+  const auto r = f->fetch(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.error().message, "deadline passed")) << r.error().message;
+  EXPECT_TRUE(contains(r.error().message, silent.url("/simple/x/"))) << r.error().message;
+}
+
+TEST(Fetcher, WithoutADeadlineTheMinimumRateEndsAFetchThatTrickles) {
+  LoopbackServer server([&](Conn& c, const std::string&) { trickle(c); });
+  FetcherConfig config;
+  config.min_rate = 1000;
+  config.rate_window = std::chrono::milliseconds(200);
+  auto f = fetcher(config);
+  FetchRequest req;
+  req.url = server.url("/files/big.whl");
+  req.deadline = {};
+  req.sink = [](std::string_view) { return ok_status(); };
+  const auto r = f->fetch(req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::unavailable);
+  EXPECT_TRUE(contains(r.error().message, server.url("/files/big.whl"))) << r.error().message;
+  EXPECT_TRUE(contains(r.error().message, "below the minimum of 1000 bytes/s"))
+      << r.error().message;
+}
+
+TEST(Fetcher, AKeptConnectionIsUsedAgain) {
+  LoopbackServer server(
+      [&](Conn& c, const std::string& head) { c.write(response(200, path_of(head))); }, nullptr,
+      /*keep_alive=*/true);
+  auto f = fetcher();
+  for (const auto* path : {"/a", "/b", "/c"}) {
+    const auto r = get(*f, server.url(path));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->body, path);
+  }
+  EXPECT_EQ(server.requests(), 3);
+  EXPECT_EQ(server.connections(), 1);
+  EXPECT_EQ(f->connections_opened(), 1U);
+}
+
+TEST(Fetcher, KeepingConnectionsCanBeTurnedOff) {
+  std::mutex m;
+  std::vector<std::string> connection_headers;
+  LoopbackServer server(
+      [&](Conn& c, const std::string& head) {
+        {
+          const std::lock_guard lock(m);
+          connection_headers.push_back(header_of(head, "Connection").value_or(""));
+        }
+        c.write(response(200, "x", "Connection: close\r\n"));
+        c.close();
+      },
+      nullptr, /*keep_alive=*/true);
+  FetcherConfig config;
+  config.idle_per_origin = 0;
+  auto f = fetcher(config);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(get(*f, server.url("/x")).ok());
+  EXPECT_EQ(server.connections(), 2);
+  EXPECT_EQ(f->connections_opened(), 2U);
+  const std::lock_guard lock(m);
+  EXPECT_EQ(connection_headers, (std::vector<std::string>{"close", "close"}));
+}
+
+TEST(Fetcher, AConnectionTheServerClosesIsNotKept) {
+  // "Connection: close" from the server, an HTTP/1.0 answer, and a body that ends with the
+  // connection: none of these connections is used again, even while the server keeps it open.
+  for (const std::string answer :
+       {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx",
+        "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx"}) {
+    LoopbackServer server([&](Conn& c, const std::string&) { c.write(answer); }, nullptr,
+                          /*keep_alive=*/true);
+    auto f = fetcher();
+    for (int i = 0; i < 2; ++i) {
+      const auto r = get(*f, server.url("/x"));
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      EXPECT_EQ(r->body, "x");
+    }
+    EXPECT_EQ(server.connections(), 2) << answer;
+  }
+}
+
+TEST(Fetcher, AKeptConnectionClosedByTheServerIsReplaced) {
+  // The server closes each connection once it has answered (without saying so first).
+  LoopbackServer server(
+      [&](Conn& c, const std::string& head) {
+        c.write(response(200, path_of(head)));
+        c.close();
+      },
+      nullptr, /*keep_alive=*/true);
+  auto f = fetcher();
+  for (const auto* path : {"/a", "/b", "/c"}) {
+    const auto r = get(*f, server.url(path));
+    ASSERT_TRUE(r.ok()) << path << ": " << r.error().message;
+    EXPECT_EQ(r->body, path);
+  }
+  EXPECT_EQ(server.connections(), 3);
+  EXPECT_EQ(server.requests(), 3);
+}
+
+TEST(Fetcher, ARequestOnAKeptConnectionThatGetsNoAnswerIsSentOnceMoreOnANewOne) {
+  // The server answers the first request of each connection and closes the connection
+  // without an answer when a second request comes on it (as a server does whose idle limit
+  // passes just as a request arrives).
+  LoopbackServer server(
+      [&](Conn& c, const std::string& head) {
+        thread_local int served_on_this_connection = 0;
+        if (served_on_this_connection++ > 0) return c.close();
+        c.write(response(200, path_of(head)));
+      },
+      nullptr, /*keep_alive=*/true);
+  auto f = fetcher();
+  const auto first = get(*f, server.url("/first"));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  const auto second = get(*f, server.url("/second"));
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(second->body, "/second");
+  // The second request went on the kept connection (no answer), then on a new one.
+  EXPECT_EQ(server.requests(), 3);
+  EXPECT_EQ(server.connections(), 2);
+}
+
+TEST(Fetcher, ConnectionsAreKeptPerOrigin) {
+  const auto handler = [](Conn& c, const std::string& head) {
+    c.write(response(200, path_of(head)));
+  };
+  LoopbackServer one(handler, nullptr, /*keep_alive=*/true);
+  LoopbackServer two(handler, nullptr, /*keep_alive=*/true);
+  auto f = fetcher();
+  const auto by_name = "http://localhost:" + std::to_string(one.port());
+  for (const auto& url : {one.url("/1"), two.url("/2"), one.url("/3"), by_name + "/4",
+                          two.url("/5"), by_name + "/6"}) {
+    const auto r = get(*f, url);
+    ASSERT_TRUE(r.ok()) << url << ": " << r.error().message;
+  }
+  // Another port is another origin, and so is another host name for the same server.
+  EXPECT_EQ(one.requests(), 4);
+  EXPECT_EQ(one.connections(), 2);
+  EXPECT_EQ(two.requests(), 2);
+  EXPECT_EQ(two.connections(), 1);
+  EXPECT_EQ(f->connections_opened(), 3U);
+}
+
+TEST(Fetcher, AConnectionIdleTooLongIsNotUsedAgain) {
+  LoopbackServer server([&](Conn& c, const std::string&) { c.write(response(200, "x")); }, nullptr,
+                        /*keep_alive=*/true);
+  FetcherConfig config;
+  config.idle_timeout = std::chrono::milliseconds(50);
+  auto f = fetcher(config);
+  ASSERT_TRUE(get(*f, server.url("/x")).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(get(*f, server.url("/x")).ok());
+  EXPECT_EQ(server.connections(), 2);
+}
+
+TEST(Fetcher, AnAnswerNotReadToTheEndClosesItsConnection) {
+  // A redirect's body is not read: its connection cannot carry another request.
+  LoopbackServer server(
+      [&](Conn& c, const std::string& head) {
+        if (path_of(head) == "/old") {
+          c.write(response(301, std::string(1000, 'r'), "Location: /new\r\n"));
+        } else {
+          c.write(response(200, "new"));
+        }
+      },
+      nullptr, /*keep_alive=*/true);
+  auto f = fetcher();
+  const auto r = get(*f, server.url("/old"));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->body, "new");
+  EXPECT_EQ(server.connections(), 2);
+  // The second connection, read to its end, is kept.
+  ASSERT_TRUE(get(*f, server.url("/new")).ok());
+  EXPECT_EQ(server.connections(), 2);
+}
+
 TEST(Fetcher, TheConcurrencyLimitIsHonoured) {
   std::promise<void> release;
   auto released = release.get_future().share();
@@ -692,6 +916,42 @@ TEST_F(FetcherTls, ARedirectFromHttpsToHttpIsRefused) {
   EXPECT_TRUE(contains(r.error().message, "redirect from https to http refused"))
       << r.error().message;
   EXPECT_EQ(plain.requests(), 0);
+}
+
+TEST_F(FetcherTls, AKeptTlsConnectionIsUsedAgain) {
+  auto tls = server_tls("good");
+  LoopbackServer server(
+      [&](Conn& c, const std::string& head) { c.write(response(200, path_of(head))); }, tls.get(),
+      /*keep_alive=*/true);
+  FetcherConfig config;
+  config.ca_file = ca_file();
+  auto f = fetcher(config);
+  for (const auto* path : {"/a", "/b", "/c"}) {
+    const auto r = get(*f, server.url(path));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->body, path);
+  }
+  EXPECT_EQ(server.connections(), 1);
+  EXPECT_EQ(f->connections_opened(), 1U);
+}
+
+TEST_F(FetcherTls, AKeptTlsConnectionClosedByTheServerIsReplaced) {
+  auto tls = server_tls("good");
+  LoopbackServer server(
+      [&](Conn& c, const std::string& head) {
+        c.write(response(200, path_of(head)));
+        c.close();
+      },
+      tls.get(), /*keep_alive=*/true);
+  FetcherConfig config;
+  config.ca_file = ca_file();
+  auto f = fetcher(config);
+  for (const auto* path : {"/a", "/b"}) {
+    const auto r = get(*f, server.url(path));
+    ASSERT_TRUE(r.ok()) << path << ": " << r.error().message;
+    EXPECT_EQ(r->body, path);
+  }
+  EXPECT_EQ(server.connections(), 2);
 }
 
 }  // namespace

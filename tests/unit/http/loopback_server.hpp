@@ -73,6 +73,18 @@ class Conn {
     return !ec;
   }
 
+  /// Closes the connection (a server with keep-alive serves no more requests on it).
+  void close() {
+    boost::system::error_code ec;
+    if (tls_) {
+      tls_->next_layer().close(ec);
+    } else {
+      plain_->close(ec);
+    }
+    closed_ = true;
+  }
+  [[nodiscard]] bool closed() const { return closed_; }
+
   /// True once the client has closed the connection (reads until then).
   bool wait_closed() {
     boost::system::error_code ec;
@@ -89,6 +101,7 @@ class Conn {
   std::optional<tcp::socket> plain_;
   std::optional<ssl::stream<tcp::socket>> tls_;
   std::string pending_;
+  bool closed_ = false;
 };
 
 /// The path of a request head's request line ("GET /a/b?c HTTP/1.1" -> "/a/b?c").
@@ -125,9 +138,10 @@ class LoopbackServer {
   using Handler = std::function<void(Conn&, const std::string& head)>;
 
   /// Serves one request per connection with `handler` (given the request's head); TLS with
-  /// `tls` when set.
-  explicit LoopbackServer(Handler handler, ssl::context* tls = nullptr)
-      : handler_(std::move(handler)), tls_(tls), acceptor_(io_) {
+  /// `tls` when set. With `keep_alive`, each connection serves requests until the client
+  /// closes it or the handler calls Conn::close().
+  explicit LoopbackServer(Handler handler, ssl::context* tls = nullptr, bool keep_alive = false)
+      : handler_(std::move(handler)), tls_(tls), keep_alive_(keep_alive), acceptor_(io_) {
     const tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), 0);
     acceptor_.open(ep.protocol());
     acceptor_.set_option(tcp::acceptor::reuse_address(true));
@@ -160,6 +174,8 @@ class LoopbackServer {
   }
   /// Request heads received so far.
   [[nodiscard]] int requests() const { return requests_.load(); }
+  /// Connections accepted so far (with TLS: those whose handshake succeeded).
+  [[nodiscard]] int connections() const { return connections_.load(); }
 
   /// For handlers that hold their connection open: returns when the server stops.
   void wait_until_stopped() {
@@ -181,22 +197,27 @@ class LoopbackServer {
       conn_threads_.emplace_back([this, s = std::move(socket)]() mutable {
         Conn conn(std::move(s), tls_);
         if (!conn.handshake()) return;
-        const auto head = conn.read_head();
-        if (head.empty()) return;
-        ++requests_;
-        handler_(conn, head);
+        ++connections_;
+        do {
+          const auto head = conn.read_head();
+          if (head.empty()) return;
+          ++requests_;
+          handler_(conn, head);
+        } while (keep_alive_ && !conn.closed());
       });
     }
   }
 
   Handler handler_;
   ssl::context* tls_;
+  bool keep_alive_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
   std::uint16_t port_ = 0;
   std::thread accept_thread_;
   std::vector<std::thread> conn_threads_;
   std::atomic<int> requests_{0};
+  std::atomic<int> connections_{0};
   std::mutex mutex_;
   std::condition_variable cv_;
   bool stopping_ = false;
