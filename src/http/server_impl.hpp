@@ -106,8 +106,9 @@ struct Server::Impl {
   handlers::Environment env;
   asio::thread_pool workers;
   // Requests of network routes that needed a worker only to fetch from an upstream index
-  // (merged pages): threads of their own, so that a slow upstream does not hold the workers
-  // that uploads and admin requests need. Only with upstreams configured.
+  // (merged pages), and first downloads of upstream files: threads of their own, so that a
+  // slow upstream does not hold the workers that uploads and admin requests need. Only with
+  // upstreams configured.
   std::optional<asio::thread_pool> upstream_workers;
   // The network threads; the first one runs on the thread that calls run() and also owns the
   // acceptor and the timers below.

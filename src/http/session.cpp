@@ -368,9 +368,12 @@ void Session<Stream>::run(std::unique_ptr<handlers::UploadedBody> upload) {
         done.snapshot = srv.reload_after(*route, ctx, done.response.status);
         done.follow = ctx.follow;
         done.growing = std::move(ctx.growing);
-        // The download a growing answer streams: on a worker of its own, not this one, so
-        // that the answer starts now.
-        if (ctx.after_answer) asio::post(srv.workers, std::move(ctx.after_answer));
+        // The download a growing answer streams: on a thread of its own, not this one, so
+        // that the answer starts now; of the upstream pool, so that uploads keep the workers.
+        if (ctx.after_answer) {
+          asio::post(srv.upstream_workers ? *srv.upstream_workers : srv.workers,
+                     std::move(ctx.after_answer));
+        }
         done.unknown_token = ctx.unknown_token;
         done.upload = upload != nullptr;
         done.upload_outcome = ctx.upload_outcome;

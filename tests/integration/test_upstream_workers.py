@@ -1,19 +1,23 @@
 """A slow upstream index does not hold the server's workers (README, "Upstreams"): the pages
-that wait for an upstream run on threads of their own, so that an upload still goes through
-while they wait."""
+that wait for an upstream, and the first downloads of its files, run on threads of their own,
+so that an upload still goes through while they wait."""
 
 from __future__ import annotations
 
 import http.server
 import threading
+import urllib.parse
 
-from wfhelpers import curl_upload, http_request, make_wheel
+from wfhelpers import curl_upload, http_request, make_wheel, sha256_hex
 
 
 class StallingUpstream:
-    """An index on loopback whose pages are answered (404) only once the test releases them."""
+    """An index on loopback whose pages are answered (404) only once the test releases them;
+    with `files` (name: bytes), the pages list those files at once and the files' bodies wait
+    for the release instead."""
 
-    def __init__(self):
+    def __init__(self, files: dict[str, bytes] | None = None):
+        self.files = files or {}
         self.release = threading.Event()
         self.arrived = 0
         self.cond = threading.Condition()
@@ -23,13 +27,22 @@ class StallingUpstream:
             protocol_version = "HTTP/1.1"
 
             def do_GET(self):  # noqa: N802 (the standard library's name)
+                if outer.files and self.path.startswith("/simple/"):
+                    links = "".join(f'<a href="/files/{n}#sha256={sha256_hex(b)}">{n}</a>'
+                                    for n, b in outer.files.items())
+                    return self.answer(200, "text/html", links.encode())
                 with outer.cond:
                     outer.arrived += 1
                     outer.cond.notify_all()
                 outer.release.wait(120)
-                body = b"no such project"
-                self.send_response(404)
-                self.send_header("Content-Type", "text/plain")
+                name = self.path.rsplit("/", 1)[-1]
+                if name in outer.files:
+                    return self.answer(200, "application/octet-stream", outer.files[name])
+                self.answer(404, "text/plain", b"no such project")
+
+            def answer(self, status: int, content_type: str, body: bytes):
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -85,5 +98,44 @@ def test_an_upload_goes_through_while_pages_wait_for_a_slow_upstream(harness, ar
             t.join(60)
         assert answers == [404, 404]
         assert http_request(server.url, "GET", "/simple/local-pkg/").status == 200
+    finally:
+        upstream.close()
+
+
+def test_an_upload_goes_through_while_first_downloads_wait_for_a_slow_upstream(
+        harness, artifacts, upload_token):
+    wheels = [make_wheel(harness.path("up"), name, "1.0") for name in ("dl-a", "dl-b")]
+    upstream = StallingUpstream({w.filename: w.path.read_bytes() for w in wheels})
+    try:
+        config = harness.root / "wheelforge.toml"
+        config.write_text(f'[[upstream]]\nname = "slow"\nurl = "{upstream.url}/simple/"\n')
+        server = harness.serve("--config", str(config), "--worker-threads", "1")
+        answers: list = []
+
+        def download(wheel):
+            page_path = f"/simple/{wheel.name}/"
+            page = http_request(server.url, "GET", page_path)
+            link = page.text.split('href="', 1)[1].split('"', 1)[0].split("#", 1)[0]
+            try:
+                r = http_request(server.url, "GET", urllib.parse.urljoin(page_path, link))
+                answers.append((r.status, r.body == wheel.path.read_bytes()))
+            except Exception as e:  # noqa: BLE001 (recorded, asserted below)
+                answers.append(repr(e))
+
+        # One worker thread, and more first downloads waiting for the upstream than that.
+        downloads = [threading.Thread(target=download, args=(w,)) for w in wheels]
+        for t in downloads:
+            t.start()
+        assert upstream.wait_arrived(2, 30), f"the upstream was asked {upstream.arrived} time(s)"
+
+        wheel = make_wheel(artifacts, "local-pkg", "1.0")
+        up = curl_upload(server, harness.path("curl"), wheel.path, token=upload_token)
+        assert up.status == 201, (up.status, up.body, up.stderr)
+        assert answers == []
+
+        upstream.release.set()
+        for t in downloads:
+            t.join(60)
+        assert answers == [(200, True), (200, True)]
     finally:
         upstream.close()

@@ -31,9 +31,10 @@ struct ServerConfig {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::size_t worker_threads = 2;
-  /// With upstreams: threads for the pages that fetch from them (README, "Upstreams"), apart
-  /// from the worker threads.
-  std::size_t upstream_threads = 8;
+  /// With upstreams: threads for the pages that fetch from them and for first downloads of
+  /// their files (README, "Upstreams"), apart from the worker threads. As many as the outbound
+  /// client's concurrent fetches (FetcherConfig::max_concurrent): they mostly wait on it.
+  std::size_t upstream_threads = 16;
   /// Threads that serve connections; 0: one per CPU core.
   std::size_t network_threads = 0;
   /// Connections open at once. At the cap, an idle keep-alive connection is closed to make
