@@ -502,6 +502,12 @@ Response handle_metrics(const Request& /*req*/, Context& ctx) {
                 upstreams->configs()[i].name + "\"} " + std::to_string(counter.load()) + "\n";
       }
     }
+    body +=
+        "# HELP wheelforge_upstream_connections_opened_total connections opened to upstream "
+        "indexes (kept ones are used again)\n"
+        "# TYPE wheelforge_upstream_connections_opened_total counter\n"
+        "wheelforge_upstream_connections_opened_total " +
+        std::to_string(upstreams->connections_opened()) + "\n";
     // Local names that also exist upstream, as far as their pages are known (fetched, or
     // read from their disk copies): the names the ownership guard protects.
     body +=

@@ -823,3 +823,20 @@ def test_sighup_says_that_upstream_changes_need_a_restart(harness, upstream_tree
     # The running configuration is the one from the start: no cooldown hides up-dep.
     r = http_request(server.url, "GET", "/simple/up-dep/")
     assert r.status == 200 and upstream_tree["dep"].name in r.text
+
+
+def test_fetches_from_an_upstream_use_one_kept_connection(harness, artifacts, upstream_tree):
+    config = write_config(harness, [{"name": "static",
+                                     "url": upstream_tree["nginx"].url + "/simple/"}])
+    server = harness.serve("--config", str(config))
+    assert upstream_counter(server, "misses") == 0
+    # Two pages and a file, one after the other: nginx keeps its connections open.
+    assert http_request(server.url, "GET", "/simple/up-dep/").status == 200
+    assert http_request(server.url, "GET", "/simple/local-pkg/").status == 200
+    page = http_request(server.url, "GET", "/simple/up-dep/").text
+    link = page.split('href="', 1)[1].split('"', 1)[0].split("#", 1)[0]
+    r = http_request(server.url, "GET", urllib.parse.urljoin("/simple/up-dep/", link))
+    assert r.status == 200 and r.body == upstream_tree["dep"].path.read_bytes()
+    assert upstream_counter(server, "misses") == 2
+    text = http_request(server.url, "GET", "/metrics").body.decode()
+    assert "\nwheelforge_upstream_connections_opened_total 1\n" in text, text

@@ -189,6 +189,9 @@ class Upstreams {
   }
   /// Bytes the memory cache holds now (listings and rendered merged pages).
   [[nodiscard]] std::uint64_t memory_bytes() const;
+  /// Connections the outbound client has opened (to every upstream): kept connections are
+  /// used again, so this grows slower than the fetches.
+  [[nodiscard]] std::uint64_t connections_opened() const { return fetcher_.connections_opened(); }
 
   /// A merged page (upstream_pages.cpp) as rendered, and the upstream listings it was made
   /// from: it stays the answer while each of them is still the one the cache holds for its
