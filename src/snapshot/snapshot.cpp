@@ -1,8 +1,10 @@
 #include "wheelforge/snapshot/snapshot.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <map>
+#include <unordered_map>
 
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/crypto/digest.hpp"
@@ -91,13 +93,56 @@ std::vector<render::ExtraLink> variants_links(const std::vector<VariantsDoc>& do
   return links;
 }
 
-std::atomic<std::uint64_t> g_cache_hits{0};
-std::atomic<std::uint64_t> g_cache_misses{0};
+// The page cache's counters, one pair per thread (up to kCounterShards, then shared), each on
+// a cache line of its own: every page request counts, from every network thread at once.
+struct alignas(64) CounterShard {
+  std::atomic<std::uint64_t> hits{0};
+  std::atomic<std::uint64_t> misses{0};
+};
+constexpr std::size_t kCounterShards = 64;
+std::array<CounterShard, kCounterShards> g_counters;
+std::atomic<std::size_t> g_next_counter{0};
+
+CounterShard& counters() {
+  thread_local CounterShard& mine =
+      g_counters[g_next_counter.fetch_add(1, std::memory_order_relaxed) % kCounterShards];
+  return mine;
+}
+void count_hit() {
+  counters().hits.fetch_add(1, std::memory_order_relaxed);
+}
+void count_miss() {
+  counters().misses.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::atomic<std::uint64_t> g_next_serial{1};
+
+/// Each thread's own references to the pages it found in the current snapshot's cache, by
+/// format (and one map for derived pages): found again without the cache's lock, and handed
+/// out through a reference count of this thread's own, so that threads serving the same page
+/// do not contend for one lock and one counter on every request. They hold the pages of one
+/// snapshot, the last one the thread asked, and at most kMaxThreadPages per map; a thread keeps
+/// those of an older snapshot alive until it next asks for a page (never copies of them).
+struct ThreadPages {
+  std::uint64_t serial = 0;
+  std::array<std::unordered_map<std::string, std::shared_ptr<const Page>>, 4> pages;
+};
+constexpr std::size_t kMaxThreadPages = 64;
+thread_local ThreadPages t_pages;
+
+std::size_t thread_map(core::PageFormat format, bool derived) {
+  return derived ? 3 : static_cast<std::size_t>(format);
+}
 
 }  // namespace
 
 CacheStats cache_stats() {
-  return CacheStats{g_cache_hits.load(), g_cache_misses.load()};
+  CacheStats out{0, 0};
+  for (const auto& shard : g_counters) {
+    out.hits += shard.hits.load(std::memory_order_relaxed);
+    out.misses += shard.misses.load(std::memory_order_relaxed);
+  }
+  return out;
 }
 
 struct Snapshot::ProjectData {
@@ -161,6 +206,7 @@ void Snapshot::index() {
 
 std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
   std::shared_ptr<Snapshot> s(new Snapshot());
+  s->serial_ = g_next_serial.fetch_add(1, std::memory_order_relaxed);
   s->generation_ = contents.generation;
   s->tokens_ = auth::TokenIndex(std::move(contents.tokens));
   // Hand each project its files: both lists come sorted by project name (the catalog's
@@ -199,6 +245,7 @@ std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
 std::shared_ptr<const Snapshot> Snapshot::update(const Snapshot& prev, std::string_view project,
                                                  catalog::Contents contents) {
   std::shared_ptr<Snapshot> s(new Snapshot());
+  s->serial_ = g_next_serial.fetch_add(1, std::memory_order_relaxed);
   s->generation_ = contents.generation;
   s->tokens_ = auth::TokenIndex(std::move(contents.tokens));
   s->projects_ = prev.projects_;
@@ -250,16 +297,35 @@ std::shared_ptr<const Page> Snapshot::cached(const std::string& key, core::PageF
                                              const std::function<std::string()>& render,
                                              bool derived) const {
   // The "u" prefix keeps derived pages' keys apart from the simple pages'.
+  auto& mine = t_pages.pages[thread_map(format, derived)];
+  if (serial_ != 0 && t_pages.serial == serial_) {
+    if (const auto it = mine.find(key); it != mine.end()) {
+      count_hit();
+      return it->second;
+    }
+  }
+  const auto keep_here = [&](const std::shared_ptr<const Page>& page) {
+    if (serial_ == 0) return;
+    if (t_pages.serial != serial_) {
+      for (auto& m : t_pages.pages) m.clear();
+      t_pages.serial = serial_;
+    }
+    if (mine.size() >= kMaxThreadPages) mine.clear();
+    // The thread's own reference count, which keeps the shared one's reference.
+    auto holder = std::make_shared<std::shared_ptr<const Page>>(page);
+    mine.emplace(key, std::shared_ptr<const Page>(holder, holder->get()));
+  };
   const std::string full_key = derived ? "u" + key : format_key(format) + key;
   {
     std::lock_guard lock(cache_mu_);
     const auto it = cache_.find(full_key);
     if (it != cache_.end()) {
-      g_cache_hits.fetch_add(1, std::memory_order_relaxed);
+      count_hit();
+      keep_here(it->second);
       return it->second;
     }
   }
-  g_cache_misses.fetch_add(1, std::memory_order_relaxed);
+  count_miss();
   auto page = std::make_shared<Page>();
   page->body = render();
   page->gzip = render::gzip(page->body);
@@ -269,8 +335,9 @@ std::shared_ptr<const Page> Snapshot::cached(const std::string& key, core::PageF
   // Derived pages have their own, smaller bound: their keys come partly from request headers,
   // and a flood of them must not crowd the simple pages out of the cache.
   if (cache_.size() < kMaxCachedPages && (!derived || derived_pages_ < kMaxDerivedPages) &&
-      cache_.emplace(full_key, page).second && derived) {
-    ++derived_pages_;
+      cache_.emplace(full_key, page).second) {
+    if (derived) ++derived_pages_;
+    keep_here(page);
   }
   return page;
 }
@@ -477,11 +544,11 @@ std::shared_ptr<const std::string> Snapshot::file_derived(
     std::lock_guard lock(data.derived_mu);
     const auto it = data.derived.find(key);
     if (it != data.derived.end()) {
-      g_cache_hits.fetch_add(1, std::memory_order_relaxed);
+      count_hit();
       return it->second;
     }
   }
-  g_cache_misses.fetch_add(1, std::memory_order_relaxed);
+  count_miss();
   auto value = std::make_shared<const std::string>(make());
   std::lock_guard lock(data.derived_mu);
   return data.derived.emplace(std::move(key), std::move(value)).first->second;

@@ -150,6 +150,9 @@ class Snapshot {
   static std::vector<std::string> versions_of(const std::vector<const core::FileRecord*>& files);
   auth::TokenIndex tokens_;
 
+  // Tells this snapshot's pages apart in the network threads' own copies of the cache
+  // (cached()); 0: none kept.
+  std::uint64_t serial_ = 0;
   mutable std::mutex cache_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Page>> cache_;
   mutable std::size_t derived_pages_ = 0;
