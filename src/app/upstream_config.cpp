@@ -41,6 +41,14 @@ bool valid_upstream_name(std::string_view name) {
   });
 }
 
+/// A duration as a whole number of seconds or a string such as "10m"; nullopt for anything else
+/// (the caller names the key and its range).
+std::optional<seconds> duration_of(const toml::node& node) {
+  if (const auto i = node.value_exact<std::int64_t>(); i && *i >= 0) return seconds{*i};
+  if (const auto t = node.value_exact<std::string>()) return parse_duration(*t);
+  return std::nullopt;
+}
+
 /// Project names, validated and normalized.
 std::optional<std::vector<std::string>> read_names(const toml::node& node, const std::string& key,
                                                    ProblemList& problems) {
@@ -149,12 +157,7 @@ const std::array kUpstreamKeys{
                 }},
     UpstreamKey{"metadata_ttl",
                 [](const toml::node& node, const std::string& key, Entry& e, ProblemList& p) {
-                  std::optional<seconds> d;
-                  if (const auto i = node.value_exact<std::int64_t>(); i && *i >= 0) {
-                    d = seconds{*i};
-                  } else if (const auto t = node.value_exact<std::string>()) {
-                    d = parse_duration(*t);
-                  }
+                  const std::optional<seconds> d = duration_of(node);
                   if (!d || *d > seconds{7 * 86400}) {
                     p.push_back(key +
                                 ": expected a duration from 0s to 168h such as \"10m\", got " +
@@ -165,12 +168,7 @@ const std::array kUpstreamKeys{
                 }},
     UpstreamKey{"page_timeout",
                 [](const toml::node& node, const std::string& key, Entry& e, ProblemList& p) {
-                  std::optional<seconds> d;
-                  if (const auto i = node.value_exact<std::int64_t>(); i && *i >= 0) {
-                    d = seconds{*i};
-                  } else if (const auto t = node.value_exact<std::string>()) {
-                    d = parse_duration(*t);
-                  }
+                  const std::optional<seconds> d = duration_of(node);
                   if (!d || *d < seconds{1} || *d > seconds{3600}) {
                     p.push_back(key + ": expected a duration from 1s to 1h such as \"60s\", got " +
                                 spelled(node));

@@ -271,15 +271,8 @@ void ResponseWriter<Stream>::write(std::shared_ptr<Message> res, int status, std
 template <class Stream>
 void ResponseWriter<Stream>::write_chunked_head(const Response& meta,
                                                 std::function<void(beast::error_code)> then) {
-  auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
-  fill(*res, meta);
-  res->keep_alive(false);  // the answer ends with the job; the connection with it
-  res->chunked(true);
-  auto sr = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
-  s_.lowest().expires_after(s_.server().config.write_timeout);
-  bhttp::async_write_header(
-      s_.stream(), *sr,
-      [res, sr, then = std::move(then)](beast::error_code ec, std::size_t) { then(ec); });
+  // The answer ends with the job; the connection with it.
+  write_stream_head(meta, std::nullopt, /*keep_alive=*/false, std::move(then));
 }
 
 template <class Stream>
