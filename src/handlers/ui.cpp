@@ -75,14 +75,6 @@ Response cacheable(const Request& req, const std::shared_ptr<const snapshot::Pag
   return with_page_body(req, page, std::move(r));
 }
 
-std::shared_ptr<const snapshot::Page> fresh_page(std::string body) {
-  auto page = std::make_shared<snapshot::Page>();
-  page->gzip = render::gzip(body);
-  page->etag = "\"" + crypto::sha256_hex(body).substr(0, 32) + "\"";
-  page->body = std::move(body);
-  return page;
-}
-
 Response redirect(int status, std::string location) {
   Response r;
   r.status = status;
@@ -180,9 +172,10 @@ ui::Site UiCall::shared_site() const {
 Response UiCall::shared_page(const std::string& key,
                              const std::function<std::string(const ui::Site&)>& render,
                              bool cache) const {
-  if (!session_.empty()) return cacheable(req, fresh_page(render(site)), ctx.env.private_reads);
+  if (!session_.empty())
+    return cacheable(req, snapshot::make_page(render(site)), ctx.env.private_reads);
   const ui::Site shared = shared_site();
-  if (!cache) return cacheable(req, fresh_page(render(shared)), ctx.env.private_reads);
+  if (!cache) return cacheable(req, snapshot::make_page(render(shared)), ctx.env.private_reads);
   auto page = snap().derived_page(key + "|" + shared.base_url + "|" + shared.scope,
                                   [&] { return render(shared); });
   return cacheable(req, page, ctx.env.private_reads);

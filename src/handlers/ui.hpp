@@ -44,9 +44,6 @@ using Form = std::vector<std::pair<std::string, std::string>>;
                                  const std::shared_ptr<const snapshot::Page>& page,
                                  bool private_reads);
 
-/// A page rendered for this request only, with the same validators as a cached one.
-[[nodiscard]] std::shared_ptr<const snapshot::Page> fresh_page(std::string body);
-
 /// 301 or 303 to a path of this server.
 [[nodiscard]] Response redirect(int status, std::string location);
 

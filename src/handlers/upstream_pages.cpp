@@ -192,11 +192,8 @@ Response merged_project_page(const Request& req, Context& ctx,
     }
   }
   page.stale = merged->stale;
-  auto rendered = std::make_shared<snapshot::Page>();
-  rendered->body = render::render_project(format, page);
-  rendered->gzip = render::gzip(rendered->body);
-  rendered->etag = "\"" + crypto::sha256_hex(rendered->body).substr(0, 32) + "\"";
-  rendered->format = format;
+  std::shared_ptr<const snapshot::Page> rendered =
+      snapshot::make_page(render::render_project(format, page), format);
   // Kept as rendered while its listings stay current; a page with a stale or missing upstream
   // (it names ages, or lacks files) is made for each request.
   if (merged->stale.empty() && merged->complete && now < merged->valid_until) {

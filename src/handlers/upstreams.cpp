@@ -777,10 +777,7 @@ void Upstreams::run_download(const FileFetch& fetch, const std::shared_ptr<FileD
     return fail(
         make_error(code, "upstream " + upstream.name + ": " + shown + ": " + got.error().message));
   }
-  if (got->status != 200) {
-    return fail(make_error(Errc::upstream, "upstream " + upstream.name + " answered " +
-                                               std::to_string(got->status) + " for " + shown));
-  }
+  // A fetch that succeeded had a 200 answer: on_head above refuses any other.
   if (auto st = temp.finish(); !st) return fail(st.error());
   if (temp.sha256() != want) {
     return fail(make_error(Errc::upstream, "upstream " + upstream.name + " sent " + shown +

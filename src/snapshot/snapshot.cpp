@@ -136,6 +136,15 @@ std::size_t thread_map(core::PageFormat format, bool derived) {
 
 }  // namespace
 
+std::shared_ptr<Page> make_page(std::string body, core::PageFormat format) {
+  auto page = std::make_shared<Page>();
+  page->gzip = render::gzip(body);
+  page->etag = "\"" + crypto::sha256_hex(body).substr(0, 32) + "\"";
+  page->body = std::move(body);
+  page->format = format;
+  return page;
+}
+
 CacheStats cache_stats() {
   CacheStats out{0, 0};
   for (const auto& shard : g_counters) {
@@ -326,11 +335,7 @@ std::shared_ptr<const Page> Snapshot::cached(const std::string& key, core::PageF
     }
   }
   count_miss();
-  auto page = std::make_shared<Page>();
-  page->body = render();
-  page->gzip = render::gzip(page->body);
-  page->etag = "\"" + crypto::sha256_hex(page->body).substr(0, 32) + "\"";
-  page->format = format;
+  std::shared_ptr<const Page> page = make_page(render(), format);
   std::lock_guard lock(cache_mu_);
   // Derived pages have their own, smaller bound: their keys come partly from request headers,
   // and a flood of them must not crowd the simple pages out of the cache.

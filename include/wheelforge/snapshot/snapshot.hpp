@@ -30,6 +30,10 @@ struct Page {
   core::PageFormat format = core::PageFormat::html_legacy;
 };
 
+/// A page of `body`: its gzip and its ETag (the first 32 hex digits of the body's sha256).
+[[nodiscard]] std::shared_ptr<Page> make_page(
+    std::string body, core::PageFormat format = core::PageFormat::html_legacy);
+
 /// Page-cache counters of all snapshots in this process (for metrics).
 struct CacheStats {
   std::uint64_t hits = 0;
