@@ -66,36 +66,50 @@ class StallingUpstream:
         self.httpd.server_close()
 
 
+def upload_while_requests_wait(harness, artifacts, upload_token, upstream: StallingUpstream,
+                               requests: list) -> tuple:
+    """Serves with `upstream` and one worker thread, runs each of `requests` (a function of the
+    server, returning what to record) in a thread of its own, waits until the upstream holds
+    two of them, and uploads a wheel: it must be answered 201 while they all still wait. Then
+    releases the upstream; returns the server and what each request recorded, in order."""
+    config = harness.root / "wheelforge.toml"
+    config.write_text(f'[[upstream]]\nname = "slow"\nurl = "{upstream.url}/simple/"\n')
+    # One worker thread, and more requests waiting for the upstream than that.
+    server = harness.serve("--config", str(config), "--worker-threads", "1")
+    answers: list = [None] * len(requests)
+
+    def record(i: int):
+        try:
+            answers[i] = requests[i](server)
+        except Exception as e:  # noqa: BLE001 (recorded, asserted by the caller)
+            answers[i] = repr(e)
+
+    threads = [threading.Thread(target=record, args=(i,)) for i in range(len(requests))]
+    for t in threads:
+        t.start()
+    assert upstream.wait_arrived(2, 30), f"the upstream was asked {upstream.arrived} time(s)"
+
+    wheel = make_wheel(artifacts, "local-pkg", "1.0")
+    up = curl_upload(server, harness.path("curl"), wheel.path, token=upload_token)
+    assert up.status == 201, (up.status, up.body, up.stderr)
+    # Answered while every request was still waiting for the upstream.
+    assert answers == [None] * len(requests)
+
+    upstream.release.set()
+    for t in threads:
+        t.join(60)
+    return server, answers
+
+
 def test_an_upload_goes_through_while_pages_wait_for_a_slow_upstream(harness, artifacts,
                                                                    upload_token):
     upstream = StallingUpstream()
     try:
-        config = harness.root / "wheelforge.toml"
-        config.write_text(f'[[upstream]]\nname = "slow"\nurl = "{upstream.url}/simple/"\n')
-        # One worker thread, and more pages waiting for the upstream than that.
-        server = harness.serve("--config", str(config), "--worker-threads", "1")
-        answers: list = []
-
-        def ask(name: str):
-            try:
-                answers.append(http_request(server.url, "GET", f"/simple/{name}/").status)
-            except Exception as e:  # noqa: BLE001 (recorded, asserted below)
-                answers.append(repr(e))
-
-        pages = [threading.Thread(target=ask, args=(name,)) for name in ("slow-a", "slow-b")]
-        for t in pages:
-            t.start()
-        assert upstream.wait_arrived(2, 30), f"the upstream was asked {upstream.arrived} time(s)"
-
-        wheel = make_wheel(artifacts, "local-pkg", "1.0")
-        up = curl_upload(server, harness.path("curl"), wheel.path, token=upload_token)
-        assert up.status == 201, (up.status, up.body, up.stderr)
-        # Answered while both pages were still waiting for the upstream.
-        assert answers == []
-
-        upstream.release.set()
-        for t in pages:
-            t.join(60)
+        pages = [lambda server, name=name: http_request(server.url, "GET",
+                                                        f"/simple/{name}/").status
+                 for name in ("slow-a", "slow-b")]
+        server, answers = upload_while_requests_wait(harness, artifacts, upload_token, upstream,
+                                                     pages)
         assert answers == [404, 404]
         assert http_request(server.url, "GET", "/simple/local-pkg/").status == 200
     finally:
@@ -106,36 +120,18 @@ def test_an_upload_goes_through_while_first_downloads_wait_for_a_slow_upstream(
         harness, artifacts, upload_token):
     wheels = [make_wheel(harness.path("up"), name, "1.0") for name in ("dl-a", "dl-b")]
     upstream = StallingUpstream({w.filename: w.path.read_bytes() for w in wheels})
+
+    def download(server, wheel):
+        page_path = f"/simple/{wheel.name}/"
+        page = http_request(server.url, "GET", page_path)
+        link = page.text.split('href="', 1)[1].split('"', 1)[0].split("#", 1)[0]
+        r = http_request(server.url, "GET", urllib.parse.urljoin(page_path, link))
+        return r.status, r.body == wheel.path.read_bytes()
+
     try:
-        config = harness.root / "wheelforge.toml"
-        config.write_text(f'[[upstream]]\nname = "slow"\nurl = "{upstream.url}/simple/"\n')
-        server = harness.serve("--config", str(config), "--worker-threads", "1")
-        answers: list = []
-
-        def download(wheel):
-            page_path = f"/simple/{wheel.name}/"
-            page = http_request(server.url, "GET", page_path)
-            link = page.text.split('href="', 1)[1].split('"', 1)[0].split("#", 1)[0]
-            try:
-                r = http_request(server.url, "GET", urllib.parse.urljoin(page_path, link))
-                answers.append((r.status, r.body == wheel.path.read_bytes()))
-            except Exception as e:  # noqa: BLE001 (recorded, asserted below)
-                answers.append(repr(e))
-
-        # One worker thread, and more first downloads waiting for the upstream than that.
-        downloads = [threading.Thread(target=download, args=(w,)) for w in wheels]
-        for t in downloads:
-            t.start()
-        assert upstream.wait_arrived(2, 30), f"the upstream was asked {upstream.arrived} time(s)"
-
-        wheel = make_wheel(artifacts, "local-pkg", "1.0")
-        up = curl_upload(server, harness.path("curl"), wheel.path, token=upload_token)
-        assert up.status == 201, (up.status, up.body, up.stderr)
-        assert answers == []
-
-        upstream.release.set()
-        for t in downloads:
-            t.join(60)
+        _, answers = upload_while_requests_wait(
+            harness, artifacts, upload_token, upstream,
+            [lambda server, w=w: download(server, w) for w in wheels])
         assert answers == [(200, True), (200, True)]
     finally:
         upstream.close()
