@@ -834,13 +834,35 @@ TEST_F(UpstreamPages, MetadataAnUpstreamDoesNotOfferIsReadFromTheStoredWheel) {
                            [](const FetchRequest& q) { return q.url.ends_with(".metadata"); }));
 }
 
+/// A latch the fake upstreams below hold their answers at until the test releases it.
+class Gate {
+ public:
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ protected:
+  void wait_for_release() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return released_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
 /// An upstream whose page fetches wait until released; counts them.
-class GatedFetcher : public Fetcher {
+class GatedFetcher : public Fetcher, public Gate {
  public:
   Result<FetchResponse> fetch(const FetchRequest& req) override {
     calls.fetch_add(1);
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return released; });
+    wait_for_release();
     FetchResponse r;
     r.url = req.url;
     r.status = 200;
@@ -849,19 +871,7 @@ class GatedFetcher : public Fetcher {
     r.body_bytes = r.body.size();
     return r;
   }
-  void release() {
-    {
-      std::lock_guard lock(mu);
-      released = true;
-    }
-    cv.notify_all();
-  }
   std::atomic<int> calls{0};
-
- private:
-  std::mutex mu;
-  std::condition_variable cv;
-  bool released = false;
 };
 
 TEST(UpstreamPageFetches, ConcurrentMissesOfOnePageShareOneFetch) {
@@ -907,7 +917,7 @@ namespace wf::handlers {
 namespace {
 
 /// An upstream whose file answers come in two halves, the second once released.
-class HalvesFetcher : public Fetcher {
+class HalvesFetcher : public Fetcher, public Gate {
  public:
   std::string body;
   int status = 200;
@@ -920,27 +930,12 @@ class HalvesFetcher : public Fetcher {
     if (auto st = req.on_head(r.status, r.headers); !st) return st.error();
     const std::string_view b = body;
     if (auto st = req.sink(b.substr(0, b.size() / 2)); !st) return st.error();
-    {
-      std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return released; });
-    }
+    wait_for_release();
     if (auto st = req.sink(b.substr(b.size() / 2)); !st) return st.error();
     r.body_bytes = b.size();
     return r;
   }
-  void release() {
-    {
-      std::lock_guard lock(mu);
-      released = true;
-    }
-    cv.notify_all();
-  }
   std::atomic<int> calls{0};
-
- private:
-  std::mutex mu;
-  std::condition_variable cv;
-  bool released = false;
 };
 
 /// Waits (through FileDownload::wait) until `done(progress)` holds.
