@@ -248,6 +248,12 @@ class GatedUpstream:
         self.httpd.server_close()
 
 
+def serve_through(harness, upstream: GatedUpstream) -> Server:
+    """wheelforge with `upstream` as its one upstream, "gated"."""
+    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
+    return harness.serve("--config", str(config))
+
+
 @pytest.fixture
 def gated(harness):
     made = []
@@ -281,8 +287,7 @@ def test_a_first_download_is_streamed_while_the_upstream_sends_it(harness, artif
     dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="streamed",
                      padding=1 << 20)
     upstream = gated(dep, sized=sized)
-    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
-    server = harness.serve("--config", str(config))
+    server = serve_through(harness, upstream)
     link = link_of(server, "up-dep")
     assert link == f"/upstream/gated/{dep.sha256}/{dep.filename}"
     # What the client reads before the upstream sends its second half (wheelforge keeps the
@@ -324,8 +329,7 @@ def test_concurrent_first_downloads_share_one_upstream_fetch(harness, artifacts,
     dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="shared",
                      padding=512 * 1024)
     upstream = gated(dep)
-    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
-    server = harness.serve("--config", str(config))
+    server = serve_through(harness, upstream)
     link = link_of(server, "up-dep")
     # What the client reads before the upstream sends its second half (wheelforge keeps the
     # last byte it has back until the file is verified).
@@ -352,8 +356,7 @@ def test_a_download_that_fails_before_its_first_byte_is_answered_with_the_error(
     dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep")
     upstream = gated(dep)
     upstream.file_status = 503
-    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
-    server = harness.serve("--config", str(config))
+    server = serve_through(harness, upstream)
     link = link_of(server, "up-dep")
     status, body, complete = get_streamed(server.url, link)
     assert (status, complete) == (502, True)
@@ -371,8 +374,7 @@ def test_a_download_left_by_its_client_still_stores_the_file(harness, artifacts,
     dep = make_wheel(harness.path("up"), "up-dep", "1.0", module="up_dep", value="kept",
                      padding=512 * 1024)
     upstream = gated(dep)
-    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
-    server = harness.serve("--config", str(config))
+    server = serve_through(harness, upstream)
     link = link_of(server, "up-dep")
     conn, resp = open_download(server, link)
     assert resp.status == 200
@@ -395,8 +397,7 @@ def test_a_tampered_file_streamed_in_part_is_cut_short_and_not_stored(harness, a
     tampered = bytearray(dep.data)
     tampered[-100] ^= 0xFF  # the second half differs: found only at the end
     upstream = gated(dep, bytes(tampered), sized=sized)
-    config = write_config(harness, [{"name": "gated", "url": upstream.url + "/simple/"}])
-    server = harness.serve("--config", str(config))
+    server = serve_through(harness, upstream)
     link = link_of(server, "up-dep")
     # What the client reads before the upstream sends its second half (wheelforge keeps the
     # last byte it has back until the file is verified).
