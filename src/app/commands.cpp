@@ -167,7 +167,7 @@ int token_list(const Settings& settings) {
                 std::string(catalog::scope_name(t.scope)).c_str(), t.project.value_or("*").c_str(),
                 std::string(render::token_state(t, now)).c_str(), when(t.created_at).c_str(),
                 t.created_by.empty() ? "-" : t.created_by.c_str(), when(t.expires_at).c_str(),
-                when(t.last_used_at).c_str(), t.description.c_str());
+                when(t.last_used_at).c_str(), escape_control(t.description).c_str());
   }
   return 0;
 }
@@ -187,6 +187,10 @@ int token_create(const Settings& settings, const std::string& scope,
   const auto parsed = catalog::parse_scope(scope);
   if (!parsed) {
     std::cerr << "error: --scope must be read, upload or admin\n";
+    return 2;
+  }
+  if (auto st = check_free_text("--description", description); !st) {
+    std::cerr << "error: " << st.error().message << "\n";
     return 2;
   }
   const Micros now = now_micros();
@@ -297,6 +301,12 @@ int yank(const Settings& settings, const std::string& project,
     std::cerr << "error: give a VERSION or --file FILENAME (not both)\n";
     return 2;
   }
+  if (reason) {
+    if (auto st = check_free_text("--reason", *reason); !st) {
+      std::cerr << "error: " << st.error().message << "\n";
+      return 2;
+    }
+  }
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
   auto changed = dir->catalog->set_yanked(core::normalize_name(project), version, filename, reason,
@@ -341,12 +351,16 @@ int audit(const Settings& settings, const std::optional<std::string>& project,
   std::printf("%-21s %-13s %-12s %-20s %-20s %-40s %s\n", "TIME", "ACTION", "ACTOR", "ADDRESS",
               "PROJECT", "TARGET", "DETAIL");
   for (const auto& e : *entries) {
+    // Every stored value escaped: rows written before free text was checked may hold line
+    // breaks or escape sequences, and each entry is one line.
     std::string actor = e.actor.label();
     if (!e.actor.token_description.empty()) actor += " (" + e.actor.token_description + ")";
     std::printf("%-21s %-13s %-12s %-20s %-20s %-40s %s\n",
-                (iso8601_micros(e.at).substr(0, 19) + "Z").c_str(), e.action.c_str(), actor.c_str(),
-                e.actor.address.empty() ? "-" : e.actor.address.c_str(),
-                e.project.empty() ? "-" : e.project.c_str(), e.target.c_str(), e.detail.c_str());
+                (iso8601_micros(e.at).substr(0, 19) + "Z").c_str(),
+                escape_control(e.action).c_str(), escape_control(actor).c_str(),
+                e.actor.address.empty() ? "-" : escape_control(e.actor.address).c_str(),
+                e.project.empty() ? "-" : escape_control(e.project).c_str(),
+                escape_control(e.target).c_str(), escape_control(e.detail).c_str());
   }
   return 0;
 }

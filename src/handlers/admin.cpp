@@ -58,6 +58,8 @@ Response yank(const Request& req, Context& ctx, bool undo) {
     } else if (k == "filename") {
       filename = std::move(v);
     } else if (k == "reason" && !undo) {
+      // Shown by pip and in the audit trail: one line of text.
+      if (auto st = check_free_text("reason", v); !st) problems.add(st.error().message);
       reason = std::move(v);
     } else {
       problems.add("unknown parameter '" + sanitize_for_log(k) + "'");

@@ -94,7 +94,8 @@ Result<catalog::TokenRecord> decode_token_request(const Fields& fields, Micros n
         problems.add("description is longer than " + std::to_string(kMaxDescription) +
                      " characters");
       }
-      record.description = sanitize_for_log(v, kMaxDescription);
+      if (auto st = check_free_text("description", v); !st) problems.add(st.error().message);
+      record.description = v;
     } else if (k == "expires") {
       if (v.empty()) continue;
       auto at = auth::parse_expiry(v, now);

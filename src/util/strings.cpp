@@ -29,6 +29,49 @@ bool is_unreserved(unsigned char c) {
          c == '.' || c == '_' || c == '~';
 }
 
+// The UTF-8 sequence at s[i]: its code point and length, or a length of 0 when the bytes there
+// are not UTF-8 (a stray continuation byte, a truncated or overlong sequence, a surrogate, a
+// code point above U+10FFFF).
+struct Utf8Char {
+  std::uint32_t code = 0;
+  std::size_t length = 0;
+};
+
+Utf8Char utf8_at(std::string_view s, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) return {lead, 1};
+  std::size_t length = 0;
+  std::uint32_t code = 0;
+  std::uint32_t lowest = 0;
+  if ((lead & 0xE0U) == 0xC0U) {
+    length = 2;
+    code = lead & 0x1FU;
+    lowest = 0x80;
+  } else if ((lead & 0xF0U) == 0xE0U) {
+    length = 3;
+    code = lead & 0x0FU;
+    lowest = 0x800;
+  } else if ((lead & 0xF8U) == 0xF0U) {
+    length = 4;
+    code = lead & 0x07U;
+    lowest = 0x10000;
+  } else {
+    return {};
+  }
+  if (i + length > s.size()) return {};
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xC0U) != 0x80U) return {};
+    code = (code << 6U) | (byte(i + k) & 0x3FU);
+  }
+  if (code < lowest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return {};
+  return {code, length};
+}
+
+bool is_control(std::uint32_t code) {
+  return code < 0x20 || (code >= 0x7F && code <= 0x9F);
+}
+
 }  // namespace
 
 std::string to_lower(std::string_view s) {
@@ -244,6 +287,69 @@ void append_for_log(std::string& out, std::string_view s, std::size_t max_len) {
 std::string sanitize_for_log(std::string_view s, std::size_t max_len) {
   std::string out;
   append_for_log(out, s, max_len);
+  return out;
+}
+
+Status check_free_text(std::string_view field, std::string_view value) {
+  for (std::size_t i = 0; i < value.size();) {
+    const Utf8Char c = utf8_at(value, i);
+    if (c.length == 0) {
+      return make_error(Errc::invalid, std::string(field) + " is not UTF-8 text (byte " +
+                                           std::to_string(i + 1) + ")");
+    }
+    if (is_control(c.code)) {
+      std::string shown;
+      if (c.code == '\n') {
+        shown = "a line feed";
+      } else if (c.code == '\r') {
+        shown = "a carriage return";
+      } else if (c.code == '\t') {
+        shown = "a tab";
+      } else {
+        shown = "the control character U+00";
+        shown.push_back(kHexDigits[c.code >> 4U]);
+        shown.push_back(kHexDigits[c.code & 15U]);
+      }
+      return make_error(Errc::invalid, std::string(field) +
+                                           " must not contain control characters (" + shown +
+                                           " at byte " + std::to_string(i + 1) + ")");
+    }
+    i += c.length;
+  }
+  return ok_status();
+}
+
+std::string escape_control(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto hex = [&](std::string_view prefix, unsigned value) {
+    out += prefix;
+    if (prefix == "\\u") out += "00";
+    out.push_back(kHexDigits[(value >> 4U) & 15U]);
+    out.push_back(kHexDigits[value & 15U]);
+  };
+  for (std::size_t i = 0; i < s.size();) {
+    const Utf8Char c = utf8_at(s, i);
+    if (c.length == 0) {
+      hex("\\x", static_cast<unsigned char>(s[i]));
+      ++i;
+      continue;
+    }
+    if (c.code == '\t') {
+      out += "\\t";
+    } else if (c.code == '\n') {
+      out += "\\n";
+    } else if (c.code == '\r') {
+      out += "\\r";
+    } else if (c.code < 0x80 && is_control(c.code)) {
+      hex("\\x", c.code);
+    } else if (is_control(c.code)) {
+      hex("\\u", c.code);
+    } else {
+      out.append(s.substr(i, c.length));
+    }
+    i += c.length;
+  }
   return out;
 }
 

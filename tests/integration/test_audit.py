@@ -1,16 +1,21 @@
 """The audit trail: uploads (twine, curl), yanks, unyanks, deletions, claims, token creation
 and revocation record who (token id and description), when, from which address and what;
 `wheelforge audit [--project] [--since]` and `GET /admin/audit` show it; it and the tokens'
-expiry survive `wheelforge backup` and a server started on the backup."""
+expiry survive `wheelforge backup` and a server started on the backup. Free text that reaches
+it (yank reasons, token descriptions) cannot hold control characters, so no value can pass for
+rows of its own; rows stored before that print escaped, one line each."""
 
 from __future__ import annotations
 
 import datetime
 import re
+import sqlite3
+import urllib.parse
 
 from test_claims import admin_post, new_token
 from test_publish import output_of, twine
 from test_tokens import age_token, token_rows
+from test_ui import form_token, login, origin, post
 from wfhelpers import Server, curl, curl_upload, make_wheel, wait_for
 
 
@@ -145,3 +150,86 @@ def token_rows_of(harness, data_dir):
         return token_rows(harness)
     finally:
         harness.data_dir = original
+
+
+# A reason that would print as a row of its own: a deletion "by cli".
+FORGED = "abi\r\n2026-01-01T00:00:00Z  delete        cli          local:root           audit-pkg"
+
+
+def test_control_characters_in_free_text_are_refused_everywhere(harness, artifacts):
+    admin = harness.token("admin")
+    up_id, up = describe(harness, "--scope", "upload")
+    server = harness.serve()
+    wheel = make_wheel(artifacts, "ctl-pkg", "1.0")
+    assert curl_upload(server, harness.root, wheel.path, token=up).status == 201
+    before = audit_rows(harness)
+    tokens_before = token_rows(harness)
+
+    # HTTP: 400 naming the field, for the yank's reason and the token's description.
+    for reason in (FORGED, "tab\there", "esc\x1b[2J", "nel\u0085", "del\x7f"):
+        body = urllib.parse.urlencode({"project": "ctl-pkg", "version": "1.0", "reason": reason})
+        r = admin_post(server, "/admin/yank", up, body)
+        assert r.status == 400, (reason, r.status, r.text)
+        assert "reason must not contain control characters" in r.text, r.text
+    r = admin_post(server, "/admin/tokens", admin,
+                   urllib.parse.urlencode({"scope": "read", "description": "ci\nfake row"}))
+    assert r.status == 400 and "description must not contain control characters (a line feed" \
+        in r.text, r.text
+    # The web UI's token form says so too.
+    cookie = login(server, admin)
+    resp = post(server, "/tokens/", {"csrf": form_token(server, cookie), "scope": "read",
+                                     "description": "ui\r\nrow"},
+                {"Cookie": cookie, **origin(server)})
+    assert resp.status == 400, resp.text
+    assert "description must not contain control characters (a carriage return" in resp.text
+
+    # The command line: exit 2 naming the option, nothing done.
+    proc = harness.cli("yank", "--data-dir", str(harness.data_dir), "ctl-pkg", "1.0",
+                       "--reason", FORGED)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "--reason must not contain control characters (a carriage return at byte 4)" \
+        in proc.stderr, proc.stderr
+    proc = harness.cli("token", "create", "--data-dir", str(harness.data_dir), "--scope", "read",
+                       "--description", "x\ny")
+    assert proc.returncode == 2 and "--description must not contain control characters" \
+        in proc.stderr, proc.stderr
+    assert "wf_" not in proc.stdout
+
+    assert audit_rows(harness) == before
+    assert token_rows(harness) == tokens_before
+    assert not server.project_json("ctl-pkg")["files"][0].get("yanked")
+    # Printable text, UTF-8 included, still goes through.
+    body = urllib.parse.urlencode({"project": "ctl-pkg", "version": "1.0",
+                                   "reason": "ABI break — use 1.1"})
+    assert admin_post(server, "/admin/yank", up, body).status == 200
+    assert " ".join(audit_rows(harness)[0]).endswith("reason: ABI break — use 1.1")
+
+
+def test_older_rows_with_control_characters_print_escaped_on_one_line(harness):
+    harness.token("admin")  # makes the catalog
+    conn = sqlite3.connect(harness.data_dir / "wheelforge.db", timeout=10)
+    try:
+        with conn:
+            conn.execute(
+                "INSERT INTO audit (at, action, token_id, token_description, origin, address,"
+                " project, target, detail) VALUES (?, 'yank', 7, ?, 'http', '127.0.0.1',"
+                " 'audit-pkg', 'audit_pkg-1.0-py3-none-any.whl', ?)",
+                (1_800_000_000_000_000, "ci\x1b[31m", "reason: " + FORGED))
+            conn.execute("UPDATE tokens SET description = ? WHERE id = 1", ("old\r\nrow\t\x85",))
+    finally:
+        conn.close()
+    proc = harness.cli("audit", "--data-dir", str(harness.data_dir))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    yanks = [line for line in lines if " yank " in line]
+    assert len(yanks) == 1, lines
+    assert "delete" not in [line.split()[1] for line in lines[1:]], lines
+    assert yanks[0].endswith("reason: abi\\r\\n2026-01-01T00:00:00Z  delete        cli"
+                             "          local:root           audit-pkg"), yanks[0]
+    assert "token:7 (ci\\x1b[31m)" in yanks[0] and "\x1b" not in proc.stdout, yanks[0]
+    assert len(lines) == 3, lines  # the header, the token's creation, the yank
+
+    listing = harness.cli("token", "list", "--data-dir", str(harness.data_dir))
+    assert listing.returncode == 0, listing.stderr
+    assert len(listing.stdout.splitlines()) == 2, listing.stdout
+    assert listing.stdout.splitlines()[1].endswith("old\\r\\nrow\\t\\u0085"), listing.stdout

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "wheelforge/util/result.hpp"
+
 namespace wf {
 
 [[nodiscard]] std::string to_lower(std::string_view s);
@@ -43,6 +45,19 @@ namespace wf {
 [[nodiscard]] std::string sanitize_for_log(std::string_view s, std::size_t max_len = 200);
 /// The same, appended to `out` (no string of its own).
 void append_for_log(std::string& out, std::string_view s, std::size_t max_len);
+
+/// Checks a free-text value that is stored and shown again, in the audit trail, listings and
+/// logs (a yank reason, a token description). Errc::invalid, naming `field`, when the value
+/// holds a C0 control character (tab, CR and LF included), DEL or a C1 control (U+0080 to
+/// U+009F), or is not UTF-8: a line break in a reason would let it pass for rows of its own in
+/// `wheelforge audit`, and an escape sequence would rewrite a terminal. Printable UTF-8 passes.
+[[nodiscard]] Status check_free_text(std::string_view field, std::string_view value);
+
+/// `s` made safe for one line of terminal output, for stored values older than
+/// check_free_text(): tab, LF and CR become `\t`, `\n`, `\r`; other C0 controls, DEL and
+/// bytes that are not UTF-8 become `\xNN`; C1 controls become `\u0085` etc. Everything else,
+/// valid UTF-8 included, is kept as it is.
+[[nodiscard]] std::string escape_control(std::string_view s);
 
 /// Appends `value` in decimal, left-padded with zeros to at least `min_width` digits.
 void append_decimal(std::string& out, std::uint64_t value, std::size_t min_width = 0);

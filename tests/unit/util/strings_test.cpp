@@ -62,6 +62,47 @@ TEST(Strings, SanitizeForLog) {
   EXPECT_EQ(sanitize_for_log("abcdef", 3), "abc...");
 }
 
+TEST(Strings, FreeTextRefusesControlCharactersNamingTheField) {
+  EXPECT_TRUE(check_free_text("reason", ""));
+  EXPECT_TRUE(check_free_text("reason", "ABI break in 2.0; use 2.1 (see #12)"));
+  EXPECT_TRUE(check_free_text("description", "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x94\x91"));
+  const auto lf = check_free_text("reason", "x\n2027-01-01T00:00:00Z delete cli");
+  ASSERT_FALSE(lf);
+  EXPECT_EQ(lf.error().code, Errc::invalid);
+  EXPECT_EQ(lf.error().message,
+            "reason must not contain control characters (a line feed at byte 2)");
+  EXPECT_EQ(check_free_text("reason", "a\rb").error().message,
+            "reason must not contain control characters (a carriage return at byte 2)");
+  EXPECT_EQ(check_free_text("description", "\tx").error().message,
+            "description must not contain control characters (a tab at byte 1)");
+  EXPECT_EQ(check_free_text("reason", "\x1b[2J").error().message,
+            "reason must not contain control characters (the control character U+001b at "
+            "byte 1)");
+  EXPECT_FALSE(check_free_text("reason", std::string("a\0b", 3)));
+  EXPECT_FALSE(check_free_text("reason", "a\x7f"));
+  // C1 controls as UTF-8 (U+0085 is NEL, a line break to some readers), and bytes that are
+  // not UTF-8 at all.
+  EXPECT_EQ(check_free_text("reason", "ab\xc2\x85").error().message,
+            "reason must not contain control characters (the control character U+0085 at "
+            "byte 3)");
+  EXPECT_FALSE(check_free_text("reason", "\xc2\x9b"));
+  EXPECT_EQ(check_free_text("reason", "a\x85").error().message,
+            "reason is not UTF-8 text (byte 2)");
+  EXPECT_FALSE(check_free_text("reason", "\xc0\x8a"));          // overlong LF
+  EXPECT_FALSE(check_free_text("reason", "\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(check_free_text("reason", "\xe2\x80"));          // cut short
+  EXPECT_FALSE(check_free_text("reason", "\xf4\x90\x80\x80"));  // above U+10FFFF
+}
+
+TEST(Strings, EscapeControlKeepsOneLine) {
+  EXPECT_EQ(escape_control("plain caf\xc3\xa9"), "plain caf\xc3\xa9");
+  EXPECT_EQ(escape_control("a\r\nb\tc"), "a\\r\\nb\\tc");
+  EXPECT_EQ(escape_control("\x1b[31m\x7f"), "\\x1b[31m\\x7f");
+  EXPECT_EQ(escape_control(std::string("\0", 1)), "\\x00");
+  EXPECT_EQ(escape_control("x\xc2\x85y"), "x\\u0085y");
+  EXPECT_EQ(escape_control("bad\xff\xc3"), "bad\\xff\\xc3");
+}
+
 // A token as auth::generate_token() makes them: "wf_" and 43 URL-safe base64 characters.
 constexpr std::string_view kToken = "wf_Xk3-9aQ_vB7LmZp2Rt8YwE4uN6sDcHfJ1gKo5iTqVe0";
 
