@@ -260,9 +260,30 @@ Result<std::optional<core::FileRecord>> SqliteCatalog::variant_clash_locked(
   return std::optional<core::FileRecord>();
 }
 
+Status SqliteCatalog::check_actor_token_locked(const Actor& by) {
+  if (by.token_id == 0) return ok_status();
+  Stmt s(db_, "SELECT revoked_at, expires_at FROM tokens WHERE id = ?");
+  if (!s.valid()) return db_.error("prepare token check");
+  s.bind(1, by.token_id);
+  const int rc = s.step();
+  const std::string token = "token #" + std::to_string(by.token_id);
+  if (rc == SQLITE_DONE) return make_error(Errc::unauthorized, token + " no longer exists");
+  if (rc != SQLITE_ROW) return db_.error("token check");
+  if (s.opt_text(0)) return make_error(Errc::unauthorized, token + " was revoked");
+  if (const auto expires = s.opt_i64(1); expires && now_micros() >= *expires) {
+    return make_error(Errc::unauthorized, token + " expired at " + iso8601_micros(*expires) +
+                                              ": ask an admin for a new one");
+  }
+  return ok_status();
+}
+
 Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
     const NewFile& nf, const std::function<Status()>& publish) {
   const core::FileRecord& f = nf.file;
+  // The token that authorized the upload, again: one revoked (or expired) while the body was
+  // arriving stores nothing. Inside the write transaction, so that a revocation committed
+  // before this point is seen, and one after it comes after the file, as the trail records.
+  if (auto st = check_actor_token_locked(nf.actor); !st) return st.error();
   // Claims first: an uploader learns nothing about a project it may not upload to.
   auto claim = project_claim_locked(f.project);
   if (!claim) return claim.error();

@@ -119,6 +119,9 @@ class SqliteCatalog final : public Catalog {
   /// The deleted file whose name is `filename` after normalization, if any.
   Result<std::optional<DeletedFile>> find_reservation_locked(std::string_view filename);
   Result<Inserted> insert_file_locked(const NewFile& nf, const std::function<Status()>& publish);
+  /// Inside a write transaction: ok when `by` acts without a token, or with one that exists, is
+  /// not revoked and has not expired now; Errc::unauthorized saying which otherwise.
+  Status check_actor_token_locked(const Actor& by);
   Result<std::optional<core::FileRecord>> variant_clash_locked(const core::FileRecord& f);
   Result<core::FileRecord> delete_file_locked(std::string_view filename);
   /// A project's claim; nullopt when the project does not exist.

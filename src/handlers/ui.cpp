@@ -198,12 +198,17 @@ std::optional<Response> UiCall::require(catalog::Scope scope, bool redirect_to_l
   if (granted) return std::nullopt;
   if (granted.error().code == Errc::unauthorized) {
     const bool private_index = scope == catalog::Scope::read;
+    // An expired token is told so, and when (auth::authorize's message, as the API answers);
+    // only a token nobody knows gets the general text.
+    const catalog::TokenRecord* record = token_record();
+    const bool expired = record != nullptr && record->expired(now_micros());
     Response r =
         html(401, ui::render_message(
-                      site, 401, "Sign in needed",
-                      private_index ? "This index is private. Sign in with user __token__ and a "
-                                      "read token as the password, or log in with a token."
-                                    : "Your token is unknown or was revoked: log in again.",
+                      site, 401, expired ? "Token expired" : "Sign in needed",
+                      expired         ? "Your " + granted.error().message + ", then log in with it."
+                      : private_index ? "This index is private. Sign in with user __token__ and a "
+                                        "read token as the password, or log in with a token."
+                                      : "Your token is unknown or was revoked: log in again.",
                       true));
     r.set("WWW-Authenticate", "Basic realm=\"wheelforge\"");
     return r;

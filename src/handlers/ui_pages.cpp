@@ -187,10 +187,15 @@ Response handle_login(const Request& req, Context& ctx) {
       auth::authorize(ctx.snapshot.tokens(), token.empty() ? std::nullopt : std::optional(token),
                       catalog::Scope::read);
   if (!granted) {
+    const catalog::TokenRecord* known = token.empty() ? nullptr : ctx.snapshot.tokens().find(token);
+    if (known != nullptr && known->expired(now_micros())) {
+      call.note("login refused: token " + std::to_string(known->id) + " expired");
+      return html(401, ui::render_login(call.site, next, granted.error().message + "."));
+    }
     call.note("login refused: unknown token");
     // A token created by another process a moment ago is worth one look at the catalog.
-    ctx.unknown_token = !token.empty() && granted.error().code == Errc::unauthorized &&
-                        ctx.snapshot.tokens().find(token) == nullptr;
+    ctx.unknown_token =
+        !token.empty() && granted.error().code == Errc::unauthorized && known == nullptr;
     return html(401, ui::render_login(call.site, next, "Unknown or revoked token."));
   }
   const bool admin = auth::scope_includes((*granted)->scope, catalog::Scope::admin);

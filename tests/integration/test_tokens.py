@@ -2,18 +2,25 @@
 by `token list` and the admin API; expired tokens answer 401 saying so, on uploads (twine,
 curl) and on reads (pip, curl) of a private index; admins create, list and revoke tokens over
 HTTP. And the yank rights of upload tokens: their own project's files, never another's, and
-never a delete. Driven with twine, pip and curl against the real server."""
+never a delete. The web UI says when a token expired, as the API does; a token revoked while
+its upload is in flight stores nothing. Driven with twine, pip, curl and raw HTTP against the
+real server."""
 
 from __future__ import annotations
 
 import datetime
+import http.client
 import re
+import socket
 import sqlite3
+import urllib.parse
 
 from test_claims import admin_post, new_token
 from test_pip import PIP_TIMEOUT, pip_python_or_skip
 from test_publish import output_of, twine
-from wfhelpers import PIP_PYTHONS, curl, curl_upload, make_wheel, pip_args, run, wait_for
+from test_ui import basic, login, origin, post
+from wfhelpers import (PIP_PYTHONS, assert_nothing_stored, curl, curl_upload, make_wheel,
+                       page_etags, pip_args, run, wait_for)
 
 
 def token_rows(harness) -> dict[int, dict[str, str]]:
@@ -262,3 +269,71 @@ def test_upload_tokens_yank_their_own_projects_files(harness, artifacts):
     r = yank(server, reader, "project=yank-pkg&version=1.0")
     assert r.status == 403 and "needs 'upload'" in r.text, r.text
     assert owner_id > 0
+
+
+def test_expired_token_in_the_web_ui_says_it_expired_and_when(harness):
+    admin_id, admin = new_token(harness, "admin")
+    rd_id, rd = new_token(harness, "read")
+    server = harness.serve("--private", "true")
+    cookie = login(server, admin)  # a session made while the token was valid
+    age_token(harness, admin_id)
+    age_token(harness, rd_id)
+    assert wait_for(lambda: server.get("/simple/", {"Authorization": f"Bearer {rd}"}).status == 401,
+                    timeout=10), "the aged token was still accepted"
+    rows = token_rows(harness)
+
+    def says_expired(resp, token_id: int) -> None:
+        expired_at = rows[token_id]["EXPIRES"][:19]  # the listing shows whole seconds
+        assert resp.status == 401, resp.text[:500]
+        assert f"token #{token_id} expired at {expired_at}" in resp.text, resp.text
+        assert "unknown or was revoked" not in resp.text and "This index is private" not in resp.text
+
+    # The tokens page, by the login session and by HTTP Basic.
+    says_expired(server.get("/tokens/", {"Cookie": cookie}), admin_id)
+    says_expired(server.get("/tokens/", basic(admin)), admin_id)
+    # The project list of a private index.
+    says_expired(server.get("/projects/", basic(rd)), rd_id)
+    says_expired(server.get("/projects/", {"Cookie": cookie}), admin_id)
+    # Logging in again with it.
+    says_expired(post(server, "/login", {"token": rd, "next": "/"}, origin(server)), rd_id)
+    # A token nobody knows still gets the general text.
+    unknown = server.get("/tokens/", basic("wf_" + "x" * 43))
+    assert unknown.status == 401 and "expired" not in unknown.text
+
+
+def test_a_token_revoked_while_its_upload_is_in_flight_stores_nothing(harness, artifacts):
+    up_id, up = new_token(harness, "upload")
+    server = harness.serve()
+    wheel = make_wheel(artifacts, "inflight-pkg", "1.0", padding=256 * 1024)
+    data = wheel.data
+    before = (harness.state(), page_etags(server, "inflight-pkg"))
+
+    parts = urllib.parse.urlsplit(server.url)
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=30)
+    try:
+        sock.sendall((f"PUT /upload/{wheel.filename} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                      f"Authorization: Bearer {up}\r\nContent-Length: {len(data)}\r\n"
+                      "Expect: 100-continue\r\n\r\n").encode())
+        # The server checked the token and asks for the body.
+        interim = b""
+        while b"\r\n\r\n" not in interim:
+            chunk = sock.recv(1)
+            assert chunk, f"connection closed before 100 Continue: {interim!r}"
+            interim += chunk
+        assert interim.startswith(b"HTTP/1.1 100"), interim
+        half = len(data) // 2
+        sock.sendall(data[:half])
+        proc = harness.cli("token", "revoke", "--data-dir", str(harness.data_dir), str(up_id))
+        assert proc.returncode == 0, proc.stderr
+        sock.sendall(data[half:])
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        body = resp.read().decode()
+    finally:
+        sock.close()
+    assert resp.status == 401, body
+    assert f"token #{up_id} was revoked" in body, body
+    assert resp.getheader("WWW-Authenticate", "").startswith("Basic")
+    assert_nothing_stored(harness.data_dir, server, "inflight-pkg", before,
+                          "an upload whose token was revoked in flight")
+    assert "inflight" not in " ".join(harness.filenames())

@@ -174,7 +174,9 @@ class Catalog {
   /// is written: the caller publishes the file's blobs there, so that concurrent uploads of one
   /// name (from any process) never publish a blob that no row will reference. A failing
   /// `publish` aborts the insert with its error. Blobs published anew are intact: damage
-  /// records of the file's two blobs are dropped.
+  /// records of the file's two blobs are dropped. When `file.actor` names a token, that token
+  /// is checked first, inside the transaction: Errc::unauthorized, and nothing published or
+  /// recorded, when it was revoked (or expired, or is gone) since it authorized the upload.
   [[nodiscard]] virtual Result<Inserted> insert_file(
       const NewFile& file, const std::function<Status()>& publish = {}) = 0;
 

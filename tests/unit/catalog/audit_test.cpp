@@ -122,6 +122,43 @@ TEST_F(AuditTest, UpgradesACatalogOfSchemaVersion10) {
   EXPECT_GT(*(*cat)->generation(), *before);
 }
 
+TEST_F(AuditTest, AFileOfATokenRevokedOrExpiredSinceItsUploadBeganIsNotRecorded) {
+  auto cat = open_sqlite_catalog(db());
+  ASSERT_TRUE(cat);
+  auto revoked = (*cat)->insert_token(token("wf_r", Scope::upload), Actor{});
+  auto lapsed = token("wf_e", Scope::upload);
+  lapsed.expires_at = now_micros() - 1;
+  auto expired = (*cat)->insert_token(lapsed, Actor{});
+  ASSERT_TRUE(revoked && expired);
+  // The upload was authorized; the token is revoked before the file is recorded.
+  ASSERT_TRUE((*cat)->revoke_token(revoked->id, Actor{}));
+  bool published = false;
+  const auto publish = [&]() -> Status {
+    published = true;
+    return ok_status();
+  };
+  auto refused = (*cat)->insert_file(
+      wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'), by_token(revoked->id)), publish);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::unauthorized);
+  EXPECT_EQ(refused.error().message, "token #" + std::to_string(revoked->id) + " was revoked");
+  auto late = (*cat)->insert_file(
+      wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'), by_token(expired->id)), publish);
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, Errc::unauthorized);
+  EXPECT_NE(late.error().message.find(" expired at "), std::string::npos) << late.error().message;
+  EXPECT_FALSE(published) << "nothing is published for a refused token";
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents);
+  EXPECT_TRUE(contents->files.empty());
+  EXPECT_TRUE(contents->projects.empty());
+  auto trail = (*cat)->audit(AuditQuery{});
+  ASSERT_TRUE(trail);
+  for (const auto& e : *trail) EXPECT_NE(e.action, "upload");
+  // Without a token (commands, the runner) nothing is checked.
+  EXPECT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
+}
+
 TEST_F(AuditTest, EveryChangeIsRecordedWithItsActor) {
   auto cat = open_sqlite_catalog(db());
   ASSERT_TRUE(cat);
