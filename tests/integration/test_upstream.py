@@ -841,3 +841,80 @@ def test_fetches_from_an_upstream_use_one_kept_connection(harness, artifacts, up
     assert upstream_counter(server, "misses") == 2
     text = http_request(server.url, "GET", "/metrics").body.decode()
     assert "\nwheelforge_upstream_connections_opened_total 1\n" in text, text
+
+
+def readme_page_cap() -> int:
+    """The size limit of an upstream page as the README states it ("(64 MiB, ... for pages)"):
+    the figure under test, so that the README and the code cannot disagree."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    m = re.search(r"Each fetch has a size limit\s+\((\d+) MiB[^)]*for pages\)", readme)
+    assert m, "the README states no size limit for upstream pages"
+    return int(m.group(1)) * 1024 * 1024
+
+
+PAGE_CAP = readme_page_cap()
+
+
+class SizedPageUpstream:
+    """A PEP 503 upstream whose page of project `cap-<n>` is exactly PAGE_CAP + n bytes: one
+    link with its sha256, then blanks (sent in 1 MiB pieces, with its Content-Length)."""
+
+    def __init__(self):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                m = re.fullmatch(r"/simple/cap-(\d+)/", self.path)
+                if not m:
+                    self.send_error(404)
+                    return
+                name = f"cap_{m.group(1)}-1.0-py3-none-any.whl"
+                head = (f'<html><body><a href="/files/{name}#sha256={"ab" * 32}">{name}</a>'
+                        ).encode()
+                tail = b"</body></html>\n"
+                size = PAGE_CAP + int(m.group(1))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                self.wfile.write(head)
+                left = size - len(head) - len(tail)
+                piece = b" " * (1 << 20)
+                while left > 0:
+                    self.wfile.write(piece[:left])
+                    left -= min(left, len(piece))
+                self.wfile.write(tail)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_an_upstream_page_of_exactly_the_cap_is_read_and_one_byte_more_is_502(harness):
+    upstream = SizedPageUpstream()
+    try:
+        config = write_config(harness, [{"name": "big", "url": upstream.url + "/simple/"}])
+        server = harness.serve("--config", str(config))
+        # 64 MiB through the fetcher takes seconds on a small shared host: a longer deadline
+        # than http_request's.
+        parts = urllib.parse.urlsplit(server.url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+        try:
+            conn.request("GET", "/simple/cap-0/", headers={"Accept": JSON_TYPE})
+            resp = conn.getresponse()
+            status, body = resp.status, resp.read()
+        finally:
+            conn.close()
+        assert status == 200, body[:500]
+        assert [f["filename"] for f in json.loads(body)["files"]] == ["cap_0-1.0-py3-none-any.whl"]
+        over = http_request(server.url, "GET", "/simple/cap-1/", {"Accept": JSON_TYPE})
+        assert over.status == 502, over.text[:500]
+        assert f"the answer is larger than {PAGE_CAP} bytes" in over.text, over.text[:500]
+    finally:
+        upstream.stop()
