@@ -264,6 +264,23 @@ const std::array kRecipeKeys{
                   rc.recipe.cpus = static_cast<unsigned>(*n);
                 }
               }},
+    RecipeKey{"manylinux",
+              [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
+                 ProblemList& problems) {
+                const auto text = node.value_exact<std::string>();
+                if (!text) {
+                  problems.push_back(key +
+                                     ": expected a quoted manylinux tag such as \"2_28\", got " +
+                                     spelled(node));
+                  return;
+                }
+                auto ceiling = core::parse_manylinux_ceiling(*text);
+                if (!ceiling) {
+                  problems.push_back(key + ": " + ceiling.error().message);
+                  return;
+                }
+                rc.recipe.manylinux = *ceiling;
+              }},
     RecipeKey{"matrix", [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
                            ProblemList& problems) { read_matrix(node, key, rc.matrix, problems); }},
 };

@@ -1,6 +1,7 @@
 // Step 7, analyze binaries: what the wheel's ELF binaries need, judged against the manylinux
 // policies (core/manylinux.hpp, docs/manylinux.md) with torch's and CUDA's libraries counted as
-// provided; a `linux_<arch>` wheel gets the lowest honest manylinux tag.
+// provided; a `linux_<arch>` wheel gets the lowest honest manylinux tag, and no wheel may need
+// more than the recipe's manylinux ceiling (by default, what the cell's torch wheel needs).
 
 #include <algorithm>
 
@@ -9,6 +10,7 @@
 #include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/manylinux.hpp"
+#include "wheelforge/core/toolchain.hpp"
 
 namespace wf::build {
 
@@ -41,6 +43,42 @@ std::string describe(const core::WheelBinary& b) {
   return line;
 }
 
+// The highest manylinux tag the wheel may need, and where that figure comes from.
+struct Ceiling {
+  core::ManylinuxCeiling ceiling;
+  std::string source;  // "the recipe's manylinux = \"2_28\"", "the platform tag of torch ..."
+};
+
+// The recipe's ceiling, else the platform tag of the torch wheel in the build environment, as
+// step 3's probe found it (read from the work directory: a resumed job has it too); nullopt
+// when the recipe sets none and torch came from no manylinux wheel.
+std::optional<Ceiling> ceiling_of(const JobContext& ctx) {
+  if (ctx.recipe.manylinux) {
+    return Ceiling{
+        *ctx.recipe.manylinux,
+        "the recipe's manylinux = \"2_" + std::to_string(ctx.recipe.manylinux->glibc_minor) + "\""};
+  }
+  const std::string text =
+      ctx.executor.read_log(ctx.work_dir / kEnvironmentProbeFile, 0, 64U * 1024U);
+  const auto probe = core::parse_environment_probe(text);
+  if (!probe) return std::nullopt;
+  const auto ceiling = core::ceiling_of_platform_tags(probe->torch_platform_tags);
+  if (!ceiling) return std::nullopt;
+  return Ceiling{*ceiling, "the platform tag of torch " + probe->torch_version +
+                               " in the build environment (" +
+                               joined(probe->torch_platform_tags, ".") + ")"};
+}
+
+// At most `shown` items joined with "; ", then how many more there are.
+std::string first_of(const std::vector<std::string>& items, std::size_t shown) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < shown; ++i) {
+    out += (i == 0 ? "" : "; ") + items[i];
+  }
+  if (items.size() > shown) out += "; and " + std::to_string(items.size() - shown) + " more";
+  return out;
+}
+
 bool starts_with_linux(const std::vector<std::string>& tags) {
   return !tags.empty() && std::all_of(tags.begin(), tags.end(),
                                       [](const std::string& t) { return t.starts_with("linux_"); });
@@ -61,6 +99,18 @@ Status analyze_binaries(JobContext& ctx) {
   ctx.note("[retagging] manylinux: " + assessment.summary());
   if (assessment.outcome == core::ManylinuxOutcome::refused) {
     return make_error(Errc::invalid, "analyze binaries: " + assessment.summary());
+  }
+  const std::optional<Ceiling> ceiling = ceiling_of(ctx);
+  if (ceiling && assessment.outcome == core::ManylinuxOutcome::tagged) {
+    const auto above = core::above_ceiling(assessment, ceiling->ceiling);
+    if (!above.empty()) {
+      return make_error(Errc::invalid, "analyze binaries: the wheel needs " +
+                                           assessment.policy->tag() + ", above the ceiling " +
+                                           ceiling->ceiling.name() + " (" + ceiling->source +
+                                           "): " + first_of(above, 5));
+    }
+    ctx.note("[retagging] within the ceiling " + ceiling->ceiling.name() + " (" + ceiling->source +
+             ")");
   }
 
   auto name = core::parse_dist_filename(ctx.wheel.filename().string());
@@ -90,6 +140,19 @@ Status analyze_binaries(JobContext& ctx) {
                           "analyze binaries: the wheel is tagged " + name->tags.platform_tag +
                               " (glibc " + *claimed + "), but its binaries need " +
                               assessment.policy->tag() + ": " + assessment.summary());
+      }
+      // Honest, but it must not promise less than the ceiling either: a tag above it keeps
+      // the users the ceiling is for from installing the wheel.
+      if (ceiling) {
+        const auto claimed_minor =
+            core::ceiling_of_platform_tags(tags).value_or(core::ManylinuxCeiling{}).glibc_minor;
+        if (claimed_minor > ceiling->ceiling.glibc_minor) {
+          return make_error(Errc::invalid, "analyze binaries: the wheel is tagged " +
+                                               name->tags.platform_tag + ", above the ceiling " +
+                                               ceiling->ceiling.name() + " (" + ceiling->source +
+                                               "); its binaries need only " +
+                                               assessment.policy->tag());
+        }
       }
       ctx.note("[retagging] the wheel's own tag " + name->tags.platform_tag + " is honest; kept");
     }

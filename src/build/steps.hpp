@@ -14,8 +14,9 @@
 //   6. retag                  the wheel is the recipe's project at the requested version, and
 //                             is to carry the cell's label
 //   7. analyze binaries       the wheel's ELF binaries: every NEEDED library provided, the
-//                             lowest honest manylinux tag for a linux_<arch> wheel; the label
-//                             and that tag are written in one rewrite
+//                             lowest honest manylinux tag for a linux_<arch> wheel, within the
+//                             recipe's manylinux ceiling; the label and that tag are written
+//                             in one rewrite
 //   8. number the build       a rebuild of a published file name gets the next build tag
 //                             (docs/packaging.md, "Build tags"); one identical to the published
 //                             file ends the job (no-op)
@@ -57,6 +58,10 @@ struct Step {
 /// True when a job found running at startup can be resumed from its checkpoint (see
 /// run_steps) rather than run again: it got as far as its build.
 [[nodiscard]] bool resumable(core::JobState state, const std::filesystem::path& work_dir);
+
+/// Where step 3 writes the environment probe's output in the work directory (read again by the
+/// analysis, also after a restart: torch's platform tag is the default manylinux ceiling).
+inline constexpr std::string_view kEnvironmentProbeFile = "environment-probe.txt";
 
 // The steps (steps.cpp, environment.cpp, toolchain.cpp).
 [[nodiscard]] Status verify_cuda_toolkit(JobContext& ctx);

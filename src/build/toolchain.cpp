@@ -70,7 +70,7 @@ Status verify_cuda_toolkit(JobContext& ctx) {
 
 Status verify_build_environment(JobContext& ctx) {
   const core::Cell& cell = ctx.job.cell;
-  const fs::path output = ctx.work_dir / "environment-probe.txt";
+  const fs::path output = ctx.work_dir / kEnvironmentProbeFile;
   if (auto st = remove_tree(output); !st) return st;
   const fs::path python = JobContext::venv_python(ctx.env_dir);
   ctx.note("[preparing] " + python.string() + " -c <probe of Python and torch>");

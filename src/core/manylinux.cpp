@@ -23,11 +23,35 @@ bool judged(const WheelBinary& b) {
   return b.elf && (b.elf->type == ElfType::shared || b.elf->type == ElfType::executable);
 }
 
-// One requirement that rules out the policies below some index, with what to say about it.
+// One requirement that rules out the policies below some index, with what to say about it
+// (`what`, the assessment's `deciding`) and, for PolicyRequirement, with the symbols it is
+// needed for (`detail`).
 struct Floor {
   std::size_t index = 0;  // lowest policy (index into the arch's list) that allows it
   std::string what;
+  std::string detail;
 };
+
+// The imported symbols of `elf` bound to `version` of `library`: "pthread_create", or
+// "pthread_create, pthread_join and 3 more"; empty when none names it (a version can be needed
+// for its ABI alone).
+std::string symbols_needing(const ElfInfo& elf, std::string_view library,
+                            std::string_view version) {
+  constexpr std::size_t kShown = 3;
+  std::vector<std::string_view> names;
+  std::size_t count = 0;
+  for (const auto& sym : elf.symbols) {
+    if (sym.defined || sym.version != version || sym.version_library != library) continue;
+    if (++count <= kShown) names.push_back(sym.name);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == names.size() && count <= kShown ? " and " : ", ");
+    out += names[i];
+  }
+  if (count > kShown) out += " and " + std::to_string(count - kShown) + " more";
+  return out;
+}
 
 }  // namespace
 
@@ -225,7 +249,8 @@ ManylinuxAssessment assess_manylinux(std::span<const WheelBinary> binaries,
       const auto at =
           lowest_allowing([&](const ManylinuxPolicy& p) { return p.allows_library(library); });
       if (at) {
-        floors.push_back({*at, library + " needed by " + b->path});
+        floors.push_back(
+            {*at, library + " needed by " + b->path, library + " needed by " + b->path});
         continue;
       }
       auto it = std::find_if(out.unsatisfied.begin(), out.unsatisfied.end(),
@@ -247,7 +272,11 @@ ManylinuxAssessment assess_manylinux(std::span<const WheelBinary> binaries,
         const auto at =
             lowest_allowing([&](const ManylinuxPolicy& p) { return p.allows_version(version); });
         if (at) {
-          floors.push_back({*at, version + " (" + need.library + ") needed by " + b->path});
+          const std::string symbols = symbols_needing(elf, need.library, version);
+          floors.push_back({*at, version + " (" + need.library + ") needed by " + b->path,
+                            version + " (" + need.library +
+                                (symbols.empty() ? "" : ": " + symbols) + ") needed by " +
+                                b->path});
         } else if (std::none_of(
                        out.too_new.begin(), out.too_new.end(),
                        [&](const VersionRequirement& r) { return r.version == version; })) {
@@ -278,7 +307,7 @@ ManylinuxAssessment assess_manylinux(std::span<const WheelBinary> binaries,
     }
     if (blocked_below) {
       if (*blocked_below < policies.size()) {
-        floors.push_back({*blocked_below, blocked_what});
+        floors.push_back({*blocked_below, blocked_what, blocked_what});
       } else {
         out.problems.push_back(blocked_what + " is forbidden by every manylinux policy");
       }
@@ -293,9 +322,72 @@ ManylinuxAssessment assess_manylinux(std::span<const WheelBinary> binaries,
       index = floor.index;
       out.deciding = floor.what;
     }
+    if (floor.index > 0) out.requirements.push_back({policies[floor.index], floor.detail});
   }
   out.outcome = ManylinuxOutcome::tagged;
   out.policy = policies[index];
+  return out;
+}
+
+std::string ManylinuxCeiling::name() const {
+  return "manylinux_2_" + std::to_string(glibc_minor);
+}
+
+Result<ManylinuxCeiling> parse_manylinux_ceiling(std::string_view text) {
+  const auto invalid = [&](const std::string& why) {
+    return make_error(Errc::invalid, "'" + std::string(text) + "' " + why);
+  };
+  constexpr std::string_view kForms =
+      "is not a manylinux ceiling: expected \"2_28\", \"manylinux_2_28\" or \"manylinux2014\"";
+  std::optional<std::uint32_t> minor;
+  if (text == "manylinux2014") {
+    minor = 17;
+  } else if (text == "manylinux2010" || text == "manylinux1") {
+    minor = text == "manylinux1" ? 5 : 12;
+  } else {
+    std::string_view rest = text;
+    if (rest.starts_with("manylinux_")) rest.remove_prefix(std::string_view("manylinux_").size());
+    const std::size_t sep = rest.find('_');
+    const auto number = [](std::string_view digits) -> std::optional<std::uint32_t> {
+      if (digits.empty() || digits.size() > 4) return std::nullopt;
+      std::uint32_t n = 0;
+      for (const char c : digits) {
+        if (c < '0' || c > '9') return std::nullopt;
+        n = n * 10 + static_cast<std::uint32_t>(c - '0');
+      }
+      return n;
+    };
+    if (sep == std::string_view::npos) return invalid(std::string(kForms));
+    const auto major = number(rest.substr(0, sep));
+    minor = number(rest.substr(sep + 1));
+    if (!major || !minor) return invalid(std::string(kForms));
+    if (*major != 2) return invalid("names glibc " + std::to_string(*major) + ", not glibc 2");
+  }
+  if (*minor < 17) {
+    return invalid(
+        "is below manylinux_2_17, the lowest tag wheelforge gives a wheel with binaries");
+  }
+  return ManylinuxCeiling{*minor};
+}
+
+std::optional<ManylinuxCeiling> ceiling_of_platform_tags(std::span<const std::string> tags) {
+  const auto glibc = glibc_of_platform_tags(tags);
+  if (!glibc) return std::nullopt;
+  const auto numbers = SymbolVersion::parse("GLIBC_" + *glibc).numbers;
+  if (!numbers || numbers->size() < 2 || (*numbers)[0] != 2) return std::nullopt;
+  return ManylinuxCeiling{std::max<std::uint32_t>((*numbers)[1], 17)};
+}
+
+std::vector<std::string> above_ceiling(const ManylinuxAssessment& assessment,
+                                       const ManylinuxCeiling& ceiling) {
+  std::vector<std::string> out;
+  if (assessment.outcome != ManylinuxOutcome::tagged || assessment.policy == nullptr ||
+      assessment.policy->glibc_minor <= ceiling.glibc_minor) {
+    return out;
+  }
+  for (const auto& r : assessment.requirements) {
+    if (r.lowest->glibc_minor > ceiling.glibc_minor) out.push_back(r.what);
+  }
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "wheelforge/core/toolchain.hpp"
 
+#include <algorithm>
+
 #include "wheelforge/core/variant.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -55,7 +57,14 @@ std::string_view environment_probe_script() {
          "else:\n"
          "    print('torch_version=' + str(torch.__version__))\n"
          "    cuda = getattr(getattr(torch, 'version', None), 'cuda', None)\n"
-         "    print('torch_cuda=' + ('None' if cuda is None else str(cuda)))\n";
+         "    print('torch_cuda=' + ('None' if cuda is None else str(cuda)))\n"
+         "    try:\n"
+         "        from importlib import metadata\n"
+         "        wheel = metadata.distribution('torch').read_text('WHEEL') or ''\n"
+         "    except BaseException:\n"
+         "        wheel = ''\n"
+         "    print('torch_wheel_tags=' + ' '.join(line[4:].strip() for line in "
+         "wheel.splitlines() if line.startswith('Tag:')))\n";
 }
 
 Result<EnvironmentProbe> parse_environment_probe(std::string_view output) {
@@ -78,6 +87,21 @@ Result<EnvironmentProbe> parse_environment_probe(std::string_view output) {
       p.torch_cuda = value == "None" ? std::nullopt : std::optional<std::string>(value);
     } else if (key == "torch_error") {
       p.torch_error = value;
+    } else if (key == "torch_wheel_tags") {
+      // "cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64": the platform part is the
+      // third, and may be compressed.
+      p.torch_platform_tags.clear();
+      for (const auto tag : split(value, ' ')) {
+        const auto parts = split(tag, '-');
+        if (parts.size() != 3) continue;
+        for (const auto platform : split(parts[2], '.')) {
+          if (platform.empty()) continue;
+          if (std::find(p.torch_platform_tags.begin(), p.torch_platform_tags.end(), platform) ==
+              p.torch_platform_tags.end()) {
+            p.torch_platform_tags.emplace_back(platform);
+          }
+        }
+      }
     }
   }
   if (p.python_version.empty()) {

@@ -93,8 +93,9 @@ def write_wheel(
     return Artifact(path, dist, version, metadata.encode())
 
 
-def stand_in_torch(directory: Path, version: str) -> Artifact:
-    """torch-<version>-py3-none-any.whl: a STAND-IN for PyTorch (see the module docstring)."""
+def stand_in_torch(directory: Path, version: str, platform: str = "any") -> Artifact:
+    """torch-<version>-py3-none-<platform>.whl: a STAND-IN for PyTorch (see the module
+    docstring); a manylinux `platform` tags it as PyTorch's own wheels are tagged."""
     local = version.partition("+")[2]
     cuda = f"{local[2:-1]}.{local[-1]}" if local.startswith("cu") else None
     note = '"""STAND-IN for PyTorch made by wheelforge\'s runner tests. This is not PyTorch."""\n'
@@ -113,7 +114,7 @@ def stand_in_torch(directory: Path, version: str) -> Artifact:
         "Summary: STAND-IN for PyTorch used by wheelforge's runner tests (not PyTorch)\n"
         "Requires-Python: >=3.9\n"
     )
-    return write_wheel(directory, "torch", version, "py3-none-any", metadata, files)
+    return write_wheel(directory, "torch", version, f"py3-none-{platform}", metadata, files)
 
 
 def verify_wheel(data: bytes) -> dict[str, bytes]:
@@ -475,7 +476,53 @@ with zipfile.ZipFile(os.path.join(out, filename), "w") as zf:
 print("fake_wheel: wrote " + filename)
 '''
 
+# A tiny C extension compiled with this host's gcc into a py3-none-linux_<arch> wheel of
+# $WF_FAKE_PROJECT 1.0.0: its library calls pthread_create, which glibc 2.34 and later version
+# GLIBC_2.34 (libpthread moved into libc), so the wheel needs manylinux_2_34 when built here.
+CEXT_WHEEL = '''\
+import base64
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+import zipfile
+
+out = sys.argv[1]
+project = os.environ["WF_FAKE_PROJECT"]
+package = project.replace("-", "_")
+with open("cext.c", "w") as f:
+    f.write("#include <pthread.h>\\n"
+            "static void* run(void* arg) { return arg; }\\n"
+            "int wf_answer(void) { pthread_t t; if (pthread_create(&t, 0, run, 0)) return 0;"
+            " pthread_join(t, 0); return 42; }\\n")
+subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-pthread", "-o", "_C.so", "cext.c"], check=True)
+with open("_C.so", "rb") as f:
+    library = f.read()
+dist_info = "%s-1.0.0.dist-info" % package
+tag = "py3-none-linux_" + platform.machine()
+members = [
+    (package + "/__init__.py", b"import ctypes, pathlib\\n"
+     b"def check():\\n    return ctypes.CDLL(str(pathlib.Path(__file__).parent / '_C.so')).wf_answer() == 42\\n"),
+    (package + "/_C.so", library),
+    (dist_info + "/METADATA", ("Metadata-Version: 2.1\\nName: %s\\nVersion: 1.0.0\\n" % project).encode()),
+    (dist_info + "/WHEEL", ("Wheel-Version: 1.0\\nGenerator: cext_wheel\\nRoot-Is-Purelib: false\\n"
+                            "Tag: %s\\n" % tag).encode()),
+]
+record = ""
+for name, data in members:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record += "%s,sha256=%s,%d\\n" % (name, digest, len(data))
+members.append((dist_info + "/RECORD", (record + dist_info + "/RECORD,,\\n").encode()))
+filename = "%s-1.0.0-%s.whl" % (package, tag)
+with zipfile.ZipFile(os.path.join(out, filename), "w") as zf:
+    for name, data in members:
+        zf.writestr(zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0)), data)
+print("cext_wheel: wrote " + filename)
+'''
+
 FAKE_SCRIPTS = {
+    "cext_wheel.py": CEXT_WHEEL,
     # A build that never finishes: two compilers that hang and the shell waiting for them.
     "hang.sh": """\
 echo "fake build: starting two compilers that hang"
@@ -1177,6 +1224,12 @@ def _fault_bed(request, wheelforge_bin):
                                       env={"WF_PIDS_FILE": str(h.root / "pids-cancel.txt")}),
                 "oom": fake_recipe("wf-fake-oom", "sh ./oom.sh {python} {out}"),
                 "broken": fake_recipe("wf-fake-broken", "sh ./broken.sh"),
+                "ceiling": fake_recipe("wf-fake-ceiling", "{python} cext_wheel.py {out}",
+                                       manylinux="2_28"),
+                # No ceiling of its own: its torch 2.9 stand-in is tagged manylinux_2_28.
+                "torch-ceiling": fake_recipe("wf-fake-torch-ceiling", "{python} cext_wheel.py {out}",
+                                             matrix={"python": ["3.11"], "torch": ["2.9"],
+                                                     "cuda": ["13.0"]}),
             },
             fake_source=source,
         )
@@ -1365,6 +1418,52 @@ def test_compile_error_fails_without_retry(fault_bed):
     # The compiler's own line, once per run (the runner's "failed: ..." notes quote it too).
     lines = bed.admin.log_text(job["id"]).splitlines()
     assert lines.count("kernel.cu(12): error: expected ';'") == 2, lines[-40:]
+
+
+def host_glibc_minor() -> int:
+    version = os.confstr("CS_GNU_LIBC_VERSION") or ""  # "glibc 2.36"
+    m = re.fullmatch(r"glibc 2\.(\d+)", version)
+    return int(m.group(1)) if m else 0
+
+
+def require_glibc_2_34() -> None:
+    if host_glibc_minor() < 34:
+        pytest.skip("pthread_create is GLIBC_2.34 only on glibc 2.34 and later")
+
+
+def test_a_wheel_above_the_recipes_manylinux_ceiling_fails_and_is_not_published(fault_bed):
+    require_glibc_2_34()
+    bed = fault_bed
+    arch = os.uname().machine
+    job = bed.admin.run_one("ceiling")
+    assert job["state"] == "failed", bed.admin.describe(job)
+    assert job["reason"].startswith(
+        f"analyze binaries: the wheel needs manylinux_2_34_{arch}, above the ceiling manylinux_2_28 "
+        '(the recipe\'s manylinux = "2_28"): GLIBC_2.34 (libc.so.6: pthread_create'), job["reason"]
+    assert "needed by wf_fake_ceiling/_C.so" in job["reason"], job["reason"]
+    log = bed.admin.log_text(job["id"])
+    assert "cext_wheel: wrote wf_fake_ceiling-1.0.0-py3-none-linux_" in log, log[-2000:]
+    assert "[testing]" not in log, "no smoke test after the analysis failed"
+    assert not [f for f in bed.h.filenames() if f.startswith("wf_fake_ceiling")], bed.h.filenames()
+    assert bed.server.get("/simple/wf-fake-ceiling/").status == 404
+
+
+def test_the_default_manylinux_ceiling_is_the_tag_of_the_environments_torch(fault_bed):
+    """The build environment's torch is a stand-in tagged manylinux_2_28 (as PyPI's torch 2.8
+    and later are): without a `manylinux` key, its tag is the recipe's ceiling."""
+    require_glibc_2_34()
+    bed = fault_bed
+    arch = os.uname().machine
+    torch = stand_in_torch(bed.h.path("torch-manylinux"), "2.9.0+cu130", f"manylinux_2_28_{arch}")
+    assert bed.server.put_file(torch, bed.h.token("upload")).status == 201
+    job = bed.admin.run_one("torch-ceiling")
+    assert job["state"] == "failed", bed.admin.describe(job)
+    assert (f"above the ceiling manylinux_2_28 (the platform tag of torch 2.9.0+cu130 in the build "
+            f"environment (manylinux_2_28_{arch})): GLIBC_2.34 (libc.so.6: pthread_create"
+            ) in job["reason"], job["reason"]
+    log = bed.admin.log_text(job["id"])
+    assert f"==> [preparing] probe: torch_wheel_tags=py3-none-manylinux_2_28_{arch}" in log, log[-3000:]
+    assert not [f for f in bed.h.filenames() if f.startswith("wf_fake_torch_ceiling")]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "wheelforge/core/manylinux.hpp"
 #include "wheelforge/core/variant.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -63,6 +64,10 @@ struct Recipe {
   /// admission grants it; on a cluster, what each of its batch jobs asks for. nullopt: no
   /// cap on this host, the cluster executor's default there.
   std::optional<unsigned> cpus;
+  /// The highest manylinux tag its wheels may need (the key `manylinux`, "2_28"). nullopt: the
+  /// platform tag of the torch wheel installed in the cell's build environment, when torch came
+  /// from a manylinux wheel (who can install that torch can install this wheel); else none.
+  std::optional<ManylinuxCeiling> manylinux;
 };
 
 /// The build requirements of a recipe that names none: what a plain setuptools project needs

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "wheelforge/core/elf.hpp"
+#include "wheelforge/util/result.hpp"
 
 namespace wf::core {
 
@@ -137,6 +138,13 @@ struct VersionRequirement {
   std::string needed_by;  ///< member path
 };
 
+/// One requirement that rules out the lowest policy: the lowest policy that allows it, and what
+/// it is, e.g. "GLIBC_2.34 (libc.so.6: pthread_create) needed by pkg/_C.so".
+struct PolicyRequirement {
+  const ManylinuxPolicy* lowest = nullptr;
+  std::string what;
+};
+
 struct ManylinuxAssessment {
   ManylinuxOutcome outcome = ManylinuxOutcome::no_binaries;
   std::string arch;  ///< the binaries' architecture ("x86_64"); empty without binaries
@@ -150,6 +158,10 @@ struct ManylinuxAssessment {
   std::vector<UnsatisfiedLibrary> unsatisfied;  ///< in order of first appearance
   std::vector<VersionRequirement> too_new;      ///< versions no policy allows
   std::vector<std::string> problems;  ///< unreadable binaries, architectures, forbidden symbols
+  /// Every requirement that only a policy above the lowest one allows (tagged only), in order
+  /// of appearance: a library, a symbol version (with the symbols that need it) or a symbol a
+  /// lower policy forbids, each once per binary.
+  std::vector<PolicyRequirement> requirements;
 
   /// The platform tags to give the wheel (policy->platform_tags()); empty unless tagged.
   [[nodiscard]] std::vector<std::string> platform_tags() const;
@@ -168,6 +180,37 @@ struct ManylinuxAssessment {
 /// `manylinux_2_17_x86_64.manylinux2014_x86_64` installs from glibc 2.17 on); nullopt when no
 /// tag is a manylinux one.
 [[nodiscard]] std::optional<std::string> glibc_of_platform_tags(std::span<const std::string> tags);
+
+/// The highest manylinux tag a recipe's wheels may need (the recipe key `manylinux`): what its
+/// users' glibc is at the least. A wheel whose binaries need a higher policy is not published
+/// (docs/manylinux.md, "In the build runner").
+struct ManylinuxCeiling {
+  std::uint32_t glibc_minor = 17;  ///< 28 for manylinux_2_28 (the glibc major is always 2)
+
+  /// "manylinux_2_28".
+  [[nodiscard]] std::string name() const;
+  friend bool operator==(const ManylinuxCeiling&, const ManylinuxCeiling&) = default;
+};
+
+/// Parses a ceiling as a recipe writes it: "2_28", "manylinux_2_28", or a legacy alias
+/// ("manylinux2014" is 2_17). Errc::invalid naming the accepted forms for anything else (an
+/// architecture suffix included: the ceiling holds for every architecture), for a glibc major
+/// other than 2, and for a ceiling below manylinux_2_17, the lowest tag a wheel with binaries
+/// gets (no such wheel could ever be published).
+[[nodiscard]] Result<ManylinuxCeiling> parse_manylinux_ceiling(std::string_view text);
+
+/// The ceiling a wheel's platform tags stand for: the lowest glibc among its manylinux tags
+/// (glibc_of_platform_tags), raised to manylinux_2_17 (torch wheels up to 2.5 on PyPI are
+/// tagged manylinux1, though they need glibc 2.17). nullopt when no tag is a manylinux one
+/// (`linux_x86_64`, `any`).
+[[nodiscard]] std::optional<ManylinuxCeiling> ceiling_of_platform_tags(
+    std::span<const std::string> tags);
+
+/// What makes a tagged assessment need more than `ceiling`: the `what` of every requirement
+/// whose lowest policy is above it, in order. Empty when the assessment is not tagged or its
+/// policy is within the ceiling.
+[[nodiscard]] std::vector<std::string> above_ceiling(const ManylinuxAssessment& assessment,
+                                                     const ManylinuxCeiling& ceiling);
 
 /// Assesses a wheel's binaries (as archive::inspect_wheel_binaries returns them) against the
 /// manylinux policies of their architecture, following the rules at the top of this file.

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "wheelforge/core/build.hpp"
 #include "wheelforge/util/result.hpp"
@@ -41,10 +42,14 @@ struct EnvironmentProbe {
   std::string torch_version;  ///< torch.__version__; empty when torch cannot be imported
   std::optional<std::string> torch_cuda;  ///< torch.version.cuda; nullopt for None (CPU torch)
   std::string torch_error;                ///< why `import torch` failed, when it did
+  /// The platform tags of the torch wheel installed ("manylinux_2_28_x86_64"), from the `Tag:`
+  /// lines of its WHEEL file, each once; empty when torch was not installed from a wheel.
+  std::vector<std::string> torch_platform_tags;
 };
 
 /// The Python program whose output parse_environment_probe() reads: `key=value` lines
-/// (python_version, python_executable, torch_version, torch_cuda, torch_error).
+/// (python_version, python_executable, torch_version, torch_cuda, torch_error,
+/// torch_wheel_tags: the WHEEL file's tags, "cp312-cp312-manylinux_2_28_x86_64", blank-separated).
 [[nodiscard]] std::string_view environment_probe_script();
 
 /// Parses the probe script's output. Unknown keys and lines without '=' are ignored (a

@@ -123,6 +123,7 @@ import_check = "import flash_attn"
 gb_per_job = 5
 timeout = "3h"
 yank_superseded = true
+manylinux = "2_28"
 [recipes.flash-attn.matrix]
 python = ["3.12"]
 torch = ["2.8", "2.9"]
@@ -183,6 +184,7 @@ cuda = ["12.8"]
   EXPECT_EQ(fa.recipe.gb_per_job, 5.0);
   EXPECT_EQ(fa.recipe.timeout, seconds{3 * 3600});
   EXPECT_TRUE(fa.recipe.yank_superseded);
+  EXPECT_EQ(fa.recipe.manylinux, core::ManylinuxCeiling{28});
   EXPECT_EQ(fa.matrix.python, (std::vector<std::string>{"3.12"}));
   EXPECT_EQ(fa.matrix.torch.size(), 2U);
   ASSERT_EQ(fa.matrix.exclude.size(), 1U);
@@ -190,6 +192,7 @@ cuda = ["12.8"]
 
   const auto& local = c.build.recipes.at("local");
   EXPECT_FALSE(local.recipe.yank_superseded) << "the default";
+  EXPECT_FALSE(local.recipe.manylinux) << "the default: torch's tag, found at job time";
   EXPECT_EQ(local.recipe.source.kind, core::SourceSpec::Kind::path);
   EXPECT_EQ(local.recipe.source.location, "/src/demo");
   EXPECT_EQ(local.recipe.gb_per_job, 0.5);
@@ -517,6 +520,7 @@ engine_argz = []
 [recipes.r]
 project = "r"
 cpus = 0
+manylinux = "2_5"
 [recipes.r.matrix]
 python = ["3.12"]
 torch = ["2.8"]
@@ -540,6 +544,8 @@ cuda = ["12.8", "13.0"]
           "build.images.13.0/three: '13.0/three' is not a CUDA version",
           "build.images.12.9: expected an image name, got ''",
           "recipes.r.cpus: expected a whole number from 1 to 4096, got 0",
+          "recipes.r.manylinux: '2_5' is below manylinux_2_17, the lowest tag wheelforge gives "
+          "a wheel with binaries",
           "recipes.r.matrix.cuda: 13.0 has no image in [build.images] (configured: 12.8)",
       });
 

@@ -28,7 +28,8 @@ void script_host(FakeExecutor& fake, const HostScript& host) {
   if (host.torch_version.empty()) {
     probe += "torch_error=ModuleNotFoundError: No module named 'torch'\n";
   } else {
-    probe += "torch_version=" + host.torch_version + "\ntorch_cuda=" + host.torch_cuda + "\n";
+    probe += "torch_version=" + host.torch_version + "\ntorch_cuda=" + host.torch_cuda +
+             "\ntorch_wheel_tags=" + host.torch_wheel_tags + "\n";
   }
   fake.on("print('python_version=", Outcome::prints(probe));
   fake.on("command -v ninja",

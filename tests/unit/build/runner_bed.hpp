@@ -37,6 +37,9 @@ struct HostScript {
   std::string python_version = "3.12.1";
   std::string torch_version = "2.8.0+cu130";
   std::string torch_cuda = "13.0";  ///< "None" for a CPU torch
+  /// The Tag lines of torch's WHEEL file, blank-separated ("cp312-cp312-manylinux_2_28_x86_64");
+  /// empty: torch from no wheel (the probe prints an empty torch_wheel_tags=).
+  std::string torch_wheel_tags;
   bool ninja_on_path = true;
 };
 

@@ -616,6 +616,90 @@ TEST_F(Binaries, ManylinuxTagOfTheBuildIsKeptWhenHonestAndRefusedWhenNot) {
                         " (glibc 2.5), but its binaries need manylinux_2_"));
 }
 
+// Needs pthread_create@GLIBC_2.34 on glibc 2.34 and later (libpthread moved into libc there).
+constexpr std::string_view kUsesThreads =
+    "#include <pthread.h>\n"
+    "static void* run(void* arg) { return arg; }\n"
+    "int demo(void) { pthread_t t; return pthread_create(&t, 0, run, 0) || pthread_join(t, 0); }\n";
+
+// The minor of a glibc floor ("2.34" -> 34).
+int glibc_minor(const std::string& floor) {
+  return floor.empty() ? 0 : std::stoi(floor.substr(floor.find('.') + 1));
+}
+
+TEST_F(Binaries, WheelAboveTheRecipesManylinuxCeilingFailsNamingItAndIsNotPublished) {
+  const fs::path so = compile("_C.so", std::string(kUsesThreads), "-pthread");
+  const std::string floor = objdump_glibc_floor(so);
+  if (glibc_minor(floor) < 34) GTEST_SKIP() << "this host's glibc links pthread_create@" << floor;
+  bed.config.recipes.at("demo").recipe.manylinux = core::ManylinuxCeiling{28};
+  script_host(bed.fake);
+  script_build_copies(bed.fake, wheel_with(so));
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::failed) << bed.log(job.id);
+  EXPECT_THAT(job.reason, ::testing::StartsWith("analyze binaries: the wheel needs manylinux_2_"));
+  EXPECT_THAT(job.reason, HasSubstr("_" + arch_ +
+                                    ", above the ceiling manylinux_2_28 (the recipe's manylinux "
+                                    "= \"2_28\"): GLIBC_2.34 (libc.so.6: pthread_create"));
+  EXPECT_THAT(job.reason, HasSubstr(") needed by demo_pkg/_C.so"));
+  EXPECT_EQ(bed.ingested.load(), 0);
+  EXPECT_TRUE(bed.fake.commands_matching("test-env").empty()) << "no smoke test";
+  auto contents = bed.catalog->load();
+  ASSERT_TRUE(contents);
+  EXPECT_TRUE(contents->files.empty());
+}
+
+TEST_F(Binaries, TheDefaultCeilingIsThePlatformTagOfTheEnvironmentsTorchWheel) {
+  const fs::path so = compile("_C.so", std::string(kUsesThreads), "-pthread");
+  const std::string floor = objdump_glibc_floor(so);
+  if (glibc_minor(floor) < 34) GTEST_SKIP() << "this host's glibc links pthread_create@" << floor;
+  const fs::path wheel = wheel_with(so);
+  HostScript host;
+  host.torch_wheel_tags = "cp312-cp312-manylinux_2_28_" + arch_;
+  script_host(bed.fake, host);
+  script_build_copies(bed.fake, wheel);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::failed) << bed.log(job.id);
+  EXPECT_THAT(job.reason, HasSubstr(", above the ceiling manylinux_2_28 (the platform tag of torch "
+                                    "2.8.0+cu130 in the build environment (manylinux_2_28_" +
+                                    arch_ + ")): GLIBC_2.34 (libc.so.6: pthread_create"));
+  EXPECT_EQ(bed.ingested.load(), 0);
+
+  // The recipe's key wins over torch's tag.
+  RunnerBed raised("ceiling-raised");
+  raised.config.recipes.at("demo").recipe.manylinux =
+      core::ManylinuxCeiling{static_cast<std::uint32_t>(std::max(34, glibc_minor(floor)))};
+  script_host(raised.fake, host);
+  script_build_copies(raised.fake, wheel);
+  const auto built = raised.run_one();
+  ASSERT_EQ(built.state, core::JobState::succeeded) << raised.log(built.id);
+  EXPECT_THAT(raised.log(built.id),
+              HasSubstr("==> [retagging] within the ceiling manylinux_2_" +
+                        std::to_string(std::max(34, glibc_minor(floor))) + " (the recipe's"));
+
+  // A torch installed from no manylinux wheel (a local build: linux_<arch>) sets no ceiling.
+  RunnerBed local("ceiling-none");
+  host.torch_wheel_tags = "cp312-cp312-linux_" + arch_;
+  script_host(local.fake, host);
+  script_build_copies(local.fake, wheel);
+  const auto unbounded = local.run_one();
+  ASSERT_EQ(unbounded.state, core::JobState::succeeded) << local.log(unbounded.id);
+  EXPECT_THAT(local.log(unbounded.id), Not(HasSubstr("within the ceiling")));
+}
+
+TEST_F(Binaries, WheelTaggedAboveTheCeilingByItsBuildFails) {
+  const fs::path so = compile("_C.so", std::string(kUsesGlibc));
+  bed.config.recipes.at("demo").recipe.manylinux = core::ManylinuxCeiling{17};
+  script_host(bed.fake);
+  script_build_copies(bed.fake, wheel_with(so, "manylinux_2_28_" + arch_));
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::failed) << bed.log(job.id);
+  EXPECT_EQ(job.reason, "analyze binaries: the wheel is tagged manylinux_2_28_" + arch_ +
+                            ", above the ceiling manylinux_2_17 (the recipe's manylinux = "
+                            "\"2_17\"); its binaries need only manylinux_2_17_" +
+                            arch_);
+  EXPECT_EQ(bed.ingested.load(), 0);
+}
+
 TEST_F(Binaries, WheelOfAnotherArchitectureIsRefused) {
   const fs::path so = compile("_C.so", std::string(kUsesGlibc));
   const std::string other = arch_ == "aarch64" ? "x86_64" : "aarch64";

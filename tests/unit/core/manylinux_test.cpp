@@ -337,5 +337,92 @@ TEST(ManylinuxTest, GlibcOfPlatformTags) {
   EXPECT_EQ(glibc_of_platform_tags(none), std::nullopt);
 }
 
+TEST(ManylinuxCeilingTest, ParsesTheSpellingsARecipeWrites) {
+  EXPECT_EQ(parse_manylinux_ceiling("2_28")->glibc_minor, 28U);
+  EXPECT_EQ(parse_manylinux_ceiling("manylinux_2_34")->glibc_minor, 34U);
+  EXPECT_EQ(parse_manylinux_ceiling("manylinux2014")->glibc_minor, 17U);
+  EXPECT_EQ(parse_manylinux_ceiling("2_17")->name(), "manylinux_2_17");
+  const auto forms = [](std::string_view text) {
+    const auto r = parse_manylinux_ceiling(text);
+    return r ? std::string("accepted") : r.error().message;
+  };
+  for (const auto text : {"", "2.28", "228", "2_", "_28", "2_28_x86_64", "manylinux_2_28_x86_64",
+                          "manylinux", "2_2x", "linux_2_28"}) {
+    EXPECT_EQ(forms(text), "'" + std::string(text) +
+                               "' is not a manylinux ceiling: expected \"2_28\", "
+                               "\"manylinux_2_28\" or \"manylinux2014\"");
+  }
+  EXPECT_EQ(forms("3_1"), "'3_1' names glibc 3, not glibc 2");
+  for (const auto text : {"2_12", "manylinux1", "manylinux2010", "2_5"}) {
+    EXPECT_EQ(forms(text), "'" + std::string(text) +
+                               "' is below manylinux_2_17, the lowest tag wheelforge gives a "
+                               "wheel with binaries");
+  }
+}
+
+TEST(ManylinuxCeilingTest, OfATorchWheelsPlatformTags) {
+  const std::vector<std::string> pypi28 = {"manylinux_2_28_x86_64"};
+  EXPECT_EQ(ceiling_of_platform_tags(pypi28), ManylinuxCeiling{28});
+  // torch up to 2.5 on PyPI: manylinux1 by its tag, glibc 2.17 in fact.
+  const std::vector<std::string> old = {"manylinux1_x86_64"};
+  EXPECT_EQ(ceiling_of_platform_tags(old), ManylinuxCeiling{17});
+  const std::vector<std::string> both = {"manylinux_2_17_x86_64", "manylinux2014_x86_64"};
+  EXPECT_EQ(ceiling_of_platform_tags(both), ManylinuxCeiling{17});
+  const std::vector<std::string> local = {"linux_x86_64"};
+  EXPECT_EQ(ceiling_of_platform_tags(local), std::nullopt);
+  EXPECT_EQ(ceiling_of_platform_tags({}), std::nullopt);
+}
+
+TEST(ManylinuxCeilingTest, NamesWhatNeedsMoreThanTheCeilingWithItsSymbols) {
+  std::vector<WheelBinary> wheel{
+      extension({"GLIBC_2.2.5", "GLIBC_2.28", "GLIBC_2.34"}, {"GLIBCXX_3.4.30"})};
+  auto& elf = *wheel.front().elf;
+  const auto import = [&](std::string name, std::string version, std::string library) {
+    ElfSymbol sym;
+    sym.name = std::move(name);
+    sym.version = std::move(version);
+    sym.version_library = std::move(library);
+    elf.symbols.push_back(std::move(sym));
+  };
+  import("memcpy", "GLIBC_2.2.5", "libc.so.6");
+  import("fcntl64", "GLIBC_2.28", "libc.so.6");
+  for (const auto name :
+       {"pthread_create", "pthread_join", "dlsym", "dlopen", "__libc_start_main"}) {
+    import(name, "GLIBC_2.34", "libc.so.6");
+  }
+  import("_ZSt28__throw_bad_array_new_lengthv", "GLIBCXX_3.4.29", "libstdc++.so.6");
+  ElfSymbol exported;
+  exported.name = "pthread_create";
+  exported.defined = true;
+  exported.version = "GLIBC_2.34";
+  elf.symbols.push_back(exported);  // defined here: not a need
+
+  const auto a = assess(wheel);
+  ASSERT_EQ(a.outcome, ManylinuxOutcome::tagged) << a.summary();
+  EXPECT_EQ(a.policy->tag(), "manylinux_2_35_x86_64");
+  const std::string so = "pkg/_C.cpython-312-x86_64-linux-gnu.so";
+  EXPECT_EQ(
+      above_ceiling(a, ManylinuxCeiling{28}),
+      (std::vector<std::string>{
+          "GLIBC_2.34 (libc.so.6: pthread_create, pthread_join, dlsym and 2 more) needed by " + so,
+          "GLIBCXX_3.4.30 (libstdc++.so.6) needed by " + so}));
+  EXPECT_EQ(above_ceiling(a, ManylinuxCeiling{34}),
+            (std::vector<std::string>{"GLIBCXX_3.4.30 (libstdc++.so.6) needed by " + so}));
+  EXPECT_TRUE(above_ceiling(a, ManylinuxCeiling{35}).empty());
+  EXPECT_TRUE(above_ceiling(a, ManylinuxCeiling{39}).empty());
+  // GLIBC_2.28 alone: one symbol, named.
+  std::vector<WheelBinary> older{extension({"GLIBC_2.28"})};
+  ElfSymbol fcntl;
+  fcntl.name = "fcntl64";
+  fcntl.version = "GLIBC_2.28";
+  fcntl.version_library = "libc.so.6";
+  older.front().elf->symbols.push_back(fcntl);
+  EXPECT_EQ(above_ceiling(assess(older), ManylinuxCeiling{17}),
+            (std::vector<std::string>{"GLIBC_2.28 (libc.so.6: fcntl64) needed by " + so}));
+  // A refused wheel has nothing above a ceiling: it fails for its own reasons.
+  const std::vector<WheelBinary> refused{extension({"GLIBC_2.99"})};
+  EXPECT_TRUE(above_ceiling(assess(refused), ManylinuxCeiling{17}).empty());
+}
+
 }  // namespace
 }  // namespace wf::core

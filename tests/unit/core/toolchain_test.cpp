@@ -65,6 +65,19 @@ TEST(EnvironmentProbe, ParsesTheProbeOutput) {
   EXPECT_EQ(missing->torch_version, "");
   EXPECT_EQ(missing->torch_error, "ModuleNotFoundError: No module named 'torch'");
 
+  // The torch wheel's tags, platform parts only, each once (a compressed tag set counts each).
+  const auto tagged = parse_environment_probe(
+      "python_version=3.12.1\ntorch_version=2.5.1\ntorch_cuda=12.4\n"
+      "torch_wheel_tags=cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64 "
+      "cp312-cp312-manylinux2014_x86_64 oddity\n");
+  ASSERT_TRUE(tagged);
+  EXPECT_EQ(tagged->torch_platform_tags,
+            (std::vector<std::string>{"manylinux_2_17_x86_64", "manylinux2014_x86_64"}));
+  EXPECT_TRUE(p->torch_platform_tags.empty());
+  const auto built = parse_environment_probe("python_version=3.12.1\ntorch_wheel_tags=\n");
+  ASSERT_TRUE(built);
+  EXPECT_TRUE(built->torch_platform_tags.empty());
+
   const auto nothing = parse_environment_probe("Traceback (most recent call last):\n");
   ASSERT_FALSE(nothing);
   EXPECT_EQ(nothing.error().code, Errc::invalid);
@@ -72,8 +85,8 @@ TEST(EnvironmentProbe, ParsesTheProbeOutput) {
 
 TEST(EnvironmentProbe, ScriptPrintsEveryKeyTheParserReads) {
   const std::string_view script = environment_probe_script();
-  for (const char* key :
-       {"python_version=", "python_executable=", "torch_version=", "torch_cuda=", "torch_error="}) {
+  for (const char* key : {"python_version=", "python_executable=", "torch_version=", "torch_cuda=",
+                          "torch_error=", "torch_wheel_tags="}) {
     EXPECT_THAT(std::string(script), HasSubstr(std::string("'") + key)) << key;
   }
 }
