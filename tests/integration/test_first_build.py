@@ -3,7 +3,7 @@ README writes it, so that the README cannot drift from what works: its files wri
 its commands run in order from a fresh directory and data directory, on the first try.
 
 Substituted, and only these: the directory (/srv/first-build), the server's port, the Python
-3.12 interpreter (this host's pyenv one), the `wheelforge` command (the binary under test); and
+3.11 interpreter (this host's pyenv one), the `wheelforge` command (the binary under test); and
 the two `pip download` lines, which need internet access: the test puts into wheelhouse/ what
 they would fetch, a STAND-IN torch 2.9.0+cu130 (a tiny package named torch, see
 test_runner.py) and upstream setuptools and wheel wheels (ninja is on this host's PATH, so the
@@ -27,7 +27,7 @@ from wfhelpers import PYENV, clean_env, run
 README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "#### A first build, step by step"
 PLACE = "/srv/first-build"
-PYTHON312 = PYENV / "3.12.1" / "bin" / "python3.12"
+PYTHON311 = PYENV / "3.11.7" / "bin" / "python3.11"
 README_CUDA = Path("/usr/local/cuda-13.0")
 
 
@@ -48,7 +48,7 @@ def readme_example() -> tuple[dict[str, str], list[str]]:
 
 
 def test_the_readmes_first_build_succeeds_from_a_fresh_data_directory(harness):
-    for tool in (README_CUDA / "bin" / "nvcc", PYTHON312, *BUILD_TOOL_WHEELS):
+    for tool in (README_CUDA / "bin" / "nvcc", PYTHON311, *BUILD_TOOL_WHEELS):
         if not Path(tool).exists():
             pytest.skip(f"{tool} is not on this host")
     if shutil.which("ninja", path=f"{README_CUDA}/bin:/usr/local/bin:/usr/bin:/bin") is None:
@@ -61,7 +61,7 @@ def test_the_readmes_first_build_succeeds_from_a_fresh_data_directory(harness):
     def local(text: str) -> str:
         return (text.replace(PLACE, str(place))
                 .replace("127.0.0.1:8080", f"127.0.0.1:{port}")
-                .replace("/usr/bin/python3.12", str(PYTHON312)))
+                .replace("/usr/bin/python3.11", str(PYTHON311)))
 
     files, lines = readme_example()
     assert set(files) == {"my-ext/setup.py", "my-ext/my_ext/kernels.cu", "my-ext/my_ext/__init__.py",
@@ -82,7 +82,7 @@ def test_the_readmes_first_build_succeeds_from_a_fresh_data_directory(harness):
             serve_line = line
             continue
         line = re.sub(r"^wheelforge ", shlex.quote(str(h.binary)) + " ", line)
-        line = re.sub(r"^python3\.12 ", shlex.quote(str(PYTHON312)) + " ", line)
+        line = re.sub(r"^python3\.11 ", shlex.quote(str(PYTHON311)) + " ", line)
         commands.append(local(line))
     assert downloads == 2, lines
     assert serve_line is not None and shlex.split(serve_line.split("&")[0]) == [
@@ -101,7 +101,7 @@ def test_the_readmes_first_build_succeeds_from_a_fresh_data_directory(harness):
     assert proc.returncode == 0, f"the README's commands failed:\n{script}\n{proc.stdout}\n{proc.stderr}"
     out = proc.stdout
     assert "1 succeeded, 0 failed" in out, out
-    assert re.search(r"my_ext-1\.0\.0\+cu130torch2\.9-cp312-cp312-manylinux_2_\d+_x86_64"
+    assert re.search(r"my_ext-1\.0\.0\+cu130torch2\.9-cp311-cp311-manylinux_2_\d+_x86_64"
                      r"(\.manylinux2014_x86_64)?\.whl", out), out
     assert out.rstrip().splitlines()[-1] == "42", out
     assert (place / "data" / "wheelforge.db").exists()
