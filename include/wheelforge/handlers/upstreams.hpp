@@ -164,7 +164,8 @@ class Upstreams {
       const core::UpstreamConfig& upstream, std::string_view project, std::string_view filename,
       std::string_view sha256, bool local, Micros now);
 
-  /// Fetches `url` of `upstream` (with its credentials), handing the body to `sink` (and the
+  /// Fetches `url` of `upstream` (with its credentials, which the fetcher sends only when
+  /// `url` is on the upstream's own scheme, host and port), handing the body to `sink` (and the
   /// answer's head to `on_head` first, when set: FetchRequest::on_head); counts its bytes.
   /// Blocks.
   [[nodiscard]] Result<FetchResponse> fetch_file(
