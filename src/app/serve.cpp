@@ -176,6 +176,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   config.worker_threads = settings.worker_threads;
   config.network_threads = settings.network_threads;
   config.read_timeout = settings.read_timeout;
+  config.first_byte_timeout = settings.first_byte_timeout;
   config.min_upload_rate = settings.min_upload_rate;
   config.idle_timeout = settings.idle_timeout;
   config.max_connections = settings.max_connections;

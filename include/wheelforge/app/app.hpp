@@ -30,6 +30,7 @@ struct Overrides {
   std::optional<std::string> worker_threads;
   std::optional<std::string> network_threads;
   std::optional<std::string> read_timeout;
+  std::optional<std::string> first_byte_timeout;
   std::optional<std::string> min_upload_rate;
   std::optional<std::string> idle_timeout;
   std::optional<std::string> max_connections;
@@ -64,13 +65,17 @@ struct Settings {
   std::size_t network_threads = 0;
   /// Deadline for a request's headers and for each chunk of an upload body.
   std::chrono::seconds read_timeout{30};
+  /// A new connection that sends no byte within this is closed (plain and TLS), so that
+  /// silent sockets do not hold places under max_connections for the whole read_timeout.
+  std::chrono::seconds first_byte_timeout{10};
   /// Slowest accepted upload, in bytes/s, averaged over each read_timeout spent waiting for
   /// the client; 0 turns the check off.
   std::uint64_t min_upload_rate = 1024;
   /// How long an idle keep-alive connection is kept.
   std::chrono::seconds idle_timeout{60};
-  /// Connections served at once; at the cap idle keep-alive connections are closed first,
-  /// then new ones answered 503 with Retry-After.
+  /// Connections served at once; at the cap connections that have sent no whole request yet
+  /// are closed first (oldest first), then idle keep-alive ones, then new ones answered 503
+  /// with Retry-After.
   std::size_t max_connections = 1024;
   /// Connections served at once from one client address (an IPv6 /64), so that one client
   /// cannot take them all; more are answered 503 with Retry-After.
