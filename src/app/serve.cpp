@@ -152,7 +152,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   std::signal(SIGPIPE, SIG_IGN);
 
   // Upstream indexes: one outbound client for all of them, their pages cached in memory and
-  // under DATA_DIR/upstream/pages (README, "Upstreams").
+  // under DATA_DIR/upstream/pages (docs/upstreams.md).
   std::unique_ptr<handlers::Fetcher> fetcher;
   std::unique_ptr<handlers::Upstreams> upstreams;
   if (!configuration.upstreams.empty()) {

@@ -1,4 +1,4 @@
-"""Upstream indexes (README, "Upstreams"): wheelforge as the only --index-url in front of nginx
+"""Upstream indexes (docs/upstreams.md): wheelforge as the only --index-url in front of nginx
 serving a static PEP 503 tree and of a second wheelforge (PEP 691 JSON with upload-time), both
 on loopback, with real pips: local and upstream packages installed from one URL, the newer
 upstream sdist of a local project never offered, the cooldown, a file whose bytes do not match

@@ -1,5 +1,5 @@
 #pragma once
-// The configured upstream indexes (README, "Upstreams") and their page cache: project pages are
+// The configured upstream indexes (docs/upstreams.md) and their page cache: project pages are
 // fetched through the Fetcher, kept in a memory LRU bounded in bytes and in a disk copy under
 // the data directory (written atomically), used for the upstream's metadata_ttl, then
 // revalidated with If-None-Match / If-Modified-Since (a 304 renews them). When an upstream

@@ -25,14 +25,14 @@ struct ServerConfig {
   bool access_log = true;
   /// Every read (pages, files, APIs; not /healthz and /readyz) needs a read-scope token.
   bool private_reads = false;
-  /// The upstream indexes whose files pages merge (README, "Upstreams"); null: none.
+  /// The upstream indexes whose files pages merge (docs/upstreams.md); null: none.
   handlers::Upstreams* upstreams = nullptr;
   /// HTTPS: PEM certificate chain and private key. Both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;
   std::size_t worker_threads = 2;
   /// With upstreams: threads for the pages that fetch from them and for first downloads of
-  /// their files (README, "Upstreams"), apart from the worker threads. As many as the outbound
+  /// their files (docs/upstreams.md), apart from the worker threads. As many as the outbound
   /// client's concurrent fetches (FetcherConfig::max_concurrent): they mostly wait on it.
   std::size_t upstream_threads = 16;
   /// Threads that serve connections; 0: one per CPU core.

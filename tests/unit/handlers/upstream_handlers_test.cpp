@@ -1,4 +1,4 @@
-// Merged /simple/<name>/ pages over upstream indexes (README, "Upstreams"), through the route
+// Merged /simple/<name>/ pages over upstream indexes (docs/upstreams.md), through the route
 // table with a fake Fetcher: the ownership guard, the cooldown, the cache's TTL, revalidation,
 // disk copy and stale answers, and the refusals.
 
