@@ -152,7 +152,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   std::signal(SIGPIPE, SIG_IGN);
 
   // Upstream indexes: one outbound client for all of them, their pages cached in memory and
-  // under DATA_DIR/upstream/pages (README, "Upstreams").
+  // under DATA_DIR/upstream/pages (docs/upstreams.md).
   std::unique_ptr<handlers::Fetcher> fetcher;
   std::unique_ptr<handlers::Upstreams> upstreams;
   if (!configuration.upstreams.empty()) {
@@ -176,6 +176,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   config.worker_threads = settings.worker_threads;
   config.network_threads = settings.network_threads;
   config.read_timeout = settings.read_timeout;
+  config.first_byte_timeout = settings.first_byte_timeout;
   config.min_upload_rate = settings.min_upload_rate;
   config.idle_timeout = settings.idle_timeout;
   config.max_connections = settings.max_connections;

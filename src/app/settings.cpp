@@ -158,6 +158,11 @@ const std::array kSpecs{
            return apply_duration(s.read_timeout, text, seconds{1}, kMaxTimeout);
          },
          [](const Settings& s) { return format_duration(s.read_timeout); }},
+    Spec{"first_byte_timeout", &Overrides::first_byte_timeout, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_duration(s.first_byte_timeout, text, seconds{1}, kMaxTimeout);
+         },
+         [](const Settings& s) { return format_duration(s.first_byte_timeout); }},
     Spec{"min_upload_rate", &Overrides::min_upload_rate, kTomlString | kTomlInteger, false,
          [](Settings& s, std::string_view text) {
            return apply_size(s.min_upload_rate, text, 0, "bytes per second such as 1024, 64K or 0");

@@ -1,4 +1,4 @@
-// The [[upstream]] tables of the configuration file (README, "Upstreams"): one row per key, so
+// The [[upstream]] tables of the configuration file (docs/upstreams.md): one row per key, so
 // that the reader, upstream_keys() (which the documentation is checked against) and
 // upstream_summary() never drift apart. Passwords are read here, from the file, a password
 // file or an environment variable, and never written anywhere.

@@ -108,8 +108,8 @@ struct AdmissionLedger::Entries {
 
   [[nodiscard]] std::string text() const {
     std::string out =
-        "# wheelforge admission ledger: grants of running build jobs (see README, shared "
-        "admission)\n";
+        "# wheelforge admission ledger: grants of running build jobs (see docs/runner.md, "
+        "Admission)\n";
     if (budget) {
       out +=
           "budget " + std::to_string(budget->first) + " " + std::to_string(budget->second) + "\n";

@@ -218,7 +218,7 @@ ALTER TABLE files ADD COLUMN binaries TEXT;
     R"sql(
 ALTER TABLE files ADD COLUMN variant TEXT;
 )sql",
-    // 14: blobs fetched from upstream indexes and kept in the store (README, "Upstreams"):
+    // 14: blobs fetched from upstream indexes and kept in the store (docs/upstreams.md):
     // gc, fsck and backup count them as referenced. Not files of this index: no page lists
     // them from here, and they move no generation.
     R"sql(

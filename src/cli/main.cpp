@@ -29,6 +29,8 @@ struct Common {
                       "threads that serve connections, 0 to 64 (default 0: one per CPU core)");
       cmd->add_option("--read-timeout", overrides.read_timeout,
                       "deadline for request headers and each upload chunk (default 30s)");
+      cmd->add_option("--first-byte-timeout", overrides.first_byte_timeout,
+                      "a new connection that sends nothing this long is closed (default 10s)");
       cmd->add_option("--min-upload-rate", overrides.min_upload_rate,
                       "slowest accepted upload in bytes/s over each read timeout, e.g. 4K; "
                       "0 turns it off (default 1K)");

@@ -33,8 +33,8 @@ void record_build(Context& ctx, const catalog::Actor& actor, const catalog::Buil
 /// /simple/... and the variant views /<selector...>/simple/...: root and project pages,
 /// redirects to normalized names, 404 for unknown projects (never a redirect elsewhere).
 Response handle_simple(const Request& req, Context& ctx);
-/// GET /upstream/<upstream>/<sha256>/<filename>[.metadata]: an upstream's file (README,
-/// "Upstreams"), fetched once into the blob store and verified against the sha256 its page
+/// GET /upstream/<upstream>/<sha256>/<filename>[.metadata]: an upstream's file
+/// (docs/upstreams.md), fetched once into the blob store and verified against the sha256 its page
 /// lists, then served like a local blob. Worker.
 Response handle_upstream_file(const Request& req, Context& ctx);
 /// /files/<sha256>/<filename>[.metadata]: the file or its METADATA, ranges, ETags; 503 for a

@@ -477,6 +477,7 @@ Response handle_metrics(const Request& /*req*/, Context& ctx) {
   if (status != nullptr) {
     gauges.emplace("wheelforge_connections_open", load(status->open_connections));
     gauges.emplace("wheelforge_connections_refused", load(status->refused_connections));
+    gauges.emplace("wheelforge_connections_evicted", load(status->evicted_connections));
   }
   std::string body = status != nullptr ? status->metrics.render(gauges) : Metrics().render(gauges);
   if (const Upstreams* upstreams = ctx.env.upstreams; upstreams != nullptr) {

@@ -1,4 +1,4 @@
-// /simple/<name>/ for a name upstream indexes may serve (README, "Upstreams"): the local files
+// /simple/<name>/ for a name upstream indexes may serve (docs/upstreams.md): the local files
 // and those of every upstream allowed to serve the name, merged into one page. Runs on a worker
 // (the upstream pages may have to be fetched).
 

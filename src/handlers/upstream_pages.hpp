@@ -41,7 +41,7 @@ struct MergedFiles {
                                                        Upstreams& upstreams,
                                                        std::string_view project, Micros now);
 
-/// The merged /simple/<project>/ page in `format` (README, "Upstreams"); runs on a worker.
+/// The merged /simple/<project>/ page in `format` (docs/upstreams.md); runs on a worker.
 /// Stale upstreams are named in the page and in the Wheelforge-Upstream-Stale header.
 /// In a variant view (`view` set) the merged files go through the view's selection
 /// (snapshot::select_view_files), upstream builds competing with local ones.

@@ -540,11 +540,10 @@ std::size_t Upstreams::index_of(const core::UpstreamConfig& upstream) const {
   return static_cast<std::size_t>(&upstream - configs_.data());
 }
 
+// The fetcher sends them only to the upstream's own scheme, host and port: a file its page
+// links on another host, or a redirect there, never receives them.
 void Upstreams::add_credentials(const core::UpstreamConfig& u, FetchRequest& req) const {
-  if (!u.username.empty()) {
-    req.headers.emplace_back("Authorization",
-                             "Basic " + base64_encode(u.username + ":" + u.password));
-  }
+  if (!u.username.empty()) req.credentials = FetchCredentials{u.url, u.username, u.password};
 }
 
 Result<std::optional<core::UpstreamFile>> Upstreams::listed_file(

@@ -596,12 +596,19 @@ class BeastFetcher final : public handlers::Fetcher {
         return make_error(Errc::invalid, "upstream request header '" + sanitize_for_log(name, 40) +
                                              "': empty, or a line break or NUL in it");
       }
+      if (const auto lower = to_lower(name);
+          lower == "authorization" || lower == "proxy-authorization") {
+        return make_error(Errc::invalid, "upstream request header '" + sanitize_for_log(name, 40) +
+                                             "': credentials go in FetchRequest::credentials");
+      }
     }
+    auto credentials = credentials_of(req, *url);
+    if (!credentials) return credentials.error();
     Result<handlers::FetchResponse> result = make_error(Errc::internal, "");
     if (auto slot = acquire(url->redacted()); slot.ok()) {
       std::optional<Clock::time_point> deadline;
       if (req.deadline.count() > 0) deadline = started + req.deadline;
-      result = fetch_from(*url, req, deadline);
+      result = fetch_from(*url, req, *credentials, deadline);
       release();
     } else {
       result = slot.error();
@@ -661,11 +668,42 @@ class BeastFetcher final : public handlers::Fetcher {
     slots_cv_.notify_one();
   }
 
-  /// The headers sent to `url`: the caller's (less those that are the fetcher's) and Basic
-  /// credentials from the userinfo when the caller sent no Authorization.
-  static Headers headers_for(const Url& url, const Headers& given, bool caller_auth) {
+  /// Basic credentials and the origin they may be sent to.
+  struct Credentials {
+    Url origin;
+    std::string authorization;  ///< "Basic ..."
+  };
+
+  /// The credentials of `req`: FetchRequest::credentials, else the userinfo of its URL `url`
+  /// (for the origin of `url`); nullopt without either. Fails with invalid when the
+  /// credentials' origin is not an http(s) URL.
+  static Result<std::optional<Credentials>> credentials_of(const handlers::FetchRequest& req,
+                                                           const Url& url) {
+    if (req.credentials) {
+      auto origin = parse_url(req.credentials->origin);
+      if (!origin) {
+        return make_error(Errc::invalid,
+                          "the origin of the upstream credentials: " + origin.error().message);
+      }
+      return std::optional<Credentials>(Credentials{
+          std::move(*origin),
+          "Basic " + base64_encode(req.credentials->username + ":" + req.credentials->password)});
+    }
+    if (const auto creds = url.credentials()) {
+      return std::optional<Credentials>(
+          Credentials{url, "Basic " + base64_encode(creds->first + ":" + creds->second)});
+    }
+    return std::optional<Credentials>();
+  }
+
+  /// The headers sent to `url`: the caller's (less those that are the fetcher's), and the
+  /// credentials when `url` has their origin's scheme, host and port, and only then. The one
+  /// place that decides where credentials go: the first request and every redirect alike, so
+  /// a page's link or a redirect to another host (or to https on the same host) never gets
+  /// them, and a redirect back to their origin gets them again.
+  static Headers headers_for(const Url& url, const Headers& given,
+                             const std::optional<Credentials>& credentials) {
     Headers out;
-    bool has_auth = false;
     for (const auto& [name, value] : given) {
       const auto lower = to_lower(name);
       if (lower == "host" || lower == "user-agent" || lower == "connection" ||
@@ -673,37 +711,22 @@ class BeastFetcher final : public handlers::Fetcher {
           lower == "te" || lower == "upgrade") {
         continue;
       }
-      if (lower == "authorization" || lower == "proxy-authorization") {
-        if (!caller_auth) continue;
-        has_auth = true;
-      }
       out.emplace_back(name, value);
     }
-    if (!has_auth) {
-      if (const auto creds = url.credentials()) {
-        out.emplace_back("Authorization",
-                         "Basic " + base64_encode(creds->first + ":" + creds->second));
-      }
+    if (credentials && credentials->origin.same_origin(url)) {
+      out.emplace_back("Authorization", credentials->authorization);
     }
     return out;
   }
 
-  /// Credentials go on to the redirect's target only on the same origin, or from http to https
-  /// on the same host and default ports.
-  static bool keeps_credentials(const Url& from, const Url& to) {
-    if (from.same_origin(to)) return true;
-    return from.host == to.host && from.scheme == "http" && from.port == 80 && to.https() &&
-           to.port == 443;
-  }
-
   /// `deadline`: when the whole fetch must have ended (req.deadline after it began), if ever.
   Result<handlers::FetchResponse> fetch_from(Url url, const handlers::FetchRequest& req,
+                                             const std::optional<Credentials>& credentials,
                                              std::optional<Clock::time_point> deadline) {
     std::set<std::string> seen{url.str()};
-    bool caller_auth = true;
     for (int redirects = 0;; ++redirects) {
       auto exchange =
-          std::make_shared<Exchange>(shared_, url, headers_for(url, req.headers, caller_auth),
+          std::make_shared<Exchange>(shared_, url, headers_for(url, req.headers, credentials),
                                      req.max_bytes, deadline, duration_text(req.deadline));
       exchange->start();
       if (exchange->wait() == Event::done) {
@@ -732,7 +755,6 @@ class BeastFetcher final : public handlers::Fetcher {
           return make_error(Errc::unavailable,
                             where + ": redirect loop (back to " + next->redacted() + ")");
         }
-        if (!keeps_credentials(url, *next)) caller_auth = false;
         url = std::move(*next);
         continue;
       }

@@ -38,14 +38,6 @@ bool busy_lately(NetThread& t, std::chrono::steady_clock::time_point now) {
   return t.seen_busy;
 }
 
-/// Closes one idle keep-alive connection of this thread; false when it has none.
-bool evict_idle_session(NetThread& thread) {
-  for (SessionBase* s : thread.sessions) {
-    if (s->evict_if_idle()) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 NetThread& Server::Impl::pick_thread() {
@@ -85,7 +77,7 @@ void Server::Impl::accept() {
                           target.connections.fetch_add(1, std::memory_order_relaxed);
                           socket.set_option(tcp::no_delay(true), ec);
                           status.metrics.connection_opened();
-                          admit(target, std::move(socket), tls);
+                          admit(target, std::move(socket), tls, std::chrono::steady_clock::now());
                           accept();
                         });
 }
@@ -100,10 +92,14 @@ ClientCounts::Key client_key(const asio::ip::address& address) {
 }  // namespace
 
 // The caps are decided here, on the first thread, as connections arrive: per client address
-// first, then the server's. At the server's cap an idle keep-alive connection, on whichever
-// thread has one, is closed to make room; with none, the new connection is refused with 503.
+// first, then the server's. At the server's cap a connection is closed to make room: the one
+// accepted first among those that have not sent a whole request yet (idle sockets, a slow
+// start), else the one idle longest among the keep-alive ones, on whichever thread has it;
+// with neither, the new connection is refused with 503. Connections that never send a byte
+// cannot hold the server for longer than it takes new clients to come.
 void Server::Impl::admit(NetThread& target, Socket socket,
-                         const std::shared_ptr<asio::ssl::context>& tls_now) {
+                         const std::shared_ptr<asio::ssl::context>& tls_now,
+                         std::chrono::steady_clock::time_point accepted) {
   const auto limit = static_cast<std::uint32_t>(
       std::min<std::size_t>(config.max_connections_per_client, UINT32_MAX));
   const auto slot = clients.acquire(client_key(accept_peer.address()), limit);
@@ -116,15 +112,10 @@ void Server::Impl::admit(NetThread& target, Socket socket,
   }
   if (status.open_connections.load() < config.max_connections) {
     status.open_connections.fetch_add(1);
-    return open(target, std::move(socket), tls_now, *slot);
+    return open(target, std::move(socket), tls_now, *slot, accepted);
   }
-  NetThread* idle = nullptr;
-  for (std::size_t i = 0; i < threads.size() && idle == nullptr; ++i) {
-    NetThread& t = *threads[(next_thread + i) % threads.size()];
-    if (t.idle_keep_alive.load(std::memory_order_relaxed) > 0) idle = &t;
-  }
-  ++next_thread;
-  if (idle == nullptr) {
+  NetThread* victim = claim_room();
+  if (victim == nullptr) {
     clients.release(*slot);
     return refuse(target, std::move(socket), tls_now,
                   "connection limit of " + std::to_string(config.max_connections) + " reached",
@@ -132,10 +123,26 @@ void Server::Impl::admit(NetThread& target, Socket socket,
   }
   // Counted now, so that the connections accepted meanwhile see the cap.
   status.open_connections.fetch_add(1);
-  asio::post(idle->ioc, [this, idle, &target, socket = std::move(socket), tls = tls_now,
-                         slot = *slot]() mutable {
-    if (evict_idle_session(*idle)) return open(target, std::move(socket), std::move(tls), slot);
-    // That connection got busy meanwhile.
+  make_room(*victim, target, std::move(socket), tls_now, *slot, accepted, 1);
+}
+
+void Server::Impl::make_room(NetThread& victim, NetThread& target, Socket socket,
+                             std::shared_ptr<asio::ssl::context> tls_now, ClientCounts::Slot slot,
+                             std::chrono::steady_clock::time_point accepted, std::size_t looks) {
+  asio::post(victim.ioc, [this, &victim, &target, socket = std::move(socket),
+                          tls = std::move(tls_now), slot, accepted, looks]() mutable {
+    victim.claimed.fetch_sub(1, std::memory_order_relaxed);
+    if (const auto what = victim.evict_one(); what != NetThread::Evicted::none) {
+      evicted(what);
+      return open(target, std::move(socket), std::move(tls), slot, accepted);
+    }
+    // Those connections got busy, went, or made room for another new one meanwhile.
+    if (looks <= threads.size()) {
+      if (NetThread* other = claim_room(); other != nullptr) {
+        return make_room(*other, target, std::move(socket), std::move(tls), slot, accepted,
+                         looks + 1);
+      }
+    }
     status.open_connections.fetch_sub(1);
     clients.release(slot);
     refuse(target, std::move(socket), std::move(tls),
@@ -145,19 +152,68 @@ void Server::Impl::admit(NetThread& target, Socket socket,
   });
 }
 
+NetThread* Server::Impl::claim_room() {
+  // What a thread can close and has not been asked to yet; a look at its atomics.
+  const auto unclaimed = [](const NetThread& t, bool with_idle) {
+    return static_cast<std::int64_t>(t.fresh.size()) +
+           std::max<std::int64_t>(0, t.arriving.load(std::memory_order_acquire)) +
+           (with_idle ? static_cast<std::int64_t>(t.idle.size()) : 0) -
+           t.claimed.load(std::memory_order_relaxed);
+  };
+  // New connections not yet on their thread's list (it has not run them yet) count as the
+  // newest of those that have sent nothing.
+  const auto oldest = [&](SessionList NetThread::*list, bool with_idle) {
+    NetThread* found = nullptr;
+    std::int64_t since = 0;
+    for (const auto& t : threads) {
+      const std::int64_t its = ((*t).*list).oldest();
+      if (unclaimed(*t, with_idle) > 0 && (found == nullptr || its < since)) {
+        found = t.get();
+        since = its;
+      }
+    }
+    return found;
+  };
+  NetThread* found = oldest(&NetThread::fresh, false);
+  if (found == nullptr) found = oldest(&NetThread::idle, true);
+  if (found != nullptr) found->claimed.fetch_add(1, std::memory_order_relaxed);
+  return found;
+}
+
+void Server::Impl::evicted(NetThread::Evicted what) {
+  const auto total = status.evicted_connections.fetch_add(1, std::memory_order_relaxed) + 1;
+  // One line a second at most, as for refusals.
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  auto logged = eviction_logged_ms.load(std::memory_order_relaxed);
+  if (now - logged >= 1000 && eviction_logged_ms.compare_exchange_strong(logged, now)) {
+    log::warn("connection limit of {} reached; closed {} to make room ({} closed so far)",
+              config.max_connections,
+              what == NetThread::Evicted::fresh ? "a connection that had sent no request yet"
+                                                : "an idle keep-alive connection",
+              total);
+  }
+}
+
 void Server::Impl::open(NetThread& target, Socket socket,
-                        std::shared_ptr<asio::ssl::context> tls_now, ClientCounts::Slot slot) {
-  asio::post(target.ioc, [this, tls_now = std::move(tls_now), socket = std::move(socket),
-                          slot]() mutable {
+                        std::shared_ptr<asio::ssl::context> tls_now, ClientCounts::Slot slot,
+                        std::chrono::steady_clock::time_point accepted) {
+  asio::post(target.ioc, [this, &target, tls_now = std::move(tls_now), socket = std::move(socket),
+                          slot, accepted]() mutable {
+    target.arriving.fetch_sub(1, std::memory_order_relaxed);
     if (tls_now) {
       std::make_shared<Session<TlsStream>>(*this, std::move(socket), std::move(tls_now),
-                                           Admission{slot, {}})
+                                           Admission{slot, {}, accepted})
           ->start();
     } else {
-      std::make_shared<Session<TcpStream>>(*this, std::move(socket), nullptr, Admission{slot, {}})
+      std::make_shared<Session<TcpStream>>(*this, std::move(socket), nullptr,
+                                           Admission{slot, {}, accepted})
           ->start();
     }
   });
+  // After the hand-over is queued: whoever sees the count queues after it (claim_room()).
+  target.arriving.fetch_add(1, std::memory_order_release);
 }
 
 void Server::Impl::refuse(NetThread& target, Socket socket,

@@ -40,6 +40,18 @@ std::shared_ptr<UniqueFd> NetThread::page_file(const std::shared_ptr<const std::
   return fd;
 }
 
+NetThread::Evicted NetThread::evict_one() {
+  if (SessionBase* s = fresh.front(); s != nullptr) {
+    s->evict();
+    return Evicted::fresh;
+  }
+  if (SessionBase* s = idle.front(); s != nullptr) {
+    s->evict();
+    return Evicted::idle;
+  }
+  return Evicted::none;
+}
+
 void NetThread::forget_if_reinstalled(std::uint64_t installed) {
   if (cached_installed == installed) return;
   blobs.clear();

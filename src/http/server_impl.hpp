@@ -34,13 +34,22 @@ namespace wf::http {
 struct NetThread {
   asio::io_context ioc{1};
   std::unordered_set<SessionBase*> sessions;  // touched only on this thread
-  // How many of them are idle keep-alive connections (written by this thread only, read by
-  // the acceptor's to find one to close at the connection cap).
-  std::atomic<std::size_t> idle_keep_alive{0};
-  void idle_changed(bool more) {
-    const auto n = idle_keep_alive.load(std::memory_order_relaxed);
-    idle_keep_alive.store(more ? n + 1 : n - 1, std::memory_order_relaxed);
-  }
+  // The connections that may be closed to make room at the connection cap, each list in the
+  // order its members joined: `fresh`, those that have not sent a whole request yet (from
+  // their acceptance); `idle`, idle keep-alive ones (from their last answer). The acceptor
+  // reads their sizes and ages to choose the thread; the thread closes the oldest.
+  SessionList fresh;
+  SessionList idle;
+  // Connections handed to this thread whose sessions it has not made yet (they join `fresh`
+  // when it does): counted up after the hand-over is queued (release), down when it runs
+  // (signed: that may come first). A request to make room queued after seeing it finds them.
+  std::atomic<std::int64_t> arriving{0};
+  // Requests to close one of them queued to this thread and not run yet (Impl::claim_room).
+  std::atomic<std::int64_t> claimed{0};
+  /// What evict_one() closed.
+  enum class Evicted { none, fresh, idle };
+  /// Closes the oldest connection of `fresh`, else the oldest of `idle` (this thread only).
+  Evicted evict_one();
   // Open connections of this thread: counted by the listener when it hands one over, no
   // longer counted once the connection has ended (on this thread).
   std::atomic<std::size_t> connections{0};
@@ -117,9 +126,19 @@ struct Server::Impl {
   tcp::acceptor acceptor;
   asio::steady_timer poll_timer;
   asio::steady_timer grace_timer;
-  // Where the search for an idle keep-alive connection to close at the connection cap starts
-  // (first thread only): the threads take turns.
-  std::size_t next_thread = 0;
+  /// The thread to make room on at the connection cap, with one of its connections claimed
+  /// for that (NetThread::claimed): among the threads with connections that have not sent a
+  /// whole request yet and are not claimed, the one holding the oldest (or still taking them
+  /// over from the acceptor); else among those with idle keep-alive ones too, the one holding
+  /// the one idle longest; null when none has any left. A look at each thread's published
+  /// counts and ages (atomics, no lock): any thread.
+  NetThread* claim_room();
+  /// Closes a connection on `victim` (claim_room()) for the new connection `socket`, then
+  /// opens it on `target`; when `victim` has none left by then, claims again (at most once per
+  /// thread), then refuses it with 503.
+  void make_room(NetThread& victim, NetThread& target, Socket socket,
+                 std::shared_ptr<asio::ssl::context> tls, ClientCounts::Slot slot,
+                 std::chrono::steady_clock::time_point accepted, std::size_t looks);
 
   // Tokens another process has just created (first thread only): see recheck_tokens().
   struct TokenWaiter {
@@ -140,6 +159,7 @@ struct Server::Impl {
   tcp::endpoint accept_peer;
   std::atomic<std::size_t> refusing{0};
   std::atomic<std::int64_t> refusal_logged_ms{-1000000};
+  std::atomic<std::int64_t> eviction_logged_ms{-1000000};
   static constexpr std::size_t kMaxRefusing = 128;
 
   std::atomic<std::uint64_t> next_request_id{1};
@@ -163,11 +183,14 @@ struct Server::Impl {
   void accept();
   /// The network thread for the next connection (spread.hpp; first thread only).
   NetThread& pick_thread();
-  void admit(NetThread& target, Socket socket, const std::shared_ptr<asio::ssl::context>& tls);
+  void admit(NetThread& target, Socket socket, const std::shared_ptr<asio::ssl::context>& tls,
+             std::chrono::steady_clock::time_point accepted);
   void open(NetThread& target, Socket socket, std::shared_ptr<asio::ssl::context> tls,
-            ClientCounts::Slot slot);
+            ClientCounts::Slot slot, std::chrono::steady_clock::time_point accepted);
   void refuse(NetThread& target, Socket socket, std::shared_ptr<asio::ssl::context> tls,
               std::string why, std::string message);
+  /// Counts (and logs, once a second at most) a connection closed to make room at the cap.
+  void evicted(NetThread::Evicted what);
 
   // Snapshots, token rechecks, polling, stopping (server.cpp).
   void recheck_tokens(std::function<void()> then);

@@ -51,10 +51,13 @@ Session<Stream>::Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio:
       home_(srv.here()),
       tls_(std::move(tls)),
       stream_(open_stream(std::move(socket), tls_.get())),
+      accepted_(admission.accepted),
       header_timer_(stream_.get_executor()),
       slot_(admission.slot),
       refusal_(std::move(admission.refusal)) {
   home_.sessions.insert(this);
+  // Until its first request's head has arrived, it is the first to go at the connection cap.
+  if (refusal_.empty()) home_.fresh.push_back(*this, steady_ns(accepted_));
   // The client's address, for the audit trail of the requests that change the catalog.
   beast::error_code ec;
   const auto peer = lowest().socket().remote_endpoint(ec);
@@ -65,8 +68,8 @@ template <class Stream>
 Session<Stream>::~Session() {
   if (srv_.tearing_down) return;
   home_.sessions.erase(this);
+  SessionList::leave(*this);
   home_.connections.fetch_sub(1, std::memory_order_relaxed);
-  if (counted_idle_) home_.idle_changed(false);
   if (!refusal_.empty()) {
     srv_.refusing.fetch_sub(1);
     return;
@@ -76,8 +79,37 @@ Session<Stream>::~Session() {
   srv_.maybe_finish_stop();
 }
 
+// A connection that sends nothing holds a place under the connection cap: its first byte must
+// come within first_byte_timeout (read_timeout when that is shorter) of its acceptance. The
+// byte is peeked at, not read: it stays in the socket for the TLS handshake or the head's
+// parser. (A peek is a read to Asio, tried at once when the byte is already there; a wait for
+// readability is not, and could miss a readiness its reactor has already reported.)
 template <class Stream>
 void Session<Stream>::start() {
+  if (!refusal_.empty()) return begin();
+  wait_for_header_until(accepted_ + std::min<std::chrono::steady_clock::duration>(
+                                        srv_.config.first_byte_timeout, srv_.config.read_timeout));
+  lowest().socket().async_receive(
+      asio::buffer(&first_byte_, 1), tcp::socket::message_peek,
+      [self = self()](beast::error_code ec, std::size_t) { self->on_first_byte(ec); });
+}
+
+template <class Stream>
+void Session<Stream>::on_first_byte(beast::error_code ec) {
+  header_deadline_ = kNoDeadline;
+  if (header_timed_out_ || ec) {
+    if (header_timed_out_) {
+      log::debug("connection from {} closed: no byte within {}s of its acceptance", req_.peer,
+                 std::min(srv_.config.first_byte_timeout, srv_.config.read_timeout).count());
+    }
+    return lowest().close();
+  }
+  begin();
+}
+
+/// The connection has sent a byte (or is a refusal, answered at once).
+template <class Stream>
+void Session<Stream>::begin() {
   if constexpr (kTls) {
     lowest().expires_after(srv_.config.read_timeout);
     stream_.async_handshake(asio::ssl::stream_base::server, [self = self()](beast::error_code ec) {
@@ -95,6 +127,7 @@ void Session<Stream>::start() {
 template <class Stream>
 void Session<Stream>::close_if_idle() {
   if (idle_) {
+    SessionList::leave(*this);
     beast::error_code ec;
     lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
     lowest().close();
@@ -102,13 +135,11 @@ void Session<Stream>::close_if_idle() {
 }
 
 template <class Stream>
-bool Session<Stream>::evict_if_idle() {
-  if (!idle_ || requests_ == 0 || buffer_.size() != 0) return false;
+void Session<Stream>::evict() {
   leave_idle();
   beast::error_code ec;
   lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
   lowest().close();
-  return true;
 }
 
 /// Answers a connection refused at the door (a connection cap) without reading its request,
@@ -128,22 +159,18 @@ void Session<Stream>::refuse() {
   send(std::move(r));
 }
 
+/// Off the eviction lists: a request is being served (or the connection is ending).
 template <class Stream>
 void Session<Stream>::leave_idle() {
   idle_ = false;
-  if (counted_idle_) {
-    counted_idle_ = false;
-    home_.idle_changed(false);
-  }
+  SessionList::leave(*this);
 }
 
 template <class Stream>
 void Session<Stream>::read_header() {
   idle_ = true;
-  if (requests_ > 0 && !counted_idle_) {
-    counted_idle_ = true;
-    home_.idle_changed(true);
-  }
+  // An idle keep-alive connection: at the cap, closed after those that never sent a request.
+  if (requests_ > 0) home_.idle.push_back(*this, steady_ns(std::chrono::steady_clock::now()));
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(srv_.config.max_header_bytes));
   // No body limit while the head is parsed: a declared length above the upload limit must
@@ -156,7 +183,9 @@ void Session<Stream>::read_header() {
   } else {
     // A body read or a drain before may have left Beast's timer set: it is not used here.
     lowest().expires_never();
-    wait_for_header_until(std::chrono::steady_clock::now() + timeout);
+    // The first head is due read_timeout after the acceptance, its first byte included.
+    wait_for_header_until((requests_ == 0 ? accepted_ : std::chrono::steady_clock::now()) +
+                          timeout);
   }
   bhttp::async_read_header(
       stream_, buffer_, *parser_,

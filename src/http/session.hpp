@@ -31,6 +31,8 @@ namespace wf::http {
 struct Admission {
   ClientCounts::Slot slot = ClientCounts::kUncounted;
   std::string refusal;
+  /// When the listener accepted it: the first-byte and first-head deadlines count from here.
+  std::chrono::steady_clock::time_point accepted = std::chrono::steady_clock::now();
 };
 
 template <class Stream>
@@ -45,7 +47,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   void start();
   void close_if_idle() override;
-  bool evict_if_idle() override;
+  void evict() override;
 
   // ---- for the parts of the connection -------------------------------------------------
 
@@ -90,6 +92,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
  private:
   static Stream open_stream(Socket socket, asio::ssl::context* tls);
+  void on_first_byte(beast::error_code ec);
+  void begin();
   void refuse();
   void leave_idle();
   void read_header();
@@ -127,11 +131,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::string_view label_ = "other";        // its metrics label
   std::uint64_t id_ = 0;
   std::uint64_t requests_ = 0;
+  std::chrono::steady_clock::time_point accepted_;
   std::chrono::steady_clock::time_point started_;
   // The wait for a request's head on a plain connection is timed by one timer per connection
   // that is moved only when it fires early (see wait_for_header_until), rather than by
   // Beast's timer, which is armed and cancelled for every read: two more operations through
-  // the io_context per request. TLS connections keep Beast's timer.
+  // the io_context per request. TLS connections keep Beast's timer. The same timer bounds
+  // the wait for a new connection's first byte (plain and TLS).
   asio::steady_timer header_timer_;
   std::chrono::steady_clock::time_point header_deadline_ = kNoDeadline;  // max: not waiting
   std::chrono::steady_clock::time_point header_timer_at_{};  // when the armed timer fires
@@ -140,7 +146,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   static constexpr auto kNoDeadline = std::chrono::steady_clock::time_point::max();
   bool keep_alive_ = false;
   bool idle_ = true;
-  bool counted_idle_ = false;  // counted in home_.idle_keep_alive
+  char first_byte_ = 0;  // where the first byte is peeked at (it stays in the socket)
   ClientCounts::Slot slot_ = ClientCounts::kUncounted;
   std::string refusal_;          // a connection refused at the door: the 503's message
   bool rechecked_ = false;       // this request's token was looked up in the catalog again

@@ -1,4 +1,4 @@
-"""The archive policy (README, Security): what an uploaded wheel or sdist may declare and hold,
+"""The archive policy (docs/security.md): what an uploaded wheel or sdist may declare and hold,
 each refusal naming the limit (and the setting that changes it), and the `/legacy/` form's
 `filetype`. Wheels, sdists and bombs are generated here; real-sized wheels (a torch-like mix of
 incompressible and cubin-like data) must pass the defaults.

@@ -1,5 +1,5 @@
-"""What the wheel's own binaries say (README, "What the binaries say"): every wheel's ELF members
-are read at ingest. Extension modules are compiled with gcc at test time: one bound to a torch
+"""What the wheel's own binaries say (docs/publishing.md; docs/torch-labels.md, "What the
+binaries say"): every wheel's ELF members are read at ingest. Extension modules are compiled with gcc at test time: one bound to a torch
 series (it imports c10:: C++ symbols), one on torch's stable C ABI (aoti_torch_* only), ones
 linking a stub CUDA runtime (libcudart.so.12 / .13, built here). Checked with curl-free HTTP
 and real pip: a label the binaries contradict is refused with the library named and nothing

@@ -1,5 +1,5 @@
-"""The README's first build ("A first build, step by step", in the runner section), run as the
-README writes it, so that the README cannot drift from what works: its files written as given,
+"""The first build of docs/runner.md ("A first build, step by step"), run as the page writes it,
+so that the documentation cannot drift from what works: its files written as given,
 its commands run in order from a fresh directory and data directory, on the first try.
 
 Substituted, and only these: the directory (/srv/first-build), the server's port, the Python
@@ -7,7 +7,7 @@ Substituted, and only these: the directory (/srv/first-build), the server's port
 the two `pip download` lines, which need internet access: the test puts into wheelhouse/ what
 they would fetch, a STAND-IN torch 2.9.0+cu130 (a tiny package named torch, see
 test_runner.py) and upstream setuptools and wheel wheels (ninja is on this host's PATH, so the
-runner does not install it). The server is started with the README's `serve` line and waited
+runner does not install it). The server is started with the page's `serve` line and waited
 for, as a user starting it in a terminal of its own would.
 """
 
@@ -24,17 +24,17 @@ from test_build_cli import free_port, serve_configured
 from test_runner import BUILD_TOOL_WHEELS, MATRIX_BUILD_TIMEOUT, stand_in_torch
 from wfhelpers import PYENV, clean_env, run
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = "#### A first build, step by step"
+RUNNER_DOC = Path(__file__).resolve().parents[2] / "docs" / "runner.md"
+SECTION = "## A first build, step by step"
 PLACE = "/srv/first-build"
 PYTHON311 = PYENV / "3.11.7" / "bin" / "python3.11"
-README_CUDA = Path("/usr/local/cuda-13.0")
+EXAMPLE_CUDA = Path("/usr/local/cuda-13.0")
 
 
-def readme_example() -> tuple[dict[str, str], list[str]]:
+def documented_example() -> tuple[dict[str, str], list[str]]:
     """The example's files (relative path -> text) and the lines of its shell block."""
-    text = README.read_text()
-    assert SECTION in text, f"the README has no '{SECTION}'"
+    text = RUNNER_DOC.read_text()
+    assert SECTION in text, f"docs/runner.md has no '{SECTION}'"
     start = text.index(SECTION)
     following = re.compile(r"\n#{2,4} ").search(text, start + len(SECTION))
     section = text[start: following.start() if following else len(text)]
@@ -47,11 +47,11 @@ def readme_example() -> tuple[dict[str, str], list[str]]:
     return files, scripts[0].splitlines()
 
 
-def test_the_readmes_first_build_succeeds_from_a_fresh_data_directory(harness):
-    for tool in (README_CUDA / "bin" / "nvcc", PYTHON311, *BUILD_TOOL_WHEELS):
+def test_the_documented_first_build_succeeds_from_a_fresh_data_directory(harness):
+    for tool in (EXAMPLE_CUDA / "bin" / "nvcc", PYTHON311, *BUILD_TOOL_WHEELS):
         if not Path(tool).exists():
             pytest.skip(f"{tool} is not on this host")
-    if shutil.which("ninja", path=f"{README_CUDA}/bin:/usr/local/bin:/usr/bin:/bin") is None:
+    if shutil.which("ninja", path=f"{EXAMPLE_CUDA}/bin:/usr/local/bin:/usr/bin:/bin") is None:
         pytest.skip("no ninja on the build's PATH, and no ninja wheel here")
     h = harness
     place = h.root / "first-build"
@@ -63,7 +63,7 @@ def test_the_readmes_first_build_succeeds_from_a_fresh_data_directory(harness):
                 .replace("127.0.0.1:8080", f"127.0.0.1:{port}")
                 .replace("/usr/bin/python3.11", str(PYTHON311)))
 
-    files, lines = readme_example()
+    files, lines = documented_example()
     assert set(files) == {"my-ext/setup.py", "my-ext/my_ext/kernels.cu", "my-ext/my_ext/__init__.py",
                           "wheelforge.toml"}, sorted(files)
     for name, content in files.items():
@@ -98,7 +98,8 @@ def test_the_readmes_first_build_succeeds_from_a_fresh_data_directory(harness):
     assert server.url == f"http://127.0.0.1:{port}", server.url
     script = "set -euo pipefail\n" + "\n".join(commands) + "\n"
     proc = run(["bash", "-c", script], timeout=MATRIX_BUILD_TIMEOUT, cwd=place, env=clean_env())
-    assert proc.returncode == 0, f"the README's commands failed:\n{script}\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, (f"the documented commands failed:\n{script}\n{proc.stdout}\n"
+                                  f"{proc.stderr}")
     out = proc.stdout
     assert "1 succeeded, 0 failed" in out, out
     assert re.search(r"my_ext-1\.0\.0\+cu130torch2\.9-cp311-cp311-manylinux_2_\d+_x86_64"

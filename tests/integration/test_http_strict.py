@@ -1,8 +1,9 @@
 """Strict HTTP/1.1 (RFC 9112) at the connection level, driven through raw sockets where curl
 cannot produce the input: request framing (Transfer-Encoding), Host, bodies that stop before
-their length, the connection caps (503 with Retry-After, idle keep-alive connections closed
-first, a cap per client address), tokens kept out of the logs, and tokens created by another
-process accepted at once.
+their length, the connection caps (connections that never sent a request closed first to make
+room, then idle keep-alive ones, 503 with Retry-After only when every connection is busy, a cap
+per client address, 1,500 silent sockets that cannot lock a client out), the first-byte
+deadline, tokens kept out of the logs, and tokens created by another process accepted at once.
 
 Every refused upload is checked to leave nothing behind: no blob, temp file or catalog row,
 and the pages' ETags unchanged.
@@ -14,7 +15,9 @@ import base64
 import contextlib
 import dataclasses
 import http.client
+import os
 import re
+import resource
 import select
 import socket
 import time
@@ -408,14 +411,18 @@ def _keep_alive_connections(server, n: int) -> list[http.client.HTTPConnection]:
     return conns
 
 
-def _closed_by_server(conn: http.client.HTTPConnection) -> bool:
-    readable, _, _ = select.select([conn.sock], [], [], 0)
+def _socket_closed(sock: socket.socket) -> bool:
+    readable, _, _ = select.select([sock], [], [], 0)
     if not readable:
         return False
     try:
-        return conn.sock.recv(1, socket.MSG_PEEK) == b""
+        return sock.recv(1, socket.MSG_PEEK) == b""
     except ConnectionResetError:
         return True
+
+
+def _closed_by_server(conn: http.client.HTTPConnection) -> bool:
+    return _socket_closed(conn.sock)
 
 
 @pytest.mark.parametrize("threads", ["1", "3"])
@@ -439,9 +446,27 @@ def test_idle_keep_alive_connections_make_room_at_the_cap(harness, tokens, threa
             c.close()
 
 
+def _busy_connection(server, token: str, i: int) -> socket.socket:
+    """A connection in the middle of a request: the server has read its head and invited its
+    body (100 Continue), which never comes. Neither new nor idle: never closed to make room."""
+    sock = connect(server)
+    sock.sendall(
+        f"PUT /upload/busy{i}-1.0-py3-none-any.whl HTTP/1.1\r\nHost: {server.host}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n"
+        .encode()
+    )
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, f"closed before 100 Continue: {data!r}"
+        data += chunk
+    assert data.startswith(b"HTTP/1.1 100"), data
+    return sock
+
+
 def test_at_the_cap_new_connections_get_503_with_retry_after(harness, tokens):
     server = harness.serve("--max-connections", "3", "--max-connections-per-client", "10")
-    silent = [connect(server) for _ in range(3)]
+    silent = [_busy_connection(server, tokens["upload"], i) for i in range(3)]
     try:
         responses, closed, _ = exchange(
             server, f"GET /simple/ HTTP/1.1\r\nHost: {server.host}\r\n\r\n".encode()
@@ -458,10 +483,135 @@ def test_at_the_cap_new_connections_get_503_with_retry_after(harness, tokens):
         for s in silent:
             s.close()
     assert wait_for(lambda: http_request(server.url, "GET", "/healthz").status == 200), (
-        "the server did not take connections again once the silent ones closed"
+        "the server did not take connections again once the busy ones closed"
     )
     # The log is written by its own thread: the line comes soon, not necessarily before the 200.
     assert wait_for(lambda: "connection limit of 3 reached" in server.log()), server.log()
+
+
+@contextlib.contextmanager
+def _open_files(n: int):
+    """This process may have `n` descriptors open (its soft RLIMIT_NOFILE raised, then put back);
+    skips when the hard limit is lower."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < n:
+        pytest.skip(f"RLIMIT_NOFILE's hard limit is {hard}; this test needs {n} descriptors")
+    if soft != resource.RLIM_INFINITY and soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _silent_connections(server, sources: list[str], per_source: int) -> list[socket.socket]:
+    """`per_source` connections from each loopback address in `sources`, all established (the
+    kernel has them in the server's accept queue or beyond), none sending a byte."""
+    host, port = server.host.split(":")
+    socks = []
+    for source in sources:
+        for _ in range(per_source):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((source, 0))
+            s.setblocking(False)
+            s.connect_ex((host, int(port)))
+    # poll, not select: the descriptors go past FD_SETSIZE.
+    poller = select.poll()
+    by_fd = {s.fileno(): s for s in socks}
+    for fd in by_fd:
+        poller.register(fd, select.POLLOUT)
+    deadline = time.monotonic() + 20
+    while by_fd:
+        left = deadline - time.monotonic()
+        assert left > 0, f"{len(by_fd)} of {len(socks)} connections not established in 20 s"
+        for fd, _ in poller.poll(left * 1000):
+            err = by_fd.pop(fd).getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            assert err == 0, f"connect failed: {os.strerror(err)}"
+            poller.unregister(fd)
+    return socks
+
+
+def test_idle_sockets_from_many_addresses_do_not_lock_out_a_client(harness):
+    # 1,500 connections that never send a byte, 250 from each of six addresses (so that the
+    # per-client cap of 256 refuses none of them), against a server capped at 200: each new
+    # one takes the place of the oldest silent one, and so does a real client, served at once.
+    server = harness.serve("--max-connections", "200")
+    sources = [f"127.0.0.{i}" for i in range(2, 8)]
+    with _open_files(1500 + 200):
+        silent = _silent_connections(server, sources, 250)
+        try:
+            started = time.monotonic()
+            data, closed = b"", False
+            with contextlib.closing(connect(server, "127.0.0.1")) as sock:
+                sock.settimeout(5)  # blocking reads: its descriptor is past select's reach
+                sock.sendall(
+                    f"GET /simple/ HTTP/1.1\r\nHost: {server.host}\r\nConnection: close\r\n\r\n"
+                    .encode()
+                )
+                with contextlib.suppress(TimeoutError, ConnectionResetError):
+                    while chunk := sock.recv(65536):
+                        data += chunk
+                    closed = True
+            took = time.monotonic() - started
+            responses, _ = parse_responses(data)
+            assert [r.status for r in responses] == [200], (
+                [(r.status, r.text[:200]) for r in responses], closed)
+            assert took < 1.0, f"a client among 1,500 idle sockets was served in {took:.2f} s"
+        finally:
+            for s in silent:
+                s.close()
+    # Every connection past the cap took the place of an older silent one: none was refused.
+    metrics = http_request(server.url, "GET", "/metrics").body.decode()
+    counts = dict(re.findall(r"^wheelforge_connections_(evicted|refused) (\d+)$", metrics, re.M))
+    assert counts == {"evicted": str(1500 + 1 - 200), "refused": "0"}, counts
+    assert wait_for(lambda: "closed a connection that had sent no request yet" in server.log())
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_idle_keep_alive_connections_go_after_those_that_never_sent_a_request(harness, threads):
+    server = harness.serve(
+        "--max-connections", "4", "--max-connections-per-client", "10", "--network-threads", threads
+    )
+    kept = _keep_alive_connections(server, 2)  # the older ones, each idle after its answer
+    silent = [connect(server, "127.0.0.2") for _ in range(2)]
+    # A connection joins its thread's list when that thread takes it over from the acceptor,
+    # a moment after its acceptance.
+    time.sleep(0.1)
+    new = []
+    try:
+        # At the cap, each new client closes one: first the silent ones, oldest first, then
+        # the keep-alive connection idle longest.
+        for victim, survivors in ((silent[0], [silent[1], *kept]),
+                                  (silent[1], kept),
+                                  (kept[0], [kept[1]])):
+            new += _keep_alive_connections(server, 1)
+            closed_sock = victim if isinstance(victim, socket.socket) else victim.sock
+            assert wait_for(lambda s=closed_sock: _socket_closed(s)), (
+                f"after {len(new)} new clients the expected connection is still open")
+            for other in survivors + new[:-1]:
+                sock = other if isinstance(other, socket.socket) else other.sock
+                assert not _socket_closed(sock), f"after {len(new)} new clients: the wrong one closed"
+    finally:
+        for c in kept + new:
+            c.close()
+        for s in silent:
+            s.close()
+
+
+def test_a_connection_that_sends_nothing_is_closed_at_the_first_byte_deadline(harness):
+    server = harness.serve("--first-byte-timeout", "1s", "--read-timeout", "30s")
+    with contextlib.closing(connect(server)) as silent, contextlib.closing(connect(server)) as slow:
+        # The slow one sends its first bytes at once, and the rest of its head after the
+        # first-byte deadline: the head has the read timeout.
+        slow.sendall(b"GET /simple/ HTTP/1.1\r\n")
+        data, closed = read_until_closed(silent, timeout=10)
+        assert closed and data == b"", (
+            "a connection that sent nothing stayed open well past its first-byte deadline of 1 s")
+        slow.sendall(f"Host: {server.host}\r\nConnection: close\r\n\r\n".encode())
+        data, closed = read_until_closed(slow, timeout=10)
+    responses, _ = parse_responses(data)
+    assert [r.status for r in responses] == [200], data[:300]
 
 
 def test_per_client_connection_cap(harness, tokens):

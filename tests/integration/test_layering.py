@@ -1,6 +1,6 @@
-""".ci/check-layering: the real tree passes; a copy of it with one bad include, link or stated
-order fails, naming the file, the line and the rule broken. The module order comes from
-WF_MODULES in src/CMakeLists.txt: a module added there is checked in its place."""
+""".ci/check-layering: the real tree passes; a copy of it with one bad include, link, stated
+order or module map fails, naming the file, the line and the rule broken. The module order comes
+from WF_MODULES in src/CMakeLists.txt: a module added there is checked in its place."""
 
 from __future__ import annotations
 
@@ -23,12 +23,12 @@ def check(root: Path | None = None) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def tree(tmp_path) -> Path:
-    """A copy of what the script reads: src/, include/, README.md, CMakeLists.txt."""
+    """A copy of what the script reads: src/, include/, ARCHITECTURE.md, CMakeLists.txt."""
     copy = tmp_path / "tree"
     copy.mkdir()
     shutil.copytree(ROOT / "src", copy / "src")
     shutil.copytree(ROOT / "include", copy / "include")
-    for name in ("README.md", "CMakeLists.txt"):
+    for name in ("ARCHITECTURE.md", "CMakeLists.txt"):
         shutil.copyfile(ROOT / name, copy / name)
     return copy
 
@@ -153,14 +153,47 @@ def test_a_stated_order_that_differs_is_named(tree):
     order = modules(tree)
     stated = " <- ".join(order)
     swapped = " <- ".join(order[:2][::-1] + order[2:])
-    readme = tree / "README.md"
-    text = readme.read_text()
+    architecture = tree / "ARCHITECTURE.md"
+    text = architecture.read_text()
     assert text.count(stated) == 1
-    readme.write_text(text.replace(stated, swapped))
+    architecture.write_text(text.replace(stated, swapped))
     line = text[: text.index(stated)].count("\n") + 1
     found = problems(check(tree))
     assert len(found) == 1, found
-    assert found[0].startswith(f"README.md:{line}: module-order: states the order {swapped};")
+    assert found[0].startswith(f"ARCHITECTURE.md:{line}: module-order: states the order {swapped};")
+
+
+def add_module_row(tree: Path, module: str, before: str) -> None:
+    """Puts `module`'s row into ARCHITECTURE.md's module map, before `before`'s."""
+    architecture = tree / "ARCHITECTURE.md"
+    lines = architecture.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"| `{before}` |"))
+    lines.insert(at, f"| `{module}` | what it owns |")
+    architecture.write_text("\n".join(lines) + "\n")
+
+
+def test_a_module_map_that_misses_or_swaps_a_module_is_named(tree):
+    architecture = tree / "ARCHITECTURE.md"
+    text = architecture.read_text()
+    lines = text.splitlines()
+    order = modules(tree)
+    at = {m: next(i for i, line in enumerate(lines) if line.startswith(f"| `{m}` |"))
+          for m in order}
+
+    missing = [line for i, line in enumerate(lines) if i != at["store"]]
+    architecture.write_text("\n".join(missing) + "\n")
+    found = problems(check(tree))
+    assert len(found) == 1, found
+    listed = ", ".join(m for m in order if m != "store")
+    assert found[0].startswith(f"ARCHITECTURE.md:{at['store'] + 1}: module-table: the module map "
+                               f"lists {listed}; WF_MODULES"), found
+
+    swapped = list(lines)
+    swapped[at["crypto"]], swapped[at["core"]] = swapped[at["core"]], swapped[at["crypto"]]
+    architecture.write_text("\n".join(swapped) + "\n")
+    found = problems(check(tree))
+    assert len(found) == 1, found
+    assert found[0].startswith(f"ARCHITECTURE.md:{at['crypto'] + 1}: module-table:"), found
 
 
 def test_no_stated_order_is_named(tree):
@@ -172,20 +205,24 @@ def test_no_stated_order_is_named(tree):
 
 
 def test_a_new_module_is_checked_in_its_wf_modules_place(tree):
-    """A directory that is no module fails; listed in WF_MODULES (and in the stated orders), it
-    may include the modules to its left and not those to its right."""
+    """A directory that is no module fails; listed in WF_MODULES (and in the stated orders and
+    the module map), it may include the modules to its left and not those to its right."""
     write(tree / "src/proxy/upstream.cpp", '#include "wheelforge/build/runner.hpp"\n')
     found = problems(check(tree))
     assert found == ["src/proxy: not-a-module: src/proxy/ is not in WF_MODULES (src/CMakeLists.txt)"]
 
     order = modules(tree)
     new_order = order[: order.index("http")] + ["proxy"] + order[order.index("http") :]
-    for name in ("src/CMakeLists.txt", "README.md", "CMakeLists.txt"):
+    for name in ("src/CMakeLists.txt", "ARCHITECTURE.md", "CMakeLists.txt"):
         path = tree / name
         text = path.read_text()
         text = text.replace(" ".join(order), " ".join(new_order))
         text = text.replace(" <- ".join(order), " <- ".join(new_order))
         path.write_text(text)
+    found = problems(check(tree))
+    assert len(found) == 1 and found[0].startswith("ARCHITECTURE.md:"), found
+    assert ": module-table: the module map lists " in found[0], found
+    add_module_row(tree, "proxy", before="http")
     result = check(tree)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -64,8 +64,8 @@ def numbered(wheel: str, build: int) -> str:
 
 
 def content_digest(data: bytes) -> str:
-    """The contents a rebuild is compared by (README, "Rebuilds"): every file's name and bytes
-    (and whether it is executable), without RECORD and without WHEEL's Build line."""
+    """The contents a rebuild is compared by (docs/runner.md, "Rebuilds"): every file's name and
+    bytes (and whether it is executable), without RECORD and without WHEEL's Build line."""
     entries = []
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         for info in zf.infolist():

@@ -3,9 +3,9 @@
 `GET /api/resolve` maps an installed torch to a variant view: from `cuda=` (torch.version.cuda),
 `hip=`/`rocm=`, the `+cuXYZ` label of the torch version, or the table of the CUDA of PyTorch's
 PyPI wheels (with a note); a combination without a build answers 404 with the nearest builds,
-an unknown project 404. Every command printed (the resolver's pip line, the README one-liner,
-the home page, the project page's default command) pins the version and names the project in
-`--only-binary`, so that pip cannot fall back to building a public sdist of the same name.
+an unknown project 404. Every command printed (the resolver's pip line, the one-liner of
+docs/views.md, the home page, the project page's default command) pins the version and names the
+project in `--only-binary`, so that pip cannot fall back to building a public sdist of the same name.
 
 The clients are real: pip 23.0.1 / 23.2.1 / 24.2 from the pyenv Pythons, curl, and Debian's
 Poetry 1.3. The `torch` wheels here are STAND-INS, not PyTorch: tiny pure-Python packages named
@@ -46,7 +46,7 @@ from wfhelpers import (
 
 PROJECT = "wf-kernels"
 DIST = "wf_kernels"
-README = Path(__file__).resolve().parents[2] / "README.md"
+VIEWS_DOC = Path(__file__).resolve().parents[2] / "docs" / "views.md"
 POETRY = Path("/usr/bin/poetry")
 PIP_TIMEOUT = 120
 # One wheel per pip's Python: pip 23.0.1 runs on 3.9, 23.2.1 on 3.11, 24.2 on 3.13.
@@ -341,10 +341,10 @@ def test_no_build_is_404_with_the_nearest_builds(bed):
 # Item 2: the commands pin the version and refuse sdists; real pip installs from them
 
 
-def readme_resolve_line() -> str:
-    lines = [line for line in README.read_text().splitlines()
+def documented_resolve_line() -> str:
+    lines = [line for line in VIEWS_DOC.read_text().splitlines()
              if line.startswith("curl ") and "/api/resolve?" in line]
-    assert len(lines) == 1, f"expected one resolve one-liner in the README, found {lines}"
+    assert len(lines) == 1, f"expected one resolve one-liner in docs/views.md, found {lines}"
     return lines[0]
 
 
@@ -396,13 +396,13 @@ def run_pip_line(bed: Bed, line: str, python: Path, workdir: Path, *extra: str):
 @pytest.mark.parametrize("pip_version", list(PIP_PYTHONS))
 def test_pip_installs_the_cu128_build_from_the_resolved_url(bed, tmp_path, pip_version):
     """The acceptance test: a torch from PyPI reports 2.9.0 and torch.version.cuda 12.8; the
-    README's one-liner asks the index, and pip runs the line it answers."""
+    one-liner of docs/views.md asks the index, and pip runs the line it answers."""
     python = PIP_PYTHONS[pip_version]
     if not python.exists():
         pytest.skip(f"{python} (pip {pip_version}) is not installed")
     torch_dir = tmp_path / "torch-env"
     install_stand_in_torch(bed, python, torch_dir)
-    line = readme_resolve_line().replace("http://127.0.0.1:8080", bed.server.url).replace(
+    line = documented_resolve_line().replace("http://127.0.0.1:8080", bed.server.url).replace(
         "project=flash-attn", f"project={PROJECT}")
     asked = run_one_liner(line, tmp_path, python, torch_dir)
     assert asked.returncode == 0, asked.stderr

@@ -1974,7 +1974,7 @@ def test_plain_setuptools_project_builds_with_the_default_requirements(harness):
     config = write_config(
         h.root / "wheelforge.toml",
         {"plain": {
-            # What the README's example gives: no command, no build_requires.
+            # What the first build of docs/runner.md gives: no command, no build_requires.
             "project": "wf-plain-ext",
             "source": {"path": str(source)},
             "arch_variable": "TORCH_CUDA_ARCH_LIST",

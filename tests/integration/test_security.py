@@ -1,7 +1,8 @@
 """Private read mode, native HTTPS, and token management, through the real binary with curl and
 pip: missing credentials get 401 with WWW-Authenticate (so pip uses .netrc or the URL's
-credentials), HTTPS works with a certificate made by the test, revoked tokens stop working,
-and project-limited upload tokens stay inside their project.
+credentials), HTTPS works with a certificate made by the test (and a TLS connection that sends
+nothing is closed at the first-byte deadline), revoked tokens stop working, and
+project-limited upload tokens stay inside their project.
 """
 
 from __future__ import annotations
@@ -143,11 +144,11 @@ def _make_cert(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def _start_tls(harness, cert: Path, key: Path) -> tuple[subprocess.Popen, str]:
+def _start_tls(harness, cert: Path, key: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     log = harness.root / "tls.log"
     proc = subprocess.Popen(
         [str(harness.binary), "serve", "--data-dir", str(harness.data_dir), "--listen",
-         "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key)],
+         "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key), *extra],
         stdout=subprocess.PIPE, stderr=open(log, "ab"), env=clean_env(),
     )
     line = proc.stdout.readline().decode().strip()
@@ -211,6 +212,43 @@ def test_tls_certificate_reloaded_on_sighup(harness, tmp_path):
             lambda: ssl.get_server_certificate((host, int(port))).strip() == new_cert.read_text().strip(),
             timeout=5,
         ), "the new certificate is not served after SIGHUP"
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0
+
+
+def test_a_tls_connection_that_sends_nothing_is_closed_at_the_first_byte_deadline(harness,
+                                                                                 tmp_path):
+    import select
+    import socket
+    import ssl
+    import time
+
+    cert, key = _make_cert(tmp_path)
+    proc, url = _start_tls(harness, cert, key, "--first-byte-timeout", "1s", "--read-timeout", "30s")
+    host, port = url.removeprefix("https://").split(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=20) as silent:
+            # No ClientHello: closed at the first-byte deadline (1 s), not the read timeout.
+            deadline = time.monotonic() + 10
+            closed = False
+            while not closed and time.monotonic() < deadline:
+                if select.select([silent], [], [], deadline - time.monotonic())[0]:
+                    try:
+                        closed = silent.recv(1) == b""
+                    except ConnectionResetError:
+                        closed = True
+            assert closed, "a TLS connection that sent nothing stayed open past its deadline"
+        # A client that speaks is served as before.
+        context = ssl.create_default_context(cafile=str(cert))
+        with socket.create_connection((host, int(port)), timeout=20) as raw, \
+                context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                        .encode())
+            data = b""
+            while chunk := tls.recv(65536):
+                data += chunk
+        assert data.startswith(b"HTTP/1.1 200"), data[:300]
     finally:
         proc.terminate()
         assert proc.wait(20) == 0

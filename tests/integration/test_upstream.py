@@ -1,11 +1,14 @@
-"""Upstream indexes (README, "Upstreams"): wheelforge as the only --index-url in front of nginx
+"""Upstream indexes (docs/upstreams.md): wheelforge as the only --index-url in front of nginx
 serving a static PEP 503 tree and of a second wheelforge (PEP 691 JSON with upload-time), both
 on loopback, with real pips: local and upstream packages installed from one URL, the newer
 upstream sdist of a local project never offered, the cooldown, a file whose bytes do not match
-its hash refused and not stored, and cached pages and files served with the upstream stopped."""
+its hash refused and not stored, cached pages and files served with the upstream stopped, and
+an upstream's password sent to its own origin only (never to a file it links, or redirects to,
+on another port)."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import http.server
 import json
@@ -843,16 +846,120 @@ def test_fetches_from_an_upstream_use_one_kept_connection(harness, artifacts, up
     assert "\nwheelforge_upstream_connections_opened_total 1\n" in text, text
 
 
-def readme_page_cap() -> int:
-    """The size limit of an upstream page as the README states it ("(64 MiB, ... for pages)"):
-    the figure under test, so that the README and the code cannot disagree."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    m = re.search(r"Each fetch has a size limit\s+\((\d+) MiB[^)]*for pages\)", readme)
-    assert m, "the README states no size limit for upstream pages"
+class RecordingUpstream:
+    """An HTTP server in this process that answers from `routes` (path -> (status, extra
+    headers, body)) and records the Authorization header of every request (None when absent).
+    With `credentials` ("user:password"), a request without them gets 401."""
+
+    def __init__(self, credentials: str | None = None):
+        self.routes: dict[str, tuple[int, dict[str, str], bytes]] = {}
+        self.seen: list[tuple[str, str | None]] = []
+        self._lock = threading.Lock()
+        expected = None
+        if credentials is not None:
+            expected = "Basic " + base64.b64encode(credentials.encode()).decode()
+        upstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                auth = self.headers.get("Authorization")
+                with upstream._lock:
+                    upstream.seen.append((self.path, auth))
+                    route = upstream.routes.get(self.path)
+                if expected is not None and auth != expected:
+                    status, headers, body = 401, {"WWW-Authenticate": 'Basic realm="x"'}, b""
+                elif route is None:
+                    status, headers, body = 404, {}, b""
+                else:
+                    status, headers, body = route
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def requests(self) -> list[tuple[str, str | None]]:
+        with self._lock:
+            return list(self.seen)
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_upstream_credentials_go_only_to_the_upstreams_own_origin(harness):
+    # The upstream (basic auth) lists three wheels: one it serves itself, one on another port
+    # of the same host, and one it redirects to that other port. Only its own requests may
+    # carry the password: the other server is not the upstream, as far as credentials go.
+    password = "s3cret-upstream-pw"
+    upstream = RecordingUpstream(credentials=f"mirror:{password}")
+    other = RecordingUpstream()
+    try:
+        files = harness.path("cred-files")
+        own, linked, redirected = (make_wheel(files, "cred-probe", v, module="cred_probe")
+                                   for v in ("1.0", "1.1", "1.2"))
+        wheel_type = {"Content-Type": "application/octet-stream"}
+        upstream.routes[f"/files/{own.filename}"] = (200, wheel_type, own.data)
+        upstream.routes[f"/files/{redirected.filename}"] = (
+            302, {"Location": f"{other.url}/files/{redirected.filename}"}, b"")
+        other.routes[f"/files/{linked.filename}"] = (200, wheel_type, linked.data)
+        other.routes[f"/files/{redirected.filename}"] = (200, wheel_type, redirected.data)
+        page = "".join(
+            f'<a href="{href}#sha256={a.sha256}">{a.filename}</a>'
+            for href, a in ((f"/files/{own.filename}", own),
+                            (f"{other.url}/files/{linked.filename}", linked),
+                            (f"/files/{redirected.filename}", redirected)))
+        upstream.routes["/simple/cred-probe/"] = (
+            200, {"Content-Type": "text/html"}, f"<html><body>{page}</body></html>".encode())
+        config = write_config(harness, [{"name": "mirror", "url": upstream.url + "/simple/",
+                                         "username": "mirror", "password": password}])
+        server = harness.serve("--config", str(config))
+
+        listed = http_request(server.url, "GET", "/simple/cred-probe/", {"Accept": JSON_TYPE})
+        assert listed.status == 200, listed.text
+        links = {f["filename"]: f["url"] for f in listed.json()["files"]}
+        assert set(links) == {own.filename, linked.filename, redirected.filename}, links
+        for artifact in (own, linked, redirected):
+            r = http_request(server.url, "GET", links[artifact.filename])
+            assert r.status == 200, (artifact.filename, r.status, r.text[:300])
+            assert r.body == artifact.data, artifact.filename
+
+        auth = "Basic " + base64.b64encode(f"mirror:{password}".encode()).decode()
+        # The upstream's own page and files got the credentials (and nothing asked without).
+        assert upstream.requests() == [("/simple/cred-probe/", auth),
+                                       (f"/files/{own.filename}", auth),
+                                       (f"/files/{redirected.filename}", auth)]
+        # The other port saw both of its files, and never the Authorization header.
+        assert sorted(other.requests()) == sorted([(f"/files/{linked.filename}", None),
+                                                   (f"/files/{redirected.filename}", None)])
+        assert password not in server.log()
+    finally:
+        upstream.stop()
+        other.stop()
+
+
+def documented_page_cap() -> int:
+    """The size limit of an upstream page as docs/upstreams.md states it ("(64 MiB, ... for
+    pages)"): the figure under test, so that the documentation and the code cannot disagree."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "upstreams.md").read_text()
+    m = re.search(r"Each fetch has a size limit\s+\((\d+) MiB[^)]*for pages\)", doc)
+    assert m, "docs/upstreams.md states no size limit for upstream pages"
     return int(m.group(1)) * 1024 * 1024
 
 
-PAGE_CAP = readme_page_cap()
+PAGE_CAP = documented_page_cap()
 
 
 class SizedPageUpstream:

@@ -1,4 +1,4 @@
-"""A slow upstream index does not hold the server's workers (README, "Upstreams"): the pages
+"""A slow upstream index does not hold the server's workers (docs/upstreams.md): the pages
 that wait for an upstream, and the first downloads of its files, run on threads of their own,
 so that an upload still goes through while they wait."""
 

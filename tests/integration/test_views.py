@@ -1,4 +1,4 @@
-"""Variant views end to end (README, "Torch/CUDA variant views"): a corpus of one extension project built for several
+"""Variant views end to end (docs/views.md): a corpus of one extension project built for several
 versions × CUDA 12.6/12.8/12.9/13.0 × torch 2.6–2.11 × cp310–cp313, in both label styles
 (`+cu128torch2.8` and `+cu12torch2.7cxx11abiTRUE`), uploaded through PUT /upload/. Real pip
 installs through a view must take exactly the build the selection rules call for, where the

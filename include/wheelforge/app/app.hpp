@@ -30,6 +30,7 @@ struct Overrides {
   std::optional<std::string> worker_threads;
   std::optional<std::string> network_threads;
   std::optional<std::string> read_timeout;
+  std::optional<std::string> first_byte_timeout;
   std::optional<std::string> min_upload_rate;
   std::optional<std::string> idle_timeout;
   std::optional<std::string> max_connections;
@@ -51,7 +52,7 @@ struct Settings {
   std::filesystem::path data_dir = "data";
   std::string listen = "127.0.0.1:8080";
   std::uint64_t max_upload_size = 8ULL * 1024 * 1024 * 1024;
-  /// The archive policy for uploads and imports (README, Security): the largest total of the
+  /// The archive policy for uploads and imports (docs/security.md): the largest total of the
   /// member sizes an archive declares (a torch CUDA wheel: 2 to 4 GiB), the largest ratio of
   /// that total to the file's size (judged above 16 MiB inflated; real wheels: 2 to 10), and
   /// the most members.
@@ -64,13 +65,17 @@ struct Settings {
   std::size_t network_threads = 0;
   /// Deadline for a request's headers and for each chunk of an upload body.
   std::chrono::seconds read_timeout{30};
+  /// A new connection that sends no byte within this is closed (plain and TLS), so that
+  /// silent sockets do not hold places under max_connections for the whole read_timeout.
+  std::chrono::seconds first_byte_timeout{10};
   /// Slowest accepted upload, in bytes/s, averaged over each read_timeout spent waiting for
   /// the client; 0 turns the check off.
   std::uint64_t min_upload_rate = 1024;
   /// How long an idle keep-alive connection is kept.
   std::chrono::seconds idle_timeout{60};
-  /// Connections served at once; at the cap idle keep-alive connections are closed first,
-  /// then new ones answered 503 with Retry-After.
+  /// Connections served at once; at the cap connections that have sent no whole request yet
+  /// are closed first (oldest first), then idle keep-alive ones, then new ones answered 503
+  /// with Retry-After.
   std::size_t max_connections = 1024;
   /// Connections served at once from one client address (an IPv6 /64), so that one client
   /// cannot take them all; more are answered 503 with Retry-After.
@@ -88,13 +93,13 @@ struct Settings {
   /// no trailing slash): what {server} stands for in the build runner's torch_index, and
   /// where `wheelforge build` finds the server. Empty: derived from `listen` (server_url()).
   std::string base_url;
-  /// The memory the upstream pages kept in memory may take (README, "Upstreams"); the disk
+  /// The memory the upstream pages kept in memory may take (docs/upstreams.md); the disk
   /// copy under DATA_DIR/upstream/pages is not bounded by it.
   std::uint64_t upstream_page_cache = 64ULL * 1024 * 1024;
-  /// The bound on the bytes of files kept from upstreams (README, "Upstreams"): beyond it the
+  /// The bound on the bytes of files kept from upstreams (docs/upstreams.md): beyond it the
   /// least recently used are evicted (never a local file's blob). 0: no bound.
   std::uint64_t upstream_file_cache = 0;
-  /// Bound on the disk copies of upstream pages (README, "Upstreams"); 0: none.
+  /// Bound on the disk copies of upstream pages (docs/upstreams.md); 0: none.
   std::uint64_t upstream_page_disk_cache = 1ULL << 30U;
 
   /// Where these settings came from, so that a reload (SIGHUP) can load them again:
@@ -117,7 +122,7 @@ struct Configuration {
   Settings settings;
   /// [build] and [recipes]; no recipes leaves the runner off.
   build::RunnerConfig build;
-  /// [[upstream]] tables, in file order; none by default (README, "Upstreams").
+  /// [[upstream]] tables, in file order; none by default (docs/upstreams.md).
   std::vector<core::UpstreamConfig> upstreams;
 };
 
@@ -228,7 +233,7 @@ int audit(const Settings& settings, const std::optional<std::string>& project,
 /// `wheelforge project list`: every project with its file count and claim.
 /// `upstreams` (the configuration's): each local project is looked up on them, and the upstreams
 /// that also have a project of that name are listed (the ownership guard keeps them off its
-/// pages; README, "Upstreams"). Fetches (blocks on the network).
+/// pages; docs/upstreams.md). Fetches (blocks on the network).
 int project_list(const Settings& settings, const std::vector<core::UpstreamConfig>& upstreams = {});
 /// `wheelforge project claim|release NAME`: sets who may upload to a project besides admins.
 int project_claim(const Settings& settings, const std::string& project,

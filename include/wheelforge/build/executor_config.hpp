@@ -1,7 +1,7 @@
 #pragma once
 // Which executor runs a build's commands, and how: [build.executor] and [build.images] of the
-// configuration file (README: "Executors"). Plain data; the app module reads it from TOML and
-// make_executor() (executor.hpp) turns it into an Executor.
+// configuration file (docs/runner.md, "Executors"). Plain data; the app module reads it from TOML
+// and make_executor() (executor.hpp) turns it into an Executor.
 
 #include <chrono>
 #include <map>

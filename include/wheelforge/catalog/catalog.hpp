@@ -121,7 +121,7 @@ struct BlobRef {
   std::uint64_t size = 0;  ///< the size the row records for this blob
 };
 
-/// A blob fetched from an upstream index and kept in the store (README, "Upstreams"): the
+/// A blob fetched from an upstream index and kept in the store (docs/upstreams.md): the
 /// file (or its .metadata, named so) as the upstream's page listed it.
 struct UpstreamBlob {
   std::string sha256;

@@ -1,5 +1,5 @@
 #pragma once
-// Building blocks of the build runner (README, "Building wheels with the bundled runner"):
+// Building blocks of the build runner (docs/runner.md):
 // recipes, the Python × torch × CUDA matrix and its cells, the local version label a cell's
 // wheel carries, the parallelism a build gets from its memory grant, OOM detection in a failed
 // build, and the job state machine. Pure functions, no I/O.

@@ -46,8 +46,8 @@ struct FileRecord {
   /// for files stored before this was kept. Kept for the file's lifetime.
   std::string uploaded_by;
   std::int64_t uploaded_by_token = 0;  ///< the token's id when a token uploaded it
-  /// Empty for a file of this index; else the upstream index it is listed from (README,
-  /// "Upstreams"): its URL is /upstream/<upstream>/<sha256>/<filename>, and upload_time and
+  /// Empty for a file of this index; else the upstream index it is listed from
+  /// (docs/upstreams.md): its URL is /upstream/<upstream>/<sha256>/<filename>, and upload_time and
   /// size are 0 when the upstream did not give them.
   std::string upstream;
 };

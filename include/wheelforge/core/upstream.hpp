@@ -4,7 +4,7 @@
 // (UpstreamPage) and its PEP 503 HTML form's parser, and the cooldown. Pure: no I/O, safe on
 // any thread. The PEP 691 JSON form is parsed by render (parse_upstream_json), which owns the
 // JSON library. The facts these rest on are in docs/packaging.md ("Simple API: HTML", "Simple
-// API: JSON") and README, "Upstreams".
+// API: JSON") and docs/upstreams.md.
 
 #include <chrono>
 #include <cstddef>

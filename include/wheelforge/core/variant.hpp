@@ -1,5 +1,5 @@
 #pragma once
-// Variant hints and variant views (README, "Torch/CUDA variant views"; the label conventions
+// Variant hints and variant views (docs/views.md; the label conventions
 // they read: docs/torch-labels.md): what a wheel's local version label and METADATA say about
 // the CUDA/ROCm/CPU backend, torch series and C++ ABI it was built for, and which wheels a view
 // such as /cu128/torch2.8/simple/ lists. Pure functions, no I/O.

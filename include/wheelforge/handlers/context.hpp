@@ -37,6 +37,8 @@ struct ServerStatus {
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> open_connections{0};
   std::atomic<std::uint64_t> refused_connections{0};
+  /// Closed at the connection cap to make room for a new one (docs/security.md).
+  std::atomic<std::uint64_t> evicted_connections{0};
   Metrics metrics;
 };
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,11 +18,28 @@
 
 namespace wf::handlers {
 
+/// HTTP Basic credentials and the one origin they belong to.
+struct FetchCredentials {
+  /// A URL whose scheme, host and port are the only ones the credentials are sent to (an
+  /// upstream's index URL); its path does not matter.
+  std::string origin;
+  std::string username;
+  std::string password;
+};
+
 struct FetchRequest {
   std::string url;  ///< http:// or https://, with its query; redirects (3xx) are followed
-  /// Extra request headers (Accept, If-None-Match, If-Modified-Since, Authorization). Host,
-  /// User-Agent and Connection are the fetcher's.
+  /// Extra request headers (Accept, If-None-Match, If-Modified-Since). Host, User-Agent and
+  /// Connection are the fetcher's; Authorization and Proxy-Authorization are refused here
+  /// (Errc::invalid): credentials go in `credentials`, so that the fetcher alone decides
+  /// where they are sent.
   std::vector<std::pair<std::string, std::string>> headers;
+  /// Sent as `Authorization: Basic` with every request of the fetch (the first, each
+  /// redirect) whose URL has the scheme, host and port of `credentials->origin`, and with no
+  /// other: a page's link or a redirect to another host never receives them. Unset: the
+  /// userinfo of `url` ("https://user:pw@host/"), if any, belongs to the origin of `url`
+  /// in the same way.
+  std::optional<FetchCredentials> credentials;
   /// The largest body accepted: a longer one fails the fetch with Errc::too_large.
   std::uint64_t max_bytes = 16ULL * 1024 * 1024;
   /// The whole fetch (waiting for a place, connecting, every redirect and the whole body) must

@@ -1,5 +1,5 @@
 #pragma once
-// The configured upstream indexes (README, "Upstreams") and their page cache: project pages are
+// The configured upstream indexes (docs/upstreams.md) and their page cache: project pages are
 // fetched through the Fetcher, kept in a memory LRU bounded in bytes and in a disk copy under
 // the data directory (written atomically), used for the upstream's metadata_ttl, then
 // revalidated with If-None-Match / If-Modified-Since (a 304 renews them). When an upstream
@@ -164,7 +164,8 @@ class Upstreams {
       const core::UpstreamConfig& upstream, std::string_view project, std::string_view filename,
       std::string_view sha256, bool local, Micros now);
 
-  /// Fetches `url` of `upstream` (with its credentials), handing the body to `sink` (and the
+  /// Fetches `url` of `upstream` (with its credentials, which the fetcher sends only when
+  /// `url` is on the upstream's own scheme, host and port), handing the body to `sink` (and the
   /// answer's head to `on_head` first, when set: FetchRequest::on_head); counts its bytes.
   /// Blocks.
   [[nodiscard]] Result<FetchResponse> fetch_file(

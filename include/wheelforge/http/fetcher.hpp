@@ -3,7 +3,7 @@
 // io_context and thread of its own (never the server's network threads): a caller's fetch()
 // waits on a condition variable, and the body's chunks are handed over to the caller's thread
 // one at a time, so a slow sink (a disk, a client) holds back its own upstream connection and
-// nothing else. README, "Outbound HTTP", says what it sends and what it refuses.
+// nothing else. docs/upstreams.md, "Outbound HTTP", says what it sends and what it refuses.
 
 #include <chrono>
 #include <cstddef>

@@ -25,28 +25,34 @@ struct ServerConfig {
   bool access_log = true;
   /// Every read (pages, files, APIs; not /healthz and /readyz) needs a read-scope token.
   bool private_reads = false;
-  /// The upstream indexes whose files pages merge (README, "Upstreams"); null: none.
+  /// The upstream indexes whose files pages merge (docs/upstreams.md); null: none.
   handlers::Upstreams* upstreams = nullptr;
   /// HTTPS: PEM certificate chain and private key. Both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;
   std::size_t worker_threads = 2;
   /// With upstreams: threads for the pages that fetch from them and for first downloads of
-  /// their files (README, "Upstreams"), apart from the worker threads. As many as the outbound
+  /// their files (docs/upstreams.md), apart from the worker threads. As many as the outbound
   /// client's concurrent fetches (FetcherConfig::max_concurrent): they mostly wait on it.
   std::size_t upstream_threads = 16;
   /// Threads that serve connections; 0: one per CPU core.
   std::size_t network_threads = 0;
-  /// Connections open at once. At the cap, an idle keep-alive connection is closed to make
-  /// room for a new one; with none, the new one is answered 503 with Retry-After and closed.
+  /// Connections open at once. At the cap, one is closed to make room for a new one: the
+  /// oldest of those that have not sent a whole request yet, else the one idle longest among
+  /// the keep-alive ones; with neither, the new one is answered 503 with Retry-After and
+  /// closed.
   std::size_t max_connections = 1024;
   /// Connections open at once from one client address (IPv6: one /64); more are answered 503
   /// with Retry-After and closed.
   std::size_t max_connections_per_client = 256;
   std::size_t max_header_bytes = 16 * 1024;
   std::size_t max_target_bytes = 4 * 1024;
-  /// Deadline for receiving a request's headers, and for each chunk of an upload body.
+  /// Deadline for receiving a request's headers, and for each chunk of an upload body. A new
+  /// connection's first request's headers are due this long after its acceptance.
   std::chrono::seconds read_timeout{30};
+  /// A new connection (plain or TLS) that has sent no byte this long after its acceptance is
+  /// closed (read_timeout when that is shorter).
+  std::chrono::seconds first_byte_timeout{10};
   /// An upload body must arrive at this many bytes/s or more, averaged over each read_timeout
   /// spent waiting for the client (time the server spends writing is not counted); slower
   /// clients get 408 and are disconnected. 0: no minimum.

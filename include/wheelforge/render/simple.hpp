@@ -26,7 +26,7 @@ struct ExtraLink {
 };
 
 /// An upstream whose files on a page come from a cached copy older than its TTL, because the
-/// upstream could not be asked (README, "Upstreams").
+/// upstream could not be asked (docs/upstreams.md).
 struct StaleUpstream {
   std::string name;
   std::int64_t age_seconds = 0;

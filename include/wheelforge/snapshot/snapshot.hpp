@@ -88,7 +88,7 @@ class Snapshot {
   /// `prefix` is the URL path up to and including "simple/".
   [[nodiscard]] std::shared_ptr<const Page> view_root_page(const core::ViewSelector& view,
                                                            core::PageFormat format) const;
-  /// A project's page in a variant view (README, "Torch/CUDA variant views"): generic files as
+  /// A project's page in a variant view (docs/views.md): generic files as
   /// in /simple/, and of the variant builds only the best one per (public version, python,
   /// abi, platform tags).
   /// An existing project with nothing in the view gets an empty page (so that a client does

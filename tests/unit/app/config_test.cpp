@@ -1,6 +1,7 @@
 // The one configuration loader: the build runner's [build] and [recipes] tables read in the same
 // pass as the server's settings, every problem reported together, the host checks, server_url(),
-// and the documentation of every key (README and the example file) checked against the loader.
+// and the documentation of every key (docs/configuration.md and the example file) checked
+// against the loader.
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -678,8 +679,9 @@ TEST_F(ConfigTest, UpstreamPageDiskCacheIsASizeOneGigabyteByDefault) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Documentation: every key the loader accepts is in the example file and (for the runner's
-// tables) in the README's runner section; the example passes the check.
+// Documentation: every key the loader accepts is in the example file and in the table of its
+// part of docs/configuration.md, whose top-level defaults are those `config check` prints; the
+// example passes the check.
 
 /// The last named component of a dotted key ("recipes.*.matrix.exclude.cuda" -> "cuda").
 std::string leaf(const std::string& key) {
@@ -731,19 +733,52 @@ TEST(ConfigDocs, EveryKeyIsInTheExampleFileUnderItsTable) {
   }
 }
 
-TEST(ConfigDocs, EveryBuildAndRecipeKeyIsInTheReadmesRunnerSection) {
-  const std::string readme = read_text(kSource / "README.md");
-  const std::size_t start = readme.find("### Building wheels with the bundled runner");
-  ASSERT_NE(start, std::string::npos);
-  const std::size_t end = readme.find("\n### ", start + 1);
-  const std::string section = readme.substr(start, end - start);
+/// The part of docs/configuration.md under the heading `## <title>`, up to the next `## `.
+std::string reference_part(const std::string& reference, const std::string& title) {
+  const std::string heading = "\n## " + title + "\n";
+  const std::size_t start = reference.find(heading);
+  if (start == std::string::npos) return {};
+  const std::size_t end = reference.find("\n## ", start + heading.size());
+  return reference.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+TEST(ConfigDocs, EveryKeyIsInTheConfigurationReferenceUnderItsTable) {
+  const std::string reference = read_text(kSource / "docs" / "configuration.md");
+  ASSERT_FALSE(reference.empty()) << "docs/configuration.md is missing";
+  const std::string top = reference_part(reference, "Top-level settings");
+  const std::string build = reference_part(reference, "[build]");
+  const std::string recipes = reference_part(reference, "[recipes.NAME]");
+  const std::string upstream = reference_part(reference, "[[upstream]]");
+  for (const auto* part : {&top, &build, &recipes, &upstream}) ASSERT_FALSE(part->empty());
   for (const auto& key : configuration_keys()) {
-    if (!key.starts_with("build.") && !key.starts_with("recipes.")) continue;
+    const std::string& part = key.starts_with("build.")      ? build
+                              : key.starts_with("recipes.")  ? recipes
+                              : key.starts_with("upstream.") ? upstream
+                                                             : top;
     const std::string name = leaf(key);
-    const bool in_table = section.find("`" + name + "`") != std::string::npos;
-    EXPECT_TRUE(in_table || names_key(section, name))
-        << key << " is not documented in the README's runner section";
+    const bool in_table = part.find("`" + name + "`") != std::string::npos;
+    EXPECT_TRUE(in_table || names_key(part, name))
+        << key << " is not documented in its table of docs/configuration.md";
   }
+}
+
+TEST(ConfigDocs, TheReferencesTopLevelDefaultsAreWhatConfigCheckPrints) {
+  const std::string top =
+      reference_part(read_text(kSource / "docs" / "configuration.md"), "Top-level settings");
+  ASSERT_FALSE(top.empty());
+  const auto checked = check_configuration(std::nullopt, {});
+  ASSERT_TRUE(checked.config);
+  std::istringstream printed(settings_to_toml(checked.config->settings));
+  std::size_t rows = 0;
+  for (std::string line; std::getline(printed, line);) {
+    const std::size_t eq = line.find(" = ");
+    if (line.starts_with("#") || eq == std::string::npos) continue;
+    const std::string row = "| `" + line.substr(0, eq) + "` | `" + line.substr(eq + 3) + "` |";
+    EXPECT_NE(top.find("\n" + row), std::string::npos)
+        << "docs/configuration.md has no row starting " << row;
+    ++rows;
+  }
+  EXPECT_GT(rows, 20U);
 }
 
 TEST(ConfigDocs, TheExampleFilePassesTheCheckAndItsRecipeIsValid) {

@@ -16,11 +16,12 @@ namespace fs = std::filesystem;
 using std::chrono::seconds;
 
 constexpr const char* kVariables[] = {
-    "WHEELFORGE_DATA_DIR",        "WHEELFORGE_LISTEN",
-    "WHEELFORGE_MAX_UPLOAD_SIZE", "WHEELFORGE_WORKER_THREADS",
-    "WHEELFORGE_READ_TIMEOUT",    "WHEELFORGE_IDLE_TIMEOUT",
-    "WHEELFORGE_MAX_CONNECTIONS", "WHEELFORGE_SHUTDOWN_GRACE",
-    "WHEELFORGE_ACCESS_LOG",      "WHEELFORGE_MAX_CONNECTIONS_PER_CLIENT",
+    "WHEELFORGE_DATA_DIR",           "WHEELFORGE_LISTEN",
+    "WHEELFORGE_MAX_UPLOAD_SIZE",    "WHEELFORGE_WORKER_THREADS",
+    "WHEELFORGE_READ_TIMEOUT",       "WHEELFORGE_IDLE_TIMEOUT",
+    "WHEELFORGE_MAX_CONNECTIONS",    "WHEELFORGE_SHUTDOWN_GRACE",
+    "WHEELFORGE_ACCESS_LOG",         "WHEELFORGE_MAX_CONNECTIONS_PER_CLIENT",
+    "WHEELFORGE_FIRST_BYTE_TIMEOUT",
 };
 
 class SettingsTest : public ::testing::Test {
@@ -172,6 +173,38 @@ TEST_F(SettingsTest, ConnectionsPerClient) {
         problems, "max_connections_per_client: expected a whole number from 1 to 1000000"))
         << problems[0];
     EXPECT_NE(problems[0].find("(from --max-connections-per-client)"), std::string::npos);
+  }
+}
+
+TEST_F(SettingsTest, FirstByteTimeout) {
+  auto s = load_settings(std::nullopt, {});
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->first_byte_timeout, seconds{10});
+  EXPECT_NE(settings_to_toml(*s).find("\nfirst_byte_timeout = \"10s\"\n"), std::string::npos);
+
+  const auto path = write_config("first_byte_timeout = \"3s\"\n");
+  s = load_settings(path, {});
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->first_byte_timeout, seconds{3});
+  ::setenv("WHEELFORGE_FIRST_BYTE_TIMEOUT", "1m", 1);
+  EXPECT_EQ(load_settings(path, {})->first_byte_timeout, seconds{60});
+  Overrides flags;
+  flags.first_byte_timeout = "2";
+  s = load_settings(path, flags);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->first_byte_timeout, seconds{2});
+  ::unsetenv("WHEELFORGE_FIRST_BYTE_TIMEOUT");
+  auto again = load_settings(write_config(settings_to_toml(*s)), {});
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->first_byte_timeout, seconds{2});
+
+  for (const char* bad : {"0s", "2h", "soon"}) {
+    flags.first_byte_timeout = bad;
+    const auto problems = problems_of(check_configuration(path, flags));
+    ASSERT_EQ(problems.size(), 1U) << bad;
+    EXPECT_TRUE(has_problem_starting(problems, "first_byte_timeout: expected a duration"))
+        << problems[0];
+    EXPECT_NE(problems[0].find("(from --first-byte-timeout)"), std::string::npos) << problems[0];
   }
 }
 

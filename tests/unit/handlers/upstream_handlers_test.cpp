@@ -1,4 +1,4 @@
-// Merged /simple/<name>/ pages over upstream indexes (README, "Upstreams"), through the route
+// Merged /simple/<name>/ pages over upstream indexes (docs/upstreams.md), through the route
 // table with a fake Fetcher: the ownership guard, the cooldown, the cache's TTL, revalidation,
 // disk copy and stale answers, and the refusals.
 
@@ -171,6 +171,7 @@ TEST_F(UpstreamPages, UnknownNameListsTheUpstreamsFilesThroughThisServer) {
   ASSERT_EQ(fetcher.asked.size(), 1U);
   EXPECT_EQ(fetcher.header_of(0, "Accept"), std::string(kUpstreamAccept));
   EXPECT_EQ(fetcher.header_of(0, "Authorization"), "");
+  EXPECT_FALSE(fetcher.asked[0].credentials);
 
   const Response j = get("/simple/numpy/", "application/vnd.pypi.simple.v1+json");
   ASSERT_EQ(j.status, 200);
@@ -205,10 +206,40 @@ TEST_F(UpstreamPages, CredentialsAndUnknownNames) {
   EXPECT_EQ(r.status, 404);
   EXPECT_NE(body_of(r).find("no such project: nothing-here"), std::string::npos);
   ASSERT_EQ(fetcher.asked.size(), 1U);
-  EXPECT_EQ(fetcher.header_of(0, "Authorization"), "Basic X190b2tlbl9fOnB3");
+  // The fetcher alone adds them, and only on the upstream's own origin (http/fetcher_test).
+  EXPECT_EQ(fetcher.header_of(0, "Authorization"), "");
+  ASSERT_TRUE(fetcher.asked[0].credentials);
+  EXPECT_EQ(fetcher.asked[0].credentials->origin, "https://upstream.example/simple/");
+  EXPECT_EQ(fetcher.asked[0].credentials->username, "__token__");
+  EXPECT_EQ(fetcher.asked[0].credentials->password, "pw");
   // The 404 is cached for the TTL too.
   EXPECT_EQ(get("/simple/nothing-here/").status, 404);
   EXPECT_EQ(fetcher.asked.size(), 1U);
+}
+
+TEST_F(UpstreamPages, FileDownloadsCarryTheCredentialsOfTheUpstreamsOrigin) {
+  auto u = pypi();
+  u.username = "__token__";
+  u.password = "pw";
+  configure({u});
+  const std::string bytes = "numpy sdist bytes";
+  const std::string sha = crypto::sha256_hex(bytes);
+  fetcher.answers["https://upstream.example/simple/numpy/"] = {
+      200,
+      "text/html",
+      html_page("<a href=\"https://files.example/numpy-1.0.tar.gz#sha256=" + sha +
+                "\">numpy-1.0.tar.gz</a>"),
+      {}};
+  fetcher.answers["https://files.example/numpy-1.0.tar.gz"] = {200, "application/gzip", bytes, {}};
+  const Response r = hb.respond(Method::get, "/upstream/pypi/" + sha + "/numpy-1.0.tar.gz");
+  ASSERT_EQ(r.status, 200) << body_of(r);
+  ASSERT_EQ(fetcher.asked.size(), 2U);
+  // The file is on another host: its request names the upstream's origin as the only place
+  // the credentials may go, and carries no Authorization header of its own.
+  EXPECT_EQ(fetcher.asked[1].url, "https://files.example/numpy-1.0.tar.gz");
+  EXPECT_EQ(fetcher.header_of(1, "Authorization"), "");
+  ASSERT_TRUE(fetcher.asked[1].credentials);
+  EXPECT_EQ(fetcher.asked[1].credentials->origin, "https://upstream.example/simple/");
 }
 
 TEST_F(UpstreamPages, PagesAreFetchedWithinThePageTimeoutFilesWithoutADeadline) {

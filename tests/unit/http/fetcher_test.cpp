@@ -395,6 +395,75 @@ TEST(Fetcher, CredentialsInTheUrlBecomeBasicAuth) {
   EXPECT_EQ(fetch_lines, 3U);
 }
 
+TEST(Fetcher, CredentialsGoOnlyToTheirOrigin) {
+  std::mutex m;
+  std::vector<std::pair<std::string, std::optional<std::string>>> seen;  // (who, Authorization)
+  std::string home;  // the credentials' origin: the server below
+  LoopbackServer other([&](Conn& c, const std::string& head) {
+    std::string back;
+    {
+      const std::lock_guard lock(m);
+      seen.emplace_back("other " + path_of(head), header_of(head, "Authorization"));
+      back = home;
+    }
+    if (path_of(head) == "/back") {
+      c.write(response(302, "", "Location: " + back + "\r\n"));
+    } else {
+      c.write(response(200, "other"));
+    }
+  });
+  LoopbackServer server([&](Conn& c, const std::string& head) {
+    {
+      const std::lock_guard lock(m);
+      seen.emplace_back("home " + path_of(head), header_of(head, "Authorization"));
+    }
+    if (path_of(head) == "/away") {
+      c.write(response(302, "", "Location: " + other.url("/file.whl") + "\r\n"));
+    } else {
+      c.write(response(200, "home"));
+    }
+  });
+  {
+    const std::lock_guard lock(m);
+    home = server.url("/simple/");
+  }
+  auto f = fetcher();
+  const auto with_credentials = [&](const std::string& url) {
+    FetchRequest req;
+    req.url = url;
+    req.credentials = handlers::FetchCredentials{server.url("/simple/"), "user", "s3cret"};
+    return f->fetch(req);
+  };
+  ASSERT_TRUE(with_credentials(server.url("/simple/demo/")).ok());
+  ASSERT_TRUE(with_credentials(server.url("/files/x-1.0-py3-none-any.whl")).ok());
+  // A file the page links on another port, directly and through a redirect.
+  ASSERT_TRUE(with_credentials(other.url("/files/x-1.1-py3-none-any.whl")).ok());
+  ASSERT_TRUE(with_credentials(server.url("/away")).ok());
+  // Another origin that redirects to theirs: sent there, and there only.
+  ASSERT_TRUE(with_credentials(other.url("/back")).ok());
+  // Credentials in a header are refused: the fetcher alone decides where they go.
+  FetchRequest raw;
+  raw.url = server.url("/simple/");
+  raw.headers = {{"authorization", "Basic eDp5"}};
+  const auto refused = f->fetch(raw);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, Errc::invalid);
+
+  const std::lock_guard lock(m);
+  const std::string expected = "Basic " + base64_encode("user:s3cret");
+  using Seen = std::pair<std::string, std::optional<std::string>>;
+  const std::vector<Seen> want{
+      {"home /simple/demo/", expected},
+      {"home /files/x-1.0-py3-none-any.whl", expected},
+      {"other /files/x-1.1-py3-none-any.whl", std::nullopt},
+      {"home /away", expected},
+      {"other /file.whl", std::nullopt},
+      {"other /back", std::nullopt},
+      {"home /simple/", expected},
+  };
+  EXPECT_EQ(seen, want);
+}
+
 TEST(Fetcher, ConnectionRefused) {
   // A port that was free a moment ago, with nothing listening on it.
   std::uint16_t port = 0;
