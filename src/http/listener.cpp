@@ -180,14 +180,23 @@ NetThread* Server::Impl::claim_room() {
   return found;
 }
 
-void Server::Impl::evicted(NetThread::Evicted what) {
-  const auto total = status.evicted_connections.fetch_add(1, std::memory_order_relaxed) + 1;
-  // One line a second at most, as for refusals.
+namespace {
+
+// True for at most one caller a second per clock (milliseconds of the steady clock when a line
+// was last logged): a flood of connections must not become a flood of log lines.
+bool once_a_second(std::atomic<std::int64_t>& logged_ms) {
   const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::steady_clock::now().time_since_epoch())
                                .count();
-  auto logged = eviction_logged_ms.load(std::memory_order_relaxed);
-  if (now - logged >= 1000 && eviction_logged_ms.compare_exchange_strong(logged, now)) {
+  auto logged = logged_ms.load(std::memory_order_relaxed);
+  return now - logged >= 1000 && logged_ms.compare_exchange_strong(logged, now);
+}
+
+}  // namespace
+
+void Server::Impl::evicted(NetThread::Evicted what) {
+  const auto total = status.evicted_connections.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (once_a_second(eviction_logged_ms)) {
     log::warn("connection limit of {} reached; closed {} to make room ({} closed so far)",
               config.max_connections,
               what == NetThread::Evicted::fresh ? "a connection that had sent no request yet"
@@ -220,12 +229,7 @@ void Server::Impl::refuse(NetThread& target, Socket socket,
                           std::shared_ptr<asio::ssl::context> tls_now, std::string why,
                           std::string message) {
   const auto total = status.refused_connections.fetch_add(1, std::memory_order_relaxed) + 1;
-  // One line a second at most: a flood of connections must not become a flood of lines.
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::steady_clock::now().time_since_epoch())
-                               .count();
-  auto logged = refusal_logged_ms.load(std::memory_order_relaxed);
-  if (now - logged >= 1000 && refusal_logged_ms.compare_exchange_strong(logged, now)) {
+  if (once_a_second(refusal_logged_ms)) {
     log::warn("{}; refusing connections with 503 ({} refused so far)", why, total);
   }
   // Refusals are answered by sessions of their own, a bounded number at once; beyond that

@@ -29,6 +29,7 @@ from wfhelpers import (
     curl_upload,
     http_request,
     make_wheel,
+    put_awaiting_body,
     store_state,
     wait_for,
 )
@@ -449,19 +450,7 @@ def test_idle_keep_alive_connections_make_room_at_the_cap(harness, tokens, threa
 def _busy_connection(server, token: str, i: int) -> socket.socket:
     """A connection in the middle of a request: the server has read its head and invited its
     body (100 Continue), which never comes. Neither new nor idle: never closed to make room."""
-    sock = connect(server)
-    sock.sendall(
-        f"PUT /upload/busy{i}-1.0-py3-none-any.whl HTTP/1.1\r\nHost: {server.host}\r\n"
-        f"Authorization: Bearer {token}\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n"
-        .encode()
-    )
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        assert chunk, f"closed before 100 Continue: {data!r}"
-        data += chunk
-    assert data.startswith(b"HTTP/1.1 100"), data
-    return sock
+    return put_awaiting_body(server, f"busy{i}-1.0-py3-none-any.whl", token, 1000)
 
 
 def test_at_the_cap_new_connections_get_503_with_retry_after(harness, tokens):

@@ -11,16 +11,14 @@ from __future__ import annotations
 import datetime
 import http.client
 import re
-import socket
 import sqlite3
-import urllib.parse
 
 from test_claims import admin_post, new_token
 from test_pip import PIP_TIMEOUT, pip_python_or_skip
 from test_publish import output_of, twine
 from test_ui import basic, login, origin, post
 from wfhelpers import (PIP_PYTHONS, assert_nothing_stored, curl, curl_upload, make_wheel,
-                       page_etags, pip_args, run, wait_for)
+                       page_etags, pip_args, put_awaiting_body, run, wait_for)
 
 
 def token_rows(harness) -> dict[int, dict[str, str]]:
@@ -308,19 +306,9 @@ def test_a_token_revoked_while_its_upload_is_in_flight_stores_nothing(harness, a
     data = wheel.data
     before = (harness.state(), page_etags(server, "inflight-pkg"))
 
-    parts = urllib.parse.urlsplit(server.url)
-    sock = socket.create_connection((parts.hostname, parts.port), timeout=30)
+    # The server checked the token and asks for the body.
+    sock = put_awaiting_body(server, wheel.filename, up, len(data), timeout=30)
     try:
-        sock.sendall((f"PUT /upload/{wheel.filename} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-                      f"Authorization: Bearer {up}\r\nContent-Length: {len(data)}\r\n"
-                      "Expect: 100-continue\r\n\r\n").encode())
-        # The server checked the token and asks for the body.
-        interim = b""
-        while b"\r\n\r\n" not in interim:
-            chunk = sock.recv(1)
-            assert chunk, f"connection closed before 100 Continue: {interim!r}"
-            interim += chunk
-        assert interim.startswith(b"HTTP/1.1 100"), interim
         half = len(data) // 2
         sock.sendall(data[:half])
         proc = harness.cli("token", "revoke", "--data-dir", str(harness.data_dir), str(up_id))

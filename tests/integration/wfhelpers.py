@@ -21,6 +21,7 @@ import re
 import selectors
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import tarfile
@@ -566,6 +567,26 @@ def assert_nothing_stored(
             f"  rows before: {state.rows}\n  rows after: {now.rows}"
         )
     assert page_etags(server, project) == etags, f"{what} changed the pages"
+
+
+def put_awaiting_body(server: Server, filename: str, token: str, length: int,
+                      timeout: float = 20) -> socket.socket:
+    """A connection that sent the head of `PUT /upload/<filename>` with `Expect: 100-continue`
+    and got 100 Continue: the server checked the token and waits for `length` body bytes."""
+    host, port = server.host.split(":")
+    sock = socket.create_connection((host, int(port)), timeout=timeout)
+    sock.sendall(
+        f"PUT /upload/{filename} HTTP/1.1\r\nHost: {server.host}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: {length}\r\n"
+        "Expect: 100-continue\r\n\r\n".encode()
+    )
+    interim = b""
+    while b"\r\n\r\n" not in interim:
+        chunk = sock.recv(1)
+        assert chunk, f"connection closed before 100 Continue: {interim!r}"
+        interim += chunk
+    assert interim.startswith(b"HTTP/1.1 100"), interim
+    return sock
 
 
 def wait_for(predicate, timeout: float = 5.0, interval: float = 0.1):

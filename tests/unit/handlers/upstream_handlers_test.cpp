@@ -128,6 +128,22 @@ class UpstreamPages : public ::testing::Test {
         {}};
   }
 
+  /// The upstream's numpy page links numpy-1.0.tar.gz on another host (files.example); returns
+  /// the answer to downloading it through /upstream/pypi/.
+  Response download_off_host_file() {
+    const std::string bytes = "numpy sdist bytes";
+    const std::string sha = crypto::sha256_hex(bytes);
+    fetcher.answers["https://upstream.example/simple/numpy/"] = {
+        200,
+        "text/html",
+        html_page("<a href=\"https://files.example/numpy-1.0.tar.gz#sha256=" + sha +
+                  "\">numpy-1.0.tar.gz</a>"),
+        {}};
+    fetcher.answers["https://files.example/numpy-1.0.tar.gz"] = {
+        200, "application/gzip", bytes, {}};
+    return hb.respond(Method::get, "/upstream/pypi/" + sha + "/numpy-1.0.tar.gz");
+  }
+
   Response get(const std::string& target, const std::string& accept = "text/html") {
     return hb.respond(Method::get, target, {{"Accept", accept}});
   }
@@ -222,16 +238,7 @@ TEST_F(UpstreamPages, FileDownloadsCarryTheCredentialsOfTheUpstreamsOrigin) {
   u.username = "__token__";
   u.password = "pw";
   configure({u});
-  const std::string bytes = "numpy sdist bytes";
-  const std::string sha = crypto::sha256_hex(bytes);
-  fetcher.answers["https://upstream.example/simple/numpy/"] = {
-      200,
-      "text/html",
-      html_page("<a href=\"https://files.example/numpy-1.0.tar.gz#sha256=" + sha +
-                "\">numpy-1.0.tar.gz</a>"),
-      {}};
-  fetcher.answers["https://files.example/numpy-1.0.tar.gz"] = {200, "application/gzip", bytes, {}};
-  const Response r = hb.respond(Method::get, "/upstream/pypi/" + sha + "/numpy-1.0.tar.gz");
+  const Response r = download_off_host_file();
   ASSERT_EQ(r.status, 200) << body_of(r);
   ASSERT_EQ(fetcher.asked.size(), 2U);
   // The file is on another host: its request names the upstream's origin as the only place
@@ -246,16 +253,7 @@ TEST_F(UpstreamPages, PagesAreFetchedWithinThePageTimeoutFilesWithoutADeadline) 
   auto u = pypi();
   u.page_timeout = std::chrono::seconds{7};
   configure({u});
-  const std::string bytes = "numpy sdist bytes";
-  const std::string sha = crypto::sha256_hex(bytes);
-  fetcher.answers["https://upstream.example/simple/numpy/"] = {
-      200,
-      "text/html",
-      html_page("<a href=\"https://files.example/numpy-1.0.tar.gz#sha256=" + sha +
-                "\">numpy-1.0.tar.gz</a>"),
-      {}};
-  fetcher.answers["https://files.example/numpy-1.0.tar.gz"] = {200, "application/gzip", bytes, {}};
-  const Response r = hb.respond(Method::get, "/upstream/pypi/" + sha + "/numpy-1.0.tar.gz");
+  const Response r = download_off_host_file();
   ASSERT_EQ(r.status, 200) << body_of(r);
   ASSERT_EQ(fetcher.asked.size(), 2U);
   EXPECT_EQ(fetcher.asked[0].url, "https://upstream.example/simple/numpy/");
