@@ -107,7 +107,9 @@ Status analyze_binaries(JobContext& ctx) {
       return make_error(Errc::invalid, "analyze binaries: the wheel needs " +
                                            assessment.policy->tag() + ", above the ceiling " +
                                            ceiling->ceiling.name() + " (" + ceiling->source +
-                                           "): " + first_of(above, 5));
+                                           "): " + first_of(above, 5) +
+                                           "; build on an older system (a container of an "
+                                           "older image) or raise the recipe's manylinux key");
     }
     ctx.note("[retagging] within the ceiling " + ceiling->ceiling.name() + " (" + ceiling->source +
              ")");

@@ -6,6 +6,9 @@
 # wheel from the /cu130/torch<series>/simple/ view into a clean target and run its kernel on the
 # GPU, checking the result; then change the source, force a rebuild (yank_superseded), and check
 # that it is published as build 1, that pip installs it from the view, and that its kernel runs.
+# Before that, the recipe without a `manylinux` key must fail: a GPU host newer than torch's
+# manylinux_2_28 links the extension against its own glibc, above the default ceiling (the tag
+# of the environment's torch); the recipe then gets the host's glibc as its ceiling (SIGHUP).
 #
 # Needs: the wheelforge binary (WHEELFORGE_BIN; default build/wheelforge, else the bundle of
 # tests/gpu/bundle.sh in .gpu-bundle/), python3 with torch (CUDA build) + setuptools + ninja,
@@ -33,6 +36,7 @@ cuda_version=$("$python" -c 'import torch; print(torch.version.cuda)')
 cuda_tag=cu$(echo "$cuda_version" | tr -d .)
 py_version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 arch=$("$python" -c 'import torch; m, n = torch.cuda.get_device_capability(); print(f"{m}.{n}")')
+host_glibc=$("$python" -c 'import platform; print(platform.libc_ver()[1].replace(".", "_"))')
 echo "python $py_version, torch $torch_version (series $series, CUDA $cuda_version), GPU arch $arch: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
 # --- the package: one CUDA kernel behind a pybind11 function ---------------------------------
@@ -82,6 +86,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("saxpy", &saxpy, "a * x + y on 
 CU
 
 # --- wheelforge with one recipe ---------------------------------------------------------------
+# Writes the configuration; $1 is the recipe's extra key (empty: none).
+write_config() {
 cat > "$work/wheelforge.toml" <<TOML
 [build]
 system_torch = true
@@ -96,6 +102,7 @@ source = { path = "$src" }
 arch_variable = "TORCH_CUDA_ARCH_LIST"
 arch_value = "$arch"
 local_version_variable = "WF_GPU_DEMO_LOCAL_VERSION"
+$1
 import_check = "import torch, wf_gpu_demo; x = torch.ones(4, device='cuda'); assert wf_gpu_demo.saxpy(2.0, x, x).sum().item() == 12.0"
 gb_per_job = 4
 timeout = "20m"
@@ -104,6 +111,8 @@ python = ["$py_version"]
 torch = ["$series"]
 cuda = ["$cuda_version"]
 TOML
+}
+write_config ""
 
 data=$work/data
 admin=$("$bin" token create --data-dir "$data" --scope admin 2>/dev/null | tail -n1)
@@ -171,6 +180,22 @@ assert err < 1e-5, err
 PY
   )
 }
+
+# --- the default ceiling: the environment's torch wheel ---------------------------------------
+build '{"recipe": "gpu-demo", "version": "0.1.0"}' 0 >/dev/null
+"$python" - "$work/job-0.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"job {j['id']} without a manylinux key: {j['state']}: {j['reason']}")
+assert j["state"] == "failed", j
+assert "above the ceiling manylinux_2_" in j["reason"] and "(the platform tag of torch" in j["reason"], j
+PY
+"$bin" config check --config "$work/wheelforge.toml" >/dev/null
+write_config "manylinux = \"$host_glibc\""
+kill -HUP "$server"
+for _ in $(seq 50); do grep -q "reloaded" "$work/serve.log" && break; sleep 0.1; done
+grep "reloaded" "$work/serve.log" || { echo "SIGHUP: no reload in $work/serve.log" >&2; exit 1; }
+echo "recipe ceiling set to the host's glibc: manylinux = \"$host_glibc\" (SIGHUP)"
 
 start=$(date +%s.%N)
 build '{"recipe": "gpu-demo", "version": "0.1.0"}' 1 >/dev/null

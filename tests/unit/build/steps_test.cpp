@@ -641,6 +641,8 @@ TEST_F(Binaries, WheelAboveTheRecipesManylinuxCeilingFailsNamingItAndIsNotPublis
                                     ", above the ceiling manylinux_2_28 (the recipe's manylinux "
                                     "= \"2_28\"): GLIBC_2.34 (libc.so.6: pthread_create"));
   EXPECT_THAT(job.reason, HasSubstr(") needed by demo_pkg/_C.so"));
+  EXPECT_THAT(job.reason, ::testing::EndsWith("; build on an older system (a container of an older "
+                                              "image) or raise the recipe's manylinux key"));
   EXPECT_EQ(bed.ingested.load(), 0);
   EXPECT_TRUE(bed.fake.commands_matching("test-env").empty()) << "no smoke test";
   auto contents = bed.catalog->load();
