@@ -29,10 +29,16 @@ for tool in clang++ cmake /usr/bin/python3; do
   command -v "$tool" > /dev/null || { echo "fuzz: $tool not found (apt-get install clang)" >&2; exit 2; }
 done
 
-echo "==> configuring $build (clang, libFuzzer, ASan + UBSan)"
-# -O1 keeps the sanitizers fast enough to fuzz while leaving assertions (no NDEBUG) on.
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
-  -DCMAKE_CXX_COMPILER=clang++ -DWF_BUILD_FUZZ=ON -DWF_BUILD_TESTS=OFF -DWF_WERROR=OFF > /dev/null
+# A build directory already configured with WF_BUILD_FUZZ=ON (CI's sanitizer build, which also
+# holds the unit tests) is used as it is; any other is configured for fuzzing alone.
+if grep -qs '^WF_BUILD_FUZZ:BOOL=ON$' "$build/CMakeCache.txt"; then
+  echo "==> using $build as configured (WF_BUILD_FUZZ=ON)"
+else
+  echo "==> configuring $build (clang, libFuzzer, ASan + UBSan)"
+  # -O1 keeps the sanitizers fast enough to fuzz while leaving assertions (no NDEBUG) on.
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+    -DCMAKE_CXX_COMPILER=clang++ -DWF_BUILD_FUZZ=ON -DWF_BUILD_TESTS=OFF -DWF_WERROR=OFF > /dev/null
+fi
 
 echo "==> building the fuzz targets"
 build_targets=()
