@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 // ---------------------------------------------------------------------------------------------
 // [recipes.NAME]
 
-constexpr std::array<std::string_view, 4> kSourceKeys{"path", "git", "ref", "sdist"};
+constexpr std::array<std::string_view, 6> kSourceKeys{"path",       "git",         "ref",
+                                                      "submodules", "credentials", "sdist"};
 constexpr std::array<std::string_view, 4> kMatrixKeys{"python", "torch", "cuda", "exclude"};
 constexpr std::array<std::string_view, 3> kExcludeKeys{"python", "torch", "cuda"};
 
@@ -42,6 +43,8 @@ void read_source(const toml::node& node, const std::string& key, core::SourceSpe
   std::optional<std::string> path;
   std::optional<std::string> git;
   std::optional<std::string> ref;
+  std::optional<bool> submodules;
+  std::optional<fs::path> credentials;
   std::optional<bool> sdist;
   const std::size_t before = problems.size();
   for (const auto& [k, value] : *table) {
@@ -53,6 +56,10 @@ void read_source(const toml::node& node, const std::string& key, core::SourceSpe
       git = read_string(value, where, problems);
     } else if (name == "ref") {
       ref = read_string(value, where, problems);
+    } else if (name == "submodules") {
+      submodules = read_bool(value, where, problems);
+    } else if (name == "credentials") {
+      credentials = read_absolute_path(value, where, problems);
     } else if (name == "sdist") {
       sdist = read_bool(value, where, problems);
       if (sdist == false) {
@@ -69,11 +76,19 @@ void read_source(const toml::node& node, const std::string& key, core::SourceSpe
     problems.push_back(key + ": expected " + std::string(kSourceForms));
   }
   if (ref && !git) problems.push_back(key + ".ref: only a git source takes a ref");
+  if (submodules && !git) {
+    problems.push_back(key + ".submodules: only a git source has submodules");
+  }
+  if (credentials && !git) {
+    problems.push_back(key + ".credentials: only a git source takes credentials");
+  }
   if (problems.size() != before) return;
   if (path) {
     out = {core::SourceSpec::Kind::path, *path, ""};
   } else if (git) {
     out = {core::SourceSpec::Kind::git, *git, ref.value_or("")};
+    if (submodules == false) out.submodules = core::SourceSpec::Submodules::none;
+    if (credentials) out.credentials = credentials->string();
   } else {
     out = {core::SourceSpec::Kind::index_sdist, "", ""};
   }

@@ -145,6 +145,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // A client that goes away while a file body streams makes sendfile(2) fail with EPIPE, and
   // sendfile has no MSG_NOSIGNAL: without this, that SIGPIPE would end the process. (Build
@@ -225,10 +226,31 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
     });
   }
 
+  // SIGUSR2: a drain. No build starts any more; once the running ones have finished (and
+  // published), the server stops as on SIGTERM. A SIGTERM meanwhile stops it at once, leaving
+  // the builds running for the next start.
+  std::thread drain_thread;
   std::thread signal_thread([&] {
     while (true) {
       int sig = 0;
       sigwait(&signals, &sig);
+      if (sig == SIGUSR2) {
+        if (drain_thread.joinable()) continue;
+        const std::size_t running = runner ? runner->running_jobs() : 0;
+        log::info(
+            "received SIGUSR2, draining: no build starts; stopping once {} running build(s) "
+            "have finished",
+            running);
+        notifier.notify("STATUS=Draining: waiting for " + std::to_string(running) +
+                        " running build(s)");
+        drain_thread = std::thread([&] {
+          if (runner && !runner->drain()) return;
+          log::info("drained: no build runs; shutting down");
+          notifier.notify("STOPPING=1\nSTATUS=Stopping: finishing in-flight requests");
+          server.stop();
+        });
+        continue;
+      }
       if (sig == SIGHUP) {
         notifier.notify("RELOADING=1\nSTATUS=Reloading configuration");
         std::string outcome = "reloaded";
@@ -294,7 +316,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
     }
   });
   server.run();
-  // Running builds are killed and left interrupted: the next start requeues them.
+  // Running builds go on (their jobs are resumed at the next start); whatever else runs is
+  // cancelled and its job requeued at the next start.
   if (runner) runner->stop();
   {
     std::lock_guard lock(mu);
@@ -307,6 +330,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   // NOLINTNEXTLINE(bugprone-bad-signal-to-kill-thread)
   pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
+  // Ends once the runner stopped (runner->stop() above ended its wait).
+  if (drain_thread.joinable()) drain_thread.join();
   log::info("stopped");
   log::shutdown();
   return 0;

@@ -8,6 +8,8 @@
 #include "config_readers.hpp"
 #include "config_tables.hpp"
 #include "wheelforge/app/app.hpp"
+#include "wheelforge/build/git_source.hpp"
+#include "wheelforge/util/redact.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::app {
@@ -490,6 +492,9 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
   if (!problems.empty()) return out;
   settings.config_file = config_file;
   settings.overrides = overrides;
+  // What the configuration holds secret is masked wherever it would be logged or shown.
+  for (const auto& u : upstreams) add_secret(u.password);
+  for (const auto& [name, rc] : build.recipes) build::register_source_secrets(rc.recipe.source);
   out.config = Configuration{std::move(settings), std::move(build), std::move(upstreams)};
   return out;
 }

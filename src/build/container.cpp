@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "detached.hpp"
 #include "files.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/util/fs.hpp"
@@ -40,13 +41,17 @@ bool is_engine_variable(std::string_view name) {
   return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
 }
 
-// One running container: the engine's client as a local process, and the removal that ends
-// the container when the command is cancelled or runs out of time.
+// One running container: the engine's client as a local process (a detached one for the
+// build: detached.hpp), and the removal that ends the container when the command is
+// cancelled or runs out of time.
 class ContainerExecution final : public Execution {
  public:
-  ContainerExecution(Process client, std::vector<std::string> remove,
-                     std::chrono::milliseconds timeout)
-      : client_(std::move(client)), remove_(std::move(remove)), timeout_(timeout) {}
+  ContainerExecution(std::unique_ptr<Execution> client, std::vector<std::string> remove,
+                     std::chrono::milliseconds timeout, Clock::time_point started = Clock::now())
+      : client_(std::move(client)),
+        remove_(std::move(remove)),
+        timeout_(timeout),
+        started_(started) {}
 
   std::optional<ExitStatus> poll() override {
     if (status_) return status_;
@@ -57,11 +62,11 @@ class ContainerExecution final : public Execution {
     }
     if (remover_) (void)remover_->poll();
     // A client that does not end once its container is gone is ended too.
-    if (ending_ && !client_killed_ && now - ending_at_ >= kClientGrace) {
-      client_.kill_group(SIGKILL);
-      client_killed_ = true;
+    if (ending_ && !client_stopped_ && now - ending_at_ >= kClientGrace) {
+      client_->cancel();
+      client_stopped_ = true;
     }
-    auto ended = client_.poll();
+    auto ended = client_->poll();
     if (!ended) return std::nullopt;
     // Reported once the removal is through too, so that no container outlives the command.
     if (remover_ && !remover_->poll()) return std::nullopt;
@@ -70,7 +75,7 @@ class ContainerExecution final : public Execution {
       out.timed_out = true;
       out.timeout = timeout_;
     }
-    if (cancelled_) out.cancelled = true;
+    out.cancelled = cancelled_;
     status_ = out;
     return status_;
   }
@@ -80,6 +85,8 @@ class ContainerExecution final : public Execution {
     cancelled_ = true;
     end_container();
   }
+
+  [[nodiscard]] bool detached() const override { return client_->detached(); }
 
  private:
   void end_container() {
@@ -95,20 +102,20 @@ class ContainerExecution final : public Execution {
       remover_.emplace(std::move(*remover));
     } else {
       // No way to remove it: ending the client is all that is left.
-      client_.kill_group(SIGKILL);
-      client_killed_ = true;
+      client_->cancel();
+      client_stopped_ = true;
     }
   }
 
-  Process client_;
+  std::unique_ptr<Execution> client_;
   std::vector<std::string> remove_;
   std::chrono::milliseconds timeout_;
-  Clock::time_point started_ = Clock::now();
+  Clock::time_point started_;
   std::optional<Process> remover_;
   bool ending_ = false;
   bool cancelled_ = false;
   bool timed_out_ = false;
-  bool client_killed_ = false;
+  bool client_stopped_ = false;
   Clock::time_point ending_at_;
   std::optional<ExitStatus> status_;
 };
@@ -141,6 +148,7 @@ class ContainerExecutor final : public Executor {
                                            p.python + ") in [build.images]");
     }
     ContainerRun run;
+    // Unique on the host, also for a command run again after a failed re-attach.
     run.name = container_name(
         p, std::string(where_name(p.where)) + "-" + hex_encode(crypto::random_bytes(4)));
     run.image = *image;
@@ -155,13 +163,49 @@ class ContainerExecutor final : public Executor {
     client.cwd = p.work_dir;
     client.log_file = spec.log_file;
     client.kill_grace = spec.kill_grace;
-    auto process = Process::start(client);
-    if (!process) {
-      return make_error(process.error().code,
-                        engine_program(config_) + ": " + process.error().message);
+    Result<std::unique_ptr<Execution>> started = make_error(Errc::internal, "not started");
+    if (p.lifetime == CommandPlacement::Lifetime::detached) {
+      // The client (and so the container, which ends with it) outlives the server; the next
+      // one finds the container's name in the record.
+      const std::string identity = command_identity(spec);
+      started = start_detached(client, detached_dir(p.work_dir, identity), identity,
+                               {{"container", run.name}});
+    } else {
+      started = start_local(client);
+    }
+    if (!started) {
+      return make_error(started.error().code,
+                        engine_program(config_) + ": " + started.error().message);
     }
     return std::unique_ptr<Execution>(std::make_unique<ContainerExecution>(
-        std::move(*process), container_remove_argv(config_, run.name), spec.timeout));
+        std::move(*started), container_remove_argv(config_, run.name), spec.timeout));
+  }
+
+  bool reattaches() const override { return true; }
+
+  Result<std::unique_ptr<Execution>> reattach(const ProcessSpec& spec) override {
+    const CommandPlacement& p = spec.placement;
+    if (p.lifetime != CommandPlacement::Lifetime::detached) {
+      return make_error(Errc::not_found, "only a detached command (the build) is re-attached to");
+    }
+    const std::string identity = command_identity(spec);
+    const fs::path dir = detached_dir(p.work_dir, identity);
+    auto record = read_detached_record(dir);
+    if (!record || record->identity != identity || !record->notes.contains("container")) {
+      return make_error(Errc::not_found,
+                        "no such command ran (the recipe or the configuration changed?)");
+    }
+    auto client = reattach_detached(dir, *record, std::chrono::milliseconds(0), spec.kill_grace);
+    if (!client) return client.error();
+    // The timeout counts from the container's start.
+    const auto running_for = std::chrono::seconds(
+        std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                          .count() -
+                                      record->started_at));
+    return std::unique_ptr<Execution>(std::make_unique<ContainerExecution>(
+        std::move(*client), container_remove_argv(config_, record->notes.at("container")),
+        spec.timeout, Clock::now() - running_for));
   }
 
   std::string read_log(const fs::path& log, std::uint64_t offset, std::size_t max) override {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "container.hpp"
+#include "detached.hpp"
 #include "files.hpp"
 #include "remote.hpp"
 #include "slurm.hpp"
@@ -35,8 +36,37 @@ class LocalExecutor final : public Executor {
     return make_directories(work_dir);
   }
 
+  bool reattaches() const override { return true; }
+
   Result<std::unique_ptr<Execution>> start(const ProcessSpec& spec) override {
-    return start_local(spec);
+    if (spec.placement.lifetime != CommandPlacement::Lifetime::detached) return start_local(spec);
+    const std::string identity = command_identity(spec);
+    return start_detached(spec, detached_dir(spec.placement.work_dir, identity), identity);
+  }
+
+  Result<std::unique_ptr<Execution>> reattach(const ProcessSpec& spec) override {
+    if (spec.placement.lifetime != CommandPlacement::Lifetime::detached) {
+      return make_error(Errc::not_found, "only a detached command (the build) is re-attached to");
+    }
+    const std::string identity = command_identity(spec);
+    const auto dir = detached_dir(spec.placement.work_dir, identity);
+    auto record = read_detached_record(dir);
+    if (!record || record->identity != identity) {
+      return make_error(Errc::not_found,
+                        "no such command ran (the recipe or the configuration changed?)");
+    }
+    return reattach_detached(dir, *record, spec.timeout, spec.kill_grace);
+  }
+
+  void release(const CommandPlacement& job, Release how) override {
+    // What a job left on this host: every process carries its tag.
+    if (how == Release::abandoned && !job.job_tag.empty()) {
+      const int killed = kill_processes_with_env("WHEELFORGE_JOB=" + job.job_tag);
+      if (killed > 0) {
+        note_in(job.log,
+                "ended " + std::to_string(killed) + " process(es) left from the previous attempt");
+      }
+    }
   }
 
   std::string read_log(const std::filesystem::path& log, std::uint64_t offset,

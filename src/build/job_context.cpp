@@ -6,6 +6,7 @@
 #include "files.hpp"
 #include "wheelforge/core/build_failure.hpp"
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/redact.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
@@ -86,7 +87,7 @@ Status JobContext::advance(core::JobState to) {
 
 void JobContext::note(std::string_view line) const {
   std::ofstream stream(log, std::ios::app);
-  stream << "==> " << line << "\n";
+  stream << "==> " << redact(line) << "\n";
 }
 
 CommandPlacement JobContext::placement() const {
@@ -140,7 +141,7 @@ ExitStatus JobContext::wait(Execution& execution) const {
       execution.cancel();
       cancelled = true;
     } else if (!cancelled && stop.interrupted.load()) {
-      if (executor.reattaches()) {
+      if (leave_detached && execution.detached()) {
         // The command goes on without us: the next start re-attaches to it.
         ExitStatus left;
         left.cancelled = true;

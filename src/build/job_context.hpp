@@ -89,6 +89,10 @@ struct JobContext {
   bool resume = false;
   /// Build attempts that ended before this process took the job over (resumed jobs).
   int attempts_before = 0;
+  /// When the runner stops, a detached command (Execution::detached: the build) is left
+  /// running for the next start to re-attach to (a server's runner); false: cancelled (a
+  /// one-off runner, which nothing comes back to).
+  bool leave_detached = false;
 
   // ---- Found by the steps
   std::filesystem::path python;     ///< the configured interpreter of the cell
@@ -118,7 +122,8 @@ struct JobContext {
   [[nodiscard]] bool stopped() const;
   /// Records the job's new state (Errc::unavailable "stopped" once stopped()).
   [[nodiscard]] Status advance(core::JobState to);
-  /// Appends "==> <line>" to the job's log (marked so that it stands out from tool output).
+  /// Appends "==> <line>" to the job's log (marked so that it stands out from tool output),
+  /// redacted (util/redact.hpp).
   void note(std::string_view line) const;
   /// The job as executors see it, for the step running now (CommandPlacement).
   [[nodiscard]] CommandPlacement placement() const;
@@ -132,7 +137,7 @@ struct JobContext {
   /// only when it cannot start.
   [[nodiscard]] Result<ExitStatus> run(const ProcessSpec& spec) const;
   /// Waits for a started command to end: cancels it when the job is cancelled; when the
-  /// runner stops, cancels it too, unless the executor re-attaches after a restart (it is left
+  /// runner stops, cancels it too, unless it is detached and leave_detached is set (it is left
   /// running and reported cancelled). Records the batch job it runs in.
   [[nodiscard]] ExitStatus wait(Execution& execution) const;
   /// Writes what the steps found so far (the interpreter, toolkit, index, environment,

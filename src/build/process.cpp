@@ -123,7 +123,7 @@ bool is_executable_file(const fs::path& p) {
 
 // execve does not search PATH, and posix_spawnp would search the server's PATH rather than the
 // build's; resolving here against the build's own PATH also lets us name the missing program.
-Result<fs::path> resolve_program(const ProcessSpec& spec, const fs::path& cwd) {
+Result<fs::path> resolve_program_in(const ProcessSpec& spec, const fs::path& cwd) {
   const std::string& name = spec.argv.front();
   if (name.find('/') != std::string::npos) {
     const fs::path program = fs::path(name).is_absolute() ? fs::path(name) : cwd / name;
@@ -209,10 +209,12 @@ bool any_live_member_in_proc(pid_t pgid) {
   return false;
 }
 
-// True while some member of the group can still run. kill(-pgid, 0) alone is not enough: it
-// also counts zombies, and orphans whose new parent never reaps them (a container whose PID 1
-// is not an init) stay zombies for ever, which would hold every cancellation for the full
-// grace period. So when kill() finds members, /proc says whether any of them is alive.
+}  // namespace
+
+// kill(-pgid, 0) alone is not enough: it also counts zombies, and orphans whose new parent
+// never reaps them (a container whose PID 1 is not an init) stay zombies for ever, which would
+// hold every cancellation for the full grace period. So when kill() finds members, /proc says
+// whether any of them is alive.
 bool group_has_live_members(pid_t pgid) noexcept {
   if (::kill(-pgid, 0) == -1 && errno == ESRCH) return false;
   try {
@@ -222,7 +224,52 @@ bool group_has_live_members(pid_t pgid) noexcept {
   }
 }
 
-}  // namespace
+Result<fs::path> resolve_program(const ProcessSpec& spec) {
+  if (spec.argv.empty() || spec.argv.front().empty()) {
+    return make_error(Errc::invalid, "the program name (argv[0]) is empty");
+  }
+  std::error_code ec;
+  const fs::path cwd = spec.cwd.empty() ? fs::current_path(ec) : fs::absolute(spec.cwd, ec);
+  if (ec) return make_error(Errc::io, "cannot resolve the working directory: " + ec.message());
+  return resolve_program_in(spec, cwd);
+}
+
+std::optional<std::uint64_t> process_start_ticks(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  auto stat = read_small_file(fs::path("/proc") / std::to_string(pid) / "stat", 4096);
+  if (!stat.ok()) return std::nullopt;
+  // "pid (comm) state ppid ...": starttime is the 22nd field, the 20th after the comm.
+  const std::string& s = stat.value();
+  const auto close = s.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  const auto fields = split(std::string_view(s).substr(close + 2), ' ');
+  if (fields.size() < 20 || fields[0] == "Z" || fields[0] == "X") return std::nullopt;
+  return parse_u64(fields[19]);
+}
+
+int kill_processes_with_env(std::string_view entry) {
+  int killed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string pid = it->path().filename().string();
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto environ = read_small_file(it->path() / "environ", 1U << 20U);
+    if (!environ.ok()) continue;
+    const std::string_view env = environ.value();
+    for (std::size_t pos = 0; pos < env.size();) {
+      const std::size_t end = std::min(env.find('\0', pos), env.size());
+      if (env.substr(pos, end - pos) == entry) {
+        if (const auto n = parse_u64(pid); n && ::kill(static_cast<pid_t>(*n), SIGKILL) == 0) {
+          ++killed;
+        }
+        break;
+      }
+      pos = end + 1;
+    }
+  }
+  return killed;
+}
 
 std::string ExitStatus::describe() const {
   std::string out;
@@ -269,7 +316,7 @@ Result<Process> Process::start(const ProcessSpec& spec) {
                         "working directory '" + cwd.string() + "' is not a directory");
     }
   }
-  auto program = resolve_program(spec, cwd);
+  auto program = resolve_program_in(spec, cwd);
   if (!program.ok()) return program.error();
 
   UniqueFd log(
@@ -326,11 +373,11 @@ Result<Process> Process::start(const ProcessSpec& spec) {
   if (rc == 0) {
     rc = posix_spawnattr_setflags(
         &attr.attr,
-        static_cast<short>(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF));
+        static_cast<short>(POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF));
   }
-  // Its own group, so that cancellation reaches every compiler the build forks, and a Ctrl-C
-  // on the server's terminal does not reach the build.
-  if (rc == 0) rc = posix_spawnattr_setpgroup(&attr.attr, 0);
+  // Its own session, and so its own group: cancellation reaches every compiler the build
+  // forks; neither a Ctrl-C on the server's terminal nor its closing reaches the build; and
+  // nothing can prompt on that terminal (git asking for a password waits for ever).
   if (rc == 0) rc = posix_spawnattr_setsigmask(&attr.attr, &empty_mask);
   if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr.attr, &all_signals);
   if (rc != 0) {
@@ -520,6 +567,11 @@ void Process::cancel() {
   if (pid_ < 0 || state_ != State::running) return;
   cancelled_ = true;
   begin_termination();
+}
+
+void Process::disown() {
+  pid_ = -1;
+  state_ = State::finished;
 }
 
 void Process::kill_group(int sig) {

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/redact.hpp"
 
 extern char** environ;
 
@@ -85,7 +86,7 @@ std::string command_line(const std::vector<std::string>& argv) {
 void note_in(const fs::path& log, std::string_view line) {
   if (log.empty()) return;
   std::ofstream out(log, std::ios::app);
-  out << "==> " << line << "\n";
+  out << "==> " << redact(line) << "\n";
 }
 
 }  // namespace wf::build

@@ -40,7 +40,7 @@ using ClientRunner = std::function<Result<ClientOutput>(const std::vector<std::s
 /// `argv` as a command line for logs and messages (arguments with spaces quoted).
 [[nodiscard]] std::string command_line(const std::vector<std::string>& argv);
 
-/// Appends "==> <line>" to a job's log (the executor's own notes).
+/// Appends "==> <line>" to a job's log (the executor's own notes), redacted.
 void note_in(const std::filesystem::path& log, std::string_view line);
 
 }  // namespace wf::build

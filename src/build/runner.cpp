@@ -1,7 +1,5 @@
 #include "wheelforge/build/runner.hpp"
 
-#include <signal.h>
-
 #include <cmath>
 #include <fstream>
 
@@ -12,6 +10,7 @@
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/log.hpp"
+#include "wheelforge/util/redact.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
@@ -74,11 +73,32 @@ fs::path Runner::log_path(std::int64_t job_id) const {
 }
 
 std::string Runner::read_log(std::int64_t job_id, std::uint64_t offset, std::size_t max) {
-  return executor_.read_log(log_path(job_id), offset, max);
+  // A secret that crosses the window's edges is recognised in the margin around it; masking
+  // keeps the length, so the window's bytes are where the reader asked for them.
+  const std::size_t margin = redaction_margin();
+  const std::uint64_t from = offset > margin ? offset - margin : 0;
+  const auto before = static_cast<std::size_t>(offset - from);
+  std::string text = executor_.read_log(log_path(job_id), from, before + max + margin);
+  if (text.size() <= before) return {};
+  redact_in_place(text);
+  return text.substr(before, max);
 }
 
 LogChunk Runner::read_log_tail(std::int64_t job_id, std::size_t max) {
-  return executor_.read_log_tail(log_path(job_id), max);
+  const std::size_t margin = redaction_margin();
+  LogChunk chunk = executor_.read_log_tail(log_path(job_id), max + margin);
+  redact_in_place(chunk.data);
+  if (chunk.data.size() > max) {
+    // Back to `max` bytes, from a UTF-8 character boundary.
+    std::size_t cut = chunk.data.size() - max;
+    while (cut < chunk.data.size() &&
+           (static_cast<unsigned char>(chunk.data[cut]) & 0xC0U) == 0x80U) {
+      ++cut;
+    }
+    chunk.data.erase(0, cut);
+    chunk.offset += cut;
+  }
+  return chunk;
 }
 
 namespace {
@@ -87,7 +107,7 @@ namespace {
 void note_in_log(const fs::path& log, std::string_view line) {
   (void)make_directories(log.parent_path());
   std::ofstream out(log, std::ios::app);
-  out << "==> " << line << "\n";
+  out << "==> " << redact(line) << "\n";
 }
 
 }  // namespace
@@ -121,6 +141,7 @@ Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> Runner:
 
 Status Runner::start(Recovery recovery) {
   if (auto st = open_ledger(); !st) return st;
+  recovery_ = recovery;
   if (only_build_ && !only_build_reserved_) {
     if (auto st = ledger_->reserve_build(*only_build_); !st) return st;
     only_build_reserved_ = true;
@@ -132,8 +153,8 @@ Status Runner::start(Recovery recovery) {
     auto others = ledger_->view();
     if (!others) return others.error();
     std::set<std::int64_t> keep = others->jobs_of_others;
-    // On an executor whose commands outlive the server (a cluster), a job that got as far as
-    // its build is resumed where it was instead of run again.
+    // On an executor whose builds outlive the server (all of them but a test's fake), a job
+    // that got as far as its build is resumed where it was instead of run again.
     if (executor_.reattaches()) {
       for (const auto state : {core::JobState::building, core::JobState::retagging,
                                core::JobState::testing, core::JobState::ingesting}) {
@@ -250,28 +271,20 @@ std::string Runner::job_tag(std::int64_t job_id) const {
 int Runner::kill_job_processes(std::int64_t job_id) const {
   // Every process of a job carries WHEELFORGE_JOB=<builds dir>#<id> in its environment, which
   // survives the death of the server that started it and names no other process.
-  const std::string needle = "WHEELFORGE_JOB=" + job_tag(job_id);
-  int killed = 0;
-  auto entries = list_directory("/proc");
-  if (!entries) return 0;
-  for (const auto& entry : *entries) {
-    const std::string pid = entry.path().filename().string();
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    auto environ = read_small_file(entry.path() / "environ", 1U << 20U);
-    if (!environ.ok()) continue;
-    const std::string_view env = environ.value();
-    for (std::size_t pos = 0; pos < env.size();) {
-      const std::size_t end = std::min(env.find('\0', pos), env.size());
-      if (env.substr(pos, end - pos) == needle) {
-        if (const auto n = parse_u64(pid); n && ::kill(static_cast<pid_t>(*n), SIGKILL) == 0) {
-          ++killed;
-        }
-        break;
-      }
-      pos = end + 1;
-    }
-  }
-  return killed;
+  return kill_processes_with_env("WHEELFORGE_JOB=" + job_tag(job_id));
+}
+
+bool Runner::drain() {
+  std::unique_lock lock(mu_);
+  draining_ = true;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return running_.empty() || stopping_; });
+  return running_.empty();
+}
+
+std::size_t Runner::running_jobs() const {
+  std::lock_guard lock(mu_);
+  return running_.size();
 }
 
 void Runner::stop() {
@@ -376,6 +389,11 @@ Result<catalog::JobRecord> Runner::retry(std::int64_t job_id) {
 void Runner::schedule_loop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
+    if (draining_) {
+      // Running jobs finish; queued ones wait for the next start.
+      cv_.wait_for(lock, std::chrono::seconds(2));
+      continue;
+    }
     auto queued = jobs_.jobs_in_state(core::JobState::queued);
     // Builds that a one-off runner (`wheelforge build`) runs itself.
     std::set<std::int64_t> reserved;
@@ -457,6 +475,7 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
                  builds_dir_, std::move(server), job_tag(job.id), grant);
   ctx.resources = resources;
   ctx.executor_job = job.executor_job;
+  ctx.leave_detached = recovery_ == Recovery::requeue_interrupted;
   if (resumed) {
     ctx.resume = true;
     ctx.attempts_before = std::max(0, job.attempts - 1);
@@ -480,7 +499,7 @@ void Runner::finish_job(JobContext& ctx, const Status& result) {
   // (the log follower) also finds the complete log.
   if (ctx.stop.interrupted && !ctx.stop.cancel) {
     // Left in its running state on purpose: the next start requeues (or resumes) it.
-    ctx.note(executor_.reattaches()
+    ctx.note(ctx.leave_detached && executor_.reattaches() && resumable(ctx.job.state, ctx.work_dir)
                  ? "the server is stopping; its commands go on, and the next start re-attaches"
                  : "the server is stopping; the job will be requeued at the next start");
     return;
@@ -501,9 +520,11 @@ void Runner::finish_job(JobContext& ctx, const Status& result) {
     }
   }
   if (!result) {
-    ctx.note("failed: " + result.error().message);
-    (void)jobs_.transition(id, core::JobState::failed, result.error().message);
-    log::warn("job={} failed: {}", id, result.error().message);
+    // The reason is shown by the API and the web UI: what a command printed may name a secret.
+    const std::string reason = redact(result.error().message);
+    ctx.note("failed: " + reason);
+    (void)jobs_.transition(id, core::JobState::failed, reason);
+    log::warn("job={} failed: {}", id, reason);
     return;
   }
   if (ctx.done_early) {

@@ -101,6 +101,8 @@ class SlurmExecution final : public Execution {
   std::optional<ExitStatus> poll() override;
   void cancel() override;
   [[nodiscard]] std::string remote_id() const override { return session_.id; }
+  // Every command of a batch job goes on without the server.
+  [[nodiscard]] bool detached() const override { return true; }
 
  private:
   [[nodiscard]] fs::path file(std::string_view suffix) const {

@@ -1,10 +1,17 @@
 #include "steps.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include "files.hpp"
 #include "wheelforge/archive/retag.hpp"
+#include "wheelforge/build/git_source.hpp"
 #include "wheelforge/core/build_failure.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/version.hpp"
+#include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
@@ -67,6 +74,70 @@ Status copy_tree(JobContext& ctx, const fs::path& from, const fs::path& to) {
   return ctx.run_checked("fetch source",
                          ctx.command({"/bin/cp", "-a", from.string() + "/.", to.string()},
                                      ctx.base_env, ctx.work_dir));
+}
+
+// A private file of the job's (0600), replaced if it exists.
+Status write_private_file(const fs::path& path, std::string_view text) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return errno_error(errno, "cannot create " + path.string());
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error(errno, "cannot write " + path.string());
+    done += static_cast<std::size_t>(n);
+  }
+  return ok_status();
+}
+
+// git clone, checkout of the ref, then the submodules of that commit (recursively), with the
+// recipe's credentials only (git_source.hpp).
+Status fetch_git(JobContext& ctx, const fs::path& root) {
+  const core::SourceSpec& source = ctx.recipe.source;
+  register_source_secrets(source);
+  std::string credentials;
+  if (!source.credentials.empty()) {
+    auto text = read_small_file(source.credentials, 1U << 20U);
+    if (!text.ok()) {
+      return make_error(Errc::invalid, "fetch source: the credentials file " + source.credentials +
+                                           ": " + text.error().message);
+    }
+    credentials = std::move(text.value());
+  }
+  const SplitGitUrl split = split_git_url(source.location);
+  std::string store = source.credentials;
+  // The URL's own userinfo goes into a credential file of the job, never to git's command
+  // line (which is logged) or into the clone's .git/config.
+  const fs::path own_store = ctx.work_dir / "git-credentials";
+  struct RemoveStore {
+    fs::path path;
+    ~RemoveStore() {
+      std::error_code ec;
+      fs::remove(path, ec);
+    }
+  } remove_store{split.credential_line ? own_store : fs::path()};
+  if (split.credential_line) {
+    std::string text = *split.credential_line + "\n" + credentials;
+    if (auto st = write_private_file(own_store, text); !st) return st;
+    store = own_store.string();
+  }
+  Env env = ctx.base_env;
+  // No prompt for what the credentials lack: a clear failure instead of a wait.
+  set_env(env, "GIT_TERMINAL_PROMPT", "0");
+  const std::vector<std::string> options = git_fetch_options(source, store);
+  const auto git = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/usr/bin/git"};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return ctx.run_checked("fetch source", ctx.command(std::move(argv), env, ctx.work_dir));
+  };
+  if (auto st = git({"clone", "--quiet", split.url, root.string()}); !st) return st;
+  if (!source.ref.empty()) {
+    if (auto st = git({"-C", root.string(), "checkout", "--quiet", source.ref}); !st) return st;
+  }
+  if (source.submodules == core::SourceSpec::Submodules::none) return ok_status();
+  return git({"-C", root.string(), "submodule", "update", "--init", "--recursive"});
 }
 
 }  // namespace
@@ -157,18 +228,8 @@ Status fetch_source(JobContext& ctx) {
   switch (source.kind) {
     case core::SourceSpec::Kind::path:
       return copy_tree(ctx, source.location, root);
-    case core::SourceSpec::Kind::git: {
-      if (auto st = ctx.run_checked("fetch source", ctx.command({"/usr/bin/git", "clone", "--quiet",
-                                                                 source.location, root.string()},
-                                                                ctx.base_env, ctx.work_dir));
-          !st) {
-        return st;
-      }
-      if (source.ref.empty()) return ok_status();
-      return ctx.run_checked("fetch source", ctx.command({"/usr/bin/git", "-C", root.string(),
-                                                          "checkout", "--quiet", source.ref},
-                                                         ctx.base_env, ctx.work_dir));
-    }
+    case core::SourceSpec::Kind::git:
+      return fetch_git(ctx, root);
     case core::SourceSpec::Kind::index_sdist: {
       // The project's sdist of this version, from our own store.
       auto contents = ctx.services.catalog.load();
@@ -235,6 +296,8 @@ Status build_wheel(JobContext& ctx) {
     // For executors that size the build where it runs (a Slurm job's grant).
     spec.placement.sizing = BuildSizing{recipe.gb_per_job, core::count_archs(recipe.arch_value),
                                         static_cast<unsigned>(number - 1)};
+    // The build outlives a server that stops or dies under it: the next one re-attaches.
+    spec.placement.lifetime = CommandPlacement::Lifetime::detached;
     std::optional<ExitStatus> status;
     std::uint64_t from = 0;
     if (attempt == 0 && ctx.resume) {
@@ -250,6 +313,9 @@ Status build_wheel(JobContext& ctx) {
       } else {
         ctx.note("[building] attempt " + std::to_string(number) + " cannot be re-attached to (" +
                  running.error().message + "); running it again");
+        // Whatever is left of it (a build of another configuration, a tree without its
+        // supervisor) must not run beside the new attempt.
+        ctx.executor.release(ctx.placement(), Executor::Release::abandoned);
       }
     }
     if (!status) {

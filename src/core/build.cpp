@@ -231,6 +231,11 @@ Result<Recipe> validate_recipe(const Recipe& recipe) {
   if (recipe.source.kind != SourceSpec::Kind::git && !recipe.source.ref.empty()) {
     problems.add("only a git source takes a ref");
   }
+  if (recipe.source.kind != SourceSpec::Kind::git &&
+      (recipe.source.submodules != SourceSpec::Submodules::recursive ||
+       !recipe.source.credentials.empty())) {
+    problems.add("only a git source takes submodules and credentials");
+  }
 
   if (trim(recipe.build_command).empty()) {
     problems.add("the build command is empty");

@@ -4,6 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <memory>
+#include <string>
+
+#include "wheelforge/util/redact.hpp"
 
 namespace wf::log {
 namespace {
@@ -67,9 +70,16 @@ bool enabled(Level level) noexcept {
 }
 
 void write(Level level, std::string_view line) {
-  if (auto* logger = spdlog::default_logger_raw()) {
-    logger->log(spdlog_level(level), spdlog::string_view_t(line.data(), line.size()));
+  auto* logger = spdlog::default_logger_raw();
+  if (logger == nullptr) return;
+  // No secret reaches the log, whoever wrote the line (a URL with credentials, a registered
+  // password): util/redact.hpp.
+  if (needs_redaction(line)) {
+    const std::string masked = redact(line);
+    logger->log(spdlog_level(level), spdlog::string_view_t(masked.data(), masked.size()));
+    return;
   }
+  logger->log(spdlog_level(level), spdlog::string_view_t(line.data(), line.size()));
 }
 
 void set_output(Output output) {

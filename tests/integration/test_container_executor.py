@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,48 @@ def test_cancel_removes_the_container(container_engine, harness):
     job = admin.wait_jobs([job_id], 60)[job_id]
     assert job["state"] == "cancelled", admin.describe(job)
     assert not containers_of(engine, h, job_id), "the cancelled build's container is left"
+
+
+def test_restart_mid_build_reattaches_to_the_container(container_engine, harness):
+    """A server stopped (SIGTERM: a restart) while a job builds in a container: the container
+    goes on, the next server re-attaches to it, and the build runs once. The build waits for a
+    file the test writes once the second server is up (bounded: 60 s)."""
+    engine, h = container_engine, harness
+    source = tr.write_fake_source(h.path("src", "fake"))
+    wait = ('echo "fake build: waiting"; i=0; '
+            'while [ ! -e release ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; '
+            '{python} fake_wheel.py {out}')
+    config = write_container_config(h.root / "wheelforge.toml", engine, {
+        "wait": tr.fake_recipe("wf-fake-wait", wait,
+                               local_version_variable="WF_FAKE_LOCAL_VERSION"),
+    }, source)
+    first, admin = start_server(h, config)
+    job_id = admin.submit("wait")["jobs"][0]["id"]
+    building = wait_for(lambda: admin.job(job_id)["state"] == "building"
+                        and "fake build: waiting" in admin.log_text(job_id), TIMEOUT, 0.2)
+    assert building, admin.describe(admin.job(job_id))
+    running = containers_of(engine, h, job_id)
+    assert len(running) == 1, running
+
+    first.stopped_by_us = True
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.proc.wait(30) == 0, first.log_tail()
+    assert containers_of(engine, h, job_id) == running, "the stop ended the build's container"
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(tr.SERVER_CANARY, "1")
+        second = h.serve("--config", str(config))
+    admin = tr.Admin(second, admin.token)
+    assert wait_for(lambda: "re-attached to attempt 1" in admin.log_text(job_id), 30, 0.2), (
+        admin.describe(admin.job(job_id)))
+    (h.data_dir / "builds" / f"job-{job_id}" / "src" / "release").touch()
+    job = admin.wait_jobs([job_id], TIMEOUT)[job_id]
+    assert job["state"] == "succeeded", admin.describe(job)
+    assert job["attempts"] == 1, job
+    log = admin.log_text(job_id)
+    assert log.count("fake build: waiting") == 1, log[-3000:]
+    assert job["wheel"] in tr.view_files(second, "cu130/torch2.8", "wf-fake-wait")
+    assert not containers_of(engine, h, job_id), "the finished build's container is left"
 
 
 def test_slurm_job_runs_its_commands_in_containers(slurm_cluster, container_engine, harness):

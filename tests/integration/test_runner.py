@@ -1470,60 +1470,92 @@ def test_the_default_manylinux_ceiling_is_the_tag_of_the_environments_torch(faul
 # Part 3: a server killed mid-build, and the command-line runner (each on its own data dir)
 
 
-def test_server_killed_mid_build_requeues_the_job(harness):
+def slow_build_config(h: Harness, pids_file: Path, **extra_env) -> Path:
+    """Recipes `slow` and `slow2`: builds that take 4 s and append their shell's pid to
+    `pids_file` (one line per run of the build command)."""
+    env = {"WF_PIDS_FILE": str(pids_file), **extra_env}
+    return write_config(
+        h.root / "wheelforge.toml",
+        {name: fake_recipe(f"wf-fake-{name}", "sh ./slow.sh {python} {out}", env=env,
+                           local_version_variable="WF_FAKE_LOCAL_VERSION")
+         for name in ("slow", "slow2")},
+        fake_source=write_fake_source(h.path("src", "fake")),
+        max_concurrent_jobs=1,
+    )
+
+
+def start_slow_build(h: Harness, config: Path, pids_file: Path, admin_token: str, recipe="slow"):
+    """A server with the stand-in torch, and the job of `recipe`, building (returned)."""
+    server = h.serve("--config", str(config))
+    upload_stand_in_torch(h, server, versions=("2.8.0+cu130",))
+    admin = Admin(server, admin_token)
+    job_id = admin.submit(recipe)["jobs"][0]["id"]
+    building = wait_for(lambda: read_pids(pids_file) and admin.job(job_id)["state"] == "building",
+                        FAULT_TIMEOUT, 0.1)
+    assert building, f"the build did not start:\n{admin.describe(admin.job(job_id))}"
+    return server, admin, job_id
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_restart_mid_build_reattaches_to_the_build(harness, sig):
+    """A server stopped (SIGTERM: a restart) or killed while a job builds: the build goes on,
+    and the next server on the same data directory re-attaches to it. The build command runs
+    once, and its wheel is published once."""
     require_tools(nvcc=False)
     h = harness
     h.token("upload")
     admin_token = h.token("admin")
     pids_file = h.root / "pids-slow.txt"
-    config = write_config(
-        h.root / "wheelforge.toml",
-        {"slow": fake_recipe("wf-fake-slow", "sh ./slow.sh {python} {out}",
-                             env={"WF_PIDS_FILE": str(pids_file)},
-                             local_version_variable="WF_FAKE_LOCAL_VERSION")},
-        fake_source=write_fake_source(h.path("src", "fake")),
-    )
-    first = h.serve("--config", str(config))
-    upload_stand_in_torch(h, first, versions=("2.8.0+cu130",))
-    admin = Admin(first, admin_token)
-    job_id = admin.submit("slow")["jobs"][0]["id"]
-    building = wait_for(lambda: read_pids(pids_file) and admin.job(job_id)["state"] == "building",
-                        FAULT_TIMEOUT, 0.2)
-    assert building, f"the build did not start:\n{admin.describe(admin.job(job_id))}"
-
-    first.stopped_by_us = True
-    first.proc.send_signal(signal.SIGKILL)
-    first.proc.wait(10)
+    config = slow_build_config(h, pids_file)
+    first, admin, job_id = start_slow_build(h, config, pids_file, admin_token)
     try:
+        first.stopped_by_us = True
+        first.proc.send_signal(sig)
+        status = first.proc.wait(30)
+        if sig == signal.SIGTERM:
+            assert status == 0, first.log_tail()
+        builder = read_pids(pids_file)[0]
+
         second = h.serve("--config", str(config))
         admin = Admin(second, admin_token)
         job = admin.wait_jobs([job_id], FAULT_TIMEOUT)[job_id]
         assert job["state"] == "succeeded", admin.describe(job)
         assert job["wheel"] == "wf_fake_slow-1.0.0+cu130torch2.8-py3-none-any.whl", job
+        assert job["reason"] == "", job
+        assert job["attempts"] == 1, job
         log = admin.log_text(job_id)
-        assert "requeued" in log, log[-3000:]
-        assert log.count("fake build: compiling slowly") >= 2, log[-3000:]
+        assert read_pids(pids_file) == [builder], f"the build ran again:\n{log[-3000:]}"
+        assert log.count("fake build: compiling slowly") == 1, log[-3000:]
+        assert "re-attached to attempt 1" in log, log[-3000:]
+        assert "requeued" not in log, log[-3000:]
+        if sig == signal.SIGTERM:
+            assert "its commands go on, and the next start re-attaches" in log, log[-3000:]
         assert job["wheel"] in view_files(second, "cu130/torch2.8", "wf-fake-slow")
+        assert h.filenames().count(job["wheel"]) == 1
     finally:
         kill_leftovers(read_pids(pids_file), "slow.sh")
 
 
-def test_restart_ends_the_killed_servers_build_tree(harness):
-    """A server killed mid-build leaves its build's process group behind; the next start
-    requeues the job and must not let the old compilers run on beside the new attempt (they
-    hold memory the scheduler believes free)."""
+def test_restart_with_another_build_command_ends_the_old_build_tree(harness):
+    """A restart that changed the build (here the recipe's environment) cannot re-attach to
+    the build that runs: it runs the build again, and must not let the old compilers run on
+    beside it (they hold memory the scheduler believes free)."""
     require_tools(nvcc=False)
     h = harness
     h.token("upload")
     admin_token = h.token("admin")
     pids_file = h.root / "pids-hang.txt"
-    config = write_config(
-        h.root / "wheelforge.toml",
-        {"long": fake_recipe("wf-fake-long", "sh ./hang.sh", timeout="10m",
-                             env={"WF_PIDS_FILE": str(pids_file)})},
-        fake_source=write_fake_source(h.path("src", "fake")),
-    )
-    first = h.serve("--config", str(config))
+    source = write_fake_source(h.path("src", "fake"))
+
+    def config(setting: str) -> Path:
+        return write_config(
+            h.root / "wheelforge.toml",
+            {"long": fake_recipe("wf-fake-long", "sh ./hang.sh", timeout="10m",
+                                 env={"WF_PIDS_FILE": str(pids_file), "WF_SETTING": setting})},
+            fake_source=source,
+        )
+
+    first = h.serve("--config", str(config("before")))
     upload_stand_in_torch(h, first, versions=("2.8.0+cu130",))
     admin = Admin(first, admin_token)
     job_id = admin.submit("long")["jobs"][0]["id"]
@@ -1537,15 +1569,17 @@ def test_restart_ends_the_killed_servers_build_tree(harness):
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(10)
 
-        second = h.serve("--config", str(config))
+        second = h.serve("--config", str(config("after")))
         admin = Admin(second, admin_token)
         rerun = wait_for(lambda: len(read_pids(pids_file)) == 6, FAULT_TIMEOUT, 0.2)
-        assert rerun, f"the requeued job did not run again:\n{admin.describe(admin.job(job_id))}"
+        assert rerun, f"the build did not run again:\n{admin.describe(admin.job(job_id))}"
+        assert "cannot be re-attached to" in admin.log_text(job_id)
+
         def old_alive() -> list[int]:
             return [p for p in old_tree if alive(p, "sleep") or alive(p, "hang.sh")]
 
         assert wait_for(lambda: not old_alive(), 5.0), (
-            f"the killed server's build processes {old_alive()} still run beside the requeued "
+            f"the killed server's build processes {old_alive()} still run beside the new "
             f"attempt (pids of both attempts: {read_pids(pids_file)})"
         )
     finally:
@@ -1554,6 +1588,38 @@ def test_restart_ends_the_killed_servers_build_tree(harness):
             wait_for(lambda: admin.job(job_id)["state"] in TERMINAL, 20)
         kill_leftovers(read_pids(pids_file), "sleep")
         kill_leftovers(read_pids(pids_file), "hang.sh")
+
+
+def test_sigusr2_drains_the_running_builds_then_stops(harness):
+    """SIGUSR2: the running build finishes and publishes, no queued job starts, then the server
+    exits 0 by itself; the next start runs the queued job."""
+    require_tools(nvcc=False)
+    h = harness
+    h.token("upload")
+    admin_token = h.token("admin")
+    pids_file = h.root / "pids-slow.txt"
+    config = slow_build_config(h, pids_file)
+    first, admin, job_id = start_slow_build(h, config, pids_file, admin_token)
+    try:
+        queued_id = admin.submit("slow2")["jobs"][0]["id"]
+        first.stopped_by_us = True
+        first.proc.send_signal(signal.SIGUSR2)
+        assert first.proc.wait(FAULT_TIMEOUT) == 0, first.log_tail()
+        assert "received SIGUSR2, draining" in first.log(), first.log_tail()
+        assert len(read_pids(pids_file)) == 1, "the queued job started during the drain"
+
+        second = h.serve("--config", str(config))
+        admin = Admin(second, admin_token)
+        job = admin.job(job_id)
+        assert job["state"] == "succeeded", admin.describe(job)
+        assert "re-attached" not in admin.log_text(job_id)
+        assert job["wheel"] in view_files(second, "cu130/torch2.8", "wf-fake-slow")
+        # The queued job is this server's to run; it is not needed here.
+        assert admin.request("POST", f"/admin/jobs/{queued_id}/cancel").status == 200
+        queued = admin.wait_jobs([queued_id], FAULT_TIMEOUT)[queued_id]
+        assert queued["state"] == "cancelled", admin.describe(queued)
+    finally:
+        kill_leftovers(read_pids(pids_file), "slow.sh")
 
 
 def test_cli_build_runs_one_cell_in_process(harness):

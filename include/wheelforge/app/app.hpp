@@ -146,8 +146,10 @@ struct ConfigCheck {
 /// Reads the configuration: defaults, then the TOML file (if given, parsed once), then
 /// WHEELFORGE_* environment variables (an empty one counts as unset), then the overrides.
 /// Unknown keys and wrongly typed values in the file are problems even when overridden;
-/// values are validated once the winner is known. Blocks on the file system (the file, and
-/// the interpreters and CUDA homes [build] names).
+/// values are validated once the winner is known. A valid configuration's secrets (upstream
+/// passwords, the credentials of recipes' git sources) are registered for redaction
+/// (util/redact.hpp). Blocks on the file system (the file, and the interpreters and CUDA homes
+/// [build] names).
 [[nodiscard]] ConfigCheck check_configuration(
     const std::optional<std::filesystem::path>& config_file, const Overrides& overrides);
 

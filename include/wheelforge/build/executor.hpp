@@ -35,6 +35,10 @@ class Execution {
   /// The id of the batch job the command runs in (a Slurm job id), for the job record; empty
   /// for commands of this host.
   [[nodiscard]] virtual std::string remote_id() const { return {}; }
+  /// True when the command goes on running once its watcher is gone (a server that stops or
+  /// dies), for the executor's reattach() to find: the build of an executor that re-attaches.
+  /// Destroying such an execution leaves the command running.
+  [[nodiscard]] virtual bool detached() const { return false; }
 };
 
 /// What the machine that runs the builds offers, for admission (see Runner).
@@ -79,7 +83,9 @@ class Executor {
   [[nodiscard]] virtual Admission admission() const { return Admission::host; }
   /// CPUs a job asks a cluster for when its recipe names none (Admission::cluster).
   [[nodiscard]] virtual unsigned default_cpus() const { return 4; }
-  /// True when commands go on running while the server is down, and reattach() finds them.
+  /// True when commands go on running while the server is down, and reattach() finds them:
+  /// the detached ones (CommandPlacement::Lifetime::detached, the build) on this host and in
+  /// containers, every one on a cluster.
   [[nodiscard]] virtual bool reattaches() const { return false; }
   /// Attaches to the command `spec` as an earlier process started it for the same job (same
   /// command line, environment and directory): still running, or ended while no server
@@ -104,7 +110,8 @@ class Executor {
 };
 
 /// Runs commands as local processes; capacity() is available_memory_bytes() and
-/// available_cores().
+/// available_cores(). A detached command (the build) runs under a supervisor that records how
+/// it ended, so that a restarted server re-attaches to it (src/build/detached.hpp).
 [[nodiscard]] std::unique_ptr<Executor> make_local_executor();
 
 /// The executor `config` describes: local, containers (podman/docker) or Slurm.

@@ -64,6 +64,12 @@ struct CommandPlacement {
   unsigned cpus = 0;
   /// On the build command only.
   std::optional<BuildSizing> sizing;
+  /// What becomes of the command when the server stops or dies while it runs.
+  enum class Lifetime {
+    server,    ///< it ends with the server (cancelled when the server stops)
+    detached,  ///< it goes on, and a restarted server re-attaches to it (the build)
+  };
+  Lifetime lifetime = Lifetime::server;
 };
 
 /// "server", "build" or "test".
@@ -109,7 +115,8 @@ struct ExitStatus {
 /// One running (or finished) process group. Move-only; not thread-safe: one owner drives it.
 class Process {
  public:
-  /// Starts spec.argv in a new process group whose id is the child's pid: stdin from
+  /// Starts spec.argv in a new session and process group whose id is the child's pid (no
+  /// controlling terminal: a tool that would prompt on one fails instead), stdin from
   /// /dev/null, stdout and stderr appended to spec.log_file, exactly spec.env, spec.cwd, every
   /// signal at its default disposition and unblocked (except glibc's two reserved signals 32
   /// and 33, which its posix_spawn leaves ignored), no descriptor inherited beyond 0-2.
@@ -147,6 +154,11 @@ class Process {
 
   /// Sends `sig` to every member of the group. No effect once finished.
   void kill_group(int sig);
+
+  /// Stops owning the group: it goes on running, the destructor leaves it alone and poll()
+  /// reports nothing any more. The leader is not reaped here (whoever inherits it when this
+  /// process ends does). For commands that outlive the server (detached.hpp).
+  void disown();
 
   [[nodiscard]] bool timed_out() const { return timed_out_; }
   [[nodiscard]] bool cancelled() const { return cancelled_; }
@@ -191,6 +203,24 @@ class Process {
 /// The same, setting `offset` to where the returned bytes start in the file (0 when missing).
 [[nodiscard]] std::string read_log_tail(const std::filesystem::path& path, std::size_t max_bytes,
                                         std::uint64_t& offset);
+
+/// The program spec.argv[0] names, as Process::start() finds it: a path (relative ones from
+/// spec.cwd), or a bare name looked up in the PATH of spec.env. Fails with not_found or
+/// invalid naming the program (as Process::start does).
+[[nodiscard]] Result<std::filesystem::path> resolve_program(const ProcessSpec& spec);
+
+/// True while some member of the process group `pgid` can still run (zombies do not count).
+[[nodiscard]] bool group_has_live_members(pid_t pgid) noexcept;
+
+/// When the process `pid` started (in clock ticks after boot, /proc/PID/stat), so that a pid
+/// read from a file can be checked to still name the same process; nullopt when there is no
+/// such process or it is a zombie.
+[[nodiscard]] std::optional<std::uint64_t> process_start_ticks(pid_t pid);
+
+/// Sends SIGKILL to every process whose environment holds the entry `entry` (such as
+/// "WHEELFORGE_JOB=/var/lib/wheelforge/builds#7") and returns how many it reached. Blocks
+/// while it reads /proc.
+int kill_processes_with_env(std::string_view entry);
 
 /// PATH=/usr/local/bin:/usr/bin:/bin, HOME (the server's, or /tmp), LANG=C.UTF-8: the base
 /// that the runner adds its own variables to.

@@ -107,9 +107,10 @@ class Runner {
   };
   /// Starts scheduling; with Recovery::requeue_interrupted, first takes over the jobs a
   /// previous process left running, except those that a live runner on the same data
-  /// directory still runs: on an executor that re-attaches (Slurm), a job that got as far as
-  /// its build resumes there (attaching to its batch job); the others are requeued (their
-  /// leftover processes, batch jobs and containers ended). Fails when the builds directory
+  /// directory still runs: on an executor that re-attaches, a job that got as far as its
+  /// build resumes there (attaching to the build that still runs or ended meanwhile: its
+  /// supervised process, container or batch job); the others are requeued (their leftover
+  /// processes, batch jobs and containers ended). Fails when the builds directory
   /// cannot be created or its admission ledger (DATA_DIR/builds/admission) cannot be opened.
   [[nodiscard]] Status start(Recovery recovery = Recovery::requeue_interrupted);
 
@@ -123,9 +124,19 @@ class Runner {
   /// cannot be opened. Call before start().
   [[nodiscard]] Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> submit_own(
       const core::BuildRequest& request);
-  /// Stops scheduling; running builds are killed and left interrupted, so that the next
-  /// start() requeues them. Blocks until the job threads have ended.
+  /// Stops scheduling and blocks until the job threads have ended. A server's runner
+  /// (Recovery::requeue_interrupted) leaves the builds of its executor running (every executor
+  /// but a test's fake re-attaches: Executor::reattaches) and their jobs in their state, for
+  /// the next start() to resume; whatever else runs is cancelled and its job left to be
+  /// requeued. A one-off runner cancels everything.
   void stop();
+
+  /// A stop that loses no work: starts no further queued job (they stay queued for the next
+  /// start) and blocks until every running job has ended. Returns false when stop() ended the
+  /// wait first. Call stop() afterwards.
+  bool drain();
+  /// Jobs running now.
+  [[nodiscard]] std::size_t running_jobs() const;
 
   /// Validates the request (unknown recipe, invalid version or matrix subset: Errc::invalid
   /// with every reason) and records a build with one queued job per cell still to build
@@ -146,9 +157,11 @@ class Runner {
   /// The job's log file (it may not exist yet).
   [[nodiscard]] std::filesystem::path log_path(std::int64_t job_id) const;
   /// Up to `max` bytes of the job's log from `offset`, through the executor; empty when there
-  /// is no more (or no log). Blocks on file I/O.
+  /// is no more (or no log). URL userinfo and registered secrets are masked (util/redact.hpp;
+  /// the length is kept, so offsets stay those of the file). Blocks on file I/O.
   [[nodiscard]] std::string read_log(std::int64_t job_id, std::uint64_t offset, std::size_t max);
-  /// The last `max` bytes of the job's log, through the executor, and where they start.
+  /// The last `max` bytes of the job's log, through the executor, and where they start;
+  /// masked as read_log() masks.
   [[nodiscard]] LogChunk read_log_tail(std::int64_t job_id, std::size_t max);
 
   /// A copy of the configuration (recipes as of the last set_recipes).
@@ -178,9 +191,11 @@ class Runner {
   std::function<void()> on_ingested_;
   std::unique_ptr<AdmissionLedger> ledger_;
 
-  mutable std::mutex mu_;  // guards config_.recipes, server_url_, running_, stopping_
+  mutable std::mutex mu_;  // guards config_.recipes, server_url_, running_, stopping_, draining_
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool draining_ = false;
+  Recovery recovery_ = Recovery::requeue_interrupted;
   std::string server_url_;
   std::map<std::int64_t, std::shared_ptr<Running>> running_;
   std::thread scheduler_;

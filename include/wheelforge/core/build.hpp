@@ -32,6 +32,14 @@ struct SourceSpec {
   Kind kind = Kind::index_sdist;
   std::string location;  ///< directory (path) or URL (git); empty for index_sdist
   std::string ref;       ///< git ref (branch, tag or commit); empty: the default branch
+  /// git: whether the submodules of `ref` are fetched (recursively) after the checkout.
+  enum class Submodules { recursive, none };
+  Submodules submodules = Submodules::recursive;
+  /// git: a git credential-store file (one "https://USER:TOKEN@HOST" line per host) that the
+  /// clone and the submodule fetches read their credentials from; empty: none. Builds run with
+  /// HOME in the job's directory, so the server user's own git configuration, credential
+  /// helpers and .netrc are never used.
+  std::string credentials = {};
 };
 
 /// The build command used when a recipe names none. Placeholders: {python} (the cell's
@@ -81,11 +89,12 @@ inline constexpr std::string_view kDefaultBuildRequires[] = {"setuptools", "whee
 
 /// Checks a recipe and returns it with `project` normalized. Fails with Errc::invalid
 /// listing every problem: empty or badly formed name ([A-Za-z0-9._-], starting alphanumeric),
-/// invalid project name, a path/git source without a location, a ref on a non-git source, an
-/// empty build command or one with a placeholder other than {python}, {out}, {src} (or an
-/// unclosed '{'), environment or variable names that are not [A-Za-z_][A-Za-z0-9_]*, duplicate
-/// environment names, an arch variable without a value or a value without a variable,
-/// gb_per_job not a finite number > 0, a timeout ≤ 0, empty build requirements, cpus 0.
+/// invalid project name, a path/git source without a location, a ref, submodules or
+/// credentials on a non-git source, an empty build command or one with a placeholder other
+/// than {python}, {out}, {src} (or an unclosed '{'), environment or variable names that are
+/// not [A-Za-z_][A-Za-z0-9_]*, duplicate environment names, an arch variable without a value
+/// or a value without a variable, gb_per_job not a finite number > 0, a timeout ≤ 0, empty
+/// build requirements, cpus 0.
 [[nodiscard]] Result<Recipe> validate_recipe(const Recipe& recipe);
 
 /// Number of architectures in an arch list: entries separated by ';', ',' or whitespace

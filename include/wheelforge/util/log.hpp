@@ -19,7 +19,8 @@ enum class Level { trace, debug, info, warn, error, critical };
 /// True when lines of `level` are written; the others are not even formatted.
 [[nodiscard]] bool enabled(Level level) noexcept;
 
-/// Writes `line` as it is (no formatting) when lines of `level` are written.
+/// Writes `line` as it is (no formatting) when lines of `level` are written, with URL userinfo
+/// and registered secrets masked (util/redact.hpp).
 void write(Level level, std::string_view line);
 
 /// Formats the line (fmt's syntax: "job={} failed: {}") and writes it.

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -261,6 +262,69 @@ TEST_F(Resume, AJobStoppedBeforeItsBuildIsRequeuedAndItsWorkReleased) {
   ASSERT_GE(released.size(), 1U);
   EXPECT_EQ(released.front(), (std::pair{stopped.id, Executor::Release::abandoned}));
   EXPECT_EQ(started("bin/nvcc --version").size(), 2U);
+}
+
+TEST_F(Resume, OnlyTheBuildIsDetached) {
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  for (const auto& c : bed.fake.commands()) {
+    const bool build = c.line().find("fake-build") != std::string::npos;
+    EXPECT_EQ(c.placement.lifetime,
+              build ? CommandPlacement::Lifetime::detached : CommandPlacement::Lifetime::server)
+        << c.line();
+  }
+}
+
+TEST_F(Resume, ABuildThatCannotBeReattachedToIsReleasedBeforeItRunsAgain) {
+  const auto stopped = stop_during("fake-build");
+  auto next = bed.make_runner();
+  ASSERT_TRUE(next->start());
+  const auto done = bed.wait_terminal(stopped.id);
+  ASSERT_EQ(done.state, core::JobState::succeeded) << bed.log(stopped.id);
+  // What may be left of the old build ends before the new one starts.
+  const auto released = bed.fake.releases();
+  ASSERT_GE(released.size(), 1U);
+  EXPECT_EQ(released.front(), (std::pair{stopped.id, Executor::Release::abandoned}));
+}
+
+TEST_F(Resume, AOneOffRunnerCancelsItsBuildWhenItStops) {
+  bed.fake.on("fake-build", Outcome::hangs(), 1);
+  script_host(bed.fake);
+  script_build(bed.fake);
+  bed.start(Runner::Recovery::leave);
+  const auto job = bed.submit();
+  ASSERT_TRUE(bed.fake.wait_started("fake-build", 30s));
+  bed.runner().stop();
+  const auto builds = bed.fake.commands_matching("fake-build");
+  ASSERT_EQ(builds.size(), 1U);
+  EXPECT_TRUE(builds[0].cancelled) << "nothing comes back to a one-off runner's build";
+  EXPECT_THAT(bed.log(job.id), HasSubstr("the job will be requeued at the next start"));
+}
+
+TEST_F(Resume, ADrainLetsRunningJobsFinishAndStartsNoQueuedOne) {
+  bed.config.recipes["other"] = demo_recipe("other", "other-pkg");
+  bed.config.host.max_concurrent_jobs = 1;
+  bed.fake.on("fake-build", Outcome::hangs(), 1);
+  script_host(bed.fake);
+  script_build(bed.fake);
+  bed.start();
+  const auto running = bed.submit();
+  ASSERT_TRUE(bed.fake.wait_started("fake-build", 30s));
+  const auto queued = bed.submit("other");
+  std::atomic<bool> drained{false};
+  std::thread drain([&] { drained = bed.runner().drain(); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(bed.runner().running_jobs(), 1U);
+  EXPECT_FALSE(drained.load());
+  // The running build ends (as a cancel ends it); the drain is over, the queued job untouched.
+  ASSERT_TRUE(bed.runner().cancel(running.id));
+  drain.join();
+  EXPECT_TRUE(drained.load());
+  EXPECT_EQ(bed.runner().running_jobs(), 0U);
+  bed.runner().stop();
+  EXPECT_EQ(bed.jobs->find_job(queued.id)->value().state, core::JobState::queued);
 }
 
 TEST_F(Resume, OnlyJobsThatReachedTheirBuildAreResumable) {

@@ -51,6 +51,9 @@ class FakeExecution final : public Execution {
     return status_;
   }
 
+  // As Slurm's: every command of an executor that re-attaches goes on without the server.
+  [[nodiscard]] bool detached() const override { return owner_.reattaches_value; }
+
   void cancel() override {
     if (done_ || cancelled_) return;
     cancelled_ = true;

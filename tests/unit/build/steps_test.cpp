@@ -12,6 +12,7 @@
 
 #include "archive/shell.hpp"
 #include "build/runner_bed.hpp"
+#include "build/test_files.hpp"
 #include "wheelforge/archive/retag.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/manylinux.hpp"
@@ -317,7 +318,7 @@ TEST_F(Steps, SourceCopyFailureFailsTheJob) {
   EXPECT_TRUE(bed.fake.commands_matching("fake-build").empty());
 }
 
-TEST_F(Steps, GitSourceIsClonedAtItsRef) {
+TEST_F(Steps, GitSourceIsClonedAtItsRefWithItsSubmodules) {
   bed.config.recipes["demo"].recipe.source = {core::SourceSpec::Kind::git,
                                               "https://example.invalid/demo.git", "v1.0.0"};
   script_host(bed.fake);
@@ -325,11 +326,69 @@ TEST_F(Steps, GitSourceIsClonedAtItsRef) {
   const auto job = bed.run_one();
   ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
   const auto commands = bed.fake.commands();
-  const int clone =
-      position(commands, "/usr/bin/git clone --quiet https://example.invalid/demo.git");
+  const int clone = position(commands, "clone --quiet https://example.invalid/demo.git");
   const int checkout = position(commands, "checkout --quiet v1.0.0");
+  const int submodules = position(commands, "submodule update --init --recursive");
   EXPECT_GE(clone, 0);
   EXPECT_GT(checkout, clone);
+  EXPECT_GT(submodules, checkout);
+  for (const int i : {clone, checkout, submodules}) {
+    const Recorded& git = commands[static_cast<std::size_t>(i)];
+    // The system's credential helpers are dropped; nothing prompts.
+    EXPECT_THAT(git.line(), HasSubstr("/usr/bin/git -c credential.helper= "));
+    EXPECT_EQ(git.env_value("GIT_TERMINAL_PROMPT"), "0");
+    EXPECT_EQ(git.env_value("HOME"),
+              (bed.data_dir / "builds" / ("job-" + std::to_string(job.id))).string());
+  }
+}
+
+TEST_F(Steps, SubmodulesFalseFetchesNone) {
+  core::SourceSpec source{core::SourceSpec::Kind::git, "https://example.invalid/demo.git", ""};
+  source.submodules = core::SourceSpec::Submodules::none;
+  bed.config.recipes["demo"].recipe.source = source;
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  EXPECT_TRUE(bed.fake.commands_matching("submodule").empty());
+}
+
+TEST_F(Steps, ATokenInTheGitUrlGoesToACredentialFileNotToGit) {
+  const std::string token = "ghp_steps0123456789secret";
+  bed.config.recipes["demo"].recipe.source = {
+      core::SourceSpec::Kind::git, "https://builder:" + token + "@example.invalid/demo.git", ""};
+  std::string store_seen;
+  bed.fake.on("clone --quiet", Outcome::does([&store_seen](const ProcessSpec& spec) {
+                // The helper's file, as git would read it during the clone.
+                store_seen = testing_files::read_file(spec.placement.work_dir / "git-credentials");
+              }));
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  EXPECT_EQ(store_seen, "https://builder:" + token + "@example.invalid\n");
+  for (const auto& c : bed.fake.commands_matching("/usr/bin/git")) {
+    EXPECT_THAT(c.line(), Not(HasSubstr(token)));
+  }
+  const auto clone = bed.fake.commands_matching("clone --quiet https://example.invalid/demo.git");
+  ASSERT_EQ(clone.size(), 1U);
+  EXPECT_THAT(clone[0].line(), HasSubstr("credential.helper=!wf_get()"));
+  EXPECT_THAT(clone[0].line(), HasSubstr("git-credentials"));
+  EXPECT_THAT(bed.log(job.id), Not(HasSubstr(token)));
+  EXPECT_FALSE(
+      fs::exists(bed.data_dir / "builds" / ("job-" + std::to_string(job.id)) / "git-credentials"));
+}
+
+TEST_F(Steps, AMissingCredentialsFileIsNamed) {
+  core::SourceSpec source{core::SourceSpec::Kind::git, "https://example.invalid/demo.git", ""};
+  source.credentials = "/opt/wf-test/no-such-credentials";
+  bed.config.recipes["demo"].recipe.source = source;
+  script_host(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::failed);
+  EXPECT_THAT(job.reason, HasSubstr("fetch source: the credentials file "
+                                    "/opt/wf-test/no-such-credentials: "));
+  EXPECT_TRUE(bed.fake.commands_matching("clone").empty());
 }
 
 TEST_F(Steps, MissingSdistFailsTheJob) {
