@@ -22,6 +22,15 @@ namespace fs = std::filesystem;
 // ---------------------------------------------------------------------------------------------
 // [build]
 
+// A size key's value: a non-negative integer of bytes, or a string such as "2G" or "512M".
+std::optional<std::uint64_t> size_of(const toml::node& node) {
+  if (const auto i = node.value_exact<std::int64_t>(); i && *i >= 0) {
+    return static_cast<std::uint64_t>(*i);
+  }
+  if (const auto s = node.value_exact<std::string>()) return parse_size(*s);
+  return std::nullopt;
+}
+
 /// [build.python] or [build.cuda]: VERSION = "/absolute/path" entries.
 void read_version_paths(const toml::node& node, const std::string& key, bool python,
                         std::map<std::string, fs::path>& out, ProblemList& problems) {
@@ -349,18 +358,25 @@ const std::array kBuildKeys{
     BuildKey{"memory_reserve",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,
                 ProblemList& problems) {
-               std::optional<std::uint64_t> bytes;
-               if (const auto i = node.value_exact<std::int64_t>(); i && *i >= 0) {
-                 bytes = static_cast<std::uint64_t>(*i);
-               } else if (const auto s = node.value_exact<std::string>()) {
-                 bytes = parse_size(*s);
-               }
+               const std::optional<std::uint64_t> bytes = size_of(node);
                if (!bytes) {
                  problems.push_back(key + ": expected a size such as 2G or 512M, got " +
                                     spelled(node));
                  return;
                }
                host.memory_reserve_bytes = *bytes;
+             }},
+    BuildKey{"pip_cache",
+             [](const toml::node& node, const std::string& key, build::HostConfig& host,
+                ProblemList& problems) {
+               const std::optional<std::uint64_t> bytes = size_of(node);
+               if (!bytes) {
+                 problems.push_back(key +
+                                    ": expected a size such as 20G or 512M (0: no cache), got " +
+                                    spelled(node));
+                 return;
+               }
+               host.pip_cache_bytes = *bytes;
              }},
     BuildKey{"max_concurrent_jobs",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "wheelforge/archive/elf.hpp"
+#include "wheelforge/build/pip_cache.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/handlers/upstreams.hpp"
@@ -303,6 +304,12 @@ Result<GcReport> collect_garbage(const fs::path& data_dir, const GcOptions& opti
                                                              options.upstream_page_disk_cache);
     report.page_copies_removed = trimmed.removed;
     report.page_copies_bytes = trimmed.removed_bytes;
+  }
+  if (options.pip_cache != 0 && !options.dry_run) {
+    const auto trimmed =
+        build::trim_pip_cache(build::pip_cache_dir(data_dir / "builds"), options.pip_cache);
+    report.pip_cache_removed = trimmed.removed;
+    report.pip_cache_bytes = trimmed.removed_bytes;
   }
 
   // The listing comes before the references: a blob that becomes referenced after the

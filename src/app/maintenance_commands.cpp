@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <iostream>
+#include <utility>
 
 #include "wheelforge/app/maintenance.hpp"
 #include "wheelforge/build/executor.hpp"
+#include "wheelforge/build/host_check.hpp"
+#include "wheelforge/build/runner.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::app {
@@ -106,6 +109,11 @@ int gc(const Settings& settings, const GcOptions& options) {
     std::cout << "removed " << report->page_copies_removed << " upstream page copies ("
               << format_bytes(report->page_copies_bytes) << ") beyond upstream_page_disk_cache "
               << format_bytes(options.upstream_page_disk_cache) << "\n";
+  }
+  if (report->pip_cache_removed != 0) {
+    std::cout << "removed " << report->pip_cache_removed << " files of the builds' pip cache ("
+              << format_bytes(report->pip_cache_bytes) << ") beyond pip_cache "
+              << format_bytes(options.pip_cache) << "\n";
   }
   for (const auto& sha : report->removed) std::cout << verb << sha << "\n";
   for (const auto& p : report->unexpected) {
@@ -251,10 +259,17 @@ int reinspect(const Settings& settings) {
 
 int config_check(const std::optional<fs::path>& config_file, const Overrides& overrides) {
   const auto checked = check_configuration(config_file, overrides);
-  for (const auto* list : {&checked.problems, &checked.host_problems}) {
+  std::vector<std::string> host_problems = checked.host_problems;
+  if (checked.config) {
+    // What only running things tells: the sources exist, each nvcc is its key's release.
+    for (auto& p : build::check_build_toolchains(checked.config->build, std::chrono::seconds(30))) {
+      host_problems.push_back(std::move(p));
+    }
+  }
+  for (const std::vector<std::string>* list : {&checked.problems, &std::as_const(host_problems)}) {
     for (const auto& p : *list) std::cerr << "error: " << p << "\n";
   }
-  if (!checked.config || !checked.host_problems.empty()) return 2;
+  if (!checked.config || !host_problems.empty()) return 2;
   std::cout << settings_to_toml(checked.config->settings) << build_summary(checked.config->build)
             << upstream_summary(checked.config->upstreams);
   // What only the executor can tell: the engine and images are there, a batch job sees the
@@ -264,8 +279,36 @@ int config_check(const std::optional<fs::path>& config_file, const Overrides& ov
   std::cout << std::flush;
   const auto executor = build::make_executor(executor_config);
   std::vector<std::string> notes;
-  const auto problems = executor->check(checked.config->settings.data_dir / "builds",
-                                        std::chrono::seconds(60), notes);
+  std::vector<std::string> problems;
+  // A cluster's batch jobs as the recipes would ask for them, fitted to its nodes; the probe
+  // is as large as the largest of them.
+  static const core::Recipe kNoRecipe;  // what a recipe naming nothing asks for
+  build::ResourceRequest probe = build::cluster_request(kNoRecipe, *executor);
+  if (executor->admission() == build::Executor::Admission::cluster) {
+    bool sized = false;
+    for (const auto& [name, rc] : checked.config->build.recipes) {
+      auto fitted = executor->fit_request(build::cluster_request(rc.recipe, *executor));
+      if (!fitted) {
+        problems.push_back("recipes." + name + ".cpus: " + fitted.error().message);
+        continue;
+      }
+      if (!fitted->note.empty()) notes.push_back("recipe " + name + ": " + fitted->note);
+      const auto& r = fitted->request;
+      if (!sized || std::pair(r.cpus, r.memory_bytes) > std::pair(probe.cpus, probe.memory_bytes)) {
+        probe = r;
+        sized = true;
+      }
+    }
+    if (!sized) {
+      if (auto fitted = executor->fit_request(probe)) probe = fitted->request;
+    }
+  }
+  std::error_code ec;
+  const fs::path data_dir = fs::absolute(checked.config->settings.data_dir, ec);
+  for (auto& p : executor->check((ec ? checked.config->settings.data_dir : data_dir) / "builds",
+                                 probe, std::chrono::seconds(60), notes)) {
+    problems.push_back(std::move(p));
+  }
   for (const auto& n : notes) std::cout << "#   executor check: " << sanitize_for_log(n) << "\n";
   for (const auto& p : problems) std::cerr << "error: " << p << "\n";
   return problems.empty() ? 0 : 2;

@@ -52,7 +52,8 @@ bool same_host(const build::HostConfig& a, const build::HostConfig& b) {
          a.torch_index == b.torch_index && a.system_torch == b.system_torch &&
          a.memory_reserve_bytes == b.memory_reserve_bytes &&
          a.max_concurrent_jobs == b.max_concurrent_jobs &&
-         a.keep_failed_work_dirs == b.keep_failed_work_dirs && a.oom_retries == b.oom_retries;
+         a.keep_failed_work_dirs == b.keep_failed_work_dirs && a.oom_retries == b.oom_retries &&
+         a.pip_cache_bytes == b.pip_cache_bytes;
 }
 
 /// What keeps `fresh` recipes from applying to a runner started with `running`: a matrix

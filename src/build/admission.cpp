@@ -230,7 +230,9 @@ Result<Admission> AdmissionLedger::admit(const Demand& demand, const AdmissionLi
         std::max(1U, demand.max_cores == 0 ? free_cores : std::min(free_cores, demand.max_cores));
     const core::Parallelism p =
         core::compute_parallelism(res, demand.gb_per_job, demand.arch_count, free_memory);
-    e.grants.push_back(Entries::Grant{owner_, demand.job_id, p.memory_bytes, p.max_jobs});
+    // A core for each compiler process: every thread of every compile job.
+    e.grants.push_back(
+        Entries::Grant{owner_, demand.job_id, p.memory_bytes, p.max_jobs * p.nvcc_threads});
     answer.grant = p;
     return true;
   });

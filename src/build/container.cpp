@@ -47,11 +47,19 @@ bool is_engine_variable(std::string_view name) {
 class ContainerExecution final : public Execution {
  public:
   ContainerExecution(std::unique_ptr<Execution> client, std::vector<std::string> remove,
-                     std::chrono::milliseconds timeout, Clock::time_point started = Clock::now())
+                     std::chrono::milliseconds timeout, catalog::Provenance provenance,
+                     Clock::time_point started = Clock::now())
       : client_(std::move(client)),
         remove_(std::move(remove)),
         timeout_(timeout),
+        provenance_(std::move(provenance)),
         started_(started) {}
+
+  /// nullopt for a re-attached client: the job's record keeps what its start recorded.
+  std::optional<catalog::Provenance> provenance() const override {
+    if (provenance_.image.empty()) return std::nullopt;
+    return provenance_;
+  }
 
   std::optional<ExitStatus> poll() override {
     if (status_) return status_;
@@ -110,6 +118,7 @@ class ContainerExecution final : public Execution {
   std::unique_ptr<Execution> client_;
   std::vector<std::string> remove_;
   std::chrono::milliseconds timeout_;
+  catalog::Provenance provenance_;
   Clock::time_point started_;
   std::optional<Process> remover_;
   bool ending_ = false;
@@ -159,6 +168,15 @@ class ContainerExecutor final : public Executor {
     }
     ProcessSpec client;
     client.argv = container_run_argv(config_, spec, run);
+    // What runs the command, in the job's log and record (as a batch job's sbatch line is).
+    catalog::Provenance provenance;
+    provenance.image = *image;
+    provenance.image_digest = image_digest(*image);
+    provenance.engine_command = command_line(argv_for_log(client.argv));
+    note_in(p.log, "[" + std::string(name()) + "] image " + *image +
+                       (provenance.image_digest.empty() ? std::string(" (no digest reported)")
+                                                        : " (" + provenance.image_digest + ")") +
+                       ": " + provenance.engine_command);
     client.env = engine_environment();
     client.cwd = p.work_dir;
     client.log_file = spec.log_file;
@@ -178,7 +196,8 @@ class ContainerExecutor final : public Executor {
                         engine_program(config_) + ": " + started.error().message);
     }
     return std::unique_ptr<Execution>(std::make_unique<ContainerExecution>(
-        std::move(*started), container_remove_argv(config_, run.name), spec.timeout));
+        std::move(*started), container_remove_argv(config_, run.name), spec.timeout,
+        std::move(provenance)));
   }
 
   bool reattaches() const override { return true; }
@@ -205,7 +224,7 @@ class ContainerExecutor final : public Executor {
                                       record->started_at));
     return std::unique_ptr<Execution>(std::make_unique<ContainerExecution>(
         std::move(*client), container_remove_argv(config_, record->notes.at("container")),
-        spec.timeout, Clock::now() - running_for));
+        spec.timeout, catalog::Provenance{}, Clock::now() - running_for));
   }
 
   std::string read_log(const fs::path& log, std::uint64_t offset, std::size_t max) override {
@@ -238,7 +257,8 @@ class ContainerExecutor final : public Executor {
     }
   }
 
-  std::vector<std::string> check(const fs::path& /*builds_dir*/, std::chrono::seconds /*limit*/,
+  std::vector<std::string> check(const fs::path& /*builds_dir*/, const ResourceRequest& /*probe*/,
+                                 std::chrono::seconds /*limit*/,
                                  std::vector<std::string>& notes) override {
     std::vector<std::string> problems;
     const std::string program = engine_program(config_);
@@ -273,6 +293,21 @@ class ContainerExecutor final : public Executor {
   }
 
  private:
+  // The image's repository digest (the part after '@'), else its id, as the engine reports
+  // them now; empty when it reports neither (the run itself then says what is wrong).
+  std::string image_digest(const std::string& image) {
+    std::vector<std::string> inspect = {engine_program(config_)};
+    inspect.insert(inspect.end(), config_.engine_args.begin(), config_.engine_args.end());
+    for (const char* a :
+         {"image", "inspect", "--format", "{{.Id}} {{range .RepoDigests}}{{.}} {{end}}"}) {
+      inspect.emplace_back(a);
+    }
+    inspect.push_back(image);
+    auto found = client_(inspect);
+    if (!found || !found->status.success()) return {};
+    return parse_image_digest(found->output);
+  }
+
   ContainerConfig config_;
   ClientRunner client_;
 };
@@ -291,6 +326,45 @@ std::string job_label(const CommandPlacement& job) {
 std::string container_name(const CommandPlacement& job, std::string_view tag) {
   return "wf-" + crypto::sha256_hex(job.job_tag).substr(0, 12) + "-" + std::to_string(job.job_id) +
          "-" + std::string(tag);
+}
+
+std::string parse_image_digest(std::string_view output) {
+  const std::string_view line = trim(output.substr(0, output.find('\n')));
+  const auto words = split(line, ' ');
+  std::string id;
+  for (const auto word : words) {
+    const std::string_view w = trim(word);
+    if (w.empty()) continue;
+    if (id.empty()) {
+      id = std::string(w);
+      continue;
+    }
+    if (const std::size_t at = w.find('@'); at != std::string_view::npos) {
+      return sanitize_for_log(w.substr(at + 1), 200);
+    }
+  }
+  if (!id.empty() && id.find(':') == std::string::npos) id = "sha256:" + id;
+  return sanitize_for_log(id, 200);
+}
+
+std::vector<std::string> argv_for_log(std::vector<std::string> argv) {
+  static constexpr std::string_view kSecretWords[] = {"TOKEN",      "SECRET", "PASSWORD",
+                                                      "PASSWD",     "APIKEY", "API_KEY",
+                                                      "CREDENTIAL", "AUTH",   "PRIVATE"};
+  for (std::size_t i = 1; i < argv.size(); ++i) {
+    if (argv[i - 1] != "--env") continue;
+    const std::size_t eq = argv[i].find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = argv[i].substr(0, eq);
+    for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (const auto word : kSecretWords) {
+      if (name.find(word) != std::string::npos) {
+        argv[i] = argv[i].substr(0, eq + 1) + "***";
+        break;
+      }
+    }
+  }
+  return argv;
 }
 
 std::string memory_arg(std::uint64_t bytes) {
@@ -321,6 +395,7 @@ std::vector<std::string> container_run_argv(const ContainerConfig& config, const
   };
   if (!p.work_dir.empty()) volume(p.work_dir.string(), p.work_dir.string(), "rw");
   if (!p.envs_dir.empty()) volume(p.envs_dir.string(), p.envs_dir.string(), "rw");
+  if (!p.pip_cache.empty()) volume(p.pip_cache.string(), p.pip_cache.string(), "rw");
   for (const auto& mount : config.mounts) {
     const std::size_t colon = mount.find(':');
     if (colon == std::string::npos) {

@@ -57,6 +57,7 @@ struct ContainerRun {
 };
 
 /// `ENGINE [engine_args] run --rm --init --name N --label L [--user] --network NET --volume ...
+/// (the work directory, the environments and the pip cache, at their paths)
 /// [--memory M --memory-swap M] [--cpus C] [GPU] --workdir CWD --env K=V ... [run_args] IMAGE
 /// ARGV...` for `spec` (placement, environment, working directory, argv). The working
 /// directory defaults to the job's work directory.
@@ -76,6 +77,15 @@ struct ContainerRun {
 /// XDG/TMPDIR variables, and every CONTAINERS_* / DOCKER_* / REGISTRY_AUTH_FILE variable it
 /// has (how podman and docker are configured from outside).
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> engine_environment();
+
+/// The digest of `image inspect --format '{{.Id}} {{range .RepoDigests}}{{.}} {{end}}'`
+/// output: the first repository digest's part after '@' ("sha256:..."), else the image id
+/// (with "sha256:" added when the engine leaves it out); empty for empty output.
+[[nodiscard]] std::string parse_image_digest(std::string_view output);
+
+/// A run argv as the job's log and record show it: the values of --env variables whose names
+/// look like secrets (TOKEN, SECRET, PASSWORD, API_KEY, CREDENTIAL, AUTH, ...) replaced by ***.
+[[nodiscard]] std::vector<std::string> argv_for_log(std::vector<std::string> argv);
 
 /// --memory's value for a grant: whole MiB, rounded up ("1024m"); empty for 0.
 [[nodiscard]] std::string memory_arg(std::uint64_t bytes);

@@ -192,7 +192,7 @@ Status prepare_environment(JobContext& ctx) {
                                      ctx.torch_index};
     argv.insert(argv.end(), install.begin(), install.end());
     if (auto st = ctx.run_checked("prepare environment",
-                                  ctx.command(std::move(argv), ctx.base_env, ctx.work_dir));
+                                  ctx.command(std::move(argv), ctx.install_env(), ctx.work_dir));
         !st) {
       return st;
     }

@@ -90,7 +90,12 @@ Result<std::unique_ptr<Execution>> Executor::reattach(const ProcessSpec& /*spec*
 
 void Executor::release(const CommandPlacement& /*job*/, Release /*how*/) {}
 
+Result<FittedRequest> Executor::fit_request(const ResourceRequest& request) {
+  return FittedRequest{request, {}};
+}
+
 std::vector<std::string> Executor::check(const std::filesystem::path& /*builds_dir*/,
+                                         const ResourceRequest& /*probe*/,
                                          std::chrono::seconds /*limit*/,
                                          std::vector<std::string>& /*notes*/) {
   return {};

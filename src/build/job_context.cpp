@@ -4,10 +4,12 @@
 #include <thread>
 
 #include "files.hpp"
+#include "wheelforge/build/pip_cache.hpp"
 #include "wheelforge/core/build_failure.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/redact.hpp"
 #include "wheelforge/util/strings.hpp"
+#include "wheelforge/util/url.hpp"
 
 namespace wf::build {
 
@@ -71,6 +73,25 @@ JobContext::JobContext(catalog::JobRecord job_, RecipeConfig recipe_, HostConfig
   set_env(base_env, "PIP_NO_INPUT", "1");
   set_env(base_env, "HOME", work_dir.string());
   set_env(base_env, "WHEELFORGE_JOB", job_tag);
+  if (host.pip_cache_bytes > 0) pip_cache = pip_cache_dir(builds_dir);
+}
+
+Env JobContext::install_env() const {
+  if (pip_cache.empty()) return base_env;
+  Env env;
+  for (const auto& kv : base_env) {
+    if (kv.first != "PIP_NO_CACHE_DIR") env.push_back(kv);
+  }
+  set_env(env, "PIP_CACHE_DIR", pip_cache.string());
+  // pip caches only what it fetched from a secure or trusted origin: an http:// index on
+  // loopback (the server's own views, the usual torch index) is trusted by name, or nothing
+  // from it would ever be cached. Other http:// hosts stay as pip treats them.
+  if (const auto url = parse_url(torch_index); url && !url->https()) {
+    const bool loopback = url->host == "localhost" || url->host == "::1" ||
+                          (url->host_is_ip() && url->host.starts_with("127."));
+    if (loopback) set_env(env, "PIP_TRUSTED_HOST", url->authority());
+  }
+  return env;
 }
 
 bool JobContext::stopped() const {
@@ -98,6 +119,7 @@ CommandPlacement JobContext::placement() const {
   p.work_dir = work_dir;
   p.log = log;
   p.envs_dir = builds_dir / "envs";
+  p.pip_cache = pip_cache;
   p.python = job.cell.python;
   p.cuda = job.cell.cuda.str();
   p.memory_bytes = resources.memory_bytes;
@@ -125,6 +147,12 @@ Result<ExitStatus> JobContext::run(const ProcessSpec& spec) const {
 
 ExitStatus JobContext::wait(Execution& execution) const {
   const auto record = [this, &execution] {
+    // What ran the build placement's commands (the build's is recorded last).
+    if (auto p = execution.provenance();
+        p && where == CommandPlacement::Where::build && *p != provenance) {
+      provenance = std::move(*p);
+      (void)services.jobs.record_provenance(job.id, provenance);
+    }
     std::string id = execution.remote_id();
     if (id.empty() || id == executor_job) return;
     executor_job = std::move(id);

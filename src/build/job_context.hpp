@@ -77,8 +77,11 @@ struct JobContext {
   std::string job_tag;
   core::Parallelism parallelism;  ///< halved by OOM retries
   /// Base environment of every command: minimal_environment() plus quiet, offline pip
-  /// settings, HOME in the work directory and WHEELFORGE_JOB.
+  /// settings (no cache), HOME in the work directory and WHEELFORGE_JOB.
   Env base_env;
+  /// The pip cache the install commands share (DATA_DIR/builds/pip-cache); empty when
+  /// host.pip_cache_bytes is 0.
+  std::filesystem::path pip_cache;
   std::chrono::milliseconds step_timeout{0};  ///< the recipe's timeout, per command
   JobResources resources;
   /// Where the commands of the step running now belong (run_steps sets it from the step).
@@ -117,6 +120,8 @@ struct JobContext {
   std::uint64_t attempt_log_offset = 0;
   /// The batch job last recorded in the job store (JobRecord::executor_job).
   mutable std::string executor_job;
+  /// What ran the build placement's last command, as last recorded (JobRecord::provenance).
+  mutable catalog::Provenance provenance;
 
   /// True once the job is cancelled or the runner is stopping.
   [[nodiscard]] bool stopped() const;
@@ -125,6 +130,10 @@ struct JobContext {
   /// Appends "==> <line>" to the job's log (marked so that it stands out from tool output),
   /// redacted (util/redact.hpp).
   void note(std::string_view line) const;
+  /// The environment of a command that installs packages: base_env with the shared pip cache
+  /// (PIP_CACHE_DIR) instead of none, when there is one, and the torch index trusted
+  /// (PIP_TRUSTED_HOST) when it is http:// on loopback, so that pip caches what it fetches.
+  [[nodiscard]] Env install_env() const;
   /// The job as executors see it, for the step running now (CommandPlacement).
   [[nodiscard]] CommandPlacement placement() const;
   /// A command of this job: `argv` in `cwd` with `env`, output appended to the log (or to

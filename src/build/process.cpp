@@ -281,6 +281,8 @@ std::string ExitStatus::describe() const {
     out = "exit " + std::to_string(code);
   } else if (signal != 0) {
     out = "killed by " + signal_name(signal);
+  } else if (!note.empty()) {
+    return note;  // all there is to say (a batch job that ended without the command's status)
   } else {
     out = "unknown exit status";
   }

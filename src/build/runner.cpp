@@ -7,6 +7,7 @@
 #include "files.hpp"
 #include "job_context.hpp"
 #include "steps.hpp"
+#include "wheelforge/build/pip_cache.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/log.hpp"
@@ -236,13 +237,19 @@ Demand Runner::demand_of(const catalog::JobRecord& job, const RecipeConfig& reci
   return demand;
 }
 
-JobResources Runner::cluster_resources(const RecipeConfig& recipe) const {
-  JobResources r;
-  r.cpus = std::max(1U, recipe.recipe.cpus.value_or(executor_.default_cpus()));
+ResourceRequest cluster_request(const core::Recipe& recipe, const Executor& executor) {
+  ResourceRequest r;
+  r.source = recipe.cpus ? ResourceRequest::Source::recipe : ResourceRequest::Source::defaults;
+  r.cpus = std::max(1U, recipe.cpus.value_or(executor.default_cpus()));
   // Whole MiB, as batch jobs ask for memory.
-  const double bytes = std::ceil(recipe.recipe.gb_per_job * r.cpus * kGiB / kMiB) * kMiB;
+  const double bytes = std::ceil(recipe.gb_per_job * r.cpus * kGiB / kMiB) * kMiB;
   r.memory_bytes = static_cast<std::uint64_t>(bytes);
   return r;
+}
+
+JobResources Runner::cluster_resources(const RecipeConfig& recipe) const {
+  const ResourceRequest r = cluster_request(recipe.recipe, executor_);
+  return JobResources{r.cpus, r.memory_bytes};
 }
 
 AdmissionLimits Runner::admission_limits(unsigned max_concurrent) const {
@@ -462,8 +469,27 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
   log::info("job={} {} {} {} {} (MAX_JOBS={} NVCC_THREADS={})", job.id, job.recipe, job.version,
             job.cell.key(), resumed ? "resumed" : "started", grant.max_jobs, grant.nvcc_threads);
   JobResources resources;
+  // A cluster job's size, fitted to the cluster's nodes; one that no node holds fails at once.
+  std::optional<Error> refused;
+  std::string fitted_note;
   if (executor_.admission() == Executor::Admission::cluster) {
-    resources = cluster_resources(recipe);
+    const ResourceRequest asked = cluster_request(recipe.recipe, executor_);
+    ResourceRequest size = asked;
+    if (auto fitted = executor_.fit_request(asked); !fitted) {
+      refused = fitted.error();
+    } else {
+      size = fitted->request;
+      fitted_note = std::move(fitted->note);
+    }
+    resources = JobResources{size.cpus, size.memory_bytes};
+    if (size != asked && !resumed) {
+      core::Resources res;
+      res.available_memory_bytes = size.memory_bytes;
+      res.cores = size.cpus;
+      grant =
+          core::compute_parallelism(res, recipe.recipe.gb_per_job,
+                                    core::count_archs(recipe.recipe.arch_value), size.memory_bytes);
+    }
   } else {
     // The grant: its memory, and a core for each compile job's threads (at most the host's).
     resources.memory_bytes = grant.memory_bytes;
@@ -481,8 +507,30 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
     ctx.attempts_before = std::max(0, job.attempts - 1);
     ctx.toolchain = job.toolchain;
   }
-  const Status result = run_steps(ctx);
+  if (!fitted_note.empty()) {
+    (void)make_directories(ctx.work_dir);
+    ctx.note("[" + std::string(executor_.name()) + "] " + fitted_note);
+  }
+  Status result = ok_status();
+  if (refused) {
+    (void)make_directories(ctx.work_dir);
+    result = *refused;
+  } else {
+    result = run_steps(ctx);
+  }
   finish_job(ctx, result);
+  // The pip cache stays within its bound (every job may have added to it).
+  if (!ctx.pip_cache.empty()) {
+    const CacheTrim trimmed = trim_pip_cache(ctx.pip_cache, ctx.host.pip_cache_bytes);
+    if (trimmed.removed > 0) {
+      log::info(
+          "job={} pip cache: removed {} least recently used file(s) ({:.1f} MiB) of {:.1f} MiB "
+          "beyond pip_cache ({:.1f} MiB)",
+          job.id, trimmed.removed, static_cast<double>(trimmed.removed_bytes) / kMiB,
+          static_cast<double>(trimmed.bytes_before) / kMiB,
+          static_cast<double>(ctx.host.pip_cache_bytes) / kMiB);
+    }
+  }
   if (auto st = ledger_->release(job.id); !st) {
     log::warn("job={} admission ledger: {}", job.id, st.error().message);
   }

@@ -220,8 +220,28 @@ class SlurmExecutor final : public Executor {
     }
   }
 
-  std::vector<std::string> check(const fs::path& builds_dir, std::chrono::seconds limit,
+  std::vector<std::string> check(const fs::path& builds_dir, const ResourceRequest& probe,
+                                 std::chrono::seconds limit,
                                  std::vector<std::string>& notes) override;
+
+  Result<FittedRequest> fit_request(const ResourceRequest& request) override {
+    const std::string where = config_.partition.empty() ? std::string("the default partition")
+                                                        : "partition " + config_.partition;
+    auto listed = client_(sinfo_argv(config_.partition));
+    std::string why;
+    if (!listed) {
+      why = listed.error().message;
+    } else if (!listed->status.success()) {
+      why =
+          "sinfo " + listed->status.describe() + ": " + sanitize_for_log(trim(listed->output), 300);
+    } else if (auto nodes = parse_sinfo_nodes(listed->output, config_.partition); !nodes.empty()) {
+      return fit_to_nodes(request, nodes, where);
+    } else {
+      why = "sinfo lists no node";
+    }
+    return FittedRequest{request, "the nodes of " + where + " could not be read (" + why +
+                                      "): the request stands as it is"};
+  }
 
   std::string read_log(const fs::path& log, std::uint64_t offset, std::size_t max) override {
     return read_file_chunk(log, offset, max);
@@ -416,6 +436,24 @@ std::optional<ExitStatus> SlurmExecution::poll() {
   if (last_query_ && now - *last_query_ < interval) return std::nullopt;
   last_query_ = now;
   const SlurmJob job = owner_.query(session_.id);
+  if (job.known && job.state == "PENDING" && !cancel_requested_ && never_starts(job.reason)) {
+    // Waiting cannot help: the batch job goes, and the command fails with the reason.
+    owner_.scancel(session_.id);
+    SlurmExecutor::mark_final(session_.dir, job);
+    const CommandPlacement& p = spec_.placement;
+    ExitStatus s;
+    s.note =
+        "Slurm batch job " + session_.id + " can never start: it is pending for " + job.reason +
+        " (it asked for " +
+        (p.where == Where::test ? std::string("1 CPU")
+                                : std::to_string(std::max(1U, p.cpus)) + " CPU(s) and " +
+                                      std::to_string((p.memory_bytes + kMiB - 1) / kMiB) + " MiB") +
+        (p.where == Where::test ? " for the smoke test" : std::string()) +
+        "; see `scontrol show job " + session_.id + "` for its limits); cancelled";
+    note_in(p.log, "[slurm] " + s.note);
+    status_ = s;
+    return status_;
+  }
   if (job.known && is_active_state(job.state)) {
     if (job.state == "PENDING" && !noted_pending_ && !job.reason.empty() && job.reason != "None") {
       noted_pending_ = true;
@@ -459,10 +497,19 @@ void SlurmExecution::cancel() {
   owner_.scancel(session_.id);
 }
 
-std::vector<std::string> SlurmExecutor::check(const fs::path& builds_dir,
+std::vector<std::string> SlurmExecutor::check(const fs::path& given_builds_dir,
+                                              const ResourceRequest& probe,
                                               std::chrono::seconds limit,
                                               std::vector<std::string>& notes) {
   std::vector<std::string> problems;
+  // The batch job gets these paths as they are: a relative one (the default ./data) would be
+  // taken from the job's own working directory.
+  std::error_code ec;
+  const fs::path builds_dir = fs::absolute(given_builds_dir, ec);
+  if (ec) {
+    problems.push_back("build.executor: " + given_builds_dir.string() + ": " + ec.message());
+    return problems;
+  }
   const fs::path dir = builds_dir / (".slurm-check-" + hex_encode(crypto::random_bytes(6)));
   const std::string token = hex_encode(crypto::random_bytes(16));
   if (auto st = fresh_directory(dir); !st) {
@@ -495,8 +542,13 @@ std::vector<std::string> SlurmExecutor::check(const fs::path& builds_dir,
                                    "--output=" + (dir / "out").string(),
                                    "--nodes=1",
                                    "--ntasks=1",
-                                   "--cpus-per-task=1",
+                                   "--cpus-per-task=" + std::to_string(std::max(1U, probe.cpus)),
                                    "--time=1"};
+  // As large as a build job, so that a request the partition never grants shows here.
+  const std::uint64_t probe_mib = (probe.memory_bytes + kMiB - 1) / kMiB;
+  if (probe_mib > 0) argv.push_back("--mem=" + std::to_string(probe_mib) + "M");
+  const std::string size = std::to_string(std::max(1U, probe.cpus)) + " CPU(s)" +
+                           (probe_mib > 0 ? ", " + std::to_string(probe_mib) + " MiB" : "");
   if (!config_.partition.empty()) argv.push_back("--partition=" + config_.partition);
   if (!config_.account.empty()) argv.push_back("--account=" + config_.account);
   argv.insert(argv.end(), config_.sbatch_args.begin(), config_.sbatch_args.end());
@@ -505,7 +557,7 @@ std::vector<std::string> SlurmExecutor::check(const fs::path& builds_dir,
   const auto id = submitted ? parse_sbatch_id(submitted->output) : std::nullopt;
   if (!submitted || !submitted->status.success() || !id) {
     problems.push_back(
-        "build.executor: sbatch failed: " +
+        "build.executor: sbatch of a batch job of the size of a build job (" + size + ") failed: " +
         (submitted ? sanitize_for_log(trim(submitted->output), 500) : submitted.error().message));
     return problems;
   }
@@ -515,13 +567,20 @@ std::vector<std::string> SlurmExecutor::check(const fs::path& builds_dir,
     if (auto seen = read_marker(dir / "seen")) {
       const auto lines = split(*seen, '\n');
       if (!lines.empty() && trim(lines[0]) == token) {
-        notes.push_back("batch job " + *id + " on " +
+        notes.push_back("batch job " + *id + " (" + size + ") on " +
                         (lines.size() > 1 ? std::string(trim(lines[1])) : std::string("?")) +
                         " read a file the server wrote into " + builds_dir.string());
         return problems;
       }
     }
     job = query(*id);
+    if (job.known && job.state == "PENDING" && never_starts(job.reason)) {
+      scancel(*id);
+      problems.push_back("build.executor: a batch job of the size of a build job (" + size +
+                         ") can never start: it is pending for " + job.reason + " (batch job " +
+                         *id + ", cancelled)");
+      return problems;
+    }
     if (job.known && !is_active_state(job.state)) {
       if (read_marker(dir / "seen")) continue;
       problems.push_back("build.executor: batch job " + *id + " ended " + job.state +

@@ -22,12 +22,17 @@
 // it has waited idle_timeout for a command, when its --time (the recipe's timeout, in whole
 // minutes) runs out, or when it is cancelled (scancel: a cancelled wheelforge job).
 //
-// States (scontrol's JobState): PENDING waits (noted in the log once, with the reason),
-// RUNNING and the other active states run; a command's own end comes from its exit file. A
-// batch job that ended before the command reported: CANCELLED (by wheelforge: the command is
-// cancelled; by anyone else: it failed), TIMEOUT (timed out), OUT_OF_MEMORY (killed by
-// SIGKILL: the OOM retry), FAILED, NODE_FAIL, BOOT_FAIL, PREEMPTED, DEADLINE (failed, naming
-// the state), and a job neither scontrol nor sacct knows any more (lost).
+// Size: a build job's CPUs and memory are fitted to the partition's nodes (`sinfo`) before
+// its first batch job (fit_request): the defaults are lowered to what a node holds, a recipe's
+// own demand that no node holds fails the job at once.
+//
+// States (scontrol's JobState): PENDING waits (noted in the log once, with the reason), unless
+// its reason never passes (never_starts: the batch job is cancelled and the command fails with
+// that reason); RUNNING and the other active states run; a command's own end comes from its
+// exit file. A batch job that ended before the command reported: CANCELLED (by wheelforge: the
+// command is cancelled; by anyone else: it failed), TIMEOUT (timed out), OUT_OF_MEMORY (killed
+// by SIGKILL: the OOM retry), FAILED, NODE_FAIL, BOOT_FAIL, PREEMPTED, DEADLINE (failed,
+// naming the state), and a job neither scontrol nor sacct knows any more (lost).
 //
 // Crash recovery: the files and the batch job outlive the server. A restarted server
 // re-attaches to the build command it finds in the job's latest build directory (reattach())
@@ -57,6 +62,35 @@ struct SlurmJob {
   int exit_code = 0;   ///< ExitCode=<code>:<signal>
   int signal = 0;
 };
+
+/// A node of a partition as `sinfo` reports it.
+struct SlurmNode {
+  std::string name;
+  unsigned cpus = 0;
+  std::uint64_t memory_mb = 0;  ///< RealMemory, MiB
+  friend bool operator==(const SlurmNode&, const SlurmNode&) = default;
+};
+
+/// The `sinfo -h -N -o '%N|%c|%m|%P'` argv for `partition` (empty: every partition).
+[[nodiscard]] std::vector<std::string> sinfo_argv(const std::string& partition);
+/// The nodes of `partition` in that output, each once; for an empty partition, the nodes of
+/// the default one (marked '*'), else every node listed.
+[[nodiscard]] std::vector<SlurmNode> parse_sinfo_nodes(std::string_view output,
+                                                       std::string_view partition);
+/// `request` fitted to `nodes` (see Executor::fit_request): unchanged when a node holds it;
+/// a default request lowered to the node that holds most of it, with a note saying so; a
+/// recipe's own request that no node holds refused (invalid), naming what was asked and the
+/// largest nodes. `where` names the partition in messages ("partition gpu").
+[[nodiscard]] Result<FittedRequest> fit_to_nodes(const ResourceRequest& request,
+                                                 const std::vector<SlurmNode>& nodes,
+                                                 std::string_view where);
+/// True for a pending Reason that never passes for this job as it was submitted: it asks for
+/// more than the partition allows or any node holds (PartitionConfig, PartitionNodeLimit,
+/// PartitionTimeLimit, BadConstraints, a QOS or association limit per job), names an
+/// account, QOS or dependency that is invalid or can never be met, or ReqNodeNotAvail with no
+/// unavailable node listed (no node could ever run it). Resources, Priority, a node that is
+/// down for now and the like pass.
+[[nodiscard]] bool never_starts(std::string_view reason);
 
 /// The job id sbatch --parsable printed ("1234" or "1234;cluster"); nullopt when there is none.
 [[nodiscard]] std::optional<std::string> parse_sbatch_id(std::string_view output);

@@ -73,6 +73,117 @@ std::vector<std::pair<std::string, std::string>> fields(std::string_view line) {
 // ---------------------------------------------------------------------------------------------
 // Parsing and state mapping
 
+std::vector<std::string> sinfo_argv(const std::string& partition) {
+  std::vector<std::string> argv = {"sinfo", "-h", "-N", "-o", "%N|%c|%m|%P"};
+  if (!partition.empty()) argv.push_back("--partition=" + partition);
+  return argv;
+}
+
+std::vector<SlurmNode> parse_sinfo_nodes(std::string_view output, std::string_view partition) {
+  std::vector<SlurmNode> all;
+  std::vector<SlurmNode> chosen;
+  const auto add = [](std::vector<SlurmNode>& to, const SlurmNode& n) {
+    if (std::none_of(to.begin(), to.end(), [&](const SlurmNode& m) { return m.name == n.name; })) {
+      to.push_back(n);
+    }
+  };
+  for (const auto line : split(output, '\n')) {
+    const auto parts = split(trim(line), '|');
+    if (parts.size() < 4) continue;
+    SlurmNode n;
+    n.name = std::string(trim(parts[0]));
+    const auto cpus = parse_u64(trim(parts[1]));
+    // Memory may carry a '+' (nodes of one line with different sizes: the smallest is given).
+    std::string_view memory = trim(parts[2]);
+    if (!memory.empty() && memory.back() == '+') memory.remove_suffix(1);
+    const auto mb = parse_u64(memory);
+    if (n.name.empty() || !cpus || !mb) continue;
+    n.cpus = static_cast<unsigned>(*cpus);
+    n.memory_mb = *mb;
+    std::string_view part = trim(parts[3]);
+    const bool is_default = !part.empty() && part.back() == '*';
+    if (is_default) part.remove_suffix(1);
+    add(all, n);
+    if (partition.empty() ? is_default : part == partition) add(chosen, n);
+  }
+  return partition.empty() && chosen.empty() ? all : chosen;
+}
+
+Result<FittedRequest> fit_to_nodes(const ResourceRequest& request,
+                                   const std::vector<SlurmNode>& nodes, std::string_view where) {
+  FittedRequest out{request, {}};
+  const unsigned cpus = std::max(1U, request.cpus);
+  const std::uint64_t mib = (request.memory_bytes + kMiB - 1) / kMiB;
+  const auto holds = [&](const SlurmNode& n) { return n.cpus >= cpus && n.memory_mb >= mib; };
+  if (nodes.empty() || std::any_of(nodes.begin(), nodes.end(), holds)) return out;
+  const auto most_cpus =
+      *std::max_element(nodes.begin(), nodes.end(), [](const SlurmNode& a, const SlurmNode& b) {
+        return std::pair(a.cpus, a.memory_mb) < std::pair(b.cpus, b.memory_mb);
+      });
+  const auto most_memory =
+      *std::max_element(nodes.begin(), nodes.end(), [](const SlurmNode& a, const SlurmNode& b) {
+        return std::pair(a.memory_mb, a.cpus) < std::pair(b.memory_mb, b.cpus);
+      });
+  const std::string asked = std::to_string(cpus) + " CPU(s) and " + std::to_string(mib) + " MiB";
+  const std::string largest =
+      "the largest node" +
+      (most_cpus.name == most_memory.name
+           ? " is " + most_cpus.name + " with " + std::to_string(most_cpus.cpus) + " CPU(s) and " +
+                 std::to_string(most_cpus.memory_mb) + " MiB"
+           : "s are " + most_cpus.name + " with " + std::to_string(most_cpus.cpus) +
+                 " CPU(s) and " + most_memory.name + " with " +
+                 std::to_string(most_memory.memory_mb) + " MiB");
+  if (request.source == ResourceRequest::Source::recipe) {
+    return make_error(Errc::invalid, "the recipe's build jobs ask for " + asked +
+                                         " (cpus x gb_per_job), more than any node of " +
+                                         std::string(where) + " holds: " + largest);
+  }
+  // The default: as many CPUs as the node that holds most of the request has, each with the
+  // memory a CPU was to have; 1 CPU and the largest node's memory when no node has that.
+  const std::uint64_t per_cpu = request.memory_bytes / cpus;
+  unsigned best = 0;
+  for (const auto& n : nodes) {
+    std::uint64_t c = std::min(cpus, n.cpus);
+    if (per_cpu > 0) c = std::min<std::uint64_t>(c, n.memory_mb * kMiB / per_cpu);
+    best = std::max(best, static_cast<unsigned>(c));
+  }
+  if (best > 0) {
+    out.request.cpus = best;
+    out.request.memory_bytes = (best * per_cpu + kMiB - 1) / kMiB * kMiB;
+  } else {
+    out.request.cpus = 1;
+    out.request.memory_bytes = most_memory.memory_mb * kMiB;
+  }
+  out.note = "the default request of " + asked + " is more than any node of " + std::string(where) +
+             " holds (" + largest + "): build jobs ask for " + std::to_string(out.request.cpus) +
+             " CPU(s) and " + std::to_string(out.request.memory_bytes / kMiB) + " MiB";
+  return out;
+}
+
+bool never_starts(std::string_view reason) {
+  std::string text(trim(reason));
+  std::replace(text.begin(), text.end(), '_', ' ');
+  const std::string_view r = text;
+  const std::string_view word = r.substr(0, r.find_first_of(", "));
+  static constexpr std::string_view kNever[] = {
+      "PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit",       "BadConstraints",
+      "InvalidAccount",  "InvalidQOS",         "DependencyNeverSatisfied",
+  };
+  if (std::find(std::begin(kNever), std::end(kNever), word) != std::end(kNever)) return true;
+  // Limits on one job (QOSMaxCpuPerJobLimit, AssocMaxMemPerJob, ...): waiting does not help,
+  // unlike limits per user or account.
+  if ((word.starts_with("QOSMax") || word.starts_with("AssocMax")) &&
+      word.find("PerJob") != std::string_view::npos) {
+    return true;
+  }
+  if (word == "ReqNodeNotAvail") {
+    const std::size_t at = r.find("UnavailableNodes:");
+    return at != std::string_view::npos &&
+           trim(r.substr(at + std::string_view("UnavailableNodes:").size())).empty();
+  }
+  return false;
+}
+
 std::optional<std::string> parse_sbatch_id(std::string_view output) {
   for (const auto line : split(output, '\n')) {
     const std::string_view id = trim(line.substr(0, line.find(';')));
@@ -297,12 +408,13 @@ BEGIN {
   cores = int(cpus + 0); if (cores < 1) cores = 1
   budget = int(mem_mb + 0) * 1048576
   threads = int(archs + 0); if (threads < 1) threads = 1; if (threads > 4) threads = 4
+  if (threads > cores) threads = cores
   while (threads > 1 && bytes(threads) > budget) threads--
   per = bytes(threads)
   jobs = int(budget / per)
   if ((jobs + 1) * per <= budget) jobs++
   if (jobs > 0 && jobs * per > budget) jobs--
-  if (jobs > cores) jobs = cores
+  if (jobs > int(cores / threads)) jobs = int(cores / threads)
   if (jobs < 1) jobs = 1
   for (i = 0; i < halvings; i++) {
     if (jobs > 1) jobs = int(jobs / 2)

@@ -159,6 +159,9 @@ bool resumable(core::JobState state, const fs::path& work_dir) {
 
 Status run_steps(JobContext& ctx) {
   if (auto st = make_directories(ctx.work_dir); !st) return st;
+  if (!ctx.pip_cache.empty()) {
+    if (auto st = make_directories(ctx.pip_cache); !st) return st;
+  }
   if (auto st = ctx.executor.prepare(ctx.work_dir); !st) return st;
   std::size_t first = 0;
   if (ctx.resume) {
@@ -398,7 +401,7 @@ Status smoke_test(JobContext& ctx) {
             "smoke test",
             ctx.command({python, "-m", "pip", "install", "--index-url", ctx.torch_index,
                          "torch==" + ctx.job.cell.torch.str() + ".*"},
-                        ctx.base_env, ctx.work_dir));
+                        ctx.install_env(), ctx.work_dir));
         !st) {
       return st;
     }

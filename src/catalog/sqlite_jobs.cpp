@@ -13,7 +13,7 @@ constexpr const char* kJobColumns =
     "id, build_id, recipe, version, python, torch, cuda, state, reason, attempts, max_jobs,"
     " nvcc_threads, wheel, created_at, started_at, finished_at, nvcc_path, nvcc_version,"
     " torch_version, torch_cuda, python_path, python_version, build_number, glibc_floor,"
-    " executor_job";
+    " executor_job, image, image_digest, engine_command";
 
 JobRecord read_job(const Stmt& q) {
   JobRecord j;
@@ -42,6 +42,9 @@ JobRecord read_job(const Stmt& q) {
   j.build_number = static_cast<std::uint64_t>(q.i64(22));
   j.glibc_floor = q.text(23);
   j.executor_job = q.text(24);
+  j.provenance.image = q.text(25);
+  j.provenance.image_digest = q.text(26);
+  j.provenance.engine_command = q.text(27);
   return j;
 }
 
@@ -217,6 +220,13 @@ class SqliteJobStore final : public JobStore {
     return run(db_, u, "record executor job");
   }
 
+  Status record_provenance(std::int64_t id, const Provenance& p) override {
+    std::lock_guard lock(mu_);
+    Stmt u(db_, "UPDATE jobs SET image = ?, image_digest = ?, engine_command = ? WHERE id = ?");
+    u.bind(1, p.image).bind(2, p.image_digest).bind(3, p.engine_command).bind(4, id);
+    return run(db_, u, "record provenance");
+  }
+
   Result<std::vector<JobRecord>> requeue_interrupted(
       const std::set<std::int64_t>& still_running) override {
     std::vector<JobRecord> running;
@@ -287,7 +297,11 @@ class SqliteJobStore final : public JobStore {
       j.finished_at.reset();
     }
     j.state = to;
-    if (!reason.empty() || to == core::JobState::queued) j.reason = reason;
+    // A queued or succeeded job keeps no reason from before ("requeued after an
+    // interruption" on a job that then succeeded would say it still is).
+    if (!reason.empty() || to == core::JobState::queued || to == core::JobState::succeeded) {
+      j.reason = reason;
+    }
     Stmt u(db_,
            "UPDATE jobs SET state = ?, reason = ?, started_at = ?, finished_at = ? WHERE id = ?");
     u.bind(1, core::state_name(to)).bind(2, j.reason);

@@ -236,6 +236,13 @@ CREATE TABLE upstream_blobs (
     R"sql(
 ALTER TABLE upstream_blobs ADD COLUMN last_used_at INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 16: what ran a job's build command in a container (catalog::Provenance): the image, its
+    // digest as the engine reported it, and the engine's command line.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN image TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN image_digest TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN engine_command TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace

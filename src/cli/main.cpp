@@ -388,12 +388,14 @@ int run(int argc, char** argv) {
                                                                    : wf::app::BlobCopy::copy});
   }
   if (gc->parsed()) {
-    const auto settings = gc_opts.settings();
+    const auto configuration = gc_opts.configuration();
     const auto min_age = min_age_option(gc_min_age);
-    if (!settings || !min_age) return 2;
-    return wf::app::gc(*settings,
-                       wf::app::GcOptions{gc_dry_run, *min_age, settings->upstream_file_cache,
-                                          settings->upstream_page_disk_cache});
+    if (!configuration || !min_age) return 2;
+    const auto& settings = configuration->settings;
+    return wf::app::gc(settings,
+                       wf::app::GcOptions{gc_dry_run, *min_age, settings.upstream_file_cache,
+                                          settings.upstream_page_disk_cache,
+                                          configuration->build.host.pip_cache_bytes});
   }
   if (fsck->parsed()) {
     const auto settings = fsck_opts.settings();

@@ -422,13 +422,14 @@ Parallelism compute_parallelism(const Resources& resources, double gb_per_job, u
       budget_bytes, saturating_sub(resources.available_memory_bytes, resources.reserve_bytes));
 
   Parallelism p;
-  p.nvcc_threads = std::clamp(arch_count, 1U, 4U);
+  // Every thread of every compile job is a process that wants a core.
+  p.nvcc_threads = std::min(std::clamp(arch_count, 1U, 4U), cores);
   while (p.nvcc_threads > 1 && bytes_for(gb_per_job, 1, p.nvcc_threads) > budget) {
     --p.nvcc_threads;
   }
   const std::uint64_t per_job = bytes_for(gb_per_job, 1, p.nvcc_threads);
   const std::uint64_t fitting = budget / per_job;
-  p.max_jobs = static_cast<unsigned>(std::clamp<std::uint64_t>(fitting, 1, cores));
+  p.max_jobs = static_cast<unsigned>(std::clamp<std::uint64_t>(fitting, 1, cores / p.nvcc_threads));
   p.memory_bytes = bytes_for(gb_per_job, p.max_jobs, p.nvcc_threads);
   return p;
 }

@@ -25,6 +25,14 @@ Json toolchain_json(const catalog::Toolchain& t) {
               {"python", pair("path", t.python, "version", t.python_version)}};
 }
 
+// The container that ran the build: {image, digest, command}, or null when there was none.
+Json provenance_json(const catalog::Provenance& p) {
+  if (p.image.empty() && p.engine_command.empty()) return Json(nullptr);
+  return Json{{"image", p.image},
+              {"digest", p.image_digest.empty() ? Json(nullptr) : Json(p.image_digest)},
+              {"command", p.engine_command}};
+}
+
 Json job_json(const catalog::JobRecord& j) {
   return Json{{"id", j.id},
               {"build_id", j.build_id},
@@ -44,6 +52,7 @@ Json job_json(const catalog::JobRecord& j) {
               {"glibc_floor", j.glibc_floor.empty() ? Json(nullptr) : Json(j.glibc_floor)},
               {"toolchain", toolchain_json(j.toolchain)},
               {"executor_job", j.executor_job},
+              {"container", provenance_json(j.provenance)},
               {"created_at", iso8601_micros(j.created_at)},
               {"started_at", time_or_null(j.started_at)},
               {"finished_at", time_or_null(j.finished_at)},

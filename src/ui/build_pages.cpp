@@ -60,6 +60,9 @@ mus::data job_data(const catalog::JobRecord& job, Micros now) {
            tool(job.toolchain.torch_version,
                 job.toolchain.torch_cuda.empty() ? "" : "CUDA " + job.toolchain.torch_cuda));
   set_text(d, "python_build", tool(job.toolchain.python, job.toolchain.python_version));
+  // The container that ran the build: "image (digest)", and the engine's command line.
+  set_text(d, "image", tool(job.provenance.image, job.provenance.image_digest));
+  set_text(d, "engine_command", job.provenance.engine_command);
   d.set("created", upload_date(job.created_at));
   d.set("started", time_or_dash(job.started_at));
   d.set("finished", time_or_dash(job.finished_at));

@@ -338,9 +338,12 @@ def older_catalog(data_dir: Path, sql: str = "") -> None:
     `sql`; the server must be stopped (it reopens it upgraded: every wheel without findings)."""
     db = sqlite3.connect(data_dir / "wheelforge.db")
     try:
-        # The undoing of migrations 15 (upstream blob use), 14 (upstream blobs), 13 (variant
-        # wheels) and 12 (findings).
-        db.executescript(sql + "ALTER TABLE upstream_blobs DROP COLUMN last_used_at;"
+        # The undoing of migrations 16 (container provenance of jobs), 15 (upstream blob use),
+        # 14 (upstream blobs), 13 (variant wheels) and 12 (findings).
+        db.executescript(sql + "ALTER TABLE jobs DROP COLUMN engine_command;"
+                         " ALTER TABLE jobs DROP COLUMN image_digest;"
+                         " ALTER TABLE jobs DROP COLUMN image;"
+                         " ALTER TABLE upstream_blobs DROP COLUMN last_used_at;"
                          " DROP TABLE upstream_blobs; ALTER TABLE files DROP COLUMN variant;"
                          " ALTER TABLE files DROP COLUMN binaries; PRAGMA user_version = 11;")
         db.commit()

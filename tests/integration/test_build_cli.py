@@ -21,6 +21,7 @@ import pytest
 
 from conftest import Harness
 from test_runner import (
+    CUDA_HOME,
     FAULT_TIMEOUT,
     STATE_ORDER,
     Admin,
@@ -33,7 +34,7 @@ from test_runner import (
     write_config,
     write_fake_source,
 )
-from wfhelpers import JSON_TYPE, SERVER_START_TIMEOUT, Server, clean_env, wait_for
+from wfhelpers import JSON_TYPE, SERVER_START_TIMEOUT, Server, clean_env, run, wait_for
 
 CELL = "py3.11-torch2.8-cu130"
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -338,22 +339,32 @@ def test_signal_cancels_the_jobs_and_their_process_trees(harness, sig):
 # config check
 
 
+def fake_nvcc(home: Path, release: str) -> Path:
+    """A CUDA home whose bin/nvcc prints what nvcc --version prints for `release`."""
+    nvcc = home / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True, exist_ok=True)
+    nvcc.write_text("#!/bin/sh\n"
+                    "echo 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
+                    f"echo 'Cuda compilation tools, release {release}, V{release}.41'\n")
+    nvcc.chmod(0o755)
+    return home
+
+
 def fake_toolchain(root: Path) -> tuple[Path, Path]:
-    """An executable standing in for an interpreter, and a CUDA home with bin/nvcc (config
-    check only checks that they exist and are executable)."""
+    """An executable standing in for an interpreter, a CUDA home with a bin/nvcc of release
+    12.8, and the source directory GOOD_RECIPE names (ROOT/src/demo)."""
     python = root / "bin" / "python3.12"
-    nvcc = root / "cuda-12.8" / "bin" / "nvcc"
-    for exe in (python, nvcc):
-        exe.parent.mkdir(parents=True, exist_ok=True)
-        exe.write_text("#!/bin/sh\nexit 0\n")
-        exe.chmod(0o755)
-    return python, nvcc.parent.parent
+    python.parent.mkdir(parents=True, exist_ok=True)
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+    (root / "src" / "demo").mkdir(parents=True, exist_ok=True)
+    return python, fake_nvcc(root / "cuda-12.8", "12.8")
 
 
 GOOD_RECIPE = """
 [recipes.demo]
 project = "wf-demo"
-source = { path = "/src/demo" }
+source = { path = "ROOT/src/demo" }
 build_requires = ["ninja"]
 timeout = "1h"
 [recipes.demo.matrix]
@@ -369,7 +380,8 @@ def test_config_check_accepts_a_good_build_configuration(harness):
     config = harness.root / "good.toml"
     config.write_text(
         f'listen = "127.0.0.1:7001"\n[build]\nmemory_reserve = "1G"\n'
-        f'[build.python]\n"3.12" = "{python}"\n[build.cuda]\n"12.8" = "{cuda}"\n' + GOOD_RECIPE
+        f'[build.python]\n"3.12" = "{python}"\n[build.cuda]\n"12.8" = "{cuda}"\n'
+        + GOOD_RECIPE.replace("ROOT", str(harness.root))
     )
     proc = harness.cli("config", "check", "--config", str(config))
     assert proc.returncode == 0, proc.stderr
@@ -427,7 +439,7 @@ cuda = ["12.8", "12.6"]
     # Only the host's problems: still an error for config check ...
     config.write_text(
         f'[build.python]\n"3.12" = "{missing}"\n[build.cuda]\n"12.8" = "{harness.root}"\n'
-        + GOOD_RECIPE
+        + GOOD_RECIPE.replace("ROOT", str(harness.root))
     )
     proc = harness.cli("config", "check", "--config", str(config))
     assert proc.returncode == 2, proc.stdout
@@ -440,6 +452,51 @@ cuda = ["12.8", "12.6"]
     assert wait_for(lambda: f"build.python.3.12: {missing} does not exist" in server.log(), 5.0), (
         server.log_tail())
     assert server.get("/healthz").status == 200
+
+
+def test_config_check_reports_a_missing_source_and_a_toolkit_of_another_release(harness):
+    root = harness.root
+    python, cuda = fake_toolchain(root)
+    # A toolkit of 13.0 under the key 12.9, and a source directory that is not there.
+    mislabelled = fake_nvcc(root / "cuda-13.0", "13.0")
+    missing = root / "src" / "gone"
+    not_a_dir = root / "src" / "file"
+    not_a_dir.write_text("")
+    recipes = ""
+    for name, where in (("gone", missing), ("file", not_a_dir), ("demo", root / "src" / "demo")):
+        recipes += (f'[recipes.{name}]\nproject = "wf-{name}"\nsource = {{ path = "{where}" }}\n'
+                    f'[recipes.{name}.matrix]\npython = ["3.12"]\ntorch = ["2.8"]\n'
+                    f'cuda = ["12.8", "12.9"]\n')
+    config = root / "cuda.toml"
+    config.write_text(f'[build.python]\n"3.12" = "{python}"\n[build.cuda]\n"12.8" = "{cuda}"\n'
+                      f'"12.9" = "{mislabelled}"\n' + recipes)
+    proc = harness.cli("config", "check", "--config", str(config))
+    assert proc.returncode == 2, proc.stdout
+    assert sorted(proc.stderr.splitlines()) == sorted([
+        f"error: recipes.gone.source.path: {missing} does not exist",
+        f"error: recipes.file.source.path: {not_a_dir} is not a directory",
+        f"error: build.cuda.12.9: {mislabelled}/bin/nvcc reports release 13.0 (V13.0.41), not "
+        "12.9: the key must name the toolkit's own release",
+    ]), proc.stderr
+
+    # The real toolkit of this host, under a key that contradicts it.
+    if not (CUDA_HOME / "bin" / "nvcc").exists():
+        return
+    real = run([str(CUDA_HOME / "bin" / "nvcc"), "--version"], timeout=60)
+    release = re.search(r"release (\d+\.\d+)", real.stdout).group(1)
+    wrong = "12.9" if release != "12.9" else "12.8"
+    config.write_text(f'[build.python]\n"3.12" = "{python}"\n[build.cuda]\n'
+                      f'"{wrong}" = "{CUDA_HOME}"\n'
+                      f'[recipes.demo]\nproject = "wf-demo"\n'
+                      f'source = {{ path = "{root / "src" / "demo"}" }}\n'
+                      f'[recipes.demo.matrix]\npython = ["3.12"]\ntorch = ["2.8"]\n'
+                      f'cuda = ["{wrong}"]\n')
+    proc = harness.cli("config", "check", "--config", str(config))
+    assert proc.returncode == 2, proc.stdout
+    assert re.fullmatch(rf"error: build\.cuda\.{re.escape(wrong)}: {re.escape(str(CUDA_HOME))}"
+                        rf"/bin/nvcc reports release {re.escape(release)} \(V[\d.]+\), not "
+                        rf"{re.escape(wrong)}: the key must name the toolkit's own release\n",
+                        proc.stderr), proc.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ package of tests/integration/test_runner.py (a .cu file compiled by nvcc, agains
 torch from the server's own view) in the image, with the host's CUDA toolkit mounted
 read-only as its only other host path: the interpreter is the image's Python 3.11, the wheel
 is smoke-tested in the image and then installed by pip on the host and run. The build reports
-what it sees (its limits, the host's paths), a cancelled build's container must be gone, and a
+what it sees (its limits, the host's paths), a running build names its image, digest and
+engine command line (log, job JSON, job page), a cancelled build's container must be gone, and a
 Slurm job's commands run in containers too.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import test_runner as tr
+from test_ui import basic
 from wfhelpers import PIP_PYTHONS, clean_env, pip_args, run, wait_for
 
 TIMEOUT = 400.0
@@ -156,12 +158,41 @@ def test_cuda_package_is_built_and_smoke_tested_in_the_image(container_engine, h
     assert not containers_of(engine, h, job["id"]), "a container of the finished job is left"
 
 
+def check_provenance(engine, admin, job_id: int) -> None:
+    """The job names what runs its build: the image, its digest as the engine reports it, and
+    the engine's command line, in its log, its JSON and its page."""
+    inspected = engine.cmd("image", "inspect", "--format",
+                           "{{.Id}} {{range .RepoDigests}}{{.}} {{end}}", engine.image)
+    assert inspected.returncode == 0, inspected.stderr
+    words = inspected.stdout.split()
+    digest = words[1].split("@", 1)[1] if len(words) > 1 else words[0]
+    if not digest.startswith("sha256:"):
+        digest = "sha256:" + digest
+    container = admin.job(job_id)["container"]
+    assert container is not None, admin.job(job_id)
+    assert container["image"] == engine.image and container["digest"] == digest, container
+    command = container["command"]
+    assert command.startswith(f"{engine.cli} ") and " run --rm --init " in command, command
+    assert f" {engine.image} /bin/sh -c 'sh ./hang.sh'" in command, command
+    # A variable that looks like a secret is masked; the others are as the build gets them.
+    assert "WF_FAKE_API_TOKEN=***" in command and "s3cr3t" not in command, command
+    assert "WF_FAKE_PROJECT=wf-fake-hang" in command, command
+    log = admin.log_text(job_id)
+    assert f"==> [{engine.kind}] image {engine.image} ({digest}): {command}\n" in log, log[-3000:]
+    page = admin.server.get(f"/jobs/{job_id}", basic(admin.token))
+    assert page.status == 200, page.status
+    assert f"<dt>Image</dt><dd class=\"filename\">{engine.image} ({digest})</dd>" in page.text, (
+        page.text[:3000])
+    assert "<dt>Container command</dt>" in page.text and "WF_FAKE_API_TOKEN=***" in page.text
+
+
 def test_cancel_removes_the_container(container_engine, harness):
     engine, h = container_engine, harness
     source = tr.write_fake_source(h.path("src", "fake"))
     config = write_container_config(h.root / "wheelforge.toml", engine, {
         "hang": tr.fake_recipe("wf-fake-hang", "sh ./hang.sh", timeout="10m",
-                               env={"WF_PIDS_FILE": "/tmp/pids.txt"}),
+                               env={"WF_PIDS_FILE": "/tmp/pids.txt",
+                                    "WF_FAKE_API_TOKEN": "s3cr3t"}),
     }, source)
     _server, admin = start_server(h, config)
     job_id = admin.submit("hang")["jobs"][0]["id"]
@@ -173,6 +204,7 @@ def test_cancel_removes_the_container(container_engine, harness):
     assert len(running) == 1, running
     assert engine.cmd("container", "inspect", "--format", "{{.State.Status}}",
                       running[0]).stdout.strip() == "running"
+    check_provenance(engine, admin, job_id)
     resp = admin.request("POST", f"/admin/jobs/{job_id}/cancel")
     assert resp.status == 200, resp.text
     job = admin.wait_jobs([job_id], 60)[job_id]
@@ -195,8 +227,10 @@ def test_restart_mid_build_reattaches_to_the_container(container_engine, harness
     }, source)
     first, admin = start_server(h, config)
     job_id = admin.submit("wait")["jobs"][0]["id"]
+    # The build's own output line, not the logged engine command that contains its script.
     building = wait_for(lambda: admin.job(job_id)["state"] == "building"
-                        and "fake build: waiting" in admin.log_text(job_id), TIMEOUT, 0.2)
+                        and "fake build: waiting" in admin.log_text(job_id).splitlines(),
+                        TIMEOUT, 0.2)
     assert building, admin.describe(admin.job(job_id))
     running = containers_of(engine, h, job_id)
     assert len(running) == 1, running
@@ -217,7 +251,7 @@ def test_restart_mid_build_reattaches_to_the_container(container_engine, harness
     assert job["state"] == "succeeded", admin.describe(job)
     assert job["attempts"] == 1, job
     log = admin.log_text(job_id)
-    assert log.count("fake build: waiting") == 1, log[-3000:]
+    assert log.splitlines().count("fake build: waiting") == 1, log[-3000:]
     assert job["wheel"] in tr.view_files(second, "cu130/torch2.8", "wf-fake-wait")
     assert not containers_of(engine, h, job_id), "the finished build's container is left"
 

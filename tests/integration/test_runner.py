@@ -1292,6 +1292,23 @@ def test_build_environment_is_minimal(fault_bed):
     assert seen["torch"] == "2.8.0+cu130", "the build environment's torch is not the 2.8 stand-in"
 
 
+def test_installs_share_the_pip_cache(fault_bed):
+    """The build environment's install downloads torch into DATA_DIR/builds/pip-cache; the
+    smoke test's install of the same torch, into a fresh environment, takes it from there
+    instead of downloading it again."""
+    bed = fault_bed
+    job = bed.warm
+    require_succeeded(bed, job)
+    log = bed.admin.log_text(job["id"])
+    wheel = r"torch-2\.8\.0(\+|%2B)cu130-py3-none-any\.whl"
+    prepare = log[log.index("step: prepare environment"):log.index("step: verify torch")]
+    smoke = log[log.index("step: smoke test"):]
+    assert not re.search("Using cached \\S*" + wheel, prepare), prepare[-3000:]
+    assert re.search("Using cached \\S*" + wheel, smoke), smoke[-3000:]
+    cache = bed.h.data_dir / "builds" / "pip-cache"
+    assert any(p.is_file() for p in cache.rglob("*")), f"nothing in {cache}"
+
+
 def test_admin_api_rejects_bad_requests(fault_bed):
     bed = fault_bed
     admin = bed.admin

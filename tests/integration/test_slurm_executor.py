@@ -7,12 +7,16 @@ cluster (SLURM_CONF is in the environment it inherits), and builds fake packages
 scripts and tests/integration/test_runner.py's fake_wheel.py, with the stand-in torch): a
 2-cell matrix that only succeeds when both cells build at the same time, a cancelled build
 whose processes must all be gone, a build killed for memory by the cgroup cluster and retried
-smaller, and a server killed with SIGKILL mid-build that re-attaches to the batch job after a
-restart instead of building again.
+smaller, a server killed with SIGKILL mid-build that re-attaches to the batch job after a
+restart instead of building again, jobs sized to the partition's nodes (a default lowered, a
+recipe's own demand no node holds refused at once, and `config check` probing with that size
+from the default relative data directory), and a batch job pending for a reason that never
+passes (a partition's time limit below the recipe's timeout) cancelled and its job failed.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import time
@@ -222,3 +226,87 @@ def test_server_killed_mid_build_reattaches_after_restart(slurm_cluster, harness
     placed = batch_jobs(cluster, h, job_id)
     assert placed["build"] == [slurm_id], placed
     assert job["wheel"] in tr.view_files(second, "cu130/torch2.8", "wf-fake-counted")
+
+
+def test_jobs_are_sized_to_the_partitions_nodes_or_fail_at_once(slurm_cluster, harness):
+    cluster, h = slurm_cluster, harness
+    pids = h.root / "pids.txt"
+    too_many = cluster.cpus + 62
+    _server, admin, config = slurm_bed(h, cluster, {
+        # Asks for more CPUs than any node has: no batch job could ever start.
+        "greedy": tr.fake_recipe("wf-fake-greedy", "sh ./counted.sh {python} {out}",
+                                 cpus=too_many),
+        # Names no cpus: the executor's default, more than the node has, is lowered to fit.
+        "plain": tr.fake_recipe("wf-fake-plain", "sh ./hang.sh", timeout="10m",
+                                env={"WF_PIDS_FILE": str(pids)}),
+    }, cpus=cluster.cpus + 2)
+    greedy = admin.submit("greedy")["jobs"][0]["id"]
+    plain = admin.submit("plain")["jobs"][0]["id"]
+    try:
+        job = admin.wait_jobs([greedy], 30)[greedy]
+        assert job["state"] == "failed", admin.describe(job)
+        asked = too_many * 256
+        assert job["reason"] == (
+            f"the recipe's build jobs ask for {too_many} CPU(s) and {asked} MiB (cpus x "
+            f"gb_per_job), more than any node of partition {cluster.partition} holds: the "
+            f"largest node is {cluster.node_name} with {cluster.cpus} CPU(s) and "
+            f"{cluster.real_memory_mb} MiB"), job
+        assert "build" not in batch_jobs(cluster, h, greedy), "a batch job was submitted"
+
+        # The default request, lowered to the node's CPUs, with gb_per_job (0.25) for each.
+        fits = cluster.cpus * 256
+        line = wait_for(lambda: re.search(r"\[slurm\] build commands run in batch job (\d+) "
+                                          rf"\({cluster.cpus} CPU\(s\), {fits} MiB",
+                                          admin.log_text(plain)), 60, 0.2)
+        assert line, admin.log_text(plain)[-3000:]
+        log = admin.log_text(plain)
+        assert (f"[slurm] the default request of {cluster.cpus + 2} CPU(s) and "
+                f"{(cluster.cpus + 2) * 256} MiB is more than any node of partition "
+                f"{cluster.partition} holds") in log, log[-3000:]
+        batch = cluster.wait_state(int(line.group(1)), ["RUNNING"], 60)
+        assert batch.fields["NumCPUs"] == str(cluster.cpus), batch.fields
+        assert f"mem={fits}M" in batch.fields["TRES"], batch.fields
+        assert admin.request("POST", f"/admin/jobs/{plain}/cancel").status == 200
+        assert admin.wait_jobs([plain], 60)[plain]["state"] == "cancelled"
+    finally:
+        tr.kill_leftovers(tr.read_pids(pids), "sleep")
+
+    # config check: from the directory of the default (relative) data directory, a probe of
+    # the size of a build job; the greedy recipe is a problem.
+    proc = h.cli("config", "check", "--config", str(config), timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"error: recipes.greedy.cpus: the recipe's build jobs ask for {too_many} CPU(s)" in (
+        proc.stderr), proc.stderr
+    probe = re.search(rf"#   executor check: batch job (\d+) \({cluster.cpus} CPU\(s\), {fits} "
+                      rf"MiB\) on \S+ read a file the server wrote into (\S+)", proc.stdout)
+    assert probe, proc.stdout + proc.stderr
+    assert probe.group(2) == str(h.data_dir / "builds"), probe.group(0)
+    assert "recipe plain: the default request" in proc.stdout, proc.stdout
+
+
+def test_a_batch_job_that_can_never_start_fails_its_job(slurm_cluster, harness):
+    cluster, h = slurm_cluster, harness
+    # A partition whose time limit is below the recipe's timeout: its batch jobs would pend
+    # for PartitionTimeLimit for ever.
+    partition = "wfshort" + str(os.getpid())
+    cluster.cmd("scontrol", "create", f"PartitionName={partition}", f"Nodes={cluster.node_name}",
+                "MaxTime=1", "State=UP")
+    try:
+        _server, admin, _ = slurm_bed(h, cluster, {
+            "long": tr.fake_recipe("wf-fake-long", "sh ./counted.sh {python} {out}", cpus=1,
+                                   timeout="10m"),
+        }, partition=partition)
+        job_id = admin.submit("long")["jobs"][0]["id"]
+        job = admin.wait_jobs([job_id], 60)[job_id]
+        assert job["state"] == "failed", admin.describe(job)
+        slurm_id = job["executor_job"]
+        assert slurm_id, job
+        # Slurm names the partition's limits PartitionTimeLimit, or PartitionConfig when it
+        # judged them at submission.
+        assert re.search(rf"Slurm batch job {slurm_id} can never start: it is pending for "
+                         r"Partition(TimeLimit|Config) \(it asked for 1 CPU\(s\) and 256 MiB",
+                         job["reason"]), job
+        assert wait_for(lambda: cluster.job(int(slurm_id)).state == "CANCELLED", 30, 0.2), (
+            cluster.job(int(slurm_id)))
+    finally:
+        cluster.cmd("scontrol", "delete", f"PartitionName={partition}", check=False)

@@ -75,6 +75,9 @@ struct GcOptions {
   /// Settings::upstream_page_disk_cache: the disk copies of upstream pages beyond it are
   /// removed, least recently written first (not on a dry run). 0: no bound.
   std::uint64_t upstream_page_disk_cache = 0;
+  /// [build] pip_cache: the least recently used files of DATA_DIR/builds/pip-cache beyond it
+  /// are removed (not on a dry run). 0: no bound.
+  std::uint64_t pip_cache = 0;
 };
 
 struct GcReport {
@@ -87,6 +90,8 @@ struct GcReport {
   std::uint64_t evicted_bytes = 0;
   std::size_t page_copies_removed = 0;  ///< disk copies of upstream pages beyond their bound
   std::uint64_t page_copies_bytes = 0;  ///< ... and their blocks
+  std::size_t pip_cache_removed = 0;    ///< files of the builds' pip cache beyond its bound
+  std::uint64_t pip_cache_bytes = 0;    ///< ... and their blocks
   std::vector<std::filesystem::path> unexpected;  ///< files under blobs/ that are not blobs
 };
 

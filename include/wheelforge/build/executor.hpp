@@ -19,6 +19,7 @@
 
 #include "wheelforge/build/executor_config.hpp"
 #include "wheelforge/build/process.hpp"
+#include "wheelforge/catalog/jobs.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::build {
@@ -39,6 +40,28 @@ class Execution {
   /// dies), for the executor's reattach() to find: the build of an executor that re-attaches.
   /// Destroying such an execution leaves the command running.
   [[nodiscard]] virtual bool detached() const { return false; }
+  /// What ran the command beyond its argv, for the job record: the container image (and its
+  /// digest) and the engine's command line; nullopt for commands that run directly on a host.
+  [[nodiscard]] virtual std::optional<catalog::Provenance> provenance() const {
+    return std::nullopt;
+  }
+};
+
+/// What a build job asks a cluster for (Admission::cluster): CPUs and memory of one batch job.
+struct ResourceRequest {
+  unsigned cpus = 1;
+  std::uint64_t memory_bytes = 0;
+  /// Where the figures come from: the recipe's own `cpus` (a demand no node holds is refused)
+  /// or the executor's default (lowered to what a node holds).
+  enum class Source { recipe, defaults };
+  Source source = Source::defaults;
+  friend bool operator==(const ResourceRequest&, const ResourceRequest&) = default;
+};
+
+/// A request fitted to a cluster's nodes, and what the fitting found (for the job's log).
+struct FittedRequest {
+  ResourceRequest request;
+  std::string note;  ///< what was lowered and why, or why nothing could be checked; may be empty
 };
 
 /// What the machine that runs the builds offers, for admission (see Runner).
@@ -83,6 +106,12 @@ class Executor {
   [[nodiscard]] virtual Admission admission() const { return Admission::host; }
   /// CPUs a job asks a cluster for when its recipe names none (Admission::cluster).
   [[nodiscard]] virtual unsigned default_cpus() const { return 4; }
+  /// `request` fitted to the nodes the build jobs run on (Admission::cluster): a default
+  /// request is lowered to what the node that holds most of it offers (CPUs first, then memory
+  /// in proportion); a recipe's own request that no node holds fails with invalid, naming what
+  /// was asked and the largest nodes. When the nodes cannot be read, the request stands (the
+  /// note says why). Blocks on the cluster's client. Default: the request unchanged.
+  [[nodiscard]] virtual Result<FittedRequest> fit_request(const ResourceRequest& request);
   /// True when commands go on running while the server is down, and reattach() finds them:
   /// the detached ones (CommandPlacement::Lifetime::detached, the build) on this host and in
   /// containers, every one on a cluster.
@@ -101,10 +130,12 @@ class Executor {
   /// cluster's or engine's client. Default: nothing.
   virtual void release(const CommandPlacement& job, Release how);
   /// What can be checked before jobs run (`wheelforge config check`): for a cluster, that a
-  /// batch job sees a file the server writes into `builds_dir`; for containers, that the
-  /// engine answers and the images exist. Blocks up to about `limit`. Returns the problems
-  /// found, and in `notes` what was checked.
+  /// batch job of the size `probe` (what build jobs ask for) starts and sees a file the server
+  /// writes into `builds_dir` (made absolute); for containers, that the engine answers and the
+  /// images exist. Blocks up to about `limit`. Returns the problems found, and in `notes` what
+  /// was checked.
   [[nodiscard]] virtual std::vector<std::string> check(const std::filesystem::path& builds_dir,
+                                                       const ResourceRequest& probe,
                                                        std::chrono::seconds limit,
                                                        std::vector<std::string>& notes);
 };

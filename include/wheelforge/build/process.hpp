@@ -56,8 +56,10 @@ struct CommandPlacement {
   std::filesystem::path work_dir;  ///< the job's work directory (DATA_DIR/builds/job-<id>)
   std::filesystem::path log;       ///< the job's log, for the executor's own notes
   std::filesystem::path envs_dir;  ///< where build environments live (DATA_DIR/builds/envs)
-  std::string python;              ///< the cell's Python ("3.12")
-  std::string cuda;                ///< the cell's CUDA ("12.8")
+  /// The pip cache the install commands use (DATA_DIR/builds/pip-cache); empty: none.
+  std::filesystem::path pip_cache;
+  std::string python;  ///< the cell's Python ("3.12")
+  std::string cuda;    ///< the cell's CUDA ("12.8")
   /// What the job may use: the admission grant (limits of a container) or what its batch jobs
   /// ask a cluster for. 0: not set.
   std::uint64_t memory_bytes = 0;
@@ -108,7 +110,7 @@ struct ExitStatus {
   [[nodiscard]] bool success() const { return exited && code == 0 && !timed_out && !cancelled; }
   /// For logs and job records: "exit 137", "killed by SIGKILL", "timed out after 5s",
   /// "cancelled". Cancellation and timeout take precedence over how the leader died. A note
-  /// follows in parentheses.
+  /// follows in parentheses; when nothing else is known, the note alone.
   [[nodiscard]] std::string describe() const;
 };
 

@@ -75,12 +75,21 @@ struct HostConfig {
   bool keep_failed_work_dirs = true;
   /// How many times a build killed by the OOM killer is retried with half the parallelism.
   int oom_retries = 2;
+  /// The most disk the pip cache of build environments (DATA_DIR/builds/pip-cache) may take
+  /// before the least recently used files go (after each job, and by `wheelforge gc`); 0: no
+  /// cache, every install downloads again.
+  std::uint64_t pip_cache_bytes = 20ULL << 30U;
 };
 
 struct RunnerConfig {
   HostConfig host;
   std::map<std::string, RecipeConfig> recipes;
 };
+
+/// What each build batch job of `recipe` asks a cluster for before it is fitted to the nodes
+/// (Executor::fit_request): the recipe's `cpus` (else the executor's default) and gb_per_job
+/// GiB for each, in whole MiB.
+[[nodiscard]] ResourceRequest cluster_request(const core::Recipe& recipe, const Executor& executor);
 
 class Runner {
  public:

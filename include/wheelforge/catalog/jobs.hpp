@@ -40,6 +40,17 @@ struct Toolchain {
   friend bool operator==(const Toolchain&, const Toolchain&) = default;
 };
 
+/// What ran a job's build command when it ran in a container: the image as configured, its
+/// digest as the engine reported it (the repository digest, else the image id; empty when the
+/// engine reported none), and the engine's command line (values of variables that look like
+/// secrets masked). Empty for builds that ran directly on a host.
+struct Provenance {
+  std::string image;
+  std::string image_digest;
+  std::string engine_command;
+  friend bool operator==(const Provenance&, const Provenance&) = default;
+};
+
 struct JobRecord {
   std::int64_t id = 0;
   std::int64_t build_id = 0;
@@ -62,6 +73,7 @@ struct JobRecord {
   /// The batch job the job's commands run in now, on executors that run them elsewhere (a
   /// Slurm job id); empty otherwise. A restarted server re-attaches through it.
   std::string executor_job;
+  Provenance provenance;
   Micros created_at = 0;
   std::optional<Micros> started_at;
   std::optional<Micros> finished_at;
@@ -100,6 +112,8 @@ class JobStore {
   /// Records the batch job the job's commands run in now (JobRecord::executor_job).
   [[nodiscard]] virtual Status record_executor_job(std::int64_t id,
                                                    const std::string& executor_job) = 0;
+  /// Records what ran the job's build command (replacing what an earlier attempt recorded).
+  [[nodiscard]] virtual Status record_provenance(std::int64_t id, const Provenance& provenance) = 0;
 
   /// Startup recovery: every job in a running state becomes interrupted, then queued again,
   /// except the jobs in `still_running` (another live process runs them). Returns the

@@ -191,10 +191,12 @@ struct Cell {
 // docs/torch-labels.md, "Building extensions").
 //
 // Formula, with GiB = 2^30 and budget = min(grant, available − reserve):
-//     nvcc_threads = clamp(arch_count, 1, 4)                 (more threads than archs idle)
+//     nvcc_threads = min(clamp(arch_count, 1, 4), cores)     (more threads than archs idle)
 //     while nvcc_threads > 1 and gb_per_job × nvcc_threads GiB > budget: nvcc_threads −= 1
-//     max_jobs     = max(1, min(cores, ⌊budget / (gb_per_job × nvcc_threads GiB)⌋))
-//     memory_bytes = max_jobs × nvcc_threads × gb_per_job GiB
+//     max_jobs     = max(1, min(⌊cores / nvcc_threads⌋, ⌊budget / (gb_per_job × nvcc_threads
+//     GiB)⌋)) memory_bytes = max_jobs × nvcc_threads × gb_per_job GiB
+// so that MAX_JOBS × NVCC_THREADS, the compiler processes running at once, never exceeds the
+// cores.
 //
 // Headroom. Upstream's auto formula min(cpus/2, avail_GB / (5 × NVCC_THREADS)) spends all the
 // memory available when the build starts: it ignores other builds running at the same time,

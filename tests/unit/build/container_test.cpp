@@ -140,6 +140,28 @@ TEST(ContainerArgv, NamesAndLabelsFollowTheJob) {
   EXPECT_THAT(container_name(a, "build-1"), ::testing::MatchesRegex("wf-[0-9a-f]{12}-7-build-1"));
 }
 
+TEST(ContainerArgv, TheImageDigestIsTheRepositoryDigestElseTheId) {
+  const std::string id(64, 'a');
+  const std::string repo(64, 'b');
+  EXPECT_EQ(
+      parse_image_digest("sha256:" + id + " docker.io/pytorch/builder@sha256:" + repo + " \n"),
+      "sha256:" + repo);
+  EXPECT_EQ(parse_image_digest("sha256:" + id + " \n"), "sha256:" + id);
+  EXPECT_EQ(parse_image_digest(id + "\n"), "sha256:" + id);  // podman leaves the prefix out
+  EXPECT_EQ(parse_image_digest(""), "");
+}
+
+TEST(ContainerArgv, TheLoggedCommandMasksVariablesThatLookLikeSecrets) {
+  const std::vector<std::string> argv = {
+      "podman",       "run",   "--env",      "HF_TOKEN=hf_abc", "--env",
+      "my_api_key=k", "--env", "MAX_JOBS=4", "--env",           "DB_PASSWORD=p=q",
+      "img",          "sh",    "-c",         "echo TOKEN=x"};
+  EXPECT_THAT(
+      argv_for_log(argv),
+      ElementsAre("podman", "run", "--env", "HF_TOKEN=***", "--env", "my_api_key=***", "--env",
+                  "MAX_JOBS=4", "--env", "DB_PASSWORD=***", "img", "sh", "-c", "echo TOKEN=x"));
+}
+
 TEST(ContainerArgv, TheEnginesClientGetsItsSettingsAndNothingElse) {
   ::setenv("CONTAINERS_CONF", "/etc/wf/containers.conf", 1);
   ::setenv("DOCKER_HOST", "unix:///run/wf/docker.sock", 1);
@@ -313,7 +335,7 @@ TEST(ContainerExecutorClient, ReleaseRemovesWhatADeadServerLeftAndCheckNamesMiss
   fs::remove(log);
 
   std::vector<std::string> notes;
-  const auto problems = executor->check("/data/builds", 10s, notes);
+  const auto problems = executor->check("/data/builds", ResourceRequest{}, 10s, notes);
   ASSERT_EQ(problems.size(), 1U);
   EXPECT_THAT(problems[0],
               HasSubstr("build.images.13.0: image 'missing:13.0' is not on this host"));

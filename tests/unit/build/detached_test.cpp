@@ -142,8 +142,10 @@ TEST_F(Detached, ACommandThatEndedWhileNobodyWatchedIsCollected) {
 }
 
 TEST_F(Detached, AnotherCommandOrOneWithoutItsSupervisorIsNotReattachedTo) {
-  const ProcessSpec spec = build("sleep 30");
+  const ProcessSpec spec = build("touch started; sleep 30");
   start_and_leave(spec);
+  // The supervisor has started the command (a loaded machine may take a while to fork it).
+  ASSERT_TRUE(appears(dir_ / "started"));
   // The configuration changed: another command line or environment.
   ProcessSpec other = spec;
   other.env.emplace_back("MAX_JOBS", "2");

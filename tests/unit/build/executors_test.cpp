@@ -4,10 +4,13 @@
 // an executor whose commands outlive the server (re-attaching to the build, or running the
 // steps after it again).
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -146,6 +149,125 @@ TEST_F(Executors, ClusterJobsStillCountAgainstMaxConcurrentJobs) {
   ASSERT_TRUE(bed.runner().cancel(a.id));
   ASSERT_TRUE(bed.runner().cancel(b.id));
   bed.wait_terminal(a.id);
+}
+
+TEST_F(Executors, AClusterRequestNoNodeHoldsFailsTheJobAtOnce) {
+  bed.fake.admission_value = Executor::Admission::cluster;
+  bed.config.recipes["demo"].recipe.cpus = 64;
+  bed.fake.fit = [](const ResourceRequest&) -> Result<FittedRequest> {
+    return make_error(Errc::invalid, "more than any node of partition p holds");
+  };
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  EXPECT_EQ(job.state, core::JobState::failed);
+  EXPECT_EQ(job.reason, "more than any node of partition p holds");
+  EXPECT_TRUE(bed.fake.commands().empty()) << bed.fake.commands().front().line();
+  ASSERT_EQ(bed.fake.fit_requests.size(), 1U);
+  // What the recipe asked for: its own cpus, gb_per_job (1 GiB) for each.
+  EXPECT_EQ(bed.fake.fit_requests[0],
+            (ResourceRequest{64, 64ULL << 30U, ResourceRequest::Source::recipe}));
+  EXPECT_THAT(bed.log(job.id), HasSubstr("failed: more than any node of partition p holds"));
+}
+
+TEST_F(Executors, AClusterJobIsSizedAsTheNodesAllow) {
+  bed.fake.admission_value = Executor::Admission::cluster;
+  bed.config.recipes["demo"].recipe.arch_value = "80;90";
+  bed.fake.fit = [](const ResourceRequest& r) -> Result<FittedRequest> {
+    EXPECT_EQ(r.source, ResourceRequest::Source::defaults);  // the recipe names no cpus
+    return FittedRequest{ResourceRequest{2, 2ULL << 30U, r.source}, "lowered to fit node vm"};
+  };
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  const auto build = bed.fake.commands_matching("fake-build");
+  ASSERT_EQ(build.size(), 1U);
+  EXPECT_EQ(build[0].placement.cpus, 2U);
+  EXPECT_EQ(build[0].placement.memory_bytes, 2ULL << 30U);
+  // Planned from what the batch job gets, not from the default it asked for first.
+  EXPECT_EQ(build[0].env_value("MAX_JOBS"), "1");
+  EXPECT_EQ(build[0].env_value("NVCC_THREADS"), "2");
+  EXPECT_THAT(bed.log(job.id), HasSubstr("==> [fake] lowered to fit node vm"));
+}
+
+TEST_F(Executors, CompilerProcessesNeverExceedTheFreeCores) {
+  bed.fake.capacity_value = Capacity{64ULL << 30U, 2};
+  bed.config.recipes["demo"].recipe.arch_value = "80;90;100;120";
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  const auto build = bed.fake.commands_matching("fake-build");
+  ASSERT_EQ(build.size(), 1U);
+  // Four archs would make four threads per compile job: two cores run two.
+  EXPECT_EQ(build[0].env_value("MAX_JOBS"), "1");
+  EXPECT_EQ(build[0].env_value("NVCC_THREADS"), "2");
+  EXPECT_EQ(build[0].placement.cpus, 2U);
+  EXPECT_EQ(job.max_jobs * job.nvcc_threads, 2U);
+}
+
+TEST_F(Executors, InstallsShareAPipCacheThatStaysWithinItsBound) {
+  const fs::path cache = bed.data_dir / "builds" / "pip-cache";
+  // An old, large file already in the cache: the job's end trims it away.
+  fs::create_directories(cache / "http-v2");
+  {
+    std::ofstream old(cache / "http-v2" / "old", std::ios::binary);
+    old << std::string(256 * 1024, 'x');
+  }
+  // Last used (read or written) two days ago.
+  const std::time_t two_days_ago = std::time(nullptr) - 48 * 3600;
+  const struct timespec used[2] = {{two_days_ago, 0}, {two_days_ago, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (cache / "http-v2" / "old").c_str(), used, 0), 0);
+  bed.config.host.pip_cache_bytes = 64 * 1024;
+  bed.fake.on("test-env/bin/python -m pip install --index-url",
+              Outcome::does([](const ProcessSpec& spec) {
+                // What pip would keep: a recent entry, smaller than the bound.
+                for (const auto& [k, v] : spec.env) {
+                  if (k == "PIP_CACHE_DIR")
+                    std::ofstream(fs::path(v) / "fresh") << std::string(32 * 1024, 'y');
+                }
+              }));
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  // The environment's install and the smoke test's install of torch.
+  for (const auto* match : {"torch==2.8.* setuptools wheel", "-m pip install --index-url"}) {
+    const auto found = bed.fake.commands_matching(match);
+    ASSERT_FALSE(found.empty()) << match;
+    for (const auto& c : found) {
+      EXPECT_EQ(c.env_value("PIP_CACHE_DIR"), cache.string()) << match;
+      EXPECT_FALSE(c.env_value("PIP_NO_CACHE_DIR")) << match;
+      EXPECT_EQ(c.placement.pip_cache, cache) << match;
+    }
+  }
+  // Commands that download nothing keep pip's cache off: the build, the wheel's own install.
+  for (const auto* match : {"fake-build", "pip install --no-index"}) {
+    const auto found = bed.fake.commands_matching(match);
+    ASSERT_EQ(found.size(), 1U) << match;
+    EXPECT_EQ(found[0].env_value("PIP_NO_CACHE_DIR"), "1") << match;
+    EXPECT_FALSE(found[0].env_value("PIP_CACHE_DIR")) << match;
+  }
+  // The trim follows the job's end (its state is already final): bounded wait for it.
+  for (int i = 0; i < 500 && fs::exists(cache / "http-v2" / "old"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(fs::exists(cache / "http-v2" / "old"));
+  EXPECT_TRUE(fs::exists(cache / "fresh"));
+}
+
+TEST_F(Executors, APipCacheOfZeroIsNone) {
+  bed.config.host.pip_cache_bytes = 0;
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::succeeded) << bed.log(job.id);
+  for (const auto& c : bed.fake.commands()) {
+    EXPECT_FALSE(c.env_value("PIP_CACHE_DIR")) << c.line();
+    EXPECT_TRUE(c.placement.pip_cache.empty()) << c.line();
+  }
+  EXPECT_FALSE(fs::exists(bed.data_dir / "builds" / "pip-cache"));
 }
 
 // A server stops (or dies) while its job builds on an executor whose commands outlive it.

@@ -87,6 +87,10 @@ class FakeExecutor final : public Executor {
   /// stopping the runner leaves commands running, and reattach() answers with the outcome of
   /// the first `on_reattach` rule that matches (not_found when none does).
   bool reattaches_value = false;
+  /// Answers fit_request() (a cluster's fitting to its nodes); empty: the request unchanged.
+  std::function<Result<FittedRequest>(const ResourceRequest&)> fit;
+  /// Every request fit_request() was asked.
+  std::vector<ResourceRequest> fit_requests;
 
   /// Answers reattach() for commands whose line contains `match` with `outcome`.
   void on_reattach(std::string match, Outcome outcome);
@@ -122,6 +126,13 @@ class FakeExecutor final : public Executor {
   LogChunk read_log_tail(const std::filesystem::path& log, std::size_t max) override;
   Admission admission() const override { return admission_value; }
   bool reattaches() const override { return reattaches_value; }
+  Result<FittedRequest> fit_request(const ResourceRequest& request) override {
+    {
+      std::lock_guard lock(mu_);
+      fit_requests.push_back(request);
+    }
+    return fit ? fit(request) : FittedRequest{request, {}};
+  }
   Result<std::unique_ptr<Execution>> reattach(const ProcessSpec& spec) override;
   void release(const CommandPlacement& job, Release how) override;
 

@@ -415,8 +415,11 @@ class FakeCluster {
           out.status.code = 1;
           out.output = "slurm_load_jobs error: Invalid job id specified\n";
         } else {
-          out.output = "JobId=" + argv.back() + " JobState=" + it->second +
-                       " Reason=" + (it->second == "PENDING" ? "Priority" : "None") +
+          const auto reason = reasons.find(argv.back());
+          out.output = "JobId=" + argv.back() + " JobState=" + it->second + " Reason=" +
+                       (reason != reasons.end()   ? reason->second
+                        : it->second == "PENDING" ? "Priority"
+                                                  : "None") +
                        " ExitCode=0:0 BatchHost=node1\n";
         }
       } else if (argv[0] == "scancel") {
@@ -424,6 +427,8 @@ class FakeCluster {
       } else if (argv[0] == "sacct") {
         out.status.code = 1;
         out.output = "Slurm accounting storage is disabled\n";
+      } else if (argv[0] == "sinfo") {
+        out.output = sinfo;
       }
       return out;
     };
@@ -444,6 +449,8 @@ class FakeCluster {
 
   std::vector<std::vector<std::string>> calls;
   std::map<std::string, std::string> states;
+  std::map<std::string, std::string> reasons;  ///< a pending job's Reason (default Priority)
+  std::string sinfo = "node1|2|6000|build\nnode2|8|6000|build\nbig|64|512000|other\n";
 
  private:
   std::mutex mu_;
@@ -697,6 +704,156 @@ TEST_F(SlurmExecutorTest, AFailedSbatchFailsTheCommandWithItsMessage) {
   EXPECT_EQ(e.error().code, Errc::unavailable);
   EXPECT_THAT(e.error().message, HasSubstr("sbatch failed (exit 1): sbatch: error: Batch job "
                                            "submission failed: Invalid account"));
+}
+
+TEST_F(SlurmExecutorTest, APendingBatchJobThatCanNeverStartIsCancelledAndFailsItsCommand) {
+  auto e = start(command(Where::build));
+  cluster.set("100", "PENDING");
+  cluster.reasons["100"] = "PartitionConfig";
+  const auto status = finish(*e);
+  ASSERT_TRUE(status);
+  EXPECT_FALSE(status->success());
+  EXPECT_FALSE(status->cancelled);
+  EXPECT_THAT(cluster.calls_of("scancel"), ElementsAre(ElementsAre("scancel", "100")));
+  EXPECT_EQ(status->describe(),
+            "Slurm batch job 100 can never start: it is pending for PartitionConfig (it asked for "
+            "4 CPU(s) and 8192 MiB; see `scontrol show job 100` for its limits); cancelled");
+  EXPECT_THAT(read_file(work_ / "log.txt"), HasSubstr("==> [slurm] Slurm batch job 100 can never "
+                                                      "start: it is pending for PartitionConfig"));
+  // A reason that passes (the node is down for now) is waited out.
+  auto waiting = start(command(Where::test));
+  cluster.set("101", "PENDING");
+  cluster.reasons["101"] = "ReqNodeNotAvail,_UnavailableNodes:node1";
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(waiting->poll());
+  EXPECT_THAT(cluster.calls_of("scancel"), ::testing::SizeIs(1));
+}
+
+TEST_F(SlurmExecutorTest, ARequestIsFittedToThePartitionsNodes) {
+  ResourceRequest asked{16, 64ULL << 30U, ResourceRequest::Source::defaults};
+  auto fitted = executor_->fit_request(asked);
+  ASSERT_TRUE(fitted) << fitted.error().message;
+  EXPECT_THAT(
+      cluster.calls_of("sinfo"),
+      ElementsAre(ElementsAre("sinfo", "-h", "-N", "-o", "%N|%c|%m|%P", "--partition=build")));
+  // node2 holds most of it: 8 CPUs, but only 6000 MiB, so 1 CPU of 4 GiB each.
+  EXPECT_EQ(fitted->request.cpus, 1U);
+  EXPECT_EQ(fitted->request.memory_bytes, 4096ULL << 20U);
+  EXPECT_THAT(fitted->note, HasSubstr("the default request of 16 CPU(s) and 65536 MiB is more "
+                                      "than any node of partition build holds"));
+  asked.source = ResourceRequest::Source::recipe;
+  auto refused = executor_->fit_request(asked);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::invalid);
+  // Without a readable node list the request stands.
+  cluster.sinfo = "";
+  auto unknown = executor_->fit_request(asked);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->request, asked);
+  EXPECT_THAT(unknown->note, HasSubstr("could not be read (sinfo lists no node)"));
+}
+
+TEST_F(SlurmExecutorTest, TheConfigCheckProbesWithTheSizeOfABuildJobFromAnAbsolutePath) {
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir_);
+  std::vector<std::string> notes;
+  cluster.reasons["100"] = "PartitionTimeLimit";
+  cluster.states["100"] = "PENDING";
+  // The fake's sbatch starts every job RUNNING: the test sets it pending as soon as it exists.
+  std::thread pend([this] {
+    for (int i = 0; i < 500 && cluster.calls_of("sbatch").empty(); ++i) {
+      std::this_thread::sleep_for(2ms);
+    }
+    cluster.set("100", "PENDING");
+  });
+  const auto problems =
+      executor_->check("data/builds", ResourceRequest{2, 3000ULL << 20U}, 5s, notes);
+  pend.join();
+  fs::current_path(cwd);
+  const auto sbatch = cluster.calls_of("sbatch");
+  ASSERT_EQ(sbatch.size(), 1U);
+  EXPECT_THAT(sbatch[0], Contains("--cpus-per-task=2"));
+  EXPECT_THAT(sbatch[0], Contains("--mem=3000M"));
+  EXPECT_THAT(sbatch[0],
+              Contains(::testing::StartsWith("--chdir=" + (dir_ / "data" / "builds").string())));
+  ASSERT_EQ(problems.size(), 1U) << ::testing::PrintToString(notes);
+  EXPECT_THAT(problems[0], HasSubstr("a batch job of the size of a build job (2 CPU(s), 3000 MiB) "
+                                     "can never start: it is pending for PartitionTimeLimit"));
+  EXPECT_THAT(cluster.calls_of("scancel"), ElementsAre(ElementsAre("scancel", "100")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fitting requests to nodes, and reasons that never pass
+
+TEST(SlurmNodes, SinfoListsTheNodesOfThePartitionOnce) {
+  const std::string out =
+      "a1|16|64000|cpu*\n"
+      "a1|16|64000|all\n"
+      "g1|32|256000+|gpu\n"
+      "a2|16|64000|cpu*\n"
+      "a2|16|64000|cpu*\n"
+      "garbage line\n";
+  EXPECT_THAT(parse_sinfo_nodes(out, "gpu"), ElementsAre(SlurmNode{"g1", 32, 256000}));
+  EXPECT_THAT(parse_sinfo_nodes(out, ""),
+              ElementsAre(SlurmNode{"a1", 16, 64000}, SlurmNode{"a2", 16, 64000}));
+  EXPECT_THAT(parse_sinfo_nodes(out, "none"), ::testing::IsEmpty());
+  // No default partition: every node listed.
+  EXPECT_THAT(parse_sinfo_nodes("x|2|100|p\ny|4|200|q\n", ""),
+              ElementsAre(SlurmNode{"x", 2, 100}, SlurmNode{"y", 4, 200}));
+}
+
+TEST(SlurmNodes, RequestsAreFittedToTheNodes) {
+  const std::vector<SlurmNode> nodes = {{"small", 2, 24105}, {"wide", 8, 8192}};
+  const auto request = [](unsigned cpus, std::uint64_t mib, ResourceRequest::Source source) {
+    return ResourceRequest{cpus, mib << 20U, source};
+  };
+  using Source = ResourceRequest::Source;
+  // A request a node holds stands, whoever made it.
+  for (const auto source : {Source::recipe, Source::defaults}) {
+    auto fits = fit_to_nodes(request(2, 16384, source), nodes, "partition p");
+    ASSERT_TRUE(fits);
+    EXPECT_EQ(fits->request, request(2, 16384, source));
+    EXPECT_EQ(fits->note, "");
+  }
+  // The default, 4 CPUs x 4 GiB: "small" has 2 CPUs, "wide" 2 CPUs' worth of memory.
+  auto lowered =
+      fit_to_nodes(request(4, 16384, Source::defaults), {{"vm", 2, 24105}}, "partition wftest");
+  ASSERT_TRUE(lowered);
+  EXPECT_EQ(lowered->request, request(2, 8192, Source::defaults));
+  EXPECT_EQ(lowered->note,
+            "the default request of 4 CPU(s) and 16384 MiB is more than any node of partition "
+            "wftest holds (the largest node is vm with 2 CPU(s) and 24105 MiB): build jobs ask "
+            "for 2 CPU(s) and 8192 MiB");
+  auto wide = fit_to_nodes(request(8, 32768, Source::defaults), nodes, "partition p");
+  ASSERT_TRUE(wide);
+  EXPECT_EQ(wide->request, request(2, 8192, Source::defaults));
+  // More memory per CPU than any node has: 1 CPU and the largest node's memory.
+  auto heavy = fit_to_nodes(request(2, 65536, Source::defaults), nodes, "partition p");
+  ASSERT_TRUE(heavy);
+  EXPECT_EQ(heavy->request, request(1, 24105, Source::defaults));
+  // A recipe's own request that no node holds: refused, naming both.
+  auto refused = fit_to_nodes(request(16, 65536, Source::recipe), nodes, "partition p");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::invalid);
+  EXPECT_EQ(refused.error().message,
+            "the recipe's build jobs ask for 16 CPU(s) and 65536 MiB (cpus x gb_per_job), more "
+            "than any node of partition p holds: the largest nodes are wide with 8 CPU(s) and "
+            "small with 24105 MiB");
+}
+
+TEST(SlurmState, ReasonsThatNeverPass) {
+  for (const char* never :
+       {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "BadConstraints",
+        "InvalidAccount", "InvalidQOS", "DependencyNeverSatisfied", "QOSMaxCpuPerJobLimit",
+        "QOSMaxWallDurationPerJobLimit", "AssocMaxMemPerJob",
+        "ReqNodeNotAvail,_UnavailableNodes:", "ReqNodeNotAvail, UnavailableNodes:"}) {
+    EXPECT_TRUE(never_starts(never)) << never;
+  }
+  for (const char* passes :
+       {"Resources", "Priority", "None", "", "Dependency", "JobHeldUser", "PartitionDown",
+        "ReqNodeNotAvail,_UnavailableNodes:node[1-2]", "ReqNodeNotAvail", "QOSMaxCpuPerUserLimit",
+        "AssocGrpCpuLimit", "BeginTime"}) {
+    EXPECT_FALSE(never_starts(passes)) << passes;
+  }
 }
 
 }  // namespace

@@ -166,5 +166,53 @@ TEST_F(JobStoreTest, ExecutorJobIsRecordedKeptAndReplaced) {
   EXPECT_EQ(running->front().executor_job, "1240");
 }
 
+TEST_F(JobStoreTest, ProvenanceIsRecordedAndReplaced) {
+  auto jobs = open();
+  auto created = jobs->create_build(build(), cells(1));
+  ASSERT_TRUE(created);
+  const auto id = created->second.front().id;
+  EXPECT_EQ(created->second.front().provenance, Provenance{});
+  Provenance p{"builder:cuda13.0", "sha256:" + std::string(64, 'a'), "podman run --rm builder"};
+  ASSERT_TRUE(jobs->record_provenance(id, p));
+  EXPECT_EQ((*jobs->find_job(id))->provenance, p);
+  p.image_digest = "sha256:" + std::string(64, 'b');
+  ASSERT_TRUE(jobs->record_provenance(id, p));
+  EXPECT_EQ((*jobs->find_job(id))->provenance, p);
+}
+
+TEST_F(JobStoreTest, ASucceededJobKeepsNoReasonFromBefore) {
+  auto jobs = open();
+  auto created = jobs->create_build(build(), cells(1));
+  ASSERT_TRUE(created);
+  const auto id = created->second.front().id;
+  ASSERT_TRUE(jobs->transition(id, core::JobState::preparing));
+  auto requeued = jobs->requeue_interrupted({});
+  ASSERT_TRUE(requeued);
+  ASSERT_EQ(requeued->size(), 1U);
+  EXPECT_EQ(requeued->front().reason, "requeued after an interruption");
+  for (const auto to :
+       {core::JobState::preparing, core::JobState::building, core::JobState::retagging,
+        core::JobState::testing, core::JobState::ingesting}) {
+    ASSERT_TRUE(jobs->transition(id, to));
+  }
+  // The reason stays while the job runs again ...
+  EXPECT_EQ((*jobs->find_job(id))->reason, "requeued after an interruption");
+  // ... and goes once it succeeded.
+  auto done = jobs->transition(id, core::JobState::succeeded);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->reason, "");
+  EXPECT_EQ((*jobs->find_job(id))->reason, "");
+  // A success with a reason of its own keeps that one.
+  auto other = jobs->create_build(build(), cells(1));
+  ASSERT_TRUE(other);
+  const auto id2 = other->second.front().id;
+  for (const auto to :
+       {core::JobState::preparing, core::JobState::building, core::JobState::retagging}) {
+    ASSERT_TRUE(jobs->transition(id2, to));
+  }
+  ASSERT_TRUE(jobs->transition(id2, core::JobState::succeeded, "nothing new to publish"));
+  EXPECT_EQ((*jobs->find_job(id2))->reason, "nothing new to publish");
+}
+
 }  // namespace
 }  // namespace wf::catalog

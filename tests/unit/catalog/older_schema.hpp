@@ -36,6 +36,9 @@ inline std::string undo_migrations_after(int version) {
       {13, "ALTER TABLE files DROP COLUMN variant;"},
       {14, "DROP TABLE upstream_blobs;"},
       {15, "ALTER TABLE upstream_blobs DROP COLUMN last_used_at;"},
+      {16,
+       "ALTER TABLE jobs DROP COLUMN image; ALTER TABLE jobs DROP COLUMN image_digest;"
+       " ALTER TABLE jobs DROP COLUMN engine_command;"},
   };
   std::string sql;
   for (auto it = kUndo.rbegin(); it != kUndo.rend() && it->first > version; ++it) {

@@ -436,11 +436,12 @@ TEST(Parallelism, SmallRunner) {
   const Resources r = host(2, 24, 4);
   const std::uint64_t all = 20 * kGiB;
   EXPECT_EQ(compute_parallelism(r, 4.0, 1, all), expect(2, 1, 4.0));  // cores limit
-  EXPECT_EQ(compute_parallelism(r, 4.0, 2, all), expect(2, 2, 4.0));  // 16 of 20 GiB
-  EXPECT_EQ(compute_parallelism(r, 4.0, 4, all), expect(1, 4, 4.0));  // 2×4×4 would be 32
+  // Two cores run two compiler processes: one job of two threads, not 2 × 2 (or 1 × 4).
+  EXPECT_EQ(compute_parallelism(r, 4.0, 2, all), expect(1, 2, 4.0));
+  EXPECT_EQ(compute_parallelism(r, 4.0, 4, all), expect(1, 2, 4.0));
   // flash-attn's heavier kernels: 5 GB per thread.
-  EXPECT_EQ(compute_parallelism(r, 5.0, 4, all), expect(1, 4, 5.0));
-  EXPECT_EQ(compute_parallelism(r, 5.0, 2, all), expect(2, 2, 5.0));
+  EXPECT_EQ(compute_parallelism(r, 5.0, 4, all), expect(1, 2, 5.0));
+  EXPECT_EQ(compute_parallelism(r, 5.0, 2, all), expect(1, 2, 5.0));
 }
 
 // A workstation: 16 cores, 128 GiB available, 8 GiB reserved.
@@ -448,13 +449,29 @@ TEST(Parallelism, Workstation) {
   const Resources r = host(16, 128, 8);
   const std::uint64_t all = 120 * kGiB;
   EXPECT_EQ(compute_parallelism(r, 4.0, 1, all), expect(16, 1, 4.0));  // 64 GiB, cores limit
-  EXPECT_EQ(compute_parallelism(r, 4.0, 2, all), expect(15, 2, 4.0));  // ⌊120/8⌋
-  EXPECT_EQ(compute_parallelism(r, 4.0, 4, all), expect(7, 4, 4.0));   // ⌊120/16⌋
+  EXPECT_EQ(compute_parallelism(r, 4.0, 2, all), expect(8, 2, 4.0));   // 16 cores / 2 threads
+  EXPECT_EQ(compute_parallelism(r, 4.0, 4, all), expect(4, 4, 4.0));   // 16 cores / 4 threads
   // Upstream's formula would run min(16/2, 128/(5×4)) = 6 jobs × 4 threads × 5 GB = 120 GB of
-  // 128 GiB with nothing held back for the host; ours plans within the 120 GiB grant.
+  // 128 GiB with nothing held back for the host, and 24 compilers on 16 cores; ours plans
+  // within the 120 GiB grant and the cores.
   const Parallelism p = compute_parallelism(r, 5.0, 4, all);
-  EXPECT_EQ(p, expect(6, 4, 5.0));
+  EXPECT_EQ(p, expect(4, 4, 5.0));
   EXPECT_LE(p.memory_bytes, all);
+  // Memory decides where it is shorter than the cores.
+  EXPECT_EQ(compute_parallelism(r, 4.0, 4, 48 * kGiB), expect(3, 4, 4.0));
+}
+
+TEST(Parallelism, CompilerProcessesNeverExceedTheCores) {
+  for (unsigned cores = 1; cores <= 17; ++cores) {
+    for (unsigned archs = 0; archs <= 6; ++archs) {
+      for (const std::uint64_t gib : {1ULL, 7ULL, 64ULL, 512ULL}) {
+        const Parallelism p = compute_parallelism(host(cores, 1024, 0), 1.0, archs, gib * kGiB);
+        EXPECT_LE(p.max_jobs * p.nvcc_threads, cores) << cores << " " << archs << " " << gib;
+        EXPECT_GE(p.max_jobs, 1U);
+        EXPECT_GE(p.nvcc_threads, 1U);
+      }
+    }
+  }
 }
 
 TEST(Parallelism, TwoConcurrentBuildsShareTheHost) {

@@ -34,6 +34,18 @@ TEST(RenderBuilds, JobNamesItsBatchJob) {
   EXPECT_EQ(Json::parse(render_job(j))["executor_job"], "4711");
 }
 
+TEST(RenderBuilds, JobNamesTheContainerOfItsBuild) {
+  EXPECT_TRUE(Json::parse(render_job(job()))["container"].is_null());
+  catalog::JobRecord j = job();
+  j.provenance = {"builder:cuda13.0", "sha256:abc", "podman run --rm builder:cuda13.0 sh"};
+  const Json c = Json::parse(render_job(j))["container"];
+  EXPECT_EQ(c["image"], "builder:cuda13.0");
+  EXPECT_EQ(c["digest"], "sha256:abc");
+  EXPECT_EQ(c["command"], "podman run --rm builder:cuda13.0 sh");
+  j.provenance.image_digest.clear();
+  EXPECT_TRUE(Json::parse(render_job(j))["container"]["digest"].is_null());
+}
+
 TEST(RenderBuilds, JobToolchainNamesEachTool) {
   catalog::JobRecord j = job();
   j.toolchain =
