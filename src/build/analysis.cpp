@@ -95,7 +95,7 @@ Status analyze_binaries(JobContext& ctx) {
   const core::ManylinuxAssessment assessment =
       core::assess_manylinux(*binaries, core::torch_extension_provided(*binaries));
   ctx.glibc_floor = assessment.glibc_floor;
-  (void)ctx.services.jobs.record_glibc_floor(ctx.job.id, ctx.glibc_floor);
+  ctx.keep(ctx.services.jobs.record_glibc_floor(ctx.job.id, ctx.glibc_floor), "the glibc floor");
   ctx.note("[retagging] manylinux: " + assessment.summary());
   if (assessment.outcome == core::ManylinuxOutcome::refused) {
     return make_error(Errc::invalid, "analyze binaries: " + assessment.summary());

@@ -7,6 +7,7 @@
 #include "wheelforge/build/pip_cache.hpp"
 #include "wheelforge/core/build_failure.hpp"
 #include "wheelforge/util/fs.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/redact.hpp"
 #include "wheelforge/util/strings.hpp"
 #include "wheelforge/util/url.hpp"
@@ -111,6 +112,12 @@ void JobContext::note(std::string_view line) const {
   stream << "==> " << redact(line) << "\n";
 }
 
+void JobContext::keep(const Status& written, std::string_view what) const {
+  if (written) return;
+  wf::log::warn("job={} could not record {}: {}", job.id, what, written.error().message);
+  note("could not record " + std::string(what) + " in the job store: " + written.error().message);
+}
+
 CommandPlacement JobContext::placement() const {
   CommandPlacement p;
   p.where = where;
@@ -151,12 +158,12 @@ ExitStatus JobContext::wait(Execution& execution) const {
     if (auto p = execution.provenance();
         p && where == CommandPlacement::Where::build && *p != provenance) {
       provenance = std::move(*p);
-      (void)services.jobs.record_provenance(job.id, provenance);
+      keep(services.jobs.record_provenance(job.id, provenance), "the container provenance");
     }
     std::string id = execution.remote_id();
     if (id.empty() || id == executor_job) return;
     executor_job = std::move(id);
-    (void)services.jobs.record_executor_job(job.id, executor_job);
+    keep(services.jobs.record_executor_job(job.id, executor_job), "the executor's job id");
   };
   record();
   bool cancelled = false;

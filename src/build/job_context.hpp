@@ -130,6 +130,10 @@ struct JobContext {
   /// Appends "==> <line>" to the job's log (marked so that it stands out from tool output),
   /// redacted (util/redact.hpp).
   void note(std::string_view line) const;
+  /// Reports a failed write of `what` (a finding, the wheel's name, ...) to the job store: the
+  /// server log and the job's log say what was not recorded and why; the build goes on (the
+  /// record is informational, and the job's state is written by the runner, which retries).
+  void keep(const Status& written, std::string_view what) const;
   /// The environment of a command that installs packages: base_env with the shared pip cache
   /// (PIP_CACHE_DIR) instead of none, when there is one, and the torch index trusted
   /// (PIP_TRUSTED_HOST) when it is http:// on loopback, so that pip caches what it fetches.

@@ -87,7 +87,8 @@ Status number_build(JobContext& ctx) {
       ctx.done_early = "the identical file is already published: " + published.filename +
                        " (build " + std::to_string(family->current_number) +
                        "); nothing new to publish";
-      (void)ctx.services.jobs.record_wheel(ctx.job.id, published.filename, ctx.build_number);
+      ctx.keep(ctx.services.jobs.record_wheel(ctx.job.id, published.filename, ctx.build_number),
+               "the wheel's name");
       ctx.note("[retagging] " + ctx.wheel.filename().string() +
                " has the contents of the published " + published.filename +
                ": nothing new to publish");

@@ -1,7 +1,10 @@
 #include "wheelforge/build/runner.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
+#include <thread>
 
 #include "admission.hpp"
 #include "files.hpp"
@@ -414,8 +417,12 @@ void Runner::schedule_loop() {
         if (reserved.contains(job.build_id)) continue;
         const auto recipe = config_.recipes.find(job.recipe);
         if (recipe == config_.recipes.end()) {
-          (void)jobs_.transition(job.id, core::JobState::failed,
-                                 "recipe '" + job.recipe + "' is no longer configured");
+          // Left queued when this fails: the next round tries again.
+          if (auto failed = jobs_.transition(job.id, core::JobState::failed,
+                                             "recipe '" + job.recipe + "' is no longer configured");
+              !failed) {
+            log::warn("job={} could not be marked failed: {}", job.id, failed.error().message);
+          }
           continue;
         }
         if (!try_start(job, recipe->second)) break;  // the budget is spent: wait, in order
@@ -541,6 +548,24 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
   cv_.notify_all();
 }
 
+void Runner::settle(const JobContext& ctx, core::JobState to, const std::string& reason) {
+  const std::int64_t id = ctx.job.id;
+  // A database that is briefly unreachable (a PostgreSQL restart) must not lose a build's
+  // outcome: retried with growing pauses for about half a minute, unless the runner stops.
+  auto pause = std::chrono::milliseconds(250);
+  for (int attempt = 1;; ++attempt) {
+    auto done = jobs_.transition(id, to, reason);
+    if (done) return;
+    const bool again =
+        done.error().code == Errc::unavailable && attempt < 8 && !ctx.stop.interrupted.load();
+    log::warn("job={} could not be marked {}: {}{}", id, core::state_name(to), done.error().message,
+              again ? "; trying again" : "; the next start requeues it");
+    if (!again) return;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(8000));
+  }
+}
+
 void Runner::finish_job(JobContext& ctx, const Status& result) {
   const std::int64_t id = ctx.job.id;
   // The last note is written before the terminal state, so that a reader who sees the state
@@ -556,7 +581,7 @@ void Runner::finish_job(JobContext& ctx, const Status& result) {
   executor_.release(ctx.placement(), Executor::Release::finished);
   if (ctx.stop.cancel) {
     ctx.note("cancelled: the process tree was killed");
-    (void)jobs_.transition(id, core::JobState::cancelled, "cancelled while running");
+    settle(ctx, core::JobState::cancelled, "cancelled while running");
     log::info("job={} cancelled", id);
     return;
   }
@@ -571,18 +596,18 @@ void Runner::finish_job(JobContext& ctx, const Status& result) {
     // The reason is shown by the API and the web UI: what a command printed may name a secret.
     const std::string reason = redact(result.error().message);
     ctx.note("failed: " + reason);
-    (void)jobs_.transition(id, core::JobState::failed, reason);
+    settle(ctx, core::JobState::failed, reason);
     log::warn("job={} failed: {}", id, reason);
     return;
   }
   if (ctx.done_early) {
     ctx.note("succeeded: " + *ctx.done_early);
-    (void)jobs_.transition(id, core::JobState::succeeded, *ctx.done_early);
+    settle(ctx, core::JobState::succeeded, *ctx.done_early);
     log::info("job={} succeeded: {}", id, *ctx.done_early);
     return;
   }
   ctx.note("succeeded");
-  (void)jobs_.transition(id, core::JobState::succeeded);
+  settle(ctx, core::JobState::succeeded, {});
   log::info("job={} succeeded", id);
 }
 

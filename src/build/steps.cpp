@@ -323,12 +323,13 @@ Status build_wheel(JobContext& ctx) {
     }
     if (!status) {
       if (auto st = fresh_directory(ctx.out); !st) return st;
-      (void)ctx.services.jobs.record_attempt(ctx.job.id, p.max_jobs, p.nvcc_threads);
+      ctx.keep(ctx.services.jobs.record_attempt(ctx.job.id, p.max_jobs, p.nvcc_threads),
+               "the attempt's parallelism");
       ctx.note("[building] attempt " + std::to_string(number) + " with MAX_JOBS=" +
                std::to_string(p.max_jobs) + " NVCC_THREADS=" + std::to_string(p.nvcc_threads));
       from = ctx.output_size(ctx.log);
       ctx.attempt_log_offset = from;
-      (void)ctx.save_checkpoint();
+      ctx.keep(ctx.save_checkpoint(), "the resume checkpoint");
       auto started = ctx.run(spec);
       if (!started) return make_error(started.error().code, "build: " + started.error().message);
       status = *started;
@@ -429,7 +430,8 @@ Status ingest_wheel(JobContext& ctx) {
   runner.address = "job " + std::to_string(ctx.job.id);
   auto ingested = ctx.services.ingestor.ingest_path(ctx.wheel, runner);
   if (!ingested) return make_error(ingested.error().code, "ingest: " + ingested.error().message);
-  (void)ctx.services.jobs.record_wheel(ctx.job.id, ingested->file.filename, ctx.build_number);
+  ctx.keep(ctx.services.jobs.record_wheel(ctx.job.id, ingested->file.filename, ctx.build_number),
+           "the wheel's name");
   ctx.note(
       "[ingesting] " + ingested->file.filename + " sha256=" + ingested->file.sha256 +
       (ingested->outcome == ingest::Outcome::identical ? " (identical file already stored)" : ""));

@@ -61,7 +61,7 @@ Status verify_cuda_toolkit(JobContext& ctx) {
   }
   ctx.toolchain.nvcc = nvcc.string();
   ctx.toolchain.nvcc_version = version->full;
-  (void)ctx.services.jobs.record_toolchain(ctx.job.id, ctx.toolchain);
+  ctx.keep(ctx.services.jobs.record_toolchain(ctx.job.id, ctx.toolchain), "the toolchain");
   if (auto st = core::check_nvcc(cell, *version, nvcc.string()); !st) return st;
   ctx.note("[preparing] CUDA " + cell.cuda.str() + ": " + nvcc.string() + " (V" + version->full +
            ")");
@@ -92,7 +92,7 @@ Status verify_build_environment(JobContext& ctx) {
   ctx.toolchain.torch_version = probe->torch_version;
   ctx.toolchain.torch_cuda = probe->torch_cuda.value_or(probe->torch_version.empty() ? "" : "None");
   // Recorded before the checks, so that a refused job shows what it found.
-  (void)ctx.services.jobs.record_toolchain(ctx.job.id, ctx.toolchain);
+  ctx.keep(ctx.services.jobs.record_toolchain(ctx.job.id, ctx.toolchain), "the toolchain");
   if (auto st = core::check_python(cell, probe->python_version); !st) {
     return make_error(Errc::invalid, st.error().message + " (" + ctx.python.string() + ")");
   }

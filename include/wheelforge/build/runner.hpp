@@ -189,6 +189,10 @@ class Runner {
   [[nodiscard]] AdmissionLimits admission_limits(unsigned max_concurrent) const;
   [[nodiscard]] CommandPlacement job_placement(const catalog::JobRecord& job) const;
   void finish_job(JobContext& ctx, const Status& result);
+  /// Writes a job's final state (with `reason` when not empty), retrying while the job store
+  /// is unavailable (unless the server is stopping: the next start requeues the job); logs what
+  /// could not be written.
+  void settle(const JobContext& ctx, core::JobState to, const std::string& reason);
 
   RunnerConfig config_;
   Executor& executor_;

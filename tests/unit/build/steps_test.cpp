@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <set>
 
 #include "archive/shell.hpp"
 #include "build/runner_bed.hpp"
@@ -1133,6 +1135,94 @@ TEST_F(Steps, ExecutorThatCannotPrepareTheWorkDirectoryFailsTheJob) {
   const auto job = bed.run_one();
   ASSERT_EQ(job.state, core::JobState::failed);
   EXPECT_EQ(job.reason, "create /mnt/work: No space left on device");
+}
+
+// A job store whose database is briefly out of reach: the first `outages` writes of a final
+// state fail as unavailable, and recording the wheel's name always fails.
+class FlakyJobs final : public catalog::JobStore {
+ public:
+  FlakyJobs(catalog::JobStore& real, int outages) : real_(real), outages_(outages) {}
+  std::atomic<int> final_attempts{0};
+
+  Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> create_build(
+      const catalog::BuildRecord& build, const std::vector<core::Cell>& cells) override {
+    return real_.create_build(build, cells);
+  }
+  Result<std::vector<catalog::BuildRecord>> list_builds(std::size_t limit) override {
+    return real_.list_builds(limit);
+  }
+  Result<std::optional<catalog::BuildRecord>> find_build(std::int64_t id) override {
+    return real_.find_build(id);
+  }
+  Result<std::vector<catalog::JobRecord>> jobs_of_build(std::int64_t id) override {
+    return real_.jobs_of_build(id);
+  }
+  Result<std::optional<catalog::JobRecord>> find_job(std::int64_t id) override {
+    return real_.find_job(id);
+  }
+  Result<std::vector<catalog::JobRecord>> jobs_in_state(core::JobState state) override {
+    return real_.jobs_in_state(state);
+  }
+  Result<catalog::JobRecord> transition(std::int64_t id, core::JobState to,
+                                        const std::string& reason) override {
+    if (core::is_terminal(to) && final_attempts.fetch_add(1) < outages_) {
+      return make_error(Errc::unavailable, "PostgreSQL at 127.0.0.1:1/wf: connection lost");
+    }
+    return real_.transition(id, to, reason);
+  }
+  Status record_attempt(std::int64_t id, unsigned max_jobs, unsigned nvcc_threads) override {
+    return real_.record_attempt(id, max_jobs, nvcc_threads);
+  }
+  Status record_wheel(std::int64_t, const std::string&, std::uint64_t) override {
+    return make_error(Errc::unavailable, "PostgreSQL at 127.0.0.1:1/wf: connection lost");
+  }
+  Status record_glibc_floor(std::int64_t id, const std::string& floor) override {
+    return real_.record_glibc_floor(id, floor);
+  }
+  Status record_toolchain(std::int64_t id, const catalog::Toolchain& toolchain) override {
+    return real_.record_toolchain(id, toolchain);
+  }
+  Status record_executor_job(std::int64_t id, const std::string& job) override {
+    return real_.record_executor_job(id, job);
+  }
+  Status record_provenance(std::int64_t id, const catalog::Provenance& provenance) override {
+    return real_.record_provenance(id, provenance);
+  }
+  Result<std::vector<catalog::JobRecord>> requeue_interrupted(
+      const std::set<std::int64_t>& still_running) override {
+    return real_.requeue_interrupted(still_running);
+  }
+  Result<bool> cell_built(const std::string& recipe, const std::string& version,
+                          const core::Cell& cell) override {
+    return real_.cell_built(recipe, version, cell);
+  }
+
+ private:
+  catalog::JobStore& real_;
+  int outages_;
+};
+
+TEST_F(Steps, AFinalStateIsWrittenOnceTheJobStoreIsBackAndLostRecordsAreSaid) {
+  script_host(bed.fake);
+  script_build(bed.fake);
+  FlakyJobs flaky(*bed.jobs, 3);
+  Runner runner(bed.config, bed.fake, flaky, *bed.catalog, *bed.store, *bed.ingestor, bed.data_dir,
+                [] {});
+  runner.set_server_url(std::string(kServer));
+  ASSERT_TRUE(runner.start(Runner::Recovery::requeue_interrupted));
+  const auto job = bed.submit(runner);
+  const auto done = bed.wait_terminal(job.id);
+  // Three refused writes, then the fourth one lands: the build's outcome is not lost.
+  EXPECT_EQ(done.state, core::JobState::succeeded) << bed.log(job.id);
+  EXPECT_EQ(flaky.final_attempts.load(), 4);
+  // The wheel was published; only its name in the job record is missing, and the log says so.
+  EXPECT_EQ(bed.ingested.load(), 0);  // the bed's own callback is not this runner's
+  auto contents = bed.catalog->load();
+  ASSERT_TRUE(contents);
+  EXPECT_EQ(contents->files.size(), 1U);
+  EXPECT_EQ(done.wheel, "");
+  EXPECT_THAT(bed.log(job.id),
+              HasSubstr("could not record the wheel's name in the job store: PostgreSQL at"));
 }
 
 }  // namespace
