@@ -13,6 +13,8 @@ find_package(tomlplusplus REQUIRED)
 # libcmark through pkg-config: Debian's CMake package for it also wants the cmark program.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(CMARK REQUIRED IMPORTED_TARGET libcmark)
+# libpq (the PostgreSQL catalog) through pkg-config, from libpq-dev.
+pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)
 if(WF_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -184,7 +184,7 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
 
   auto dir = open_data_dir(settings);
   if (!dir) return report(dir.error(), 1);
-  auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
+  auto jobs = catalog::open_job_store(settings.catalog, settings.data_dir);
   if (!jobs) return report(jobs.error(), 1);
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
   const auto executor = build::make_executor(build_config.host.executor);

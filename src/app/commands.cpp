@@ -43,7 +43,7 @@ Result<DataDir> open_data_dir(const Settings& settings) {
   if (ec) return make_error(Errc::io, "create " + settings.data_dir.string() + ": " + ec.message());
   auto store = store::BlobStore::open(settings.data_dir);
   if (!store) return store.error();
-  auto catalog = catalog::open_sqlite_catalog(settings.data_dir / "wheelforge.db");
+  auto catalog = catalog::open_catalog(settings.catalog, settings.data_dir);
   if (!catalog) return catalog.error();
   return DataDir{std::move(*catalog), std::move(*store)};
 }

@@ -9,6 +9,7 @@
 #include "wheelforge/build/executor.hpp"
 #include "wheelforge/build/host_check.hpp"
 #include "wheelforge/build/runner.hpp"
+#include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::app {
@@ -64,9 +65,21 @@ std::string describe_findings(const core::WheelFindings& w) {
   return out;
 }
 
+// backup, gc, fsck and reinspect work on the SQLite catalog of the data directory: with a
+// PostgreSQL catalog they refuse (rather than open DATA_DIR/wheelforge.db, another catalog).
+bool refuses_postgres(const Settings& settings, std::string_view command) {
+  if (!catalog::is_postgres_location(settings.catalog)) return false;
+  std::cerr << "error: wheelforge " << command
+            << " works on the SQLite catalog only for now, and the catalog is "
+            << catalog::describe_catalog_location(settings.catalog)
+            << (command == "backup" ? ": back it up with pg_dump (docs/storage.md)" : "") << "\n";
+  return true;
+}
+
 }  // namespace
 
 int backup(const Settings& settings, const BackupOptions& options) {
+  if (refuses_postgres(settings, "backup")) return 2;
   auto report = backup_data_dir(settings.data_dir, options);
   if (!report) {
     std::cerr << "error: " << report.error().message << "\n";
@@ -93,6 +106,7 @@ int backup(const Settings& settings, const BackupOptions& options) {
 }
 
 int gc(const Settings& settings, const GcOptions& options) {
+  if (refuses_postgres(settings, "gc")) return 1;
   auto report = collect_garbage(settings.data_dir, options);
   if (!report) {
     std::cerr << "error: " << report.error().message << "\n";
@@ -128,6 +142,7 @@ int gc(const Settings& settings, const GcOptions& options) {
 }
 
 int fsck(const Settings& settings, const FsckOptions& options) {
+  if (refuses_postgres(settings, "fsck")) return 2;
   auto report = check_data_dir(settings.data_dir, options);
   if (!report) {
     std::cerr << "error: " << report.error().message << "\n";
@@ -202,6 +217,7 @@ int fsck(const Settings& settings, const FsckOptions& options) {
 }
 
 int reinspect(const Settings& settings) {
+  if (refuses_postgres(settings, "reinspect")) return 2;
   using Outcome = ReinspectedWheel::Outcome;
   const std::string data = shell_word(settings.data_dir.string());
   ReinspectOptions options;

@@ -129,7 +129,7 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
     for (const auto& p : build_host_problems(configuration.build.host)) {
       log::warn("build runner: {}", p);
     }
-    auto jobs = catalog::open_sqlite_job_store(settings.data_dir / "wheelforge.db");
+    auto jobs = catalog::open_job_store(settings.catalog, settings.data_dir);
     if (!jobs) return report(jobs.error(), 1);
     job_store = std::move(*jobs);
     runner =
@@ -194,7 +194,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   on_ingested = [&server] { server.reload_catalog([](const Status&) {}); };
   auto bound = server.start();
   if (!bound) return report(bound.error(), 1);
-  log::info("serving {} from {}{}", *bound, settings.data_dir.string(),
+  log::info("serving {} from {} (catalog: {}){}", *bound, settings.data_dir.string(),
+            catalog::describe_catalog_location(settings.catalog),
             config.listen_fd >= 0 ? " (socket activation)" : "");
   const char* scheme = settings.tls_cert.empty() ? "http" : "https";
   flush_logs();

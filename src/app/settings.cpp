@@ -9,6 +9,7 @@
 #include "config_tables.hpp"
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/build/git_source.hpp"
+#include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/util/redact.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -113,6 +114,22 @@ const std::array kSpecs{
            return std::nullopt;
          },
          [](const Settings& s) { return toml_quote(s.data_dir.string()); }},
+    Spec{"catalog", &Overrides::catalog, kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           if (auto st = catalog::validate_catalog_location(text); !st) {
+             std::string_view why = st.error().message;
+             if (why.starts_with("catalog: ")) why.remove_prefix(9);
+             return std::string(why);
+           }
+           s.catalog = text.empty() ? "sqlite" : std::string(text);
+           // The URI's password is a secret: masked wherever text is logged or shown.
+           if (catalog::is_postgres_location(text)) add_secret(catalog::uri_password(text));
+           return std::nullopt;
+         },
+         // Shown with its password masked.
+         [](const Settings& s) {
+           return toml_quote(catalog::describe_catalog_location(s.catalog));
+         }},
     Spec{"listen", &Overrides::listen, kTomlString, false,
          [](Settings& s, std::string_view text) -> std::optional<std::string> {
            if (auto l = parse_listen(text); !l) {

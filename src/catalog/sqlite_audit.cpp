@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "catalog/row_mapping.hpp"
 #include "catalog/sqlite_catalog_impl.hpp"
 
 namespace wf::catalog {
@@ -99,18 +100,7 @@ Result<TokenRecord> SqliteCatalog::revoke_token(std::int64_t id, const Actor& by
 }
 
 TokenRecord SqliteCatalog::read_token_row(const Stmt& s) {
-  TokenRecord t;
-  t.id = s.i64(0);
-  t.hash = s.text(1);
-  t.scope = parse_scope(s.text(2)).value_or(Scope::read);
-  t.project = s.opt_text(3);
-  t.description = s.text(4);
-  t.created_at = s.i64(5);
-  t.revoked = s.opt_text(6).has_value();
-  t.expires_at = s.opt_i64(7);
-  t.last_used_at = s.opt_i64(8);
-  t.created_by = s.text(9);
-  return t;
+  return token_from_row(s);
 }
 
 Result<std::vector<TokenRecord>> SqliteCatalog::tokens() {

@@ -11,37 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "catalog/row_mapping.hpp"
 #include "catalog/sqlite_catalog_impl.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::catalog::detail {
-
-namespace {
-
-std::string_view backend_name(core::Backend b) {
-  switch (b) {
-    case core::Backend::none:
-      return "none";
-    case core::Backend::cuda:
-      return "cuda";
-    case core::Backend::cpu:
-      return "cpu";
-    case core::Backend::rocm:
-      return "rocm";
-  }
-  return "none";
-}
-
-core::Backend parse_backend(std::string_view s) {
-  if (s == "cuda") return core::Backend::cuda;
-  if (s == "cpu") return core::Backend::cpu;
-  if (s == "rocm") return core::Backend::rocm;
-  return core::Backend::none;
-}
-
-}  // namespace
 
 const char* const kFileColumns =
     "f.id, f.filename, p.name, f.version, f.kind, f.sha256, f.size, f.upload_time, "
@@ -53,46 +29,7 @@ const char* const kFileColumns =
     "f.uploaded_by, f.uploaded_by_token, f.binaries, f.variant";
 
 core::FileRecord read_file_row(const Stmt& s) {
-  core::FileRecord f;
-  f.id = s.i64(0);
-  f.filename = s.text(1);
-  f.project = s.text(2);
-  f.version = s.text(3);
-  f.kind = s.text(4) == "sdist" ? core::DistKind::sdist : core::DistKind::wheel;
-  f.sha256 = s.text(5);
-  f.size = static_cast<std::uint64_t>(s.i64(6));
-  f.upload_time = s.i64(7);
-  f.requires_python = s.opt_text(8);
-  f.metadata_sha256 = s.text(9);
-  f.metadata_size = static_cast<std::uint64_t>(s.i64(10));
-  if (s.i64(11) != 0) f.yanked = s.opt_text(12).value_or("");
-  f.tags.build_tag = s.opt_text(13);
-  f.tags.python_tag = s.text(14);
-  f.tags.abi_tag = s.text(15);
-  f.tags.platform_tag = s.text(16);
-  core::VariantHints& h = f.hints;
-  h.backend = parse_backend(s.text(17));
-  h.cuda_major = s.opt_int(18);
-  h.cuda_minor = s.opt_int(19);
-  h.rocm_major = s.opt_int(20);
-  h.rocm_minor = s.opt_int(21);
-  if (const auto major = s.opt_int(22), minor = s.opt_int(23); major && minor) {
-    h.torch = core::TorchSeries{*major, *minor};
-  }
-  if (const auto abi = s.opt_int(24)) h.cxx11_abi = *abi != 0;
-  const std::string extra = s.text(25);
-  for (const auto part : split(extra, '.')) {
-    if (!part.empty()) h.extra.emplace_back(part);
-  }
-  f.damaged = s.i64(26) != 0;
-  f.uploaded_by = s.text(27);
-  f.uploaded_by_token = s.opt_i64(28).value_or(0);
-  if (const auto binaries = s.opt_text(29)) f.binaries = core::decode_findings(*binaries);
-  if (const auto variant = s.opt_text(30)) {
-    f.variant = core::decode_variant(*variant);
-    if (f.variant) f.tags.variant_label = f.variant->label;
-  }
-  return f;
+  return file_from_row(s);
 }
 
 void bind_hints(Stmt& s, int first, const core::VariantHints& h) {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "catalog/row_mapping.hpp"
 #include "catalog/sqlite_db.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/version.hpp"
@@ -22,12 +23,6 @@ namespace wf::catalog::detail {
 
 using sqlite::Db;
 using sqlite::Stmt;
-
-/// The columns read_file_row() reads, in its order (files f JOIN projects p).
-extern const char* const kFileColumns;
-/// How many columns kFileColumns selects: a query that selects more after them reads those
-/// from this index on.
-constexpr int kFileColumnCount = 31;
 
 /// A file row selected with kFileColumns.
 core::FileRecord read_file_row(const Stmt& s);
@@ -39,9 +34,6 @@ void bind_hints(Stmt& s, int first, const core::VariantHints& h);
 /// SIZE_MAX), in one write transaction. Opening a catalog runs all; tests stop at an earlier
 /// version to build a database as an older wheelforge left it.
 Status migrate_to(Db& db, std::size_t target);
-
-// Bumped when the label parser learns something new, so that stored hints are recomputed.
-constexpr std::int64_t kHintsVersion = 1;
 
 class SqliteCatalog final : public Catalog {
  public:

@@ -1,5 +1,6 @@
 #include <mutex>
 
+#include "catalog/row_mapping.hpp"
 #include "catalog/sqlite_db.hpp"
 #include "wheelforge/catalog/jobs.hpp"
 
@@ -16,40 +17,11 @@ constexpr const char* kJobColumns =
     " executor_job, image, image_digest, engine_command";
 
 JobRecord read_job(const Stmt& q) {
-  JobRecord j;
-  j.id = q.i64(0);
-  j.build_id = q.i64(1);
-  j.recipe = q.text(2);
-  j.version = q.text(3);
-  j.cell.python = q.text(4);
-  j.cell.torch = core::parse_torch_series(q.text(5)).value_or(core::TorchSeries{});
-  j.cell.cuda = core::parse_cuda_version(q.text(6)).value_or(core::CudaVersion{});
-  j.state = core::parse_job_state(q.text(7)).value_or(core::JobState::failed);
-  j.reason = q.text(8);
-  j.attempts = static_cast<int>(q.i64(9));
-  j.max_jobs = static_cast<unsigned>(q.i64(10));
-  j.nvcc_threads = static_cast<unsigned>(q.i64(11));
-  j.wheel = q.text(12);
-  j.created_at = q.i64(13);
-  j.started_at = q.opt_i64(14);
-  j.finished_at = q.opt_i64(15);
-  j.toolchain.nvcc = q.text(16);
-  j.toolchain.nvcc_version = q.text(17);
-  j.toolchain.torch_version = q.text(18);
-  j.toolchain.torch_cuda = q.text(19);
-  j.toolchain.python = q.text(20);
-  j.toolchain.python_version = q.text(21);
-  j.build_number = static_cast<std::uint64_t>(q.i64(22));
-  j.glibc_floor = q.text(23);
-  j.executor_job = q.text(24);
-  j.provenance.image = q.text(25);
-  j.provenance.image_digest = q.text(26);
-  j.provenance.engine_command = q.text(27);
-  return j;
+  return detail::job_from_row(q);
 }
 
 BuildRecord read_build(const Stmt& q) {
-  return BuildRecord{q.i64(0), q.text(1), q.text(2), q.i64(3) != 0, q.i64(4) != 0, q.i64(5)};
+  return detail::build_from_row(q);
 }
 
 /// Reads every row of a statement; an error on any step fails the whole read.

@@ -20,6 +20,9 @@ struct Common {
                     "TOML configuration file (default /etc/wheelforge/wheelforge.toml if it "
                     "exists)");
     cmd->add_option("--data-dir", overrides.data_dir, "data directory (default ./data)");
+    cmd->add_option("--catalog", overrides.catalog,
+                    "where the catalog lives: sqlite (DATA_DIR/wheelforge.db) or a PostgreSQL "
+                    "URI postgresql://USER:PASSWORD@HOST:PORT/DBNAME (default sqlite)");
     if (with_server_flags) {
       cmd->add_option("--listen", overrides.listen,
                       "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks one)");

@@ -25,8 +25,9 @@ from wfhelpers import (
 )
 
 
-# Fixtures that start a private Slurm cluster or prepare a container engine (see each module).
-pytest_plugins = ("slurm_cluster", "container_engine")
+# Fixtures that start a private Slurm cluster, prepare a container engine or start a throwaway
+# PostgreSQL cluster (see each module).
+pytest_plugins = ("slurm_cluster", "container_engine", "pg_cluster")
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -22,6 +22,7 @@ namespace wf::app {
 /// configuration file, then the defaults. One field per setting of Settings.
 struct Overrides {
   std::optional<std::string> data_dir;
+  std::optional<std::string> catalog;
   std::optional<std::string> listen;
   std::optional<std::string> max_upload_size;
   std::optional<std::string> max_inflated_size;
@@ -50,6 +51,9 @@ struct Overrides {
 /// in the table in settings.cpp (which derives its TOML key, WHEELFORGE_* variable and flag).
 struct Settings {
   std::filesystem::path data_dir = "data";
+  /// Where the catalog lives (docs/storage.md, "Catalog backends"): "sqlite" (DATA_DIR/
+  /// wheelforge.db) or a libpq URI "postgresql://USER:PASSWORD@HOST:PORT/DBNAME".
+  std::string catalog = "sqlite";
   std::string listen = "127.0.0.1:8080";
   std::uint64_t max_upload_size = 8ULL * 1024 * 1024 * 1024;
   /// The archive policy for uploads and imports (docs/security.md): the largest total of the

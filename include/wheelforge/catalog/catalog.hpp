@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wheelforge/core/claims.hpp"
@@ -320,5 +321,31 @@ class Catalog {
 /// Fails with io when the database cannot be opened, internal on a failed migration.
 [[nodiscard]] Result<std::unique_ptr<Catalog>> open_sqlite_catalog(
     const std::filesystem::path& db_path);
+
+/// Opens the PostgreSQL catalog at a libpq URI ("postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
+/// and applies pending migrations (under an advisory lock: concurrent openers do not both
+/// migrate). Errc::unavailable naming the database ("PostgreSQL at HOST:PORT/DBNAME", never the
+/// password) when it cannot be reached; every later call that finds the connection lost fails
+/// the same way, and the next call connects again.
+[[nodiscard]] Result<std::unique_ptr<Catalog>> open_postgres_catalog(std::string_view uri);
+
+/// Ok for a catalog location wheelforge knows: "sqlite" (or empty: the default) or a libpq URI
+/// "postgresql://..." / "postgres://..."; Errc::invalid saying what is expected otherwise.
+[[nodiscard]] Status validate_catalog_location(std::string_view location);
+
+/// True for a PostgreSQL location (a libpq URI).
+[[nodiscard]] bool is_postgres_location(std::string_view location);
+
+/// The password a PostgreSQL URI carries (userinfo or ?password=), empty when none.
+[[nodiscard]] std::string uri_password(std::string_view location);
+
+/// The location as it may be shown and logged: a URI's password replaced by "***".
+[[nodiscard]] std::string describe_catalog_location(std::string_view location);
+
+/// Opens the catalog a location names: "sqlite" (or empty) opens DATA_DIR/wheelforge.db as
+/// open_sqlite_catalog does; a libpq URI opens PostgreSQL (open_postgres_catalog). Errc::invalid
+/// for anything else.
+[[nodiscard]] Result<std::unique_ptr<Catalog>> open_catalog(std::string_view location,
+                                                            const std::filesystem::path& data_dir);
 
 }  // namespace wf::catalog

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wheelforge/core/build.hpp"
@@ -130,5 +131,12 @@ class JobStore {
 /// Opens the job store on the catalog database (which open_sqlite_catalog has migrated).
 [[nodiscard]] Result<std::unique_ptr<JobStore>> open_sqlite_job_store(
     const std::filesystem::path& db_path);
+
+/// Opens the job store on a PostgreSQL catalog database (migrating it when needed).
+[[nodiscard]] Result<std::unique_ptr<JobStore>> open_postgres_job_store(std::string_view uri);
+
+/// Opens the job store on the catalog a location names (open_catalog's locations).
+[[nodiscard]] Result<std::unique_ptr<JobStore>> open_job_store(
+    std::string_view location, const std::filesystem::path& data_dir);
 
 }  // namespace wf::catalog

@@ -657,6 +657,27 @@ TEST_F(ConfigTest, UpstreamFileCacheIsASizeWithZeroForNoBound) {
       << checked.problems[0];
 }
 
+TEST_F(ConfigTest, CatalogIsSqliteOrAPostgresUriShownWithoutItsPassword) {
+  Overrides o;
+  auto checked = check_configuration(std::nullopt, o);
+  ASSERT_TRUE(checked.config);
+  EXPECT_EQ(checked.config->settings.catalog, "sqlite");
+  o.catalog = "postgresql://wf:pg-s3cret@db.example:5433/index";
+  checked = check_configuration(std::nullopt, o);
+  ASSERT_TRUE(checked.config);
+  EXPECT_EQ(checked.config->settings.catalog, "postgresql://wf:pg-s3cret@db.example:5433/index");
+  const std::string shown = settings_to_toml(checked.config->settings);
+  EXPECT_NE(shown.find("catalog = \"postgresql://wf:***@db.example:5433/index\""),
+            std::string::npos)
+      << shown;
+  EXPECT_EQ(shown.find("pg-s3cret"), std::string::npos);
+  o.catalog = "mysql://db.example/index";
+  checked = check_configuration(std::nullopt, o);
+  ASSERT_EQ(checked.problems.size(), 1U);
+  EXPECT_TRUE(checked.problems[0].starts_with("catalog: expected \"sqlite\" or a PostgreSQL URI"))
+      << checked.problems[0];
+}
+
 TEST_F(ConfigTest, UpstreamPageDiskCacheIsASizeOneGigabyteByDefault) {
   Overrides o;
   auto checked = check_configuration(std::nullopt, o);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "backends.hpp"
 #include "catalog/sqlite_catalog_impl.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 
@@ -16,14 +17,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class AuditTest : public ::testing::Test {
+class AuditTestBase : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("wf-audit-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("wf-audit-" + std::to_string(::getpid()) + "-" + backends::test_dir_name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    auto location = backends::fresh_location(backend_);
+    ASSERT_TRUE(location) << location.error().message;
+    location_ = *location;
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path db() const { return dir_ / "wheelforge.db"; }
@@ -61,10 +64,30 @@ class AuditTest : public ::testing::Test {
     return t;
   }
 
+  Result<std::unique_ptr<Catalog>> open_cat() { return open_catalog(location_, dir_); }
+
+  backends::Backend backend_ = backends::Backend::sqlite;
+  std::string location_;
   fs::path dir_;
 };
 
-TEST_F(AuditTest, UpgradesACatalogOfSchemaVersion10) {
+class AuditTest : public AuditTestBase, public ::testing::WithParamInterface<backends::Backend> {
+ protected:
+  void SetUp() override {
+    backend_ = GetParam();
+    AuditTestBase::SetUp();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, AuditTest,
+                         ::testing::Values(backends::Backend::sqlite,
+                                           backends::Backend::postgresql),
+                         backends::BackendName());
+
+/// Tests of SQLite internals (older schemas).
+using SqliteAuditTest = AuditTestBase;
+
+TEST_F(SqliteAuditTest, UpgradesACatalogOfSchemaVersion10) {
   {
     // The schema as wheelforge left it before token lifecycle and the audit trail.
     auto raw = sqlite::Db::open(db(), sqlite::OpenMode::create);
@@ -85,7 +108,7 @@ TEST_F(AuditTest, UpgradesACatalogOfSchemaVersion10) {
     ASSERT_EQ(v.step(), SQLITE_ROW);
     ASSERT_EQ(v.i64(0), 10);
   }
-  auto cat = open_sqlite_catalog(db());
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   auto contents = (*cat)->load();
   ASSERT_TRUE(contents) << contents.error().message;
@@ -122,8 +145,8 @@ TEST_F(AuditTest, UpgradesACatalogOfSchemaVersion10) {
   EXPECT_GT(*(*cat)->generation(), *before);
 }
 
-TEST_F(AuditTest, AFileOfATokenRevokedOrExpiredSinceItsUploadBeganIsNotRecorded) {
-  auto cat = open_sqlite_catalog(db());
+TEST_P(AuditTest, AFileOfATokenRevokedOrExpiredSinceItsUploadBeganIsNotRecorded) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   auto revoked = (*cat)->insert_token(token("wf_r", Scope::upload), Actor{});
   auto lapsed = token("wf_e", Scope::upload);
@@ -159,8 +182,8 @@ TEST_F(AuditTest, AFileOfATokenRevokedOrExpiredSinceItsUploadBeganIsNotRecorded)
   EXPECT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
 }
 
-TEST_F(AuditTest, EveryChangeIsRecordedWithItsActor) {
-  auto cat = open_sqlite_catalog(db());
+TEST_P(AuditTest, EveryChangeIsRecordedWithItsActor) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   auto t = token("wf_a", Scope::upload);
   t.expires_at = now_micros() + 1'000'000'000;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends.hpp"
 #include "older_schema.hpp"
 #include "wheelforge/core/variant.hpp"
 
@@ -15,14 +16,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CatalogTest : public ::testing::Test {
+class CatalogTestBase : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("wf-catalog-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("wf-catalog-" + std::to_string(::getpid()) + "-" + backends::test_dir_name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    auto location = backends::fresh_location(backend_);
+    ASSERT_TRUE(location) << location.error().message;
+    location_ = *location;
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -43,11 +46,32 @@ class CatalogTest : public ::testing::Test {
     return nf;
   }
 
+  Result<std::unique_ptr<Catalog>> open_cat() { return open_catalog(location_, dir_); }
+
+  backends::Backend backend_ = backends::Backend::sqlite;
+  std::string location_;
   fs::path dir_;
 };
 
-TEST_F(CatalogTest, InsertIdenticalConflict) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+class CatalogTest : public CatalogTestBase,
+                    public ::testing::WithParamInterface<backends::Backend> {
+ protected:
+  void SetUp() override {
+    backend_ = GetParam();
+    CatalogTestBase::SetUp();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, CatalogTest,
+                         ::testing::Values(backends::Backend::sqlite,
+                                           backends::Backend::postgresql),
+                         backends::BackendName());
+
+/// Tests of SQLite internals (older schemas).
+using SqliteCatalogTest = CatalogTestBase;
+
+TEST_P(CatalogTest, InsertIdenticalConflict) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   auto a = (*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a')));
   ASSERT_TRUE(a);
@@ -69,8 +93,8 @@ TEST_F(CatalogTest, InsertIdenticalConflict) {
   EXPECT_FALSE((*found)->yanked.has_value());
 }
 
-TEST_F(CatalogTest, InsertFilesAnswersEachFileAsOneAtATimeInOneTransaction) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, InsertFilesAnswersEachFileAsOneAtATimeInOneTransaction) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-0.9-py3-none-any.whl", std::string(64, 'z'))));
   auto generation = (*cat)->generation();
@@ -84,7 +108,7 @@ TEST_F(CatalogTest, InsertFilesAnswersEachFileAsOneAtATimeInOneTransaction) {
       wheel("demo_pkg-2.0-py3-none-any.whl", std::string(64, 'c')),  // its publish fails
       wheel("demo_pkg-3.0-py3-none-any.whl", std::string(64, 'd')),  // new
   };
-  auto other = open_sqlite_catalog(dir_ / "wheelforge.db");
+  auto other = open_cat();
   ASSERT_TRUE(other);
   std::vector<std::size_t> published;
   int commits = 0;
@@ -126,8 +150,8 @@ TEST_F(CatalogTest, InsertFilesAnswersEachFileAsOneAtATimeInOneTransaction) {
   EXPECT_GT(contents->generation, *generation);
 }
 
-TEST_F(CatalogTest, InsertFilesRollsBackWhenTheFlushBeforeCommitFails) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, InsertFilesRollsBackWhenTheFlushBeforeCommitFails) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   const std::vector<NewFile> files = {
       wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a')),
@@ -157,9 +181,9 @@ TEST_F(CatalogTest, InsertFilesRollsBackWhenTheFlushBeforeCommitFails) {
   EXPECT_EQ(flushes, 0);
 }
 
-TEST_F(CatalogTest, GenerationChangesAcrossConnections) {
-  auto writer = open_sqlite_catalog(dir_ / "wheelforge.db");
-  auto reader = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, GenerationChangesAcrossConnections) {
+  auto writer = open_cat();
+  auto reader = open_cat();
   ASSERT_TRUE(writer);
   ASSERT_TRUE(reader);
   auto g0 = (*reader)->generation();
@@ -175,8 +199,8 @@ TEST_F(CatalogTest, GenerationChangesAcrossConnections) {
   EXPECT_GT(*(*reader)->generation(), *g1);
 }
 
-TEST_F(CatalogTest, LoadReturnsEverything) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, LoadReturnsEverything) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
   ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py2-none-any.whl", std::string(64, 'c'))));
@@ -196,21 +220,21 @@ TEST_F(CatalogTest, LoadReturnsEverything) {
   EXPECT_EQ(contents->tokens[0].project, "demo-pkg");
 }
 
-TEST_F(CatalogTest, ReopenKeepsDataAndSchema) {
+TEST_P(CatalogTest, ReopenKeepsDataAndSchema) {
   {
-    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    auto cat = open_cat();
     ASSERT_TRUE(cat);
     ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
   }
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   auto contents = (*cat)->load();
   ASSERT_TRUE(contents);
   EXPECT_EQ(contents->files.size(), 1U);
 }
 
-TEST_F(CatalogTest, StoresVariantHints) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, StoresVariantHints) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   NewFile nf = wheel("demo_pkg-1.0+cu128torch2.8-py3-none-any.whl", std::string(64, 'a'));
   nf.file.version = "1.0+cu128torch2.8";
@@ -223,9 +247,9 @@ TEST_F(CatalogTest, StoresVariantHints) {
   EXPECT_EQ(contents->files[0].hints.describe(), "cu128 torch2.8 cxx11abi1");
 }
 
-TEST_F(CatalogTest, BackfillsHintsOfOlderRows) {
+TEST_F(SqliteCatalogTest, BackfillsHintsOfOlderRows) {
   {
-    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    auto cat = open_cat();
     ASSERT_TRUE(cat);
     NewFile nf = wheel("demo_pkg-1.0+cu126-py3-none-any.whl", std::string(64, 'a'));
     nf.file.version = "1.0+cu126";
@@ -242,7 +266,7 @@ TEST_F(CatalogTest, BackfillsHintsOfOlderRows) {
             SQLITE_OK);
   sqlite3_close(db);
 
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   auto contents = (*cat)->load();
   ASSERT_TRUE(contents);
@@ -253,8 +277,8 @@ TEST_F(CatalogTest, BackfillsHintsOfOlderRows) {
   EXPECT_EQ(*h.torch, (core::TorchSeries{2, 9}));
 }
 
-TEST_F(CatalogTest, YankByVersionAndFile) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, YankByVersionAndFile) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   for (const char* v : {"1.0+cu126", "1.0+cu128", "2.0"}) {
     NewFile nf = wheel(std::string("demo_pkg-") + v + "-py3-none-any.whl", std::string(64, v[0]));
@@ -294,8 +318,8 @@ TEST_F(CatalogTest, YankByVersionAndFile) {
             Errc::invalid);
 }
 
-TEST_F(CatalogTest, DeleteReservesTheName) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, DeleteReservesTheName) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   const std::string name = "demo_pkg-1.0-py3-none-any.whl";
   ASSERT_TRUE((*cat)->insert_file(wheel(name, std::string(64, 'a'))));
@@ -312,8 +336,8 @@ TEST_F(CatalogTest, DeleteReservesTheName) {
   EXPECT_EQ(again->second.sha256, std::string(64, 'a'));
 }
 
-TEST_F(CatalogTest, DeletedFilesAreListedPerProject) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, DeletedFilesAreListedPerProject) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   for (const auto* name : {"demo_pkg-1.0-1-py3-none-any.whl", "demo_pkg-1.0-py3-none-any.whl",
                            "demo_pkg-2.0-py3-none-any.whl"}) {
@@ -331,8 +355,8 @@ TEST_F(CatalogTest, DeletedFilesAreListedPerProject) {
   EXPECT_TRUE((*cat)->deleted_files("other")->empty());
 }
 
-TEST_F(CatalogTest, SpellingsOfOneNameAreOneFile) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, SpellingsOfOneNameAreOneFile) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   const std::string stored = "demo_pkg-1.0-py2.py3-none-any.whl";
   auto first = wheel(stored, std::string(64, 'a'));
@@ -369,8 +393,8 @@ TEST_F(CatalogTest, SpellingsOfOneNameAreOneFile) {
   EXPECT_EQ((*cat)->load()->files.size(), 4U);
 }
 
-TEST_F(CatalogTest, OneSdistPerRelease) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, OneSdistPerRelease) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   auto sdist = [](std::string filename, std::string sha) {
     NewFile nf = wheel(std::move(filename), std::move(sha));
@@ -393,8 +417,8 @@ TEST_F(CatalogTest, OneSdistPerRelease) {
             InsertOutcome::inserted);
 }
 
-TEST_F(CatalogTest, DeletionReservesEverySpellingOfTheName) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, DeletionReservesEverySpellingOfTheName) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   const std::string name = "demo_pkg-1.0-py3-none-any.whl";
   ASSERT_TRUE((*cat)->insert_file(wheel(name, std::string(64, 'a'))));
@@ -415,8 +439,8 @@ TEST_F(CatalogTest, DeletionReservesEverySpellingOfTheName) {
   EXPECT_FALSE(*(*cat)->is_reserved("demo_pkg-1.0-py2.py3-none-any.whl"));
 }
 
-TEST_F(CatalogTest, InsertFilesHoldsABatchToOneFilePerName) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, InsertFilesHoldsABatchToOneFilePerName) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   const std::vector<NewFile> files = {
       wheel("Demo_Pkg-1.0-py3-none-any.whl", std::string(64, 'a')),
@@ -433,9 +457,9 @@ TEST_F(CatalogTest, InsertFilesHoldsABatchToOneFilePerName) {
   EXPECT_EQ((*cat)->load()->files.size(), 1U);
 }
 
-TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
+TEST_F(SqliteCatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   {
-    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    auto cat = open_cat();
     ASSERT_TRUE(cat);
     ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
     ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-2.0-py3-none-any.whl", std::string(64, 'c'))));
@@ -458,7 +482,7 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   ASSERT_EQ(sqlite3_exec(db, older.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
   sqlite3_close(db);
 
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   auto contents = (*cat)->load();
   ASSERT_TRUE(contents);
@@ -483,8 +507,8 @@ TEST_F(CatalogTest, UpgradeKeepsFilesThatCollideAndRefusesNewOnes) {
   EXPECT_EQ((*cat)->load()->files.size(), 2U);
 }
 
-TEST_F(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   TokenRecord t;
   t.hash = std::string(64, '1');
@@ -557,8 +581,8 @@ TEST_F(CatalogTest, ClaimsAreRecordedAndEnforcedInsideTheTransaction) {
             Errc::not_found);
 }
 
-TEST_F(CatalogTest, LocalCommandsClaimNewProjectsForAdmins) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, LocalCommandsClaimNewProjectsForAdmins) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat);
   ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
   EXPECT_EQ((*cat)->load()->projects.at(0).claim.kind, core::ClaimKind::admin);
@@ -569,9 +593,9 @@ TEST_F(CatalogTest, LocalCommandsClaimNewProjectsForAdmins) {
   EXPECT_EQ((*cat)->insert_file(by_token)->first, InsertOutcome::inserted);
 }
 
-TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
+TEST_F(SqliteCatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   {
-    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    auto cat = open_cat();
     ASSERT_TRUE(cat);
     ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'))));
   }
@@ -584,7 +608,7 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
   ASSERT_EQ(sqlite3_exec(db, older.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
   sqlite3_close(db);
 
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   auto contents = (*cat)->load();
   ASSERT_TRUE(contents);
@@ -604,12 +628,12 @@ TEST_F(CatalogTest, ProjectsOlderThanClaimsAreUnclaimed) {
 }
 
 // What a catalog of migration 11 holds after the upgrade: every wheel without findings.
-TEST_F(CatalogTest, FindingsOfWheelsStoredBeforeInspectionAreRecordedOnce) {
+TEST_F(SqliteCatalogTest, FindingsOfWheelsStoredBeforeInspectionAreRecordedOnce) {
   core::WheelFindings other;
   other.binaries.emplace_back();
   other.binaries.back().path = "demo/_C.so";
   {
-    auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+    auto cat = open_cat();
     ASSERT_TRUE(cat);
     NewFile a = wheel("demo_pkg-1.0+cu130-cp39-abi3-linux_x86_64.whl", std::string(64, 'a'));
     a.file.version = "1.0+cu130";
@@ -633,7 +657,7 @@ TEST_F(CatalogTest, FindingsOfWheelsStoredBeforeInspectionAreRecordedOnce) {
   ASSERT_EQ(sqlite3_exec(db, older.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
   sqlite3_close(db);
 
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   auto listed = (*cat)->uninspected_wheels();
   ASSERT_TRUE(listed) << listed.error().message;
@@ -696,8 +720,8 @@ TEST_F(CatalogTest, FindingsOfWheelsStoredBeforeInspectionAreRecordedOnce) {
   EXPECT_FALSE((*cat)->find_file("demo_pkg-1.0.tar.gz")->value().binaries);
 }
 
-TEST_F(CatalogTest, DamagedBlobsWithdrawTheirFilesUntilPublishedAgain) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(CatalogTest, DamagedBlobsWithdrawTheirFilesUntilPublishedAgain) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   const std::string a(64, 'a');
   const std::string b(64, 'b');

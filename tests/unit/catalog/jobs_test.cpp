@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "backends.hpp"
 #include "older_schema.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 
@@ -17,22 +18,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class JobStoreTest : public ::testing::Test {
+class JobStoreTestBase : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("wf-jobs-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("wf-jobs-" + std::to_string(::getpid()) + "-" + backends::test_dir_name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    auto cat = open_sqlite_catalog(db());  // creates and migrates the schema
+    auto location = backends::fresh_location(backend_);
+    ASSERT_TRUE(location) << location.error().message;
+    location_ = *location;
+    auto cat = open_cat();  // creates and migrates the schema
     ASSERT_TRUE(cat) << cat.error().message;
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path db() const { return dir_ / "wheelforge.db"; }
 
   std::unique_ptr<JobStore> open() {
-    auto j = open_sqlite_job_store(db());
+    auto j = open_job_store(location_, dir_);
     EXPECT_TRUE(j) << j.error().message;
     return std::move(*j);
   }
@@ -48,10 +51,31 @@ class JobStoreTest : public ::testing::Test {
     return b;
   }
 
+  Result<std::unique_ptr<Catalog>> open_cat() { return open_catalog(location_, dir_); }
+
+  backends::Backend backend_ = backends::Backend::sqlite;
+  std::string location_;
   fs::path dir_;
 };
 
-TEST_F(JobStoreTest, ToolchainIsRecordedAndReadBack) {
+class JobStoreTest : public JobStoreTestBase,
+                     public ::testing::WithParamInterface<backends::Backend> {
+ protected:
+  void SetUp() override {
+    backend_ = GetParam();
+    JobStoreTestBase::SetUp();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobStoreTest,
+                         ::testing::Values(backends::Backend::sqlite,
+                                           backends::Backend::postgresql),
+                         backends::BackendName());
+
+/// Tests of SQLite internals (older schemas).
+using SqliteJobStoreTest = JobStoreTestBase;
+
+TEST_P(JobStoreTest, ToolchainIsRecordedAndReadBack) {
   auto jobs = open();
   auto created = jobs->create_build(build(), cells(1));
   ASSERT_TRUE(created);
@@ -72,7 +96,7 @@ TEST_F(JobStoreTest, ToolchainIsRecordedAndReadBack) {
   EXPECT_EQ((*jobs->find_job(id))->toolchain, t);
 }
 
-TEST_F(JobStoreTest, RecoveryRequeuesInterruptedJobsButNotThoseStillRunning) {
+TEST_P(JobStoreTest, RecoveryRequeuesInterruptedJobsButNotThoseStillRunning) {
   auto jobs = open();
   auto created = jobs->create_build(build(), cells(3));
   ASSERT_TRUE(created);
@@ -92,7 +116,7 @@ TEST_F(JobStoreTest, RecoveryRequeuesInterruptedJobsButNotThoseStillRunning) {
   EXPECT_EQ((*jobs->find_job(list[2].id))->state, core::JobState::queued);
 }
 
-TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) {
+TEST_F(SqliteJobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) {
   {
     auto jobs = open();
     ASSERT_TRUE(jobs->create_build(build(), cells(1)));
@@ -106,7 +130,7 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   ASSERT_EQ(sqlite3_exec(raw, older.c_str(), nullptr, nullptr, &err), SQLITE_OK)
       << (err ? err : "");
   sqlite3_close(raw);
-  auto cat = open_sqlite_catalog(db());
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   auto jobs = open();
   auto all = jobs->jobs_in_state(core::JobState::queued);
@@ -122,7 +146,7 @@ TEST_F(JobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) 
   EXPECT_FALSE((*b)->yank_superseded);
 }
 
-TEST_F(JobStoreTest, WheelBuildNumberAndGlibcFloorAreRecorded) {
+TEST_P(JobStoreTest, WheelBuildNumberAndGlibcFloorAreRecorded) {
   auto jobs = open();
   BuildRecord b = build();
   b.force = true;
@@ -148,7 +172,7 @@ TEST_F(JobStoreTest, WheelBuildNumberAndGlibcFloorAreRecorded) {
   EXPECT_TRUE(listed->front().yank_superseded);
 }
 
-TEST_F(JobStoreTest, ExecutorJobIsRecordedKeptAndReplaced) {
+TEST_P(JobStoreTest, ExecutorJobIsRecordedKeptAndReplaced) {
   auto jobs = open();
   auto created = jobs->create_build(build(), cells(1));
   ASSERT_TRUE(created);
@@ -166,7 +190,7 @@ TEST_F(JobStoreTest, ExecutorJobIsRecordedKeptAndReplaced) {
   EXPECT_EQ(running->front().executor_job, "1240");
 }
 
-TEST_F(JobStoreTest, ProvenanceIsRecordedAndReplaced) {
+TEST_P(JobStoreTest, ProvenanceIsRecordedAndReplaced) {
   auto jobs = open();
   auto created = jobs->create_build(build(), cells(1));
   ASSERT_TRUE(created);
@@ -180,7 +204,7 @@ TEST_F(JobStoreTest, ProvenanceIsRecordedAndReplaced) {
   EXPECT_EQ((*jobs->find_job(id))->provenance, p);
 }
 
-TEST_F(JobStoreTest, ASucceededJobKeepsNoReasonFromBefore) {
+TEST_P(JobStoreTest, ASucceededJobKeepsNoReasonFromBefore) {
   auto jobs = open();
   auto created = jobs->create_build(build(), cells(1));
   ASSERT_TRUE(created);

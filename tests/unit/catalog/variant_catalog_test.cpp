@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "backends.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/wheel_variant.hpp"
 
@@ -15,14 +16,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class VariantCatalogTest : public ::testing::Test {
+class VariantCatalogTestBase : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("wf-variant-catalog-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("wf-variant-catalog-" + std::to_string(::getpid()) + "-" + backends::test_dir_name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    auto location = backends::fresh_location(backend_);
+    ASSERT_TRUE(location) << location.error().message;
+    location_ = *location;
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -48,11 +51,32 @@ class VariantCatalogTest : public ::testing::Test {
     return nf;
   }
 
+  Result<std::unique_ptr<Catalog>> open_cat() { return open_catalog(location_, dir_); }
+
+  backends::Backend backend_ = backends::Backend::sqlite;
+  std::string location_;
   fs::path dir_;
 };
 
-TEST_F(VariantCatalogTest, StoresTheVariantWithTheFile) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+class VariantCatalogTest : public VariantCatalogTestBase,
+                           public ::testing::WithParamInterface<backends::Backend> {
+ protected:
+  void SetUp() override {
+    backend_ = GetParam();
+    VariantCatalogTestBase::SetUp();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, VariantCatalogTest,
+                         ::testing::Values(backends::Backend::sqlite,
+                                           backends::Backend::postgresql),
+                         backends::BackendName());
+
+/// Tests of SQLite internals (older schemas).
+using SqliteVariantCatalogTest = VariantCatalogTestBase;
+
+TEST_P(VariantCatalogTest, StoresTheVariantWithTheFile) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   const NewFile nf = variant_wheel("cu128", "12.8", 'a');
   auto r = (*cat)->insert_file(nf);
@@ -80,8 +104,8 @@ TEST_F(VariantCatalogTest, StoresTheVariantWithTheFile) {
   }
 }
 
-TEST_F(VariantCatalogTest, RefusesALabelDefinedDifferentlyInTheRelease) {
-  auto cat = open_sqlite_catalog(dir_ / "wheelforge.db");
+TEST_P(VariantCatalogTest, RefusesALabelDefinedDifferentlyInTheRelease) {
+  auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
   ASSERT_EQ((*cat)->insert_file(variant_wheel("cu128", "12.8", 'a'))->first,
             InsertOutcome::inserted);

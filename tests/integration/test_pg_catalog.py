@@ -1,0 +1,130 @@
+"""The catalog in PostgreSQL (docs/storage.md, "Catalog backends"): `wheelforge serve --catalog
+postgresql://...` takes twine uploads that pip installs, with a token made by `wheelforge token
+create --catalog URL`, and keeps everything across a restart; while the database is down an
+upload answers 503 naming it and pages are still served, and once it is back the next upload
+succeeds without a restart; two servers on one database racing to upload one file name with
+different bytes have exactly one winner. Real PostgreSQL 15 (pg_cluster.py), real twine, pip
+and wheelforge processes on loopback."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+
+from test_pip import PIP_TIMEOUT, pip_python_or_skip
+from test_publish import output_of, twine
+from wfhelpers import make_wheel, path_of, pip_args, run, wait_for
+
+
+def listed_sha(server, project: str, filename: str) -> str | None:
+    """The sha256 the project's JSON page lists for `filename`; None while it lists none."""
+    page = server.get(f"/simple/{project}/", {"Accept": "application/vnd.pypi.simple.v1+json"})
+    if page.status != 200:
+        return None
+    for entry in page.json()["files"]:
+        if entry["filename"] == filename:
+            return entry["hashes"]["sha256"]
+    return None
+
+
+def create_token(harness, catalog: str, scope: str = "upload") -> str:
+    proc = harness.cli("token", "create", "--catalog", catalog, "--data-dir",
+                       str(harness.data_dir), "--scope", scope)
+    assert proc.returncode == 0, f"token create failed: {proc.stderr}"
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def db_name(uri: str) -> str:
+    """The database as wheelforge names it: "PostgreSQL at 127.0.0.1:PORT/DB"."""
+    return "PostgreSQL at " + uri.split("@", 1)[1]
+
+
+def test_upload_install_token_and_restart(harness, pg_database, artifacts):
+    token = create_token(harness, pg_database)
+    server = harness.serve("--catalog", pg_database)
+    wheel = make_wheel(artifacts, "pg-demo", "1.0", module="pg_demo", value="from postgres")
+    proc = twine(harness, server.url + "/legacy/", token, [wheel.path])
+    assert proc.returncode == 0, f"twine upload failed:\n{output_of(proc)}"
+
+    python = pip_python_or_skip("24.2")
+    target = harness.path("target")
+    proc = run([python, "-m", "pip", "install", "--target", target,
+                *pip_args(server.url + "/simple/"), "pg-demo==1.0"], timeout=PIP_TIMEOUT)
+    assert proc.returncode == 0, f"pip install failed:\n{proc.stdout}\n{proc.stderr}"
+    assert (target / "pg_demo" / "__init__.py").read_text().find("from postgres") >= 0
+
+    # The catalog is the database's: no SQLite catalog appeared in the data directory.
+    assert not (harness.data_dir / "wheelforge.db").exists()
+    rows = harness.cli("token", "list", "--catalog", pg_database, "--data-dir",
+                       str(harness.data_dir))
+    assert rows.returncode == 0, rows.stderr
+    assert re.search(r"^1\s+upload\b", rows.stdout, re.M), rows.stdout
+    audit = harness.cli("audit", "--catalog", pg_database, "--data-dir", str(harness.data_dir))
+    assert audit.returncode == 0, audit.stderr
+    assert wheel.filename in audit.stdout, audit.stdout
+
+    # Maintenance commands that work on SQLite only refuse rather than use another catalog.
+    backup = harness.cli("backup", "--catalog", pg_database, "--data-dir", str(harness.data_dir),
+                         str(harness.root / "backup"))
+    assert backup.returncode != 0
+    assert "SQLite catalog only" in backup.stderr and "pg_dump" in backup.stderr, backup.stderr
+
+    # A restart keeps everything: the file, its page, the token.
+    server.stop()
+    again = harness.serve("--catalog", pg_database)
+    page = again.get("/simple/pg-demo/")
+    assert page.status == 200 and wheel.filename in page.text
+    entry = again.file_entry("pg-demo", wheel.filename)
+    assert entry["hashes"]["sha256"] == wheel.sha256
+    second = make_wheel(artifacts, "pg-demo", "1.1")
+    assert again.put_file(second, token).status == 201
+
+
+def test_database_outage_answers_503_and_heals_without_restart(harness, pg_cluster, pg_database,
+                                                              artifacts):
+    token = create_token(harness, pg_database)
+    server = harness.serve("--catalog", pg_database)
+    first = make_wheel(artifacts, "outage-demo", "1.0")
+    assert server.put_file(first, token).status == 201
+
+    pg_cluster.stop()
+    during = make_wheel(artifacts, "outage-demo", "1.1")
+    answer = server.put_file(during, token)
+    assert answer.status == 503, (answer.status, answer.text)
+    assert db_name(pg_database) in answer.text, answer.text
+    assert "wheelforge@" not in answer.text
+    # Pages and files are still served, from memory.
+    page = server.get("/simple/outage-demo/")
+    assert page.status == 200 and first.filename in page.text
+    assert during.filename not in page.text
+    url = server.file_entry("outage-demo", first.filename)["url"]
+    assert server.get(path_of(url)).status == 200
+
+    pg_cluster.start()
+    retry = server.put_file(during, token)
+    assert retry.status == 201, (retry.status, retry.text)
+    page = server.get("/simple/outage-demo/")
+    assert during.filename in page.text
+
+
+def test_two_servers_racing_for_one_name_have_one_winner(harness, pg_database, artifacts):
+    token = create_token(harness, pg_database)
+    a = harness.serve("--catalog", pg_database)
+    b = harness.serve("--catalog", pg_database)
+    for round_ in range(3):
+        version = f"1.{round_}"
+        contenders = [make_wheel(harness.path(f"race{round_}-{i}"), "race-demo", version,
+                                 value=f"bytes {i}") for i in range(4)]
+        assert len({w.sha256 for w in contenders}) == 4
+        servers = [a, b, a, b]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda i: servers[i].put_file(contenders[i], token),
+                                    range(4)))
+        statuses = sorted(r.status for r in answers)
+        assert statuses == [201, 409, 409, 409], [(r.status, r.text) for r in answers]
+        winner = contenders[[r.status for r in answers].index(201)]
+        # Both servers list the winner's bytes under that name (each notices the other's
+        # commits at its next look at the catalog).
+        for server in (a, b):
+            assert wait_for(lambda s=server: listed_sha(s, "race-demo", winner.filename),
+                            timeout=10) == winner.sha256

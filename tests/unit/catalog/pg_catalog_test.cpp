@@ -1,0 +1,194 @@
+// The PostgreSQL catalog's own promises: racing writers from two connections (two processes)
+// have one winner, concurrent openers of a fresh database migrate it once, a lost or refused
+// connection is Errc::unavailable naming the database (never its password) and the next call
+// connects again, and locations other than "sqlite" or a libpq URI are refused.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends.hpp"
+#include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/catalog/jobs.hpp"
+
+namespace wf::catalog {
+namespace {
+
+namespace fs = std::filesystem;
+using backends::Backend;
+
+NewFile wheel(std::string filename, char sha) {
+  NewFile nf;
+  nf.file.filename = std::move(filename);
+  nf.file.project = "demo-pkg";
+  nf.file.version = "1.0";
+  nf.file.sha256 = std::string(64, sha);
+  nf.file.size = 10;
+  nf.file.upload_time = now_micros();
+  nf.file.metadata_sha256 = std::string(64, 'm');
+  nf.file.metadata_size = 5;
+  nf.file.tags = core::WheelTags{std::nullopt, "py3", "none", "any", std::nullopt};
+  nf.display_name = "demo-pkg";
+  return nf;
+}
+
+class RaceTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("wf-race-" + std::to_string(::getpid()) + "-" + backends::test_dir_name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto location = backends::fresh_location(GetParam());
+    ASSERT_TRUE(location) << location.error().message;
+    location_ = *location;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string location_;
+  fs::path dir_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, RaceTest,
+                         ::testing::Values(Backend::sqlite, Backend::postgresql),
+                         backends::BackendName());
+
+// Two connections (as two server processes hold) upload spellings of one name with different
+// bytes at once; each one's publish step waits so that both are inside insert_file together.
+TEST_P(RaceTest, TwoConnectionsRacingForOneNameHaveOneWinner) {
+  for (int round = 0; round < 3; ++round) {
+    auto a = open_catalog(location_, dir_);
+    auto b = open_catalog(location_, dir_);
+    ASSERT_TRUE(a && b);
+    const std::string version = "1." + std::to_string(round);
+    NewFile first = wheel("demo_pkg-" + version + "-py3-none-any.whl", 'a');
+    NewFile second = wheel("Demo.Pkg-" + version + "-py3-none-any.whl", 'b');
+    first.file.version = second.file.version = version;
+    std::vector<Result<Catalog::Inserted>> results;
+    results.reserve(2);
+    std::atomic<int> published{0};
+    auto slow_publish = [&]() -> Status {
+      ++published;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return ok_status();
+    };
+    std::optional<Result<Catalog::Inserted>> ra;
+    std::optional<Result<Catalog::Inserted>> rb;
+    std::thread ta([&] { ra = (*a)->insert_file(first, slow_publish); });
+    std::thread tb([&] { rb = (*b)->insert_file(second, slow_publish); });
+    ta.join();
+    tb.join();
+    ASSERT_TRUE(*ra) << ra->error().message;
+    ASSERT_TRUE(*rb) << rb->error().message;
+    const auto oa = (*ra)->first;
+    const auto ob = (*rb)->first;
+    EXPECT_TRUE((oa == InsertOutcome::inserted && ob == InsertOutcome::conflict) ||
+                (oa == InsertOutcome::conflict && ob == InsertOutcome::inserted))
+        << "round " << round;
+    // Only the winner published: a blob no row references is never published.
+    EXPECT_EQ(published.load(), 1);
+    auto contents = (*a)->load();
+    ASSERT_TRUE(contents);
+    EXPECT_EQ(contents->files.size(), static_cast<std::size_t>(round + 1));
+  }
+}
+
+class PgCatalogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto location = backends::fresh_location(Backend::postgresql);
+    ASSERT_TRUE(location) << location.error().message;
+    uri_ = *location;
+  }
+  std::string uri_;
+  fs::path dir_ = fs::temp_directory_path();
+};
+
+TEST_F(PgCatalogTest, ConcurrentOpenersOfAFreshDatabaseMigrateItOnce) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      if (i % 2 == 0) {
+        auto cat = open_catalog(uri_, dir_);
+        if (!cat) errors[i] = cat.error().message;
+      } else {
+        auto jobs = open_job_store(uri_, dir_);
+        if (!jobs) errors[i] = jobs.error().message;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  auto cat = open_catalog(uri_, dir_);
+  ASSERT_TRUE(cat);
+  auto inserted = (*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", 'a'));
+  ASSERT_TRUE(inserted) << inserted.error().message;
+  EXPECT_EQ(inserted->first, InsertOutcome::inserted);
+}
+
+TEST_F(PgCatalogTest, ALostConnectionIsUnavailableNamingTheDatabaseAndReconnects) {
+  auto cat = open_catalog(uri_, dir_);
+  ASSERT_TRUE(cat) << cat.error().message;
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", 'a')));
+  const std::string db = uri_.substr(uri_.find('@') + 1);  // 127.0.0.1:PORT/wf_test_N
+  ASSERT_TRUE(backends::set_server_stopped(true));
+  auto lost = (*cat)->insert_file(wheel("demo_pkg-1.1-py3-none-any.whl", 'b'));
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().code, Errc::unavailable);
+  EXPECT_NE(lost.error().message.find("PostgreSQL at " + db), std::string::npos)
+      << lost.error().message;
+  auto still = (*cat)->generation();  // refused now: the server is down
+  ASSERT_FALSE(still);
+  EXPECT_EQ(still.error().code, Errc::unavailable);
+  ASSERT_TRUE(backends::set_server_stopped(false));
+  // The next call connects again; nothing acknowledged was lost, nothing refused was kept.
+  auto again = (*cat)->insert_file(wheel("demo_pkg-1.1-py3-none-any.whl", 'b'));
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->first, InsertOutcome::inserted);
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents) << contents.error().message;
+  EXPECT_EQ(contents->files.size(), 2U);
+}
+
+TEST_F(PgCatalogTest, ARefusedConnectionNamesTheDatabaseButNotThePassword) {
+  // Port 1 on loopback: nothing listens there.
+  auto cat = open_catalog("postgresql://wf:s3cr3t-pw@127.0.0.1:1/index", dir_);
+  ASSERT_FALSE(cat);
+  EXPECT_EQ(cat.error().code, Errc::unavailable);
+  EXPECT_NE(cat.error().message.find("PostgreSQL at 127.0.0.1:1/index"), std::string::npos)
+      << cat.error().message;
+  EXPECT_EQ(cat.error().message.find("s3cr3t-pw"), std::string::npos) << cat.error().message;
+  auto jobs = open_job_store("postgres://wf:s3cr3t-pw@127.0.0.1:1/index", dir_);
+  ASSERT_FALSE(jobs);
+  EXPECT_EQ(jobs.error().code, Errc::unavailable);
+}
+
+TEST(CatalogLocation, OnlySqliteOrALibpqUriIsAccepted) {
+  EXPECT_TRUE(validate_catalog_location("sqlite"));
+  EXPECT_TRUE(validate_catalog_location("postgresql://u@h/db"));
+  EXPECT_TRUE(validate_catalog_location("postgres://u@h/db"));
+  auto bad = validate_catalog_location("mysql://u:hunter22@h/db");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, Errc::invalid);
+  EXPECT_NE(bad.error().message.find("postgresql://"), std::string::npos);
+  EXPECT_EQ(bad.error().message.find("hunter22"), std::string::npos) << bad.error().message;
+  auto cat = open_catalog("sqlite3", fs::temp_directory_path());
+  ASSERT_FALSE(cat);
+  EXPECT_EQ(cat.error().code, Errc::invalid);
+  EXPECT_EQ(describe_catalog_location("postgresql://wf:pw@db.example:5433/index?sslmode=require"),
+            "postgresql://wf:***@db.example:5433/index?sslmode=require");
+  EXPECT_EQ(describe_catalog_location("postgresql://db.example/index?password=pw&user=wf"),
+            "postgresql://db.example/index?password=***&user=wf");
+  EXPECT_EQ(describe_catalog_location("sqlite"), "sqlite");
+}
+
+}  // namespace
+}  // namespace wf::catalog
