@@ -23,6 +23,9 @@ struct DataDir {
 
 /// The data directory's catalog and blob store, the directory made when missing.
 [[nodiscard]] Result<DataDir> open_data_dir(const Settings& settings);
+/// How the blob store of `settings` opens: the file backend, or the [s3] table's object store
+/// client (no request made yet) with the read cache's bound.
+[[nodiscard]] Result<store::BlobStoreOptions> blob_store_options(const Settings& settings);
 
 /// Who a local command acts as in the audit trail: "cli", from "local:<user>".
 [[nodiscard]] catalog::Actor local_actor();

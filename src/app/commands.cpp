@@ -37,11 +37,40 @@ int report(const Error& error, int exit_status) {
   return exit_status;
 }
 
+Result<store::BlobStoreOptions> blob_store_options(const Settings& settings) {
+  store::BlobStoreOptions options;
+  options.cache_bytes = settings.blob_cache;
+  if (settings.blob_store == "file") return options;
+  const auto url = parse_blob_store_url(settings.blob_store);
+  if (!url) {
+    return make_error(Errc::invalid, "blob_store: expected \"file\" or s3://BUCKET/PREFIX, got '" +
+                                         sanitize_for_log(settings.blob_store) + "'");
+  }
+  const S3Settings& s3 = settings.s3;
+  store::S3Config config;
+  config.endpoint =
+      s3.endpoint.empty() ? "https://s3." + s3.region + ".amazonaws.com" : s3.endpoint;
+  config.region = s3.region;
+  config.addressing =
+      s3.addressing == "virtual" ? store::Addressing::virtual_host : store::Addressing::path;
+  config.bucket = url->bucket;
+  config.prefix = url->prefix;
+  config.access_key_id = s3.access_key_id;
+  config.secret_access_key = s3.secret_access_key;
+  config.session_token = s3.session_token;
+  auto objects = store::open_s3_store(std::move(config));
+  if (!objects) return objects.error();
+  options.objects = std::shared_ptr<store::ObjectStore>(std::move(*objects));
+  return options;
+}
+
 Result<DataDir> open_data_dir(const Settings& settings) {
   std::error_code ec;
   std::filesystem::create_directories(settings.data_dir, ec);
   if (ec) return make_error(Errc::io, "create " + settings.data_dir.string() + ": " + ec.message());
-  auto store = store::BlobStore::open(settings.data_dir);
+  auto options = blob_store_options(settings);
+  if (!options) return options.error();
+  auto store = store::BlobStore::open(settings.data_dir, std::move(*options));
   if (!store) return store.error();
   auto catalog = catalog::open_catalog(settings.catalog, settings.data_dir);
   if (!catalog) return catalog.error();

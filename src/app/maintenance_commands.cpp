@@ -76,10 +76,21 @@ bool refuses_postgres(const Settings& settings, std::string_view command) {
   return true;
 }
 
+/// The maintenance commands walk DATA_DIR/blobs: with an S3 blob store they refuse (exit 2)
+/// rather than report on the wrong blobs.
+bool refused_on_object_store(const Settings& settings, std::string_view command) {
+  if (settings.blob_store == "file") return false;
+  std::cerr << "error: wheelforge " << command
+            << " is not yet supported on the S3 blob store (blob_store = "
+            << sanitize_for_log(settings.blob_store) << ")\n";
+  return true;
+}
+
 }  // namespace
 
 int backup(const Settings& settings, const BackupOptions& options) {
   if (refuses_postgres(settings, "backup")) return 2;
+  if (refused_on_object_store(settings, "backup")) return 2;
   auto report = backup_data_dir(settings.data_dir, options);
   if (!report) {
     std::cerr << "error: " << report.error().message << "\n";
@@ -107,6 +118,7 @@ int backup(const Settings& settings, const BackupOptions& options) {
 
 int gc(const Settings& settings, const GcOptions& options) {
   if (refuses_postgres(settings, "gc")) return 1;
+  if (refused_on_object_store(settings, "gc")) return 2;
   auto report = collect_garbage(settings.data_dir, options);
   if (!report) {
     std::cerr << "error: " << report.error().message << "\n";
@@ -143,6 +155,7 @@ int gc(const Settings& settings, const GcOptions& options) {
 
 int fsck(const Settings& settings, const FsckOptions& options) {
   if (refuses_postgres(settings, "fsck")) return 2;
+  if (refused_on_object_store(settings, "fsck")) return 2;
   auto report = check_data_dir(settings.data_dir, options);
   if (!report) {
     std::cerr << "error: " << report.error().message << "\n";
@@ -218,6 +231,7 @@ int fsck(const Settings& settings, const FsckOptions& options) {
 
 int reinspect(const Settings& settings) {
   if (refuses_postgres(settings, "reinspect")) return 2;
+  if (refused_on_object_store(settings, "reinspect")) return 2;
   using Outcome = ReinspectedWheel::Outcome;
   const std::string data = shell_word(settings.data_dir.string());
   ReinspectOptions options;

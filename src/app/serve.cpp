@@ -186,6 +186,9 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   config.shutdown_grace = settings.shutdown_grace;
   config.access_log = settings.access_log;
   config.private_reads = settings.private_reads;
+  config.file_serving = settings.file_serving == "proxy" ? handlers::FileServing::proxy
+                                                         : handlers::FileServing::redirect;
+  config.presign_expiry = settings.s3.presign_expiry;
   config.tls_cert_file = settings.tls_cert;
   config.tls_key_file = settings.tls_key;
   if (const auto fd = activated_socket()) config.listen_fd = *fd;
@@ -194,9 +197,13 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   on_ingested = [&server] { server.reload_catalog([](const Status&) {}); };
   auto bound = server.start();
   if (!bound) return report(bound.error(), 1);
-  log::info("serving {} from {} (catalog: {}){}", *bound, settings.data_dir.string(),
-            catalog::describe_catalog_location(settings.catalog),
-            config.listen_fd >= 0 ? " (socket activation)" : "");
+  log::info(
+      "serving {} from {} (catalog: {}){}{}", *bound, settings.data_dir.string(),
+      catalog::describe_catalog_location(settings.catalog),
+      dir->store->backend() == store::BlobBackend::file
+          ? std::string()
+          : " and " + dir->store->describe() + " (file_serving = " + settings.file_serving + ")",
+      config.listen_fd >= 0 ? " (socket activation)" : "");
   const char* scheme = settings.tls_cert.empty() ? "http" : "https";
   flush_logs();
   std::printf("listening on %s://%s\n", scheme, bound->c_str());

@@ -10,6 +10,7 @@
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/build/git_source.hpp"
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/store/object_store.hpp"
 #include "wheelforge/util/redact.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -261,7 +262,117 @@ const std::array kSpecs{
                              "a size such as 1G, or 0 for no bound");
          },
          [](const Settings& s) { return format_size(s.upstream_page_disk_cache); }},
+    Spec{"blob_store", &Overrides::blob_store, kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           const std::string value(trim(text));
+           if (value != "file" && !parse_blob_store_url(value)) {
+             return "expected \"file\" or s3://BUCKET/PREFIX, got " + quoted(text);
+           }
+           s.blob_store = value;
+           return std::nullopt;
+         },
+         [](const Settings& s) { return toml_quote(s.blob_store); }},
+    Spec{"file_serving", &Overrides::file_serving, kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           const std::string value(trim(text));
+           if (value != "redirect" && value != "proxy") {
+             return "expected \"redirect\" or \"proxy\", got " + quoted(text);
+           }
+           s.file_serving = value;
+           return std::nullopt;
+         },
+         [](const Settings& s) { return toml_quote(s.file_serving); }},
+    Spec{"blob_cache", &Overrides::blob_cache, kTomlString | kTomlInteger, false,
+         [](Settings& s, std::string_view text) {
+           return apply_size(s.blob_cache, text, kMiB, "a size of at least 1M such as 2G");
+         },
+         [](const Settings& s) { return format_size(s.blob_cache); }},
 };
+
+constexpr std::array<std::string_view, 6> kS3Keys = {
+    "endpoint",      "region", "addressing", "access_key_id", "secret_access_key_file",
+    "presign_expiry"};
+
+/// Reads the [s3] table into `s3`, adding every problem ("s3.KEY: ...").
+void read_s3_table(const toml::table& root, const fs::path& path, S3Settings& s3,
+                   std::vector<std::string>& problems) {
+  const toml::node* node = root.get("s3");
+  if (node == nullptr) return;
+  const toml::table* table = node->as_table();
+  if (table == nullptr) {
+    problems.push_back("s3: expected a table ([s3]) (in " + path.string() + ")");
+    return;
+  }
+  const std::vector<std::string_view> known(kS3Keys.begin(), kS3Keys.end());
+  for (const auto& [key, value] : *table) {
+    const std::string_view k = key.str();
+    const std::string where = "s3." + std::string(k);
+    if (std::find(kS3Keys.begin(), kS3Keys.end(), k) == kS3Keys.end()) {
+      problems.push_back(detail::unknown_key(k, "[s3]", known));
+      continue;
+    }
+    if (k == "presign_expiry") {
+      std::string text;
+      if (value.is_integer()) {
+        text = std::to_string(*value.value<std::int64_t>());
+      } else if (value.is_string()) {
+        text = *value.value<std::string>();
+      } else {
+        problems.push_back(where + ": expected a duration such as 5m (in " + path.string() + ")");
+        continue;
+      }
+      if (auto why = apply_duration(s3.presign_expiry, text, seconds{1}, seconds{604800})) {
+        problems.push_back(where + ": " + *why);
+      }
+      continue;
+    }
+    if (!value.is_string()) {
+      problems.push_back(where + ": expected a string (in " + path.string() + ")");
+      continue;
+    }
+    std::string text(trim(*value.value<std::string>()));
+    if (k == "endpoint") {
+      while (text.ends_with('/')) text.pop_back();
+      if (!text.empty() && !detail::http_url_rest(text)) {
+        problems.push_back(where + ": expected an http:// or https:// URL such as " +
+                           "https://s3.eu-west-1.amazonaws.com, got " + (quoted)(text));
+        continue;
+      }
+      s3.endpoint = text;
+    } else if (k == "region") {
+      if (text.empty()) {
+        problems.push_back(where + ": must not be empty");
+        continue;
+      }
+      s3.region = text;
+    } else if (k == "addressing") {
+      if (text != "path" && text != "virtual") {
+        problems.push_back(where + ": expected \"path\" or \"virtual\", got " + (quoted)(text));
+        continue;
+      }
+      s3.addressing = text;
+    } else if (k == "access_key_id") {
+      s3.access_key_id = text;
+    } else if (k == "secret_access_key_file") {
+      s3.secret_access_key_file = text;
+    }
+  }
+}
+
+/// With an S3 blob store: the credentials, from [s3] or the environment (the client's rule,
+/// store::load_s3_credentials); adds a problem when there are none.
+void resolve_s3_credentials(S3Settings& s3, std::vector<std::string>& problems) {
+  store::S3Config config;
+  config.access_key_id = s3.access_key_id;
+  if (auto st = store::load_s3_credentials(config, s3.secret_access_key_file); !st) {
+    problems.push_back("s3: " + st.error().message);
+    return;
+  }
+  s3.access_key_id = config.access_key_id;
+  s3.secret_access_key = config.secret_access_key;
+  s3.session_token = config.session_token;
+  s3.credentials_from = s3.secret_access_key_file.empty() ? "environment" : "[s3]";
+}
 
 std::string env_name(std::string_view name) {
   std::string out = "WHEELFORGE_";
@@ -317,11 +428,11 @@ std::optional<toml::table> parse_file(const fs::path& path, std::vector<std::str
 void read_top_level(const toml::table& table, const fs::path& path,
                     std::array<std::optional<Candidate>, kSpecs.size()>& values,
                     std::vector<std::string>& problems) {
-  std::vector<std::string_view> known = {"build", "recipes", "upstream"};
+  std::vector<std::string_view> known = {"build", "recipes", "upstream", "s3"};
   for (const auto& spec : kSpecs) known.push_back(spec.name);
   for (const auto& [key, node] : table) {
     const std::string_view k = key.str();
-    if (k == "build" || k == "recipes" || k == "upstream") continue;
+    if (k == "build" || k == "recipes" || k == "upstream" || k == "s3") continue;
     std::size_t i = 0;
     while (i < kSpecs.size() && kSpecs[i].name != k) ++i;
     if (i == kSpecs.size()) {
@@ -349,6 +460,31 @@ void read_top_level(const toml::table& table, const fs::path& path,
 }
 
 }  // namespace
+
+std::optional<BlobStoreUrl> parse_blob_store_url(std::string_view text) {
+  constexpr std::string_view kScheme = "s3://";
+  if (!text.starts_with(kScheme)) return std::nullopt;
+  text.remove_prefix(kScheme.size());
+  const auto slash = text.find('/');
+  BlobStoreUrl out;
+  out.bucket = std::string(text.substr(0, slash));
+  if (slash != std::string_view::npos) out.prefix = std::string(text.substr(slash + 1));
+  while (out.prefix.ends_with('/')) out.prefix.pop_back();
+  // S3 bucket names: 3 to 63 of lower-case letters, digits, '.' and '-'.
+  if (out.bucket.size() < 3 || out.bucket.size() > 63) return std::nullopt;
+  for (const char c : out.bucket) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
+      return std::nullopt;
+    }
+  }
+  for (const char c : out.prefix) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == '\\') return std::nullopt;
+  }
+  if (out.prefix.starts_with('/') || out.prefix.find("//") != std::string::npos) {
+    return std::nullopt;
+  }
+  return out;
+}
 
 std::optional<std::uint64_t> parse_size(std::string_view text) {
   text = trim(text);
@@ -477,10 +613,12 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
   std::array<std::optional<Candidate>, kSpecs.size()> values;
   build::RunnerConfig build;
   std::vector<core::UpstreamConfig> upstreams;
+  S3Settings s3;
   if (config_file) {
     // One parse of the whole file: the server's keys and the build runner's tables.
     if (const auto table = parse_file(*config_file, problems)) {
       read_top_level(*table, *config_file, values, problems);
+      read_s3_table(*table, *config_file, s3, problems);
       detail::read_build_tables(*table, build, problems);
       detail::read_upstream_tables(*table, upstreams, problems);
     }
@@ -505,12 +643,18 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
                          ")");
     }
   }
+  settings.s3 = std::move(s3);
+  if (settings.blob_store != "file" && problems.empty()) {
+    resolve_s3_credentials(settings.s3, problems);
+  }
   out.host_problems = detail::check_build_host(build.host);
   if (!problems.empty()) return out;
   settings.config_file = config_file;
   settings.overrides = overrides;
   // What the configuration holds secret is masked wherever it would be logged or shown.
   for (const auto& u : upstreams) add_secret(u.password);
+  add_secret(settings.s3.secret_access_key);
+  add_secret(settings.s3.session_token);
   for (const auto& [name, rc] : build.recipes) build::register_source_secrets(rc.recipe.source);
   out.config = Configuration{std::move(settings), std::move(build), std::move(upstreams)};
   return out;
@@ -537,6 +681,7 @@ std::vector<std::string> configuration_keys() {
   for (const auto& spec : kSpecs) keys.emplace_back(spec.name);
   for (auto& key : detail::build_keys()) keys.push_back(std::move(key));
   for (auto& key : detail::upstream_keys()) keys.push_back(std::move(key));
+  for (const auto& key : kS3Keys) keys.push_back("s3." + std::string(key));
   return keys;
 }
 
@@ -568,6 +713,22 @@ std::string settings_to_toml(const Settings& settings) {
     } else {
       out += std::string(spec.name) + " = " + spec.print(settings) + "\n";
     }
+  }
+  if (settings.blob_store != "file") {
+    // The object store's table; its secret is never shown.
+    const S3Settings& s3 = settings.s3;
+    out += "\n[s3]\n";
+    out += "endpoint = " + toml_quote(s3.endpoint) + "\n";
+    out += "region = " + toml_quote(s3.region) + "\n";
+    out += "addressing = " + toml_quote(s3.addressing) + "\n";
+    out += "access_key_id = " + toml_quote(s3.access_key_id) + "\n";
+    out += "secret_access_key_file = " + toml_quote(s3.secret_access_key_file) + "\n";
+    out += "presign_expiry = " + format_duration(s3.presign_expiry) + "\n";
+    out += "# secret access key: from " +
+           (s3.credentials_from == "[s3]" ? "secret_access_key_file"
+                                          : std::string("AWS_SECRET_ACCESS_KEY")) +
+           " (secret, not shown)" +
+           (s3.session_token.empty() ? "" : "; session token from AWS_SESSION_TOKEN") + "\n";
   }
   return out;
 }

@@ -78,7 +78,9 @@ Status number_build(JobContext& ctx) {
     const core::FileRecord& published = *family->current;
     auto ours = archive::wheel_content_digest(ctx.wheel);
     if (!ours) return make_error(ours.error().code, "number the build: " + ours.error().message);
-    auto theirs = archive::wheel_content_digest(ctx.services.store.blob_path(published.sha256));
+    auto published_file = ctx.services.store.local_copy(published.sha256);
+    auto theirs = published_file ? archive::wheel_content_digest(*published_file)
+                                 : Result<std::string>(published_file.error());
     if (!theirs) {
       ctx.note("[retagging] cannot compare with the published " + published.filename + " (" +
                theirs.error().message + "); publishing a new build");

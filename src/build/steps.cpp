@@ -247,10 +247,15 @@ Status fetch_source(JobContext& ctx) {
         return make_error(Errc::not_found, "no sdist of " + ctx.recipe.project + " " +
                                                ctx.job.version + " in the index");
       }
+      // A local file: the blob, or the read cache's copy of an object store's blob.
+      auto sdist_file = ctx.services.store.local_copy(sdist->sha256);
+      if (!sdist_file) {
+        return make_error(sdist_file.error().code,
+                          "fetch source " + sdist->filename + ": " + sdist_file.error().message);
+      }
       if (auto st = ctx.run_checked(
               "fetch source",
-              ctx.command({"/bin/tar", "-xzf", ctx.services.store.blob_path(sdist->sha256).string(),
-                           "-C", root.string()},
+              ctx.command({"/bin/tar", "-xzf", sdist_file->string(), "-C", root.string()},
                           ctx.base_env, ctx.work_dir));
           !st) {
         return st;

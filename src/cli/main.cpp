@@ -23,6 +23,11 @@ struct Common {
     cmd->add_option("--catalog", overrides.catalog,
                     "where the catalog lives: sqlite (DATA_DIR/wheelforge.db) or a PostgreSQL "
                     "URI postgresql://USER:PASSWORD@HOST:PORT/DBNAME (default sqlite)");
+    cmd->add_option("--blob-store", overrides.blob_store,
+                    "where the files live: file (DATA_DIR/blobs, the default) or "
+                    "s3://BUCKET/PREFIX (the [s3] table's object store)");
+    cmd->add_option("--blob-cache", overrides.blob_cache,
+                    "bound on the local read cache of an S3 blob store, e.g. 2G (default 2G)");
     if (with_server_flags) {
       cmd->add_option("--listen", overrides.listen,
                       "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks one)");
@@ -50,6 +55,9 @@ struct Common {
                       "log one line per request: true or false (default true)");
       cmd->add_option("--private", overrides.private_reads,
                       "every read needs a read token: true or false (default false)");
+      cmd->add_option("--file-serving", overrides.file_serving,
+                      "with an S3 blob store: redirect (302 to a presigned URL, the default) "
+                      "or proxy (the server sends the bytes)");
       cmd->add_option("--tls-cert", overrides.tls_cert, "PEM certificate chain: serve HTTPS");
       cmd->add_option("--tls-key", overrides.tls_key, "PEM private key for --tls-cert");
       cmd->add_option("--base-url", overrides.base_url,

@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <optional>
@@ -84,6 +85,17 @@ std::string sha256_raw(std::string_view bytes) {
 
 std::string sha256_hex(std::string_view bytes) {
   return hex_encode(sha256_raw(bytes));
+}
+
+std::string hmac_sha256(std::string_view key, std::string_view message) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(message.data()), message.size(), out,
+           &len) == nullptr) {
+    throw std::runtime_error("HMAC-SHA256 failed");
+  }
+  return std::string(reinterpret_cast<const char*>(out), len);
 }
 
 std::string random_bytes(std::size_t n) {

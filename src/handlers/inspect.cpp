@@ -23,7 +23,13 @@ namespace {
 // once) is the server's problem, not the request's.
 Result<core::WheelInspection> inspect_stored(const core::FileRecord& file,
                                              const store::BlobStore& store) {
-  const std::string path = store.blob_file(file.sha256);
+  // A local file: the blob, or the read cache's copy of an object store's blob.
+  auto local = store.local_copy(file.sha256);
+  if (!local) {
+    return make_error(local.error().code == Errc::not_found ? Errc::internal : local.error().code,
+                      "cannot read the stored " + file.filename + ": " + local.error().message);
+  }
+  const std::string path = local->string();
   auto members = archive::list_wheel_members(path);
   if (!members) {
     return make_error(members.error().code == Errc::invalid ? Errc::internal : members.error().code,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <ctime>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <tuple>
@@ -359,10 +361,65 @@ Response file_response(const Request& req, std::string path, std::uint64_t size,
   return r;
 }
 
+Response blob_response(const Request& req, Context& ctx, const BlobAnswer& blob) {
+  const store::BlobStore& store = *ctx.env.services.store;
+  const auto answer = [&](std::string path) {
+    std::uint64_t size = 0;
+    if (blob.size) {
+      size = *blob.size;
+    } else {
+      std::error_code ec;
+      size = std::filesystem::file_size(path, ec);
+      if (ec) {
+        return error_response(make_error(
+            Errc::io, "the stored " + blob.filename + " cannot be read: " + ec.message()));
+      }
+    }
+    return file_response(req, std::move(path), size, blob.etag, blob.content_type);
+  };
+  store::ObjectStore* objects = store.object_store();
+  if (objects == nullptr) return answer(store.blob_file(blob.sha256));
+  if (etag_matches(req.header("if-none-match"), blob.etag)) {
+    Response r;
+    r.status = 304;
+    r.set("ETag", blob.etag);
+    r.set("Cache-Control", "public, max-age=31536000, immutable");
+    r.body = std::string();
+    return r;
+  }
+  if (ctx.env.file_serving == FileServing::redirect) {
+    // Signing is computation only: answered on the network thread. The URL expires, so the
+    // redirect is not cached; the bytes behind it are (the store's own headers).
+    Response r;
+    r.status = 302;
+    r.set("Location", objects->presign_get(
+                          store::blob_key(blob.sha256), ctx.env.presign_expiry, blob.content_type,
+                          "attachment; filename=\"" + blob.filename + "\"", std::time(nullptr)));
+    r.set("Cache-Control", "no-store");
+    r.set("ETag", blob.etag);
+    r.set("Content-Type", "text/plain; charset=utf-8");
+    r.body = std::string("found\n");
+    return r;
+  }
+  if (auto cached = store.serving_path(blob.sha256)) return answer(std::move(*cached));
+  if (!ctx.on_worker) {
+    ctx.needs_worker = true;  // fetched into the read cache on a worker
+    return Response{};
+  }
+  auto local = store.local_copy(blob.sha256);
+  if (!local) {
+    if (local.error().code == Errc::not_found) {
+      return error_response(make_error(
+          Errc::io, "the stored " + blob.filename + " is missing from " + store.describe()));
+    }
+    return error_response(local.error());
+  }
+  return answer(local->string());
+}
+
 // /files/<sha256>/<filename>[.metadata]
 Response handle_file(const Request& req, Context& ctx) {
   const snapshot::Snapshot& snap = ctx.snapshot;
-  const store::BlobStore& store = *ctx.env.services.store;
   const auto& seg = req.segments;
   if (seg.size() != 3 || !is_sha256_hex(seg[1])) return not_found("no such file");
   std::string_view name = seg[2];
@@ -378,11 +435,14 @@ Response handle_file(const Request& req, Context& ctx) {
   if (file == nullptr || file->sha256 != seg[1]) return not_found("no such file");
   if (metadata) {
     if (file->metadata_sha256.empty()) return not_found("no metadata for this file");
-    return file_response(req, store.blob_file(file->metadata_sha256), file->metadata_size,
-                         "\"" + file->metadata_sha256 + "\"", "text/plain; charset=utf-8");
+    return blob_response(
+        req, ctx,
+        BlobAnswer{file->metadata_sha256, file->metadata_size, "\"" + file->metadata_sha256 + "\"",
+                   "text/plain; charset=utf-8", file->filename + ".metadata"});
   }
-  return file_response(req, store.blob_file(file->sha256), file->size, "\"" + file->sha256 + "\"",
-                       "application/octet-stream");
+  return blob_response(req, ctx,
+                       BlobAnswer{file->sha256, file->size, "\"" + file->sha256 + "\"",
+                                  "application/octet-stream", file->filename});
 }
 
 namespace {

@@ -38,6 +38,23 @@ struct ByteRange {
 [[nodiscard]] Response file_response(const Request& req, std::string path, std::uint64_t size,
                                      const std::string& etag, std::string content_type);
 
+struct Context;
+
+/// What blob_response() answers with.
+struct BlobAnswer {
+  std::string sha256;                 ///< the blob
+  std::optional<std::uint64_t> size;  ///< its size when known (else read from the local file)
+  std::string etag;
+  std::string content_type;
+  std::string filename;  ///< the name clients save it as (Content-Disposition of a redirect)
+};
+
+/// The answer for a stored blob. File backend: file_response() of the blob file. Object
+/// store, FileServing::redirect: 302 to a presigned GET (304 for a matching If-None-Match).
+/// FileServing::proxy: file_response() of the read cache's copy; when there is none, on the
+/// network thread it sets ctx.needs_worker (never blocks there), on a worker it fetches one.
+[[nodiscard]] Response blob_response(const Request& req, Context& ctx, const BlobAnswer& blob);
+
 /// True when an If-None-Match header value matches the (quoted) ETag.
 [[nodiscard]] bool etag_matches(std::string_view if_none_match, std::string_view etag);
 

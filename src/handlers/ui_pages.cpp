@@ -34,7 +34,9 @@ ui::ProjectText project_text(Context& ctx, const std::string& normalized,
   if (file == nullptr || store == nullptr) return text;
   // Read at most once per kind and file: the snapshot keeps what was made.
   const auto info = [&] {
-    auto bytes = read_small_file(store->blob_path(file->metadata_sha256), kMaxMetadataRead);
+    auto local = store->local_copy(file->metadata_sha256);
+    auto bytes =
+        local ? read_small_file(*local, kMaxMetadataRead) : Result<std::string>(local.error());
     if (!bytes) {
       ctx.note = "ui: metadata of " + file->filename + " unreadable: " + bytes.error().message;
       return core::ProjectInfo{};

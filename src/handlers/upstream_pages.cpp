@@ -250,12 +250,14 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
   if (metadata && file.metadata_sha256.empty()) {
     // The upstream offers no core metadata: read from the wheel once it is stored here
     // (bounded: archive::Limits), never fetched for it.
-    std::error_code ec;
-    const std::string wheel = store.blob_file(file.sha256);
-    if (parsed->kind != core::DistKind::wheel || !std::filesystem::is_regular_file(wheel, ec)) {
-      return not_found("no metadata for this file");
+    if (parsed->kind != core::DistKind::wheel) return not_found("no metadata for this file");
+    // A local file: the blob, or the read cache's copy of an object store's blob.
+    auto wheel = store.local_copy(file.sha256);
+    if (!wheel) {
+      if (wheel.error().code == Errc::not_found) return not_found("no metadata for this file");
+      return error_response(wheel.error());
     }
-    auto contents = archive::read_wheel(wheel, project, parsed->version_text);
+    auto contents = archive::read_wheel(*wheel, project, parsed->version_text);
     if (!contents) {
       return not_found("no metadata for this file: the stored wheel cannot be read: " +
                        contents.error().message);
@@ -273,8 +275,14 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
       metadata ? "text/plain; charset=utf-8" : "application/octet-stream";
 
   std::string path = store.blob_file(want);
+  const BlobAnswer answer{want, std::nullopt, "\"" + want + "\"", content_type,
+                          std::string(name) + (metadata ? std::string(kMetadataSuffix) : "")};
   std::error_code ec;
-  if (const auto size = std::filesystem::file_size(path, ec); !ec) {
+  // Stored here: as a file (file backend), or as an object (a copy cached, or a HEAD).
+  const bool stored = store.backend() == store::BlobBackend::file
+                          ? std::filesystem::is_regular_file(path, ec)
+                          : store.serving_path(want) || store.contains(want);
+  if (stored) {
     // Its last use orders the eviction of the file cache (at most one write a minute).
     if (catalog::Catalog* cat = ctx.env.services.catalog;
         cat != nullptr && upstreams->use_to_record(want, now)) {
@@ -283,7 +291,7 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
                    std::string(name) + ": " + st.error().message;
       }
     }
-    return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+    return blob_response(req, ctx, answer);
   }
   // First download: fetched into the store's crash-safe temp file, hashed as it arrives, and
   // published only when its sha256 is the one the page lists; streamed to the client while it
@@ -302,8 +310,9 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
   if (!started) return error_response(started.error());
   if (!started->download) {
     // Stored meanwhile (a download that just ended).
-    if (const auto size = std::filesystem::file_size(path, ec); !ec) {
-      return file_response(req, std::move(path), size, "\"" + want + "\"", content_type);
+    if (store.backend() == store::BlobBackend::object_store ||
+        std::filesystem::is_regular_file(path, ec)) {
+      return blob_response(req, ctx, answer);
     }
     return error_response(make_error(
         Errc::io, "upstream " + upstream->name + ": " + std::string(name) + ": stored, then gone"));

@@ -830,15 +830,13 @@ Result<UpstreamEviction> evict_upstream_files(catalog::Catalog& catalog,
     if (b.sha256 == keep) continue;
     // The file as it is now, before the row goes: a blob published again after this (a local
     // upload of the same bytes) is a new file, which remove_unless_replaced() leaves alone.
-    store::StoredBlob stored{b.sha256, store.blob_path(b.sha256), 0, 0, b.size, 0};
-    struct stat st {};
-    const bool exists = ::lstat(stored.path.c_str(), &st) == 0;
-    stored.dev = st.st_dev;
-    stored.ino = st.st_ino;
+    auto stored = store.stat(b.sha256);
+    if (!stored) return stored.error();
+    const bool exists = stored->has_value();
     auto shared = catalog.forget_upstream_blob(b.sha256);
     if (!shared) return shared.error();
     if (!*shared && exists) {
-      auto removed = store.remove_unless_replaced(stored);
+      auto removed = store.remove_unless_replaced(**stored);
       if (!removed) return removed.error();
     }
     out.kept_bytes -= b.size;

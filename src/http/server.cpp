@@ -45,7 +45,13 @@ std::optional<asio::thread_pool> make_upstream_workers(const ServerConfig& confi
 
 Server::Impl::Impl(ServerConfig c, Services s)
     : config(std::move(c)),
-      env{s, &status, &ui_sessions, config.private_reads, config.upstreams},
+      env{s,
+          &status,
+          &ui_sessions,
+          config.private_reads,
+          config.upstreams,
+          config.file_serving,
+          config.presign_expiry},
       workers(std::max<std::size_t>(1, config.worker_threads)),
       upstream_workers(make_upstream_workers(config)),
       threads(make_threads(network_threads_for(config.network_threads))),

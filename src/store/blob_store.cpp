@@ -45,6 +45,10 @@ std::string blob_file_under(const std::string& blobs_dir, std::string_view sha25
 
 }  // namespace
 
+std::string blob_key(std::string_view sha256) {
+  return blob_file_under(std::string(kBlobsDir), sha256);
+}
+
 fs::path blob_path_in(const fs::path& data_dir, std::string_view sha256) {
   return blob_file_under((data_dir / kBlobsDir).native(), sha256);
 }
@@ -88,8 +92,10 @@ Status TempFile::finish(Sync sync) {
   return ok_status();
 }
 
-Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
-  const fs::path blobs = data_dir / kBlobsDir;
+Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir,
+                                                   BlobStoreOptions options) {
+  // With an object store, DATA_DIR/blobs is the read cache's: DATA_DIR/cache/blobs.
+  const fs::path blobs = options.objects ? data_dir / "cache" / kBlobsDir : data_dir / kBlobsDir;
   const fs::path tmp = data_dir / "tmp";
   std::error_code ec;
   fs::create_directories(blobs, ec);
@@ -118,8 +124,29 @@ Result<std::unique_ptr<BlobStore>> BlobStore::open(const fs::path& data_dir) {
   if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     return store_error(data_dir, errno_error(errno, "lock " + session.string()));
   }
-  return std::unique_ptr<BlobStore>(
+  std::unique_ptr<BlobStore> store(
       new BlobStore(data_dir, blobs, session, std::move(lock), removed));
+  if (options.objects) {
+    auto cache = ReadCache::open(blobs, session, options.cache_bytes);
+    if (!cache) return store_error(data_dir, cache.error());
+    store->cache_ = std::move(*cache);
+    store->objects_ = std::move(options.objects);
+  }
+  return store;
+}
+
+std::string BlobStore::describe() const {
+  if (objects_) return "object store " + objects_->describe();
+  return "the data directory " + data_dir_.string();
+}
+
+Error BlobStore::object_error(const Error& error, std::string_view what,
+                              bool keep_not_found) const {
+  const Errc code = keep_not_found && error.code == Errc::not_found ? Errc::not_found
+                    : error.code == Errc::storage_full || error.code == Errc::io
+                        ? error.code  // the local side: the temp file or the cache
+                        : Errc::unavailable;
+  return make_error(code, describe() + ": " + std::string(what) + ": " + error.message);
 }
 
 BlobStore::~BlobStore() {
@@ -142,12 +169,68 @@ std::string BlobStore::blob_file(std::string_view sha256) const {
 }
 
 bool BlobStore::contains(std::string_view sha256) const {
+  if (!is_sha256_hex(sha256)) return false;
+  if (objects_) {
+    if (cache_->lookup(sha256)) return true;
+    auto head = objects_->head(blob_key(sha256));
+    return head && head->has_value();
+  }
   std::error_code ec;
-  return is_sha256_hex(sha256) && fs::is_regular_file(blob_path(sha256), ec);
+  return fs::is_regular_file(blob_path(sha256), ec);
+}
+
+Result<fs::path> BlobStore::local_copy(std::string_view sha256) const {
+  if (!is_sha256_hex(sha256)) return make_error(Errc::not_found, "no such blob");
+  if (!objects_) {
+    fs::path path = blob_path(sha256);
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) {
+      return make_error(Errc::not_found, "no blob " + std::string(sha256) + " in " + describe());
+    }
+    return path;
+  }
+  const std::string key = blob_key(sha256);
+  auto copy = cache_->fill(sha256, [&](const ByteSink& sink) -> Status {
+    if (auto st = objects_->get(key, 0, std::nullopt, sink); !st) {
+      return object_error(st.error(), "read " + key, /*keep_not_found=*/true);
+    }
+    return ok_status();
+  });
+  if (!copy) return copy.error();
+  return fs::path(std::move(*copy));
+}
+
+std::optional<std::string> BlobStore::serving_path(std::string_view sha256) const {
+  if (!objects_) return blob_file(sha256);
+  return cache_->lookup(sha256);
+}
+
+Result<fs::path> BlobStore::commit_object(TempFile temp) const {
+  const std::string key = blob_key(temp.sha256());
+  if (auto st = objects_->put_file(key, temp.path(), "application/octet-stream"); !st) {
+    return object_error(st.error(), "upload " + key);
+  }
+  // Verified before anything records it: the object is there, whole.
+  auto head = objects_->head(key);
+  if (!head) return object_error(head.error(), "check " + key);
+  if (!head->has_value() || (*head)->size != temp.size()) {
+    return make_error(
+        Errc::unavailable,
+        describe() + ": check " + key + ": " +
+            (head->has_value() ? "the object has " + std::to_string((*head)->size) + " bytes, " +
+                                     std::to_string(temp.size()) + " were uploaded"
+                               : "the object is missing after its upload"));
+  }
+  // The uploaded file becomes the read cache's copy (a failure costs a fetch later).
+  std::string sha = temp.sha256();
+  const std::uint64_t size = temp.size();
+  (void)cache_->adopt(sha, std::move(temp.file_), size);
+  return fs::path(cache_->path_of(sha));
 }
 
 Result<fs::path> BlobStore::commit(TempFile temp, Sync sync) const {
   if (!temp.finished_) return make_error(Errc::internal, "commit of an unfinished temp file");
+  if (objects_) return commit_object(std::move(temp));
   const fs::path dest = blob_path(temp.sha256());
   const auto fail = [&](Error e) { return store_error(data_dir_, std::move(e)); };
   std::error_code ec;
@@ -164,6 +247,19 @@ Result<fs::path> BlobStore::commit(TempFile temp, Sync sync) const {
 
 Result<BlobListing> BlobStore::list() const {
   BlobListing listing;
+  if (objects_) {
+    auto objects = objects_->list(std::string(kBlobsDir) + "/");
+    if (!objects) return object_error(objects.error(), "list blobs/");
+    for (auto& o : *objects) {
+      const std::string name = o.key.substr(o.key.rfind('/') + 1);
+      if (!is_sha256_hex(name) || blob_key(name) != o.key) {
+        listing.unexpected.emplace_back(o.key);
+        continue;
+      }
+      listing.blobs.push_back(StoredBlob{name, o.key, 0, 0, o.size, o.modified});
+    }
+    return listing;
+  }
   std::error_code ec;
   auto it = fs::recursive_directory_iterator(blobs_dir_, ec);
   for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
@@ -187,9 +283,33 @@ Result<BlobListing> BlobStore::list() const {
   return listing;
 }
 
+Result<std::optional<StoredBlob>> BlobStore::stat(std::string_view sha256) const {
+  if (!is_sha256_hex(sha256)) return std::optional<StoredBlob>{};
+  if (objects_) {
+    const std::string key = blob_key(sha256);
+    auto head = objects_->head(key);
+    if (!head) return object_error(head.error(), "check " + key);
+    if (!head->has_value()) return std::optional<StoredBlob>{};
+    return std::optional<StoredBlob>(
+        StoredBlob{std::string(sha256), key, 0, 0, (*head)->size, (*head)->modified});
+  }
+  const fs::path path = blob_path(sha256);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::optional<StoredBlob>{};
+    return errno_error(errno, "stat " + path.string());
+  }
+  return std::optional<StoredBlob>(StoredBlob{std::string(sha256), path, st.st_dev, st.st_ino,
+                                              static_cast<std::uint64_t>(st.st_size),
+                                              std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)});
+}
+
 Result<TakeOut> BlobStore::take_out(std::string_view sha256, dev_t dev, ino_t ino,
                                     const fs::path& to) const {
   if (!is_sha256_hex(sha256)) return make_error(Errc::internal, "take-out of a malformed sha256");
+  if (objects_) {
+    return make_error(Errc::internal, "take-out is not supported on the S3 blob store");
+  }
   const fs::path from = blob_path(sha256);
   if (::rename(from.c_str(), to.c_str()) != 0) {
     if (errno == ENOENT) return TakeOut::vanished;
@@ -207,6 +327,15 @@ Result<TakeOut> BlobStore::take_out(std::string_view sha256, dev_t dev, ino_t in
 }
 
 Result<bool> BlobStore::remove_unless_replaced(const StoredBlob& blob) const {
+  if (objects_) {
+    auto now = stat(blob.sha256);
+    if (!now) return now.error();
+    if (!now->has_value() || (*now)->changed > blob.changed) return false;
+    const std::string key = blob_key(blob.sha256);
+    if (auto st = objects_->remove(key); !st) return object_error(st.error(), "remove " + key);
+    cache_->forget(blob.sha256);
+    return true;
+  }
   const fs::path aside = tmp_dir_ / ("gc-" + blob.sha256);
   auto taken = take_out(blob.sha256, blob.dev, blob.ino, aside);
   if (!taken) return taken.error();
@@ -227,6 +356,12 @@ Result<std::string> BlobStore::put(std::string_view bytes, Sync sync) const {
 
 Status BlobStore::withdraw(std::string_view sha256) const {
   if (!is_sha256_hex(sha256)) return make_error(Errc::internal, "withdraw of a malformed sha256");
+  if (objects_) {
+    cache_->forget(sha256);
+    const std::string key = blob_key(sha256);
+    if (auto st = objects_->remove(key); !st) return object_error(st.error(), "remove " + key);
+    return ok_status();
+  }
   const fs::path path = blob_path(sha256);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return store_error(data_dir_, errno_error(errno, "remove " + path.string()));
@@ -235,6 +370,7 @@ Status BlobStore::withdraw(std::string_view sha256) const {
 }
 
 Status BlobStore::flush() const {
+  if (objects_) return ok_status();  // every commit was complete in the store when it returned
   UniqueFd dir(::open(blobs_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir.valid())
     return store_error(data_dir_, errno_error(errno, "open " + blobs_dir_.string()));

@@ -45,6 +45,32 @@ struct Overrides {
   std::optional<std::string> upstream_page_cache;
   std::optional<std::string> upstream_file_cache;
   std::optional<std::string> upstream_page_disk_cache;
+  std::optional<std::string> blob_store;
+  std::optional<std::string> file_serving;
+  std::optional<std::string> blob_cache;
+};
+
+/// The [s3] table: the object store that `blob_store = "s3://BUCKET/PREFIX"` names
+/// (docs/configuration.md, docs/storage.md). Read from the file only.
+struct S3Settings {
+  /// Scheme, host and port of the S3 API; empty: AWS's for the region
+  /// (https://s3.REGION.amazonaws.com).
+  std::string endpoint;
+  std::string region = "us-east-1";
+  /// "path" (https://ENDPOINT/BUCKET/KEY) or "virtual" (https://BUCKET.ENDPOINT/KEY).
+  std::string addressing = "path";
+  /// Credentials: this key id with the secret in `secret_access_key_file`; when unset, the
+  /// environment's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN).
+  std::string access_key_id;
+  std::string secret_access_key_file;
+  /// How long the presigned URLs of file_serving = "redirect" are valid.
+  std::chrono::seconds presign_expiry{300};
+  /// Resolved when the configuration is loaded with an S3 blob store; secrets (registered
+  /// for redaction, never printed).
+  std::string secret_access_key;
+  std::string session_token;
+  /// Where the credentials came from, for `config check`: "[s3]" or "environment".
+  std::string credentials_from;
 };
 
 /// The effective configuration. A new setting is a field here, one in Overrides and one row
@@ -105,6 +131,16 @@ struct Settings {
   std::uint64_t upstream_file_cache = 0;
   /// Bound on the disk copies of upstream pages (docs/upstreams.md); 0: none.
   std::uint64_t upstream_page_disk_cache = 1ULL << 30U;
+  /// Where the blobs live (docs/storage.md): "file" (DATA_DIR/blobs) or "s3://BUCKET/PREFIX"
+  /// (the object store of the [s3] table, with a local read cache under DATA_DIR/cache).
+  std::string blob_store = "file";
+  /// With an S3 blob store: "redirect" (302 to a presigned GET) or "proxy" (the server sends
+  /// the bytes from its read cache). Ignored with the file backend (files are sent from disk).
+  std::string file_serving = "redirect";
+  /// The bound on the local read cache of an S3 blob store (DATA_DIR/cache/blobs).
+  std::uint64_t blob_cache = 2ULL << 30U;
+  /// The [s3] table.
+  S3Settings s3;
 
   /// Where these settings came from, so that a reload (SIGHUP) can load them again:
   /// check_configuration(settings.config_file, settings.overrides).
@@ -200,6 +236,14 @@ struct ConfigCheck {
 
 /// "123", "64K", "512M", "8G" (binary multiples) -> bytes.
 [[nodiscard]] std::optional<std::uint64_t> parse_size(std::string_view text);
+
+/// The bucket and key prefix of a blob_store URL.
+struct BlobStoreUrl {
+  std::string bucket;
+  std::string prefix;  ///< without leading or trailing '/'; may be empty
+};
+/// "s3://BUCKET/PREFIX" (a valid S3 bucket name, an optional prefix) -> its parts.
+[[nodiscard]] std::optional<BlobStoreUrl> parse_blob_store_url(std::string_view text);
 
 /// Splits "HOST:PORT" / "[V6]:PORT".
 [[nodiscard]] Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text);

@@ -36,6 +36,10 @@ class Hasher {
 [[nodiscard]] std::string sha256_hex(std::string_view bytes);
 [[nodiscard]] std::string sha256_raw(std::string_view bytes);
 
+/// HMAC-SHA256 of `message` under `key` (RFC 2104): the 32 raw bytes. Signature Version 4
+/// (the S3 client's request signing) chains it.
+[[nodiscard]] std::string hmac_sha256(std::string_view key, std::string_view message);
+
 /// Cryptographically secure random bytes (RAND_bytes). Throws on RNG failure.
 [[nodiscard]] std::string random_bytes(std::size_t n);
 

@@ -3,6 +3,7 @@
 // its answer (the Context's outputs). A handler is `Response handle_x(const Request&, Context&)`.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,6 +43,13 @@ struct ServerStatus {
   Metrics metrics;
 };
 
+/// How file URLs are answered when the blobs live in an object store (docs/storage.md,
+/// "Serving files from S3"); with the file backend files are always sent from the blob file.
+enum class FileServing : std::uint8_t {
+  redirect,  ///< 302 to a presigned GET of the object, valid for Environment::presign_expiry
+  proxy,     ///< the server sends the bytes, from the read cache (fetched on a worker)
+};
+
 /// The part of every context that is the same for all requests of one server.
 struct Environment {
   Services services;
@@ -51,6 +59,9 @@ struct Environment {
   bool private_reads = false;
   /// The configured upstream indexes and their caches; null when none is configured.
   Upstreams* upstreams = nullptr;
+  /// With an object store: how file URLs are answered, and how long a presigned URL lives.
+  FileServing file_serving = FileServing::redirect;
+  std::chrono::seconds presign_expiry{300};
 };
 
 /// The body of an upload route once it has arrived in full.

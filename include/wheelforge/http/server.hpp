@@ -27,6 +27,9 @@ struct ServerConfig {
   bool private_reads = false;
   /// The upstream indexes whose files pages merge (docs/upstreams.md); null: none.
   handlers::Upstreams* upstreams = nullptr;
+  /// With blobs in an object store: how file URLs are answered (docs/storage.md).
+  handlers::FileServing file_serving = handlers::FileServing::redirect;
+  std::chrono::seconds presign_expiry{300};
   /// HTTPS: PEM certificate chain and private key. Both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;

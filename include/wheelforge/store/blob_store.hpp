@@ -1,8 +1,15 @@
 #pragma once
-// Content-addressed, immutable blob store under DATA_DIR:
-//   blobs/<aa>/<bb>/<sha256>   published blobs (read-only once renamed into place)
-//   tmp/s-XXXXXX/              this process's files being written (flock'ed session dir);
-//                              sessions of dead processes are removed when a store opens
+// Content-addressed, immutable blob store. Two backends (docs/storage.md, "Blob store
+// backends"):
+//  - file (the default): blobs are files under DATA_DIR:
+//      blobs/<aa>/<bb>/<sha256>   published blobs (read-only once renamed into place)
+//  - object store (S3): blobs are objects `blobs/<aa>/<bb>/<sha256>` under the store's prefix,
+//    and DATA_DIR/cache/blobs holds a bounded local read cache of them (read_cache.hpp).
+// Both write through temp files in DATA_DIR:
+//      tmp/s-XXXXXX/              this process's files being written (flock'ed session dir);
+//                                 sessions of dead processes are removed when a store opens
+// Readers that need a blob as a file ask local_copy(): the blob file itself, or a verified
+// copy in the read cache. The serving path asks serving_path() (never blocks on the network).
 // The store owns this layout: other modules get blob paths from blob_path() (or
 // blob_path_in() for a data directory being written, a backup), walk the blobs with list()
 // and move them with take_out() and remove_unless_replaced().
@@ -14,7 +21,9 @@
 //
 // Errors are the server's, never the client's: storage_full on ENOSPC/EDQUOT; unavailable when
 // this process may not write the data directory (read-only filesystem, permissions), with a
-// message naming the directory; io for any other fault (EIO above all).
+// message naming the directory; io for any other fault (EIO above all). With an object store,
+// every failure to reach it or of a request to it is unavailable, with a message naming the
+// store ("object store s3://BUCKET/PREFIX at ENDPOINT: ..."): uploads answer 503 naming it.
 
 #include <sys/types.h>
 
@@ -27,6 +36,8 @@
 #include <vector>
 
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/store/object_store.hpp"
+#include "wheelforge/store/read_cache.hpp"
 #include "wheelforge/util/atomic_file.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/result.hpp"
@@ -50,14 +61,31 @@ class BlobStore;
 [[nodiscard]] std::vector<std::filesystem::path> blob_dirs_in(const std::filesystem::path& data_dir,
                                                               std::string_view sha256);
 
-/// A blob found by BlobStore::list().
+/// Where a store keeps its blobs.
+enum class BlobBackend {
+  file,          ///< files under DATA_DIR/blobs
+  object_store,  ///< objects in an S3-compatible store, with a local read cache
+};
+
+/// How a BlobStore is opened beyond its data directory.
+struct BlobStoreOptions {
+  /// The durable tier; null: the file backend.
+  std::shared_ptr<ObjectStore> objects;
+  /// The bound on the local read cache (object store only).
+  std::uint64_t cache_bytes = std::uint64_t{2} << 30U;
+};
+
+/// The key of a blob in an object store: `blobs/<aa>/<bb>/<sha256>`.
+[[nodiscard]] std::string blob_key(std::string_view sha256);
+
+/// A blob found by BlobStore::list() or BlobStore::stat().
 struct StoredBlob {
   std::string sha256;
-  std::filesystem::path path;
-  dev_t dev = 0;  ///< with `ino`: the file that was listed, to notice a replacement
+  std::filesystem::path path;  ///< the file; the object's key with an object store
+  dev_t dev = 0;  ///< with `ino`: the file that was listed, to notice a replacement (files)
   ino_t ino = 0;
   std::uint64_t size = 0;
-  std::time_t changed = 0;  ///< the later of mtime and ctime
+  std::time_t changed = 0;  ///< the later of mtime and ctime; an object's last modification
 };
 
 struct BlobListing {
@@ -126,8 +154,10 @@ class BlobStore {
   /// Creates blobs/ and tmp/ under data_dir, removes stale temp files (a crashed writer's
   /// leftovers) and opens this process's temp session. Fails with io when the directories
   /// cannot be created.
+  /// With `options.objects`, blobs live in that object store and DATA_DIR/cache/blobs is the
+  /// read cache (opened here; no request is made to the store).
   [[nodiscard]] static Result<std::unique_ptr<BlobStore>> open(
-      const std::filesystem::path& data_dir);
+      const std::filesystem::path& data_dir, BlobStoreOptions options = {});
 
   /// A new empty temp file in tmp/.
   [[nodiscard]] Result<TempFile> create_temp() const;
@@ -135,6 +165,10 @@ class BlobStore {
   /// Publishes a finished temp file under its sha256 (idempotent: an existing blob with the
   /// same hash is replaced by the same bytes). Returns the blob path. When the rename worked
   /// but the directory could not be synced, a blob that did not exist before is removed again.
+  /// With an object store: uploads the file (multipart when large, streamed from disk), then
+  /// checks that the object is there with the file's size, before it returns; the temp file
+  /// becomes the blob's read-cache copy, whose path is returned. A failed upload leaves no
+  /// object (the client aborts it).
   [[nodiscard]] Result<std::filesystem::path> commit(TempFile temp, Sync sync = Sync::now) const;
 
   /// Stores small bytes (e.g. METADATA) as a blob; returns their sha256.
@@ -151,7 +185,11 @@ class BlobStore {
 
   /// Every blob under blobs/ with what stat(2) says of it, and every other file there.
   /// Files removed while listing are left out. Fails with io when blobs/ cannot be read.
+  /// With an object store: every object under the prefix blobs/ (keys that are not a blob's
+  /// are `unexpected`).
   [[nodiscard]] Result<BlobListing> list() const;
+  /// The blob `sha256` as list() would show it; nullopt when there is none.
+  [[nodiscard]] Result<std::optional<StoredBlob>> stat(std::string_view sha256) const;
 
   /// Moves the blob `sha256` out of blobs/ to `to` (a path on the same filesystem), unless it
   /// is no longer the file (dev, ino) the caller looked at. A blob is replaced only by
@@ -164,13 +202,41 @@ class BlobStore {
   /// Removes a listed blob unless it has been replaced since (take_out() into this process's
   /// temp session, then unlink). True when it was removed; false when it was gone already or
   /// replaced.
+  /// With an object store (no rename to look through): the object is removed unless its last
+  /// modification is later than the listed one (`changed`), i.e. unless it was published
+  /// again since it was listed. A republish between that look and the delete is not seen;
+  /// callers only remove blobs no row references, and a republish writes the same bytes under
+  /// the same key (docs/storage.md, "Consistency: blob before row").
   [[nodiscard]] Result<bool> remove_unless_replaced(const StoredBlob& blob) const;
 
-  /// Where the blob with this hash lives (whether or not it exists).
+  /// Where the blob with this hash lives (whether or not it exists). With an object store:
+  /// where its read-cache copy lives. Readers use local_copy().
   [[nodiscard]] std::filesystem::path blob_path(std::string_view sha256) const;
   /// The same path as a plain string, built without std::filesystem (for the serving path).
   [[nodiscard]] std::string blob_file(std::string_view sha256) const;
+  /// Whether the blob exists (with an object store: a copy in the read cache, else a HEAD of
+  /// the object; false when the store cannot be reached).
   [[nodiscard]] bool contains(std::string_view sha256) const;
+
+  /// A local file holding the blob's bytes, to read: the blob file itself (not_found when
+  /// there is none), or with an object store the read cache's copy, fetched and verified
+  /// first when there is none (not_found when the store has no such object; unavailable
+  /// naming the store when it cannot be read). Blocks (on the network): call from workers.
+  [[nodiscard]] Result<std::filesystem::path> local_copy(std::string_view sha256) const;
+  /// The file the serving path may send without blocking on the network: the blob file
+  /// (whether or not it exists, as blob_file()), or the read cache's copy when there is one;
+  /// nullopt when only local_copy() can make one.
+  [[nodiscard]] std::optional<std::string> serving_path(std::string_view sha256) const;
+
+  [[nodiscard]] BlobBackend backend() const {
+    return objects_ ? BlobBackend::object_store : BlobBackend::file;
+  }
+  /// The object store, or null with the file backend.
+  [[nodiscard]] ObjectStore* object_store() const { return objects_.get(); }
+  /// The read cache, or null with the file backend.
+  [[nodiscard]] ReadCache* read_cache() const { return cache_.get(); }
+  /// "the data directory D" or "object store s3://B/P at E": where the blobs are, for messages.
+  [[nodiscard]] std::string describe() const;
 
   /// This process's temp session directory (inside DATA_DIR/tmp/).
   [[nodiscard]] const std::filesystem::path& tmp_dir() const { return tmp_dir_; }
@@ -194,6 +260,14 @@ class BlobStore {
         lock_(std::move(lock)),
         stale_temps_removed_(stale_temps_removed) {}
 
+  /// An object store's error as the store's: unavailable (not_found kept when `keep_not_found`),
+  /// naming the store.
+  [[nodiscard]] Error object_error(const Error& error, std::string_view what,
+                                   bool keep_not_found = false) const;
+  [[nodiscard]] Result<std::filesystem::path> commit_object(TempFile temp) const;
+
+  std::shared_ptr<ObjectStore> objects_;
+  std::unique_ptr<ReadCache> cache_;
   std::filesystem::path data_dir_;
   std::filesystem::path blobs_dir_;
   std::filesystem::path tmp_dir_;

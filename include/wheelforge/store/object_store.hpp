@@ -39,7 +39,23 @@ struct S3Config {
   std::string access_key_id;
   std::string secret_access_key;
   std::string session_token;  ///< temporary credentials' token (AWS_SESSION_TOKEN); "" for none
+
+  /// put_file() uploads a file larger than this in parts (a multipart upload).
+  std::uint64_t multipart_threshold = std::uint64_t{64} << 20U;
+  /// The size of each part but the last (raised to S3's 5 MiB minimum, and so that a file
+  /// needs at most 10000 parts).
+  std::uint64_t part_size = std::uint64_t{16} << 20U;
+  /// Deadline for resolving, connecting and the TLS handshake.
+  std::chrono::milliseconds connect_timeout{5000};
+  /// Deadline for each read and each write of a request: a store that stops answering fails
+  /// the call as unavailable after this long.
+  std::chrono::milliseconds io_timeout{30000};
+  /// Keys asked for per ListObjectsV2 page (max-keys, 1 to 1000).
+  unsigned list_page_size = 1000;
 };
+
+/// S3's smallest part of a multipart upload (all but the last).
+inline constexpr std::uint64_t kMinPartSize = std::uint64_t{5} << 20U;
 
 /// An object found by head() or list(). `key` is relative to the configured prefix.
 struct ObjectInfo {
@@ -84,6 +100,14 @@ class ObjectStore {
   /// "s3://BUCKET/PREFIX at ENDPOINT", for messages and logs.
   [[nodiscard]] virtual std::string describe() const = 0;
 };
+
+/// Completes `config`'s credentials as docs/storage.md ("Credentials") says: an access key id
+/// already set (the `[s3] access_key_id` key) takes its secret from `secret_access_key_file`
+/// (the file's first line) or, without a file, from AWS_SECRET_ACCESS_KEY; no access key id
+/// takes all three from the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+/// AWS_SESSION_TOKEN (optional). invalid naming what is missing (never a secret's value).
+[[nodiscard]] Status load_s3_credentials(S3Config& config,
+                                         const std::filesystem::path& secret_access_key_file);
 
 /// A client for the store `config` describes. Checks the configuration only (no request):
 /// invalid for a malformed endpoint, an empty bucket or missing credentials.

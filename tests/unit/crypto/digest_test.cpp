@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "wheelforge/util/strings.hpp"
+
 namespace wf::crypto {
 namespace {
 
@@ -17,6 +19,14 @@ TEST(Digest, IncrementalEqualsOneShot) {
   h.update("hello ");
   h.update("world");
   EXPECT_EQ(h.finish_hex(), sha256_hex("hello world"));
+}
+
+TEST(Digest, HmacSha256MatchesRfc4231) {
+  // RFC 4231, test cases 1 and 2.
+  EXPECT_EQ(hex_encode(hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(hex_encode(hmac_sha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
 TEST(Digest, RandomAndCompare) {
