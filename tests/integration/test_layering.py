@@ -88,7 +88,7 @@ def test_an_unchanged_copy_passes(tree):
         (
             "src/ui/injected.cpp",
             "#include <boost/asio/post.hpp>\n",
-            r"^src/ui/injected\.cpp:1: third-party: ui includes <boost/asio/post\.hpp>: Boost .* belongs to http only",
+            r"^src/ui/injected\.cpp:1: third-party: ui includes <boost/asio/post\.hpp>: Boost .* belongs to http, store only",
         ),
         (
             "src/core/injected.cpp",
