@@ -48,7 +48,12 @@ class S3Store final : public ObjectStore {
   S3Store(S3Config config, Url endpoint)
       : config_(std::move(config)),
         endpoint_(std::move(endpoint)),
-        client_(s3http::Endpoint{endpoint_.https(), endpoint_.host, endpoint_.port},
+        // Virtual-hosted: the connection, SNI and the certificate check use the bucket's host.
+        client_(s3http::Endpoint{endpoint_.https(),
+                                 config_.addressing == Addressing::virtual_host
+                                     ? config_.bucket + "." + endpoint_.host
+                                     : endpoint_.host,
+                                 endpoint_.port},
                 s3http::Timeouts{config_.connect_timeout, config_.io_timeout}) {
     credentials_ = {config_.access_key_id, config_.secret_access_key, config_.session_token};
     host_ = endpoint_.authority();

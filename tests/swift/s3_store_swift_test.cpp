@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/store/object_store.hpp"
@@ -253,6 +255,35 @@ TEST(SwiftS3, PresignedGetsServeTheObjectUntilTheyExpire) {
   std::string tampered = url;
   tampered.replace(tampered.find("demo-1.0"), 4, "evil");
   EXPECT_EQ(curl(tampered, body, nullptr), 403);
+}
+
+TEST(SwiftS3, ThreadsShareTheStoreAndItsConnections) {
+  ASSERT_TRUE(Swift::running);
+  auto store = open();
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i) {
+        const std::string key = "threads/" + std::to_string(t) + "-" + std::to_string(i);
+        const std::string bytes(static_cast<std::size_t>(1000 + t * 100 + i),
+                                static_cast<char>('a' + t));
+        std::string got;
+        const bool ok = store->put_bytes(key, bytes, "text/plain").ok() &&
+                        store
+                            ->get(key, 0, std::nullopt,
+                                  [&](std::string_view c) {
+                                    got.append(c);
+                                    return ok_status();
+                                  })
+                            .ok() &&
+                        got == bytes && store->remove(key).ok();
+        if (!ok) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 TEST(SwiftS3, AWrongSecretIsForbidden) {
