@@ -13,7 +13,14 @@ no timing, and fails (exit 1) when a job does not succeed. See bench/README.md, 
 local and Slurm". `--smoke` (CI) builds one cell (Python 3.12, torch 2.8) on each executor
 instead of four: that the benchmark still runs, not what it measures.
 
+`--compile-cache` compares the compile cache instead of the executors: the matrix on the local
+executor twice, with `[build] compile_cache = "off"` and with the cache (a fresh one), the
+package's backend compiling kernel.cu in its own `nvcc -c` call (test_compile_cache.py's) that
+writes down how long it took; prints the matrix's total compile time (the sum of those calls) and each
+job's cache hits and misses. With `--smoke`, two cells (Pythons 3.11 and 3.12, torch 2.8).
+
     WHEELFORGE_BIN=build/wheelforge /usr/bin/python3 bench/runner_matrix.py [--smoke] [--keep]
+        [--compile-cache]
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
+import test_compile_cache as tcc  # noqa: E402
 import test_runner as tr  # noqa: E402
 from conftest import Harness  # noqa: E402
 from slurm_cluster import SlurmCluster, missing_programs  # noqa: E402
@@ -44,13 +52,19 @@ def iso_seconds(text: str) -> float:
 
 FULL_MATRIX = {"python": ["3.11", "3.12"], "torch": ["2.8", "2.9"], "cuda": ["13.0"]}
 SMOKE_MATRIX = {"python": ["3.12"], "torch": ["2.8"], "cuda": ["13.0"]}
+CACHE_SMOKE_MATRIX = {"python": ["3.11", "3.12"], "torch": ["2.8"], "cuda": ["13.0"]}
 
 
-def run_matrix(binary: Path, root: Path, executor: dict | None, matrix: dict) -> dict:
+def run_matrix(binary: Path, root: Path, executor: dict | None, matrix: dict,
+               compile_cache: str | None = None) -> dict:
+    """With `compile_cache` ("off", or "on" for the default cache), the two-step backend."""
     root.mkdir(parents=True)
     h = Harness(binary, root)
     try:
         source = tr.write_demo_package(h.path("src", "wf-demo-ext"))
+        times = h.root / "compile-times.txt"
+        if compile_cache is not None:
+            tcc.write_two_step_backend(source)
         recipe = {
             "project": "wf-demo-ext",
             "source": {"path": str(source)},
@@ -65,9 +79,13 @@ def run_matrix(binary: Path, root: Path, executor: dict | None, matrix: dict) ->
             "cpus": 1,
             "matrix": matrix,
         }
+        if compile_cache is not None:
+            recipe["env"] = {"WF_DEMO_COMPILE_TIMES": str(times)}
         build = {"max_concurrent_jobs": 4}
         if executor:
             build["executor"] = executor
+        if compile_cache == "off":
+            build["compile_cache"] = "off"
         config = tr.write_config(h.root / "wheelforge.toml", {"demo": recipe}, **build)
         h.token("upload")
         server = h.serve("--config", str(config))
@@ -83,7 +101,16 @@ def run_matrix(binary: Path, root: Path, executor: dict | None, matrix: dict) ->
             f"py{j['python']}-torch{j['torch']}": iso_seconds(j["finished_at"]) - iso_seconds(j["started_at"])
             for j in jobs.values() if j["finished_at"] and j["started_at"]
         }
-        return {"wall": wall, "jobs": per_job, "failed": failed}
+        compile_seconds = 0.0
+        caches = {}
+        if compile_cache is not None:
+            if times.exists():
+                compile_seconds = sum(float(t) for t in times.read_text().split())
+            for j in jobs.values():
+                c = j.get("compile_cache") or {}
+                caches[f"py{j['python']}-torch{j['torch']}"] = (c.get("hits", 0), c.get("misses", 0))
+        return {"wall": wall, "jobs": per_job, "failed": failed, "compile": compile_seconds,
+                "caches": caches}
     finally:
         h.close()
 
@@ -93,11 +120,15 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--smoke", action="store_true",
                         help="one cell per executor instead of four (CI: the benchmark runs)")
+    parser.add_argument("--compile-cache", action="store_true",
+                        help="the local executor without and with the compile cache")
     args = parser.parse_args()
     binary = Path(os.environ.get("WHEELFORGE_BIN", ROOT / "build" / "wheelforge")).resolve()
     if not binary.is_file():
         print(f"no wheelforge binary at {binary} (set WHEELFORGE_BIN)", file=sys.stderr)
         return 2
+    if args.compile_cache:
+        return compare_compile_cache(binary, args)
     missing = missing_programs()
     if missing or not tr.NVCC.exists() or not all(p.exists() for p in tr.PYTHONS.values()):
         print(f"needs Slurm ({', '.join(missing) or 'ok'}), nvcc at {tr.NVCC} and the pyenv "
@@ -129,6 +160,35 @@ def main() -> int:
     for name, r in results.items():
         for f in r["failed"]:
             print(f"\n{name}: a job did not succeed:\n{f}")
+    return 1 if any(r["failed"] for r in results.values()) else 0
+
+
+def compare_compile_cache(binary: Path, args) -> int:
+    if not tr.NVCC.exists() or not all(p.exists() for p in tr.PYTHONS.values()) or \
+            shutil.which("ccache") is None:
+        print(f"needs ccache, nvcc at {tr.NVCC} and the pyenv Pythons "
+              f"{', '.join(map(str, tr.PYTHONS.values()))}", file=sys.stderr)
+        return 2
+    root = Path(tempfile.mkdtemp(prefix="wf-bench-ccache-"))
+    matrix = CACHE_SMOKE_MATRIX if args.smoke else FULL_MATRIX
+    results = {}
+    try:
+        for mode in ("off", "on"):
+            results[mode] = run_matrix(binary, root / mode, None, matrix, compile_cache=mode)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    cells = len(matrix["python"]) * len(matrix["torch"]) * len(matrix["cuda"])
+    print(f"# {cells}-cell matrix of the CUDA test package on the local executor, cells 1 CPU "
+          f"each; {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}")
+    print("| compile cache | total compile time | wall time | per job: cache hits/misses |")
+    print("|---|---|---|---|")
+    for mode, r in results.items():
+        caches = ", ".join(f"{k} {h}/{m}" for k, (h, m) in sorted(r["caches"].items()))
+        print(f"| {mode} | {r['compile']:.1f}s | {r['wall']:.1f}s | {caches} |")
+    for mode, r in results.items():
+        for f in r["failed"]:
+            print(f"\ncompile cache {mode}: a job did not succeed:\n{f}")
     return 1 if any(r["failed"] for r in results.values()) else 0
 
 

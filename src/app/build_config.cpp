@@ -378,6 +378,34 @@ const std::array kBuildKeys{
                }
                host.pip_cache_bytes = *bytes;
              }},
+    BuildKey{"compile_cache",
+             [](const toml::node& node, const std::string& key, build::HostConfig& host,
+                ProblemList& problems) {
+               auto v = read_string(node, key, problems);
+               if (!v) return;
+               if (*v == "off") {
+                 host.compile_cache = build::HostConfig::CompileCache::off;
+                 return;
+               }
+               if (v->empty() || v->front() != '/') {
+                 problems.push_back(key + ": expected an absolute directory or \"off\", got '" +
+                                    clean(*v) + "'");
+                 return;
+               }
+               host.compile_cache = build::HostConfig::CompileCache::on;
+               host.compile_cache_root = *v;
+             }},
+    BuildKey{"compile_cache_size",
+             [](const toml::node& node, const std::string& key, build::HostConfig& host,
+                ProblemList& problems) {
+               const std::optional<std::uint64_t> bytes = size_of(node);
+               if (!bytes || *bytes == 0) {
+                 problems.push_back(key + ": expected a size such as 10G or 512M, got " +
+                                    spelled(node));
+                 return;
+               }
+               host.compile_cache_bytes = *bytes;
+             }},
     BuildKey{"max_concurrent_jobs",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,
                 ProblemList& problems) {

@@ -238,6 +238,11 @@ const std::array kRecipeKeys{
     RecipeKey{"arch_value", string_field<&core::Recipe::arch_value>},
     RecipeKey{"local_version_variable", string_field<&core::Recipe::local_version_variable>},
     RecipeKey{"import_check", string_field<&core::Recipe::import_check>},
+    RecipeKey{"compile_cache",
+              [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
+                 ProblemList& problems) {
+                if (const auto b = read_bool(node, key, problems)) rc.recipe.compile_cache = *b;
+              }},
     RecipeKey{"yank_superseded",
               [](const toml::node& node, const std::string& key, build::RecipeConfig& rc,
                  ProblemList& problems) {

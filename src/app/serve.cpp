@@ -53,7 +53,9 @@ bool same_host(const build::HostConfig& a, const build::HostConfig& b) {
          a.memory_reserve_bytes == b.memory_reserve_bytes &&
          a.max_concurrent_jobs == b.max_concurrent_jobs &&
          a.keep_failed_work_dirs == b.keep_failed_work_dirs && a.oom_retries == b.oom_retries &&
-         a.pip_cache_bytes == b.pip_cache_bytes;
+         a.pip_cache_bytes == b.pip_cache_bytes && a.compile_cache == b.compile_cache &&
+         a.compile_cache_root == b.compile_cache_root &&
+         a.compile_cache_bytes == b.compile_cache_bytes;
 }
 
 /// What keeps `fresh` recipes from applying to a runner started with `running`: a matrix

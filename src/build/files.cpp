@@ -1,5 +1,6 @@
 #include "files.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace wf::build {
@@ -47,11 +48,12 @@ Result<std::vector<fs::directory_entry>> list_directory(const fs::path& dir) {
   return entries;
 }
 
-Status clear_directory_except(const fs::path& dir, std::string_view keep) {
+Status clear_directory_except(const fs::path& dir, std::initializer_list<std::string_view> keep) {
   auto entries = list_directory(dir);
   if (!entries) return entries.error();
   for (const auto& entry : *entries) {
-    if (entry.path().filename() == keep) continue;
+    const std::string name = entry.path().filename().string();
+    if (std::find(keep.begin(), keep.end(), name) != keep.end()) continue;
     if (auto st = remove_tree(entry.path()); !st) return st;
   }
   return ok_status();

@@ -4,6 +4,7 @@
 // or a permission problem must fail the job, not end the server).
 
 #include <filesystem>
+#include <initializer_list>
 #include <string_view>
 #include <system_error>
 #include <vector>
@@ -25,8 +26,8 @@ namespace wf::build {
 /// The entries of a directory (not recursive), in no particular order.
 [[nodiscard]] Result<std::vector<std::filesystem::directory_entry>> list_directory(
     const std::filesystem::path& dir);
-/// Removes every entry of `dir` except the one named `keep`.
+/// Removes every entry of `dir` except those named in `keep`.
 [[nodiscard]] Status clear_directory_except(const std::filesystem::path& dir,
-                                            std::string_view keep);
+                                            std::initializer_list<std::string_view> keep);
 
 }  // namespace wf::build

@@ -10,6 +10,7 @@
 #include "files.hpp"
 #include "job_context.hpp"
 #include "steps.hpp"
+#include "wheelforge/build/compile_cache.hpp"
 #include "wheelforge/build/pip_cache.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/util/fs.hpp"
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 
 struct Runner::Running {
   StopFlags stop;
+  std::string share_key;  ///< compile_share_key() of its job
 };
 
 namespace {
@@ -215,6 +217,7 @@ Status Runner::start(Recovery recovery) {
       grant.nvcc_threads = std::max(1U, j.nvcc_threads);
       log::info("job={} resumed after a restart ({})", j.id, core::state_name(j.state));
       running_[j.id] = std::make_shared<Running>();
+      running_[j.id]->share_key = compile_share_key(j);
       job_threads_.emplace_back([this, j, recipe, grant] { run_job(j, recipe, grant, true); });
     }
   }
@@ -363,8 +366,18 @@ Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> Runner:
   b.version = version->str();
   b.force = request.force;
   b.yank_superseded = request.yank_superseded.value_or(recipe->recipe.yank_superseded);
+  // A build without the compile cache says so before the scheduler can see its jobs.
+  std::unique_lock hold(mu_, std::defer_lock);
+  if (!request.compile_cache) hold.lock();
   auto created = jobs_.create_build(b, cells);
   if (!created) return created.error();
+  if (!request.compile_cache) {
+    if (auto st = refuse_compile_cache(builds_dir_, created->first.id); !st) {
+      log::warn("build={} could not record \"cache\": false: {}", created->first.id,
+                st.error().message);
+    }
+    hold.unlock();
+  }
   log::info("build={} recipe={} version={}: {} job(s) queued", created->first.id, b.recipe,
             b.version, created->second.size());
   cv_.notify_all();
@@ -412,6 +425,11 @@ void Runner::schedule_loop() {
     }
     bool started = false;
     if (queued) {
+      // The first Python of a torch x CUDA combination before the others, so that those
+      // that must wait for the budget find its objects in the compile cache.
+      std::multiset<std::string> sharing;
+      for (const auto& [id, r] : running_) sharing.insert(r->share_key);
+      order_to_share_compiles(*queued, sharing);
       for (const auto& job : *queued) {
         if (only_build_ && job.build_id != *only_build_) continue;
         if (reserved.contains(job.build_id)) continue;
@@ -456,6 +474,7 @@ bool Runner::try_start(const catalog::JobRecord& job, const RecipeConfig& recipe
     return true;
   }
   running_[job.id] = std::make_shared<Running>();
+  running_[job.id]->share_key = compile_share_key(job);
   job_threads_.emplace_back(
       [this, job, recipe, p = *admission->grant] { run_job(job, recipe, p, false); });
   return true;
@@ -526,6 +545,13 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
     result = run_steps(ctx);
   }
   finish_job(ctx, result);
+  if (auto cache = compile_cache_stats(job.id);
+      cache && cache->state == catalog::CompileCacheStats::State::used) {
+    std::lock_guard lock(mu_);
+    compile_cache_totals_.hits += cache->hits;
+    compile_cache_totals_.misses += cache->misses;
+    compile_cache_totals_.size_bytes[job.recipe] = cache->size_bytes;
+  }
   // The pip cache stays within its bound (every job may have added to it).
   if (!ctx.pip_cache.empty()) {
     const CacheTrim trimmed = trim_pip_cache(ctx.pip_cache, ctx.host.pip_cache_bytes);
@@ -546,6 +572,19 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
     running_.erase(job.id);
   }
   cv_.notify_all();
+}
+
+std::optional<catalog::CompileCacheStats> Runner::compile_cache_stats(std::int64_t job_id) const {
+  auto text = read_small_file(log_path(job_id).parent_path() / kCompileCacheFile, 1U << 16U);
+  if (!text.ok()) return std::nullopt;
+  auto stats = parse_compile_cache_stats(text.value());
+  if (!stats) return std::nullopt;
+  return *stats;
+}
+
+Runner::CompileCacheTotals Runner::compile_cache_totals() const {
+  std::lock_guard lock(mu_);
+  return compile_cache_totals_;
 }
 
 void Runner::settle(const JobContext& ctx, core::JobState to, const std::string& reason) {
@@ -588,7 +627,7 @@ void Runner::finish_job(JobContext& ctx, const Status& result) {
   // Work-directory policy: a succeeded job keeps only its log (the wheel is in the store); a
   // failed one keeps everything for inspection unless configured otherwise.
   if (result.ok() || !ctx.host.keep_failed_work_dirs) {
-    if (auto st = clear_directory_except(ctx.work_dir, "log.txt"); !st) {
+    if (auto st = clear_directory_except(ctx.work_dir, {"log.txt", kCompileCacheFile}); !st) {
       log::warn("job={} cleaning its work directory: {}", id, st.error().message);
     }
   }

@@ -286,6 +286,14 @@ Status build_wheel(JobContext& ctx) {
     set_env(env, recipe.local_version_variable, core::local_label(cell));
   }
   for (const auto& [k, v] : recipe.env) set_env(env, k, v);
+  catalog::CompileCacheStats cache = prepare_compile_cache(ctx, env);
+  Status built = run_build(ctx, std::move(env));
+  finish_compile_cache(ctx, cache);
+  return built;
+}
+
+Status run_build(JobContext& ctx, Env env) {
+  const core::Recipe& recipe = ctx.recipe;
   std::string command = replace_all(recipe.build_command, "{python}",
                                     shell_quote(JobContext::venv_python(ctx.env_dir).string()));
   command = replace_all(command, "{out}", shell_quote(ctx.out.string()));

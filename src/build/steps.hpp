@@ -75,6 +75,17 @@ inline constexpr std::string_view kEnvironmentProbeFile = "environment-probe.txt
 [[nodiscard]] Status smoke_test(JobContext& ctx);
 [[nodiscard]] Status ingest_wheel(JobContext& ctx);
 
+/// The build step's command and its OOM retries, in `env` (build_wheel's environment).
+[[nodiscard]] Status run_build(JobContext& ctx, Env env);
+/// Sets up the compile cache for the build step's command (compile_cache_job.cpp): in `env`,
+/// the compiler wrappers first on PATH, PYTORCH_NVCC and ccache's settings. Returns what the
+/// cache is (used: its directory and bound; off or unavailable: why); a cache that cannot be
+/// used is noted in the log and the build runs without it.
+[[nodiscard]] catalog::CompileCacheStats prepare_compile_cache(JobContext& ctx, Env& env);
+/// After the build: counts what ccache's statistics log says, measures the cache, writes
+/// compile-cache.txt in the work directory and notes the summary in the log.
+void finish_compile_cache(JobContext& ctx, catalog::CompileCacheStats stats);
+
 /// Rewrites ctx.wheel with `changes` into the work directory's `subdir` and makes the result
 /// ctx.wheel, noting "<old> -> <new>" in the log. Nothing happens when `changes` changes nothing.
 [[nodiscard]] Status rewrite_job_wheel(JobContext& ctx, const archive::WheelChanges& changes,

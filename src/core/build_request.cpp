@@ -9,6 +9,7 @@ Result<BuildRequest> check_build_request(const BuildRequestFields& fields, Probl
   r.version = std::string(trim(fields.version));
   r.force = fields.force;
   r.yank_superseded = fields.yank_superseded;
+  r.compile_cache = fields.compile_cache;
   if (r.recipe.empty()) problems.add("missing recipe");
   if (r.version.empty()) problems.add("missing version");
   const auto quoted = [](std::string_view v) { return "'" + sanitize_for_log(v, 80) + "'"; };

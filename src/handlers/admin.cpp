@@ -214,6 +214,7 @@ Response handle_show_build(const Request& req, Context& ctx) {
   if (!build->has_value()) return not_found("no such build");
   auto list = jobs.jobs_of_build(*id);
   if (!list) return error_response(list.error());
+  for (auto& job : *list) job.compile_cache = (*runner)->compile_cache_stats(job.id);
   return json(200, render::render_build(**build, *list));
 }
 
@@ -224,6 +225,7 @@ Response handle_show_job(const Request& req, Context& ctx) {
   if (!id) return error_response(id.error());
   auto job = find_job(**runner, *id);
   if (!job) return error_response(job.error());
+  job->compile_cache = (*runner)->compile_cache_stats(*id);
   return json(200, render::render_job(*job));
 }
 

@@ -10,6 +10,7 @@
 
 #include "handlers.hpp"
 #include "upstream_pages.hpp"
+#include "wheelforge/build/runner.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/core/negotiate.hpp"
 #include "wheelforge/core/torch_env.hpp"
@@ -580,6 +581,30 @@ Response handle_metrics(const Request& /*req*/, Context& ctx) {
           i, [&](std::string_view name) { return snap.find_project(name) != nullptr; });
       body += "wheelforge_upstream_shadowed_projects{upstream=\"" + upstreams->configs()[i].name +
               "\"} " + std::to_string(shadowed) + "\n";
+    }
+  }
+  if (build::Runner* runner = ctx.env.services.runner; runner != nullptr) {
+    // What the compile cache did for the builds this server's runner finished.
+    const build::Runner::CompileCacheTotals cc = runner->compile_cache_totals();
+    body +=
+        "# HELP wheelforge_build_compile_cache_hits_total compiles of finished builds answered "
+        "from the compile cache\n"
+        "# TYPE wheelforge_build_compile_cache_hits_total counter\n"
+        "wheelforge_build_compile_cache_hits_total " +
+        std::to_string(cc.hits) +
+        "\n"
+        "# HELP wheelforge_build_compile_cache_misses_total compiles of finished builds that ran "
+        "and were stored in the compile cache\n"
+        "# TYPE wheelforge_build_compile_cache_misses_total counter\n"
+        "wheelforge_build_compile_cache_misses_total " +
+        std::to_string(cc.misses) +
+        "\n"
+        "# HELP wheelforge_build_compile_cache_bytes disk taken by a recipe's compile cache "
+        "after its latest build\n"
+        "# TYPE wheelforge_build_compile_cache_bytes gauge\n";
+    for (const auto& [recipe, bytes] : cc.size_bytes) {
+      body += "wheelforge_build_compile_cache_bytes{recipe=\"" + recipe + "\"} " +
+              std::to_string(bytes) + "\n";
     }
   }
   Response r;

@@ -33,6 +33,27 @@ Json provenance_json(const catalog::Provenance& p) {
               {"command", p.engine_command}};
 }
 
+// What the compile cache did for the job's build: {state, reason, directory, hits, misses,
+// uncacheable, cuda_hits, cuda_misses, size_bytes, bound_bytes}, or null before its build (or
+// when the reader did not look).
+Json compile_cache_json(const std::optional<catalog::CompileCacheStats>& c) {
+  if (!c) return Json(nullptr);
+  using State = catalog::CompileCacheStats::State;
+  const char* state = c->state == State::used  ? "used"
+                      : c->state == State::off ? "off"
+                                               : "unavailable";
+  return Json{{"state", state},
+              {"reason", c->reason},
+              {"directory", c->directory},
+              {"hits", c->hits},
+              {"misses", c->misses},
+              {"uncacheable", c->uncacheable},
+              {"cuda_hits", c->cuda_hits},
+              {"cuda_misses", c->cuda_misses},
+              {"size_bytes", c->size_bytes},
+              {"bound_bytes", c->bound_bytes}};
+}
+
 Json job_json(const catalog::JobRecord& j) {
   return Json{{"id", j.id},
               {"build_id", j.build_id},
@@ -53,6 +74,7 @@ Json job_json(const catalog::JobRecord& j) {
               {"toolchain", toolchain_json(j.toolchain)},
               {"executor_job", j.executor_job},
               {"container", provenance_json(j.provenance)},
+              {"compile_cache", compile_cache_json(j.compile_cache)},
               {"created_at", iso8601_micros(j.created_at)},
               {"started_at", time_or_null(j.started_at)},
               {"finished_at", time_or_null(j.finished_at)},
@@ -108,6 +130,13 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
       problems.add("\"yank_superseded\" must be true or false");
     }
   }
+  if (j.contains("cache")) {
+    if (j["cache"].is_boolean()) {
+      fields.compile_cache = j["cache"].get<bool>();
+    } else {
+      problems.add("\"cache\" must be true or false");
+    }
+  }
   if (j.contains("matrix") && !j["matrix"].is_null()) {
     const Json& m = j["matrix"];
     if (!m.is_object()) {
@@ -139,7 +168,7 @@ Result<core::BuildRequest> parse_build_request(std::string_view text) {
   }
   for (const auto& [key, value] : j.items()) {
     if (key != "recipe" && key != "version" && key != "matrix" && key != "force" &&
-        key != "yank_superseded") {
+        key != "yank_superseded" && key != "cache") {
       problems.add("unknown field '" + sanitize_for_log(key) + "'");
     }
   }

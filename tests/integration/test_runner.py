@@ -1264,6 +1264,19 @@ def test_build_environment_is_minimal(fault_bed):
     envs = sorted((data_dir / "builds" / "envs").glob("py3.11-torch2.8-cu130-*/"))
     assert len(envs) == 1 and re.fullmatch(r"py3\.11-torch2\.8-cu130-[0-9a-f]{12}", envs[0].name), envs
     venv_bin = envs[0] / "bin"
+    path = env.get("PATH", "")
+    if shutil.which("ccache"):
+        # The compile cache's compiler wrappers come first (docs/runner.md, "The compile cache").
+        wrappers, _, path = path.partition(":")
+        assert re.fullmatch(rf"{re.escape(str(data_dir))}/builds/compilers/[0-9a-f]{{16}}",
+                            wrappers), env
+        assert env["PYTORCH_NVCC"] == f"{wrappers}/nvcc", env
+        assert env["CCACHE_DIR"] == str(data_dir / "builds" / "ccache" / "warm"), env
+        assert env["CCACHE_BASEDIR"] == str(data_dir / "builds"), env
+        for name in ("PYTORCH_NVCC", "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_MAXSIZE",
+                     "CCACHE_NOHASHDIR", "CCACHE_STATSLOG"):
+            env.pop(name)
+    env["PATH"] = path
     expected = {
         "PATH": f"{venv_bin}:{CUDA_HOME}/bin:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(data_dir / "builds" / f"job-{job['id']}"),

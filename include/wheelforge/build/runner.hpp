@@ -79,6 +79,13 @@ struct HostConfig {
   /// before the least recently used files go (after each job, and by `wheelforge gc`); 0: no
   /// cache, every install downloads again.
   std::uint64_t pip_cache_bytes = 20ULL << 30U;
+  /// `[build] compile_cache`: builds compile through ccache (docs/runner.md, "The compile
+  /// cache") in compile_cache_root/<recipe>; an empty root means DATA_DIR/builds/ccache.
+  enum class CompileCache { on, off };
+  CompileCache compile_cache = CompileCache::on;
+  std::filesystem::path compile_cache_root;
+  /// The most disk each recipe's compile cache may take (ccache's max_size).
+  std::uint64_t compile_cache_bytes = 10ULL << 30U;
 };
 
 struct RunnerConfig {
@@ -160,6 +167,19 @@ class Runner {
   /// Queues a failed, cancelled or interrupted job again.
   [[nodiscard]] Result<catalog::JobRecord> retry(std::int64_t job_id);
 
+  /// What the compile cache did for a job's build (its work directory's compile-cache.txt);
+  /// nullopt before its build step ran.
+  [[nodiscard]] std::optional<catalog::CompileCacheStats> compile_cache_stats(
+      std::int64_t job_id) const;
+  /// Compiles answered from the compile cache and compiles that missed, by the jobs this
+  /// runner finished since it was made, and the latest size seen of each recipe's cache.
+  struct CompileCacheTotals {
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+    std::map<std::string, std::uint64_t> size_bytes;  ///< by recipe
+  };
+  [[nodiscard]] CompileCacheTotals compile_cache_totals() const;
+
   /// The persisted builds and jobs.
   [[nodiscard]] catalog::JobStore& jobs() { return jobs_; }
 
@@ -195,6 +215,7 @@ class Runner {
   void settle(const JobContext& ctx, core::JobState to, const std::string& reason);
 
   RunnerConfig config_;
+  CompileCacheTotals compile_cache_totals_;  // guarded by mu_
   Executor& executor_;
   catalog::JobStore& jobs_;
   catalog::Catalog& catalog_;

@@ -52,6 +52,28 @@ struct Provenance {
   friend bool operator==(const Provenance&, const Provenance&) = default;
 };
 
+/// What the compile cache did for a job's build (`[build] compile_cache`, docs/runner.md "The
+/// compile cache"). Not kept in the job store: the runner writes it into the job's work
+/// directory (compile-cache.txt, which outlives the job's cleanup) and reads it from there.
+struct CompileCacheStats {
+  enum class State {
+    used,         ///< the build compiled through the cache
+    off,          ///< turned off ([build], the recipe or the request)
+    unavailable,  ///< it could not be used (ccache missing, the directory unwritable, ...)
+  };
+  State state = State::used;
+  std::string reason;             ///< why it was off or unavailable
+  std::string directory;          ///< the recipe's cache directory
+  std::uint64_t hits = 0;         ///< compiles answered from the cache
+  std::uint64_t misses = 0;       ///< compiles that ran and were stored
+  std::uint64_t uncacheable = 0;  ///< compiler calls the cache passed through (links, ...)
+  std::uint64_t cuda_hits = 0;    ///< ... of which .cu sources (nvcc)
+  std::uint64_t cuda_misses = 0;
+  std::uint64_t size_bytes = 0;   ///< the cache directory's size after the build
+  std::uint64_t bound_bytes = 0;  ///< its bound (`[build] compile_cache_size`)
+  friend bool operator==(const CompileCacheStats&, const CompileCacheStats&) = default;
+};
+
 struct JobRecord {
   std::int64_t id = 0;
   std::int64_t build_id = 0;
@@ -75,6 +97,9 @@ struct JobRecord {
   /// Slurm job id); empty otherwise. A restarted server re-attaches through it.
   std::string executor_job;
   Provenance provenance;
+  /// Not a column of the job store: filled in by readers that want it (the admin API) through
+  /// build::Runner::compile_cache_stats.
+  std::optional<CompileCacheStats> compile_cache;
   Micros created_at = 0;
   std::optional<Micros> started_at;
   std::optional<Micros> finished_at;

@@ -68,6 +68,8 @@ struct Recipe {
   /// A rebuild published under a higher build number yanks the builds of the same file name it
   /// supersedes ("superseded by build N"), unless a build request says otherwise.
   bool yank_superseded = false;
+  /// Builds compile through the recipe's compile cache (`[build] compile_cache`); false: never.
+  bool compile_cache = true;
   /// The most CPU cores one build of this recipe uses: on this host, a cap on the cores
   /// admission grants it; on a cluster, what each of its batch jobs asks for. nullopt: no
   /// cap on this host, the cluster executor's default there.
@@ -299,6 +301,9 @@ struct BuildRequest {
   bool force = false;
   /// Whether a rebuild yanks the builds it supersedes; nullopt: the recipe's yank_superseded.
   std::optional<bool> yank_superseded;
+  /// false ("cache": false): this build's jobs compile without the compile cache, e.g. to
+  /// prove a clean build.
+  bool compile_cache = true;
 };
 
 /// A build request as a client sent it, before its values are checked: the admin API's JSON
@@ -309,6 +314,7 @@ struct BuildRequestFields {
   std::string version;
   bool force = false;
   std::optional<bool> yank_superseded;  ///< nullopt: the recipe's
+  bool compile_cache = true;            ///< "cache": false turns it off for this build
   std::vector<std::string> python;      ///< the matrix subset's axes, as given
   std::vector<std::string> torch;
   std::vector<std::string> cuda;

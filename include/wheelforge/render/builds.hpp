@@ -12,9 +12,10 @@
 namespace wf::render {
 
 /// Parses {"recipe": "...", "version": "...", "matrix": {"python": [...], "torch": [...],
-/// "cuda": [...]}, "force": false, "yank_superseded": false} (yank_superseded absent: the
-/// recipe's). Errc::invalid naming every problem (not JSON, mistyped or unknown fields, and
-/// what core::check_build_request finds in the values).
+/// "cuda": [...]}, "force": false, "yank_superseded": false, "cache": true} (yank_superseded
+/// absent: the recipe's; "cache": false builds without the compile cache). Errc::invalid naming
+/// every problem (not JSON, mistyped or unknown fields, and what core::check_build_request finds in
+/// the values).
 [[nodiscard]] Result<core::BuildRequest> parse_build_request(std::string_view json);
 
 [[nodiscard]] std::string render_job(const catalog::JobRecord& job);

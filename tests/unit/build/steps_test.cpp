@@ -101,7 +101,14 @@ TEST_F(Steps, EveryStepRunsInOrderAndTheWheelIsPublished) {
   EXPECT_EQ(build[0].env_value("PIP_NO_INDEX"), "1");
   EXPECT_EQ(build[0].env_value("WHEELFORGE_JOB"),
             (bed.data_dir / "builds").string() + "#" + std::to_string(job.id));
-  const auto path = build[0].env_value("PATH").value_or("");
+  std::string path = build[0].env_value("PATH").value_or("");
+  // With ccache on the host, the compile cache's compiler wrappers come first.
+  if (const std::string wrappers = (bed.data_dir / "builds" / "compilers").string() + "/";
+      path.starts_with(wrappers)) {
+    path.erase(0, path.find(':') + 1);
+    EXPECT_EQ(build[0].env_value("CCACHE_DIR"),
+              (bed.data_dir / "builds" / "ccache" / "demo").string());
+  }
   EXPECT_THAT(path, ::testing::StartsWith((bed.data_dir / "builds" / "envs").string()));
   EXPECT_THAT(path, HasSubstr("/bin:" + std::string(kCudaHome) + "/bin:/usr/local/bin"));
   EXPECT_EQ(build[0].cwd, bed.data_dir / "builds" / ("job-" + std::to_string(job.id)) / "src");
@@ -125,13 +132,14 @@ TEST_F(Steps, EveryStepRunsInOrderAndTheWheelIsPublished) {
                              std::string(kLabelledWheel)));
   EXPECT_THAT(log, HasSubstr("==> succeeded"));
 
-  // A succeeded job keeps only its log.
+  // A succeeded job keeps only its log and what the compile cache did.
   std::vector<std::string> left;
   for (const auto& e :
        fs::directory_iterator(bed.data_dir / "builds" / ("job-" + std::to_string(job.id)))) {
     left.push_back(e.path().filename().string());
   }
-  EXPECT_EQ(left, std::vector<std::string>{"log.txt"});
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"compile-cache.txt", "log.txt"}));
 }
 
 TEST_F(Steps, LogsAreReadThroughTheExecutor) {
@@ -989,7 +997,8 @@ TEST_F(Steps, FailedWorkDirectoriesAreRemovedWhenConfigured) {
        fs::directory_iterator(bed.data_dir / "builds" / ("job-" + std::to_string(job.id)))) {
     left.push_back(e.path().filename().string());
   }
-  EXPECT_EQ(left, std::vector<std::string>{"log.txt"});
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"compile-cache.txt", "log.txt"}));
 }
 
 // ---- 10. ingest
