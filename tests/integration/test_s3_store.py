@@ -26,12 +26,13 @@ from wfhelpers import (
     put_awaiting_body,
     run,
     wait_for,
+    write_static_index,
 )
 
 TWINE = Path("/usr/bin/twine")
 
 
-def write_config(harness, store: dict, prefix: str, file_serving: str) -> Path:
+def write_config(harness, store: dict, prefix: str, file_serving: str, extra: str = "") -> Path:
     secret = harness.root / "s3-secret"
     secret.write_text(store["secret_key"] + "\n")
     config = harness.root / "wheelforge.toml"
@@ -43,7 +44,7 @@ def write_config(harness, store: dict, prefix: str, file_serving: str) -> Path:
         f'region = "{store["region"]}"\n'
         f'access_key_id = "{store["access_key"]}"\n'
         f'secret_access_key_file = "{secret}"\n'
-        'presign_expiry = "2m"\n'
+        'presign_expiry = "2m"\n' + extra
     )
     return config
 
@@ -196,3 +197,27 @@ def test_a_store_stopped_during_an_upload_answers_503_naming_it(harness, artifac
         assert [f["filename"] for f in page["files"]] == [first.filename]
     finally:
         swift_s3.stop(own)
+
+
+def test_upstream_files_are_stored_in_the_store_and_then_redirected(harness, swift, artifacts):  # noqa: F811
+    up = make_wheel(harness.path("upstream-artifacts"), "wf-s3-up", "1.0")
+    root = harness.path("tree")
+    write_static_index(root, [up])
+    nginx = harness.nginx(root)
+    prefix = "idx-" + uuid.uuid4().hex[:8]
+    upstream = f'[[upstream]]\nname = "static"\nurl = "{nginx.url}/simple/"\n'
+    server = harness.serve("--config",
+                           str(write_config(harness, swift, prefix, "redirect", upstream)))
+    target = f"/upstream/static/{up.sha256}/{up.filename}"
+    # The first download is streamed from the upstream while it is stored in the object store.
+    r = server.get(target)
+    assert r.status == 200 and r.body == up.data, (r.status, r.text[:300])
+    s3 = boto3_client(swift)
+    assert wait_for(lambda: s3.list_objects_v2(Bucket=swift["bucket"],
+                                               Prefix=object_key(prefix, up.sha256))["KeyCount"])
+    # Stored: later requests redirect to the store, even with the upstream gone.
+    nginx.stop()
+    r = server.get(target)
+    assert r.status == 302, (r.status, r.text[:300])
+    status, _, data = fetch(r.header("Location"))
+    assert status == 200 and data == up.data
