@@ -226,7 +226,7 @@ fs::path compiler_wrappers_dir(const fs::path& builds_dir, const fs::path& ccach
 fs::path find_executable(std::string_view name, std::string_view path) {
   for (const auto dir : split(path, ':')) {
     if (dir.empty()) continue;
-    const fs::path candidate = fs::path(std::string(dir)) / std::string(name);
+    fs::path candidate = fs::path(std::string(dir)) / std::string(name);
     std::error_code ec;
     if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) {
       return candidate;

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "wheelforge/util/strings.hpp"
+
 namespace wf::store::xml {
 
 namespace {
@@ -117,30 +119,7 @@ std::string unescape(std::string_view s) {
 }
 
 std::string escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return html_escape(s);  // its character references are XML's too
 }
 
 }  // namespace wf::store::xml

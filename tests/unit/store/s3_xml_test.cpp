@@ -29,7 +29,7 @@ TEST(S3Xml, ReadsAListingPageWithEscapedKeys) {
 TEST(S3Xml, EmptyElementsAndUnknownEntities) {
   EXPECT_EQ(text("<R><Prefix/></R>", "Prefix"), "");
   EXPECT_EQ(unescape("a &unknown; &#0; &#xD800; & b"), "a &unknown; &#0; &#xD800; & b");
-  EXPECT_EQ(escape("<a href='x'>&\"</a>"), "&lt;a href=&apos;x&apos;&gt;&amp;&quot;&lt;/a&gt;");
+  EXPECT_EQ(escape("<a href='x'>&\"</a>"), "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;");
   EXPECT_EQ(unescape(escape("<&>\"'")), "<&>\"'");
 }
 
