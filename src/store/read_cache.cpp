@@ -16,7 +16,7 @@ namespace wf::store {
 
 namespace fs = std::filesystem;
 
-Result<std::unique_ptr<ReadCache>> ReadCache::open(fs::path dir, fs::path tmp_dir,
+Result<std::unique_ptr<ReadCache>> ReadCache::open(const fs::path& dir, fs::path tmp_dir,
                                                    std::uint64_t max_bytes) {
   std::error_code ec;
   fs::create_directories(dir, ec);

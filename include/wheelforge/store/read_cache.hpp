@@ -41,7 +41,7 @@ class ReadCache {
   /// (on the same filesystem), bounded to `max_bytes`. Removes the files under `dir` that are
   /// not copies (a name that is not a sha256, not at its place) and indexes the others by
   /// atime. Fails with the directory's error.
-  [[nodiscard]] static Result<std::unique_ptr<ReadCache>> open(std::filesystem::path dir,
+  [[nodiscard]] static Result<std::unique_ptr<ReadCache>> open(const std::filesystem::path& dir,
                                                                std::filesystem::path tmp_dir,
                                                                std::uint64_t max_bytes);
 
