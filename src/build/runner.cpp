@@ -433,6 +433,9 @@ void Runner::schedule_loop() {
       for (const auto& job : *queued) {
         if (only_build_ && job.build_id != *only_build_) continue;
         if (reserved.contains(job.build_id)) continue;
+        // A job retried the moment it ended: its thread is still finishing (the ledger, the
+        // caches). It starts again once that thread is gone and says so through cv_.
+        if (running_.contains(job.id)) continue;
         const auto recipe = config_.recipes.find(job.recipe);
         if (recipe == config_.recipes.end()) {
           // Left queued when this fails: the next round tries again.
