@@ -55,7 +55,10 @@ packages=(
   build-essential cmake pkg-config
   libboost-dev libssl-dev libarchive-dev libsqlite3-dev zlib1g-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
-  libkainjow-mustache-dev
+  libkainjow-mustache-dev libcmark-dev libpq-dev
+  # backends.py: a throwaway PostgreSQL cluster and OpenStack Swift's S3 API (the test harness's)
+  postgresql python3-pytest swift swift-proxy swift-object swift-container swift-account
+  python3-swift
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -100,4 +103,8 @@ echo "==> upstream proxy benchmarks ($bin)"
 upstream_opts=()
 if [ "$smoke" = 1 ]; then upstream_opts=(--smoke); fi
 /usr/bin/python3 "$here/upstream.py" --bin "$bin" --work "$work" --note "$note" "${upstream_opts[@]}" || status=$?
+
+echo "==> catalog and blob store backends: PostgreSQL + S3 against SQLite + files ($bin)"
+/usr/bin/python3 "$here/backends.py" --bin "$bin" --work "$work/backends" --note "$note" \
+  "${upstream_opts[@]}" || status=$?
 exit "$status"

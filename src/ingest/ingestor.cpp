@@ -276,12 +276,31 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
   return Prepare(Prepared{std::move(nf), std::move(temp), std::move(v->metadata_bytes), restore});
 }
 
-// Runs inside the catalog's write transaction, once the name is known to be free and before
-// the row is written: a crash in between leaves an orphan blob (harmless, collected by gc),
-// never a row without its file; a lost race publishes nothing.
-Status publish(const store::BlobStore& store, Prepared& p, store::Sync sync) {
+// Local files are published inside the catalog's write transaction, once the name is known to
+// be free and before the row is written: a rename, cheap under the write lock. A crash in
+// between leaves an orphan blob (harmless, collected by gc), never a row without its file; a
+// lost race publishes nothing.
+//
+// An object store's blobs are uploaded (and verified) before the transaction begins: an upload
+// takes round trips to the store, and other writers must not wait for them. A file the catalog
+// then refuses leaves its objects behind as orphans for gc, which spares objects younger than
+// its grace period. They are never withdrawn here: outside the write lock, another upload of
+// the same bytes (or of the same METADATA, which the wheels of one release for several
+// platforms share) may be recording a row that references them.
+enum class Publish {
+  in_transaction,  ///< local files: published by the transaction's callback
+  ahead,           ///< object store: uploaded before the transaction
+};
+
+Publish publish_mode(const store::BlobStore& store) {
+  return store.backend() == store::BlobBackend::object_store ? Publish::ahead
+                                                             : Publish::in_transaction;
+}
+
+Status publish(const store::BlobStore& store, Prepared& p, store::Sync sync,
+               Publish mode = Publish::in_transaction) {
   const std::string& metadata_sha256 = p.nf.file.metadata_sha256;
-  const bool had_metadata = store.contains(metadata_sha256);
+  const bool had_metadata = mode == Publish::ahead || store.contains(metadata_sha256);
   if (auto m = store.put(p.metadata, sync); !m) return m.error();
   if (auto blob = store.commit(std::move(p.temp), sync); !blob) {
     // Nothing of a refused file stays: a METADATA blob that is new goes again.
@@ -342,8 +361,13 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   if (auto* done = std::get_if<Ingested>(&*prepared)) return std::move(*done);
   auto& p = std::get<Prepared>(*prepared);
   if (p.restore) return restore(catalog_, store_, p);
-  auto inserted =
-      catalog_.insert_file(p.nf, [&]() -> Status { return publish(store_, p, store::Sync::now); });
+  const Publish mode = publish_mode(store_);
+  if (mode == Publish::ahead) {
+    if (auto st = publish(store_, p, store::Sync::now, mode); !st) return st.error();
+  }
+  auto inserted = catalog_.insert_file(p.nf, [&]() -> Status {
+    return mode == Publish::ahead ? ok_status() : publish(store_, p, store::Sync::now);
+  });
   if (!inserted) return inserted.error();
   return to_ingested(*inserted, p.nf);
 }
@@ -396,11 +420,32 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
   for (std::size_t k = 0; k < restores.size(); ++k)
     results[restore_index[k]] = restore(catalog_, store_, restores[k]);
   if (pending.empty()) return results;
+  const Publish mode = publish_mode(store_);
+  if (mode == Publish::ahead) {
+    // Uploaded one by one before the transaction; a file whose upload failed is not recorded.
+    std::vector<std::size_t> kept_index;
+    std::vector<Prepared> kept;
+    for (std::size_t k = 0; k < pending.size(); ++k) {
+      if (auto st = publish(store_, pending[k], store::Sync::now, mode); !st) {
+        results[pending_index[k]] = st.error();
+        continue;
+      }
+      kept_index.push_back(pending_index[k]);
+      kept.push_back(std::move(pending[k]));
+    }
+    pending_index = std::move(kept_index);
+    pending = std::move(kept);
+    if (pending.empty()) return results;
+  }
   std::vector<catalog::NewFile> files;
   files.reserve(pending.size());
   for (auto& p : pending) files.push_back(std::move(p.nf));
   auto inserted = catalog_.insert_files(
-      files, [&](std::size_t k) { return publish(store_, pending[k], store::Sync::deferred); },
+      files,
+      [&](std::size_t k) {
+        return mode == Publish::ahead ? ok_status()
+                                      : publish(store_, pending[k], store::Sync::deferred);
+      },
       [&] { return store_.flush(); });
   if (!inserted) {
     fail_pending(inserted.error());

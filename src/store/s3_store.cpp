@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 
 #include "store/s3_http.hpp"
@@ -28,7 +30,9 @@ using sigv4::Pair;
 constexpr std::size_t kMaxErrorBody = 64 * 1024;       // an error answer kept for its message
 constexpr std::size_t kMaxListBody = 8 * 1024 * 1024;  // one ListObjectsV2 page
 constexpr std::uint64_t kMaxParts = 10000;
-constexpr long kMaxPresignSeconds = 604800;  // 7 days: S3's (and Swift's) limit
+constexpr long kMaxPresignSeconds = 604800;      // 7 days: S3's (and Swift's) limit
+constexpr long kMaxPresignReuseSeconds = 60;     // a presigned URL is given again for this long
+constexpr std::size_t kMaxPresignedKept = 8192;  // presigned URLs kept for reuse
 
 /// "Sat, 28 Nov 2026 13:26:42 GMT" or "2026-11-28T13:26:42.000Z" as Unix seconds; 0 when
 /// neither.
@@ -187,7 +191,28 @@ class S3Store final : public ObjectStore {
     }
     const long seconds =
         std::clamp<long>(static_cast<long>(expires.count()), 1, kMaxPresignSeconds);
-    return sigv4::presign(endpoint_.scheme, r, credentials_, config_.region, now, seconds).url;
+    // Signing (five HMACs and a digest) costs more than the rest of a redirect: a URL signed
+    // a moment ago for the same answer is given again while most of its validity is left.
+    const long reuse = std::min<long>(seconds / 5, kMaxPresignReuseSeconds);
+    std::string id;
+    id.reserve(key.size() + content_type.size() + content_disposition.size() + 24);
+    id.append(key).append(1, '\n').append(content_type).append(1, '\n');
+    id.append(content_disposition).append(1, '\n').append(std::to_string(seconds));
+    if (reuse > 0) {
+      std::lock_guard lock(presigned_mu_);
+      if (const auto it = presigned_.find(id);
+          it != presigned_.end() && now >= it->second.at && now - it->second.at < reuse) {
+        return it->second.url;
+      }
+    }
+    std::string url =
+        sigv4::presign(endpoint_.scheme, r, credentials_, config_.region, now, seconds).url;
+    if (reuse > 0) {
+      std::lock_guard lock(presigned_mu_);
+      if (presigned_.size() >= kMaxPresignedKept) presigned_.clear();
+      presigned_.insert_or_assign(std::move(id), Presigned{url, now});
+    }
+    return url;
   }
 
   std::string describe() const override { return description_; }
@@ -318,9 +343,16 @@ class S3Store final : public ObjectStore {
     return ok_status();
   }
 
+  struct Presigned {
+    std::string url;
+    std::time_t at = 0;  ///< when it was signed
+  };
+
   S3Config config_;
   Url endpoint_;
   mutable s3http::Client client_;
+  mutable std::mutex presigned_mu_;
+  mutable std::unordered_map<std::string, Presigned> presigned_;  ///< by key and answer
   sigv4::Credentials credentials_;
   std::string host_;  // the Host header: the endpoint's authority, the bucket before it (virtual)
   std::string description_;

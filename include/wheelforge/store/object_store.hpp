@@ -92,7 +92,9 @@ class ObjectStore {
   [[nodiscard]] virtual Result<std::vector<ObjectInfo>> list(std::string_view prefix) = 0;
   /// A presigned GET URL for `key`, valid for `expires` from `now` (at most 7 days), asking
   /// the store to answer with this Content-Type and Content-Disposition when they are not
-  /// empty. Pure computation, no I/O: safe on the network thread.
+  /// empty. Pure computation, no I/O: safe on the network thread. A URL signed for the same
+  /// answer at most `expires` / 5 (and at most 60 s) before `now` may be returned again, so
+  /// the URL is valid for at least four fifths of `expires` from `now`.
   [[nodiscard]] virtual std::string presign_get(std::string_view key, std::chrono::seconds expires,
                                                 std::string_view content_type,
                                                 std::string_view content_disposition,

@@ -13,6 +13,7 @@
 
 #include "store/s3_sigv4.hpp"
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/store/object_store.hpp"
 
 namespace wf::store::sigv4 {
 namespace {
@@ -260,6 +261,43 @@ TEST(Sigv4, EncodesEachSegmentOnceAndKeepsColonsInKeys) {
   EXPECT_NE(s.authorization.find("Credential=test:tester/20261127/us-east-1/s3/aws4_request"),
             std::string::npos);
   EXPECT_EQ(amz_date(kTime), "20261127T120000Z");
+}
+
+// A URL signed a moment ago for the same answer is given again while at least four fifths of
+// its validity is left; another answer, or an older URL, is signed anew (and is the URL that
+// signing at that time gives).
+TEST(Sigv4, TheStoreGivesARecentPresignedUrlAgain) {
+  S3Config config;
+  config.endpoint = "http://127.0.0.1:8080";
+  config.bucket = "wheelforge";
+  config.prefix = "idx";
+  config.access_key_id = kSwift.access_key_id;
+  config.secret_access_key = kSwift.secret_access_key;
+  auto store = open_s3_store(config);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  const auto url = [&](std::time_t now, std::chrono::seconds expires = std::chrono::seconds(300),
+                       std::string_view type = "application/octet-stream") {
+    return (*store)->presign_get("blobs/ab/cd/abcd", expires, type, "attachment", now);
+  };
+  const std::string first = url(kTime);
+  EXPECT_NE(first.find("X-Amz-Date=20261127T120000Z"), std::string::npos) << first;
+  EXPECT_EQ(url(kTime + 59), first) << "300 s URLs are given again for 60 s";
+  const std::string later = url(kTime + 60);
+  EXPECT_NE(later, first);
+  EXPECT_NE(later.find("X-Amz-Date=20261127T120100Z"), std::string::npos) << later;
+  EXPECT_NE(url(kTime + 61, std::chrono::seconds(300), "text/plain"), later) << "another answer";
+  // A short validity is reused for a fifth of it; below 5 s never.
+  const std::string short_url = url(kTime + 100, std::chrono::seconds(20));
+  EXPECT_EQ(url(kTime + 103, std::chrono::seconds(20)), short_url);
+  EXPECT_NE(url(kTime + 104, std::chrono::seconds(20)), short_url);
+  const std::string tiny = url(kTime + 200, std::chrono::seconds(4));
+  EXPECT_NE(url(kTime + 200, std::chrono::seconds(4)).find("X-Amz-Expires=4"), std::string::npos);
+  EXPECT_NE(url(kTime + 201, std::chrono::seconds(4)), tiny);
+  // A clock that went back signs anew rather than hand out a URL from the future.
+  const std::string at150 = url(kTime + 150);
+  const std::string at140 = url(kTime + 140);
+  EXPECT_NE(at140, at150);
+  EXPECT_NE(at140.find("X-Amz-Date=20261127T120220Z"), std::string::npos) << at140;
 }
 
 }  // namespace
