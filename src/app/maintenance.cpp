@@ -13,8 +13,10 @@
 #include <map>
 #include <set>
 
+#include "command_support.hpp"
 #include "wheelforge/archive/elf.hpp"
 #include "wheelforge/build/pip_cache.hpp"
+#include "wheelforge/build/process.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/handlers/upstreams.hpp"
@@ -41,13 +43,22 @@ struct DataDir {
   std::size_t stale_temp_sessions = 0;
 };
 
-Result<DataDir> open_existing(const fs::path& data_dir, LockMode mode) {
+Result<DataDir> open_existing(const Settings& settings, LockMode mode) {
+  const fs::path& data_dir = settings.data_dir;
   std::error_code ec;
-  // Opening the catalog would create an empty one: a mistyped --data-dir must not look like
-  // an empty index that backs up and checks fine.
-  if (!fs::is_regular_file(data_dir / "wheelforge.db", ec)) {
-    return make_error(Errc::not_found,
-                      data_dir.string() + " is not a wheelforge data directory (no wheelforge.db)");
+  const bool postgres = catalog::is_postgres_location(settings.catalog);
+  if (!postgres) {
+    // Opening the catalog would create an empty one: a mistyped --data-dir must not look like
+    // an empty index that backs up and checks fine.
+    if (!fs::is_regular_file(data_dir / "wheelforge.db", ec)) {
+      return make_error(
+          Errc::not_found,
+          data_dir.string() + " is not a wheelforge data directory (no wheelforge.db)");
+    }
+  } else {
+    // With PostgreSQL the data directory holds only caches and temp files: a new host's is made.
+    fs::create_directories(data_dir, ec);
+    if (ec) return errno_error(ec.value(), "create " + data_dir.string());
   }
   const fs::path lock_path = data_dir / "maintenance.lock";
   // Read-only and world-readable: flock() needs no write access, so the service user and an
@@ -65,19 +76,31 @@ Result<DataDir> open_existing(const fs::path& data_dir, LockMode mode) {
   }
   DataDir dir;
   dir.lock = std::move(lock);
-  auto store = store::BlobStore::open(data_dir);
+  auto options = detail::blob_store_options(settings);
+  if (!options) return options.error();
+  auto store = store::BlobStore::open(data_dir, std::move(*options));
   if (!store) return store.error();
   dir.store = std::move(*store);
   dir.stale_temp_sessions = dir.store->stale_temps_removed();
-  auto catalog = catalog::open_sqlite_catalog(data_dir / "wheelforge.db");
+  auto catalog = catalog::open_catalog(settings.catalog, data_dir);
   if (!catalog) return catalog.error();
   dir.catalog = std::move(*catalog);
   return dir;
 }
 
+/// The settings of a plain data directory: SQLite and local files.
+Settings local_settings(const fs::path& data_dir) {
+  Settings settings;
+  settings.data_dir = data_dir;
+  return settings;
+}
+
 using store::StoredBlob;
 
+/// How long ago a blob was last published. An unknown time (0: an object store's date that
+/// could not be read) counts as now: such a blob is never old enough to be collected.
 std::chrono::seconds age_of(const StoredBlob& blob, std::time_t now) {
+  if (blob.changed <= 0) return std::chrono::seconds{0};
   return std::chrono::seconds{now > blob.changed ? now - blob.changed : 0};
 }
 
@@ -179,9 +202,132 @@ Result<Copied> copy_verified(const fs::path& src, const fs::path& dest, std::str
   return copied;
 }
 
+/// Reads the object of blob `sha256` from the blob store's object store, hashing it, and into
+/// `out` when not null. not_found when there is no such object; unavailable naming the store
+/// when it cannot be read; a failing write to `out` as it is.
+Result<HashResult> read_object(const store::BlobStore& store, const std::string& sha256,
+                               AtomicFile* out) {
+  const std::string key = store::blob_key(sha256);
+  crypto::Hasher hasher(crypto::Algorithm::sha256);
+  HashResult result;
+  std::optional<Error> write_failed;
+  const Status got =
+      store.object_store()->get(key, 0, std::nullopt, [&](std::string_view chunk) -> Status {
+        hasher.update(chunk);
+        result.size += chunk.size();
+        if (out == nullptr) return ok_status();
+        if (auto st = out->write(chunk); !st) {
+          write_failed = st.error();
+          return st;
+        }
+        return ok_status();
+      });
+  if (write_failed) return *write_failed;
+  if (!got) {
+    if (got.error().code == Errc::not_found) {
+      return make_error(Errc::not_found, "no object " + key + " in " + store.describe());
+    }
+    return make_error(Errc::unavailable,
+                      store.describe() + ": read " + key + ": " + got.error().message);
+  }
+  result.sha256 = hasher.finish_hex();
+  return result;
+}
+
+/// Streams the object of blob `sha256` into the new file `dest` through a temp file in its
+/// directory, hashed on the way: Errc::invalid when its bytes do not match (then nothing is
+/// left at dest), not_found when there is no such object. Returns its size.
+Result<std::uint64_t> fetch_verified(const store::BlobStore& store, const std::string& sha256,
+                                     const fs::path& dest) {
+  auto out = AtomicFile::create(dest.parent_path(), ".partial-");
+  if (!out) return out.error();
+  auto hashed = read_object(store, sha256, &*out);
+  if (!hashed) return hashed.error();
+  if (hashed->sha256 != sha256) {
+    return make_error(Errc::invalid, store::blob_key(sha256) + ": content does not match its name");
+  }
+  if (auto st = out->set_mode(0444); !st) return st.error();
+  if (auto st = out->sync(); !st) return st.error();
+  if (auto st = out->commit(dest, Durability::deferred); !st) return st.error();
+  return hashed->size;
+}
+
+/// A libpq URI without its password (userinfo or ?password=), to put on a command line.
+std::string uri_without_password(std::string_view uri) {
+  std::string out(uri);
+  const auto scheme = out.find("://");
+  if (scheme == std::string::npos) return out;
+  const auto start = scheme + 3;
+  const auto end = out.find_first_of("/?", start);
+  const auto at = out.rfind('@', end == std::string::npos ? std::string::npos : end);
+  if (at != std::string::npos && at >= start) {
+    const auto colon = out.find(':', start);
+    if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
+  }
+  const auto query = out.find('?');
+  if (query == std::string::npos) return out;
+  std::string kept;
+  std::size_t pos = query + 1;
+  while (pos <= out.size()) {
+    const auto stop = std::min(out.find('&', pos), out.size());
+    const std::string_view param = std::string_view(out).substr(pos, stop - pos);
+    if (!param.empty() && !param.starts_with("password=")) {
+      kept += kept.empty() ? "?" : "&";
+      kept += param;
+    }
+    pos = stop + 1;
+  }
+  return out.substr(0, query) + kept;
+}
+
+/// Runs `pg_dump --format=custom` (from PATH) of the database `uri` into the new file `dest`:
+/// one consistent snapshot of it. The password goes in PGPASSWORD, never on the command line.
+/// unavailable naming the database and saying what pg_dump said when it fails.
+Status dump_postgres(const std::string& uri, const fs::path& dest) {
+  build::ProcessSpec spec;
+  spec.argv = {"pg_dump", "--format=custom", "--no-password", "--file=" + dest.string(),
+               "--dbname=" + uri_without_password(uri)};
+  const std::string password = catalog::uri_password(uri);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos || eq == 0) continue;
+    const std::string name(entry.substr(0, eq));
+    if (name == "PGPASSWORD" && !password.empty()) continue;
+    spec.env.emplace_back(name, std::string(entry.substr(eq + 1)));
+  }
+  if (!password.empty()) spec.env.emplace_back("PGPASSWORD", password);
+  const fs::path log = dest.parent_path() / ".pg_dump.log";
+  spec.log_file = log;
+  const std::string what = "pg_dump of " + catalog::describe_catalog_location(uri);
+  auto process = build::Process::start(spec);
+  if (!process) {
+    if (process.error().code == Errc::not_found) {
+      return make_error(Errc::unavailable,
+                        what + ": pg_dump is not on PATH (Debian: postgresql-client)");
+    }
+    return make_error(Errc::unavailable, what + ": " + process.error().message);
+  }
+  const build::ExitStatus status = process->wait();
+  std::string said;
+  if (auto text = read_small_file(log, 1U << 20U)) said = std::move(*text);
+  std::error_code ec;
+  fs::remove(log, ec);
+  if (status.success()) return ok_status();
+  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+  if (said.size() > 2000) said = said.substr(said.size() - 2000);
+  return make_error(Errc::unavailable,
+                    what + " failed (" + status.describe() + "): " + sanitize_for_log(said));
+}
+
 }  // namespace
 
 Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptions& options) {
+  return backup_data_dir(local_settings(data_dir), options);
+}
+
+Result<BackupReport> backup_data_dir(const Settings& settings, const BackupOptions& options) {
+  const fs::path& data_dir = settings.data_dir;
   const fs::path& dest = options.dest;
   std::error_code ec;
   if (fs::exists(dest, ec)) {
@@ -192,19 +338,34 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
     fs::create_directories(dest, ec);
     if (ec) return errno_error(ec.value(), "create " + dest.string());
   }
-  auto source = open_existing(data_dir, LockMode::shared);
+  auto source = open_existing(settings, LockMode::shared);
   if (!source) return source.error();
+  const bool postgres = catalog::is_postgres_location(settings.catalog);
+  const bool objects = source->store->backend() == store::BlobBackend::object_store;
 
   // 1. The catalog, as of one instant.
-  const fs::path db = dest / "wheelforge.db";
-  if (auto st = source->catalog->backup_to(db); !st) return st.error();
-
-  // 2. The blobs that snapshot references. Rows are committed only after their blobs are
-  // published, and referenced blobs are never removed (gc waits for our shared lock), so
-  // copying after the snapshot yields exactly the snapshot's files.
+  const fs::path db = dest / (postgres ? "catalog.pgdump" : "wheelforge.db");
   BackupReport report;
   std::vector<catalog::BlobRef> refs;
-  {
+  if (postgres) {
+    // pg_dump's snapshot cannot be read back here: the blobs referenced before it and after
+    // it cover every file of it (a file added meanwhile is referenced after, unless deleted
+    // again at once; a file deleted meanwhile was referenced before).
+    auto before = source->catalog->referenced_blobs();
+    if (!before) return before.error();
+    if (auto st = dump_postgres(settings.catalog, db); !st) return st.error();
+    auto contents = source->catalog->load();
+    if (!contents) return contents.error();
+    report.files = contents->files.size();
+    report.projects = contents->projects.size();
+    report.tokens = contents->tokens.size();
+    auto after = source->catalog->referenced_blobs();
+    if (!after) return after.error();
+    refs = std::move(*before);
+    refs.insert(refs.end(), after->begin(), after->end());
+    report.catalog_dump = db;
+  } else {
+    if (auto st = source->catalog->backup_to(db); !st) return st.error();
     auto copy = catalog::open_sqlite_catalog(db);
     if (!copy) return copy.error();
     auto contents = (*copy)->load();
@@ -216,14 +377,40 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
     if (!r) return r.error();
     refs = std::move(*r);
   }
+
+  // 2. The blobs that snapshot references. Rows are committed only after their blobs are
+  // published, and referenced blobs are never removed (gc waits for our shared lock), so
+  // copying after the snapshot yields exactly the snapshot's files.
   std::set<std::string> shas;
   for (const auto& r : refs) shas.insert(r.sha256);
 
   std::set<fs::path> dirs{dest};
-  bool try_link = options.copy == BlobCopy::link;
+  // Objects are always copied: there is nothing to link to.
+  bool try_link = options.copy == BlobCopy::link && !objects;
   for (const auto& sha : shas) {
     if (!is_sha256_hex(sha)) {
       report.missing.push_back(sha);
+      continue;
+    }
+    if (objects) {
+      const fs::path out = store::blob_path_in(dest, sha);
+      fs::create_directories(out.parent_path(), ec);
+      if (ec) return errno_error(ec.value(), "create " + out.parent_path().string());
+      for (auto& d : store::blob_dirs_in(dest, sha)) dirs.insert(std::move(d));
+      auto fetched = fetch_verified(*source->store, sha, out);
+      if (!fetched) {
+        if (fetched.error().code == Errc::not_found) {
+          report.missing.push_back(sha);
+        } else if (fetched.error().code == Errc::invalid) {
+          report.corrupt.push_back(sha);
+        } else {
+          return fetched.error();
+        }
+        continue;
+      }
+      ++report.copied;
+      ++report.blobs;
+      report.bytes += *fetched;
       continue;
     }
     const fs::path src = source->store->blob_path(sha);
@@ -269,10 +456,20 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
 
   // 3. The marker that says the backup is complete.
   std::string info =
-      "# A wheelforge backup: a complete data directory. Restore by serving it\n"
-      "# (wheelforge serve --data-dir THIS_DIRECTORY) or by copying it to a data directory.\n";
+      postgres
+          ? "# A wheelforge backup: the PostgreSQL catalog (catalog.pgdump, pg_dump's custom\n"
+            "# format) and the files' blobs (blobs/). Restore the catalog with pg_restore into\n"
+            "# a new database, then serve with --catalog URI --data-dir THIS_DIRECTORY, or\n"
+            "# move the blobs into an object store (docs/operations.md).\n"
+          : "# A wheelforge backup: a complete data directory. Restore by serving it\n"
+            "# (wheelforge serve --data-dir THIS_DIRECTORY) or by copying it to a data "
+            "directory.\n";
   info += "created = " + toml_quote(iso8601_micros(now_micros())) + "\n";
   info += "source = " + toml_quote(fs::absolute(data_dir, ec).string()) + "\n";
+  info += "catalog = " +
+          toml_quote(postgres ? catalog::describe_catalog_location(settings.catalog) : "sqlite") +
+          "\n";
+  info += "blob_store = " + toml_quote(objects ? source->store->describe() : "file") + "\n";
   info += "files = " + std::to_string(report.files) + "\n";
   info += "projects = " + std::to_string(report.projects) + "\n";
   info += "tokens = " + std::to_string(report.tokens) + "\n";
@@ -288,7 +485,12 @@ Result<BackupReport> backup_data_dir(const fs::path& data_dir, const BackupOptio
 }
 
 Result<GcReport> collect_garbage(const fs::path& data_dir, const GcOptions& options) {
-  auto dir = open_existing(data_dir, options.dry_run ? LockMode::shared : LockMode::exclusive);
+  return collect_garbage(local_settings(data_dir), options);
+}
+
+Result<GcReport> collect_garbage(const Settings& settings, const GcOptions& options) {
+  const fs::path& data_dir = settings.data_dir;
+  auto dir = open_existing(settings, options.dry_run ? LockMode::shared : LockMode::exclusive);
   if (!dir) return dir.error();
   GcReport report;
   report.stale_temp_sessions = dir->stale_temp_sessions;
@@ -364,9 +566,36 @@ Result<bool> quarantine_blob(const store::BlobStore& store, const std::string& s
   return false;
 }
 
+/// An object store's corrupt blob with repair: its bytes are downloaded into `to` (the
+/// quarantine), then the object is deleted unless it was published again since it was looked
+/// at (`seen`). False when it turned out intact (republished meanwhile) or was replaced.
+Result<bool> quarantine_object(const store::BlobStore& store, const StoredBlob& seen,
+                               const fs::path& to, std::vector<fs::path>& quarantined) {
+  auto out = AtomicFile::create(to.parent_path(), ".partial-");
+  if (!out) return out.error();
+  auto hashed = read_object(store, seen.sha256, &*out);
+  if (!hashed) {
+    if (hashed.error().code == Errc::not_found) return true;  // vanished meanwhile
+    return hashed.error();
+  }
+  if (hashed->sha256 == seen.sha256) return false;
+  if (auto st = out->sync(); !st) return st.error();
+  if (auto st = out->commit(to, Durability::deferred); !st) return st.error();
+  quarantined.push_back(to);
+  auto removed = store.remove_unless_replaced(seen);
+  if (!removed) return removed.error();
+  return *removed;
+}
+
 Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& options) {
-  auto dir = open_existing(data_dir, options.repair ? LockMode::exclusive : LockMode::shared);
+  return check_data_dir(local_settings(data_dir), options);
+}
+
+Result<FsckReport> check_data_dir(const Settings& settings, const FsckOptions& options) {
+  const fs::path& data_dir = settings.data_dir;
+  auto dir = open_existing(settings, options.repair ? LockMode::exclusive : LockMode::shared);
   if (!dir) return dir.error();
+  const bool objects = dir->store->backend() == store::BlobBackend::object_store;
   FsckReport report;
 
   auto listing = dir->store->list();
@@ -389,13 +618,46 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
   report.files = filenames.size();
   report.checked = by_sha.size();
 
-  std::map<std::string, HashResult> corrupt_files;  // what was hashed, for the quarantine
+  std::map<std::string, HashResult> corrupt_files;    // what was hashed, for the quarantine
+  std::map<std::string, StoredBlob> corrupt_objects;  // what was looked at, for the quarantine
   for (auto& [sha, users] : by_sha) {
     if (!is_sha256_hex(sha)) {
       report.missing.push_back(BlobProblem{sha, "the catalog's sha256 is malformed", users});
       continue;
     }
     const auto earlier = recorded.find(sha);
+    if (objects) {
+      // A HEAD: present, with the recorded size; the bytes themselves with FsckDepth::content.
+      auto found = dir->store->stat(sha);
+      if (!found) return found.error();
+      std::string detail;
+      if (found->has_value() && (*found)->size != users.front().size) {
+        detail = "size is " + std::to_string((*found)->size) + ", the catalog says " +
+                 std::to_string(users.front().size);
+      } else if (found->has_value() && options.depth == FsckDepth::content) {
+        auto hashed = read_object(*dir->store, sha, nullptr);
+        if (!hashed && hashed.error().code != Errc::not_found) return hashed.error();
+        if (!hashed) {
+          found->reset();  // deleted since the HEAD
+        } else if (hashed->sha256 != sha) {
+          detail = "content has sha256 " + hashed->sha256;
+        }
+      }
+      if (!found->has_value()) {
+        std::string missing_detail =
+            "no object " + store::blob_key(sha) + " in " + dir->store->describe();
+        if (earlier != recorded.end()) {
+          missing_detail += " (found damaged earlier: " + earlier->second + ")";
+        }
+        report.missing.push_back(BlobProblem{sha, std::move(missing_detail), users});
+      } else if (!detail.empty()) {
+        report.corrupt.push_back(BlobProblem{sha, detail, users});
+        corrupt_objects.emplace(sha, **found);
+      } else if (earlier != recorded.end()) {
+        report.intact_again.push_back(BlobProblem{sha, earlier->second, users});
+      }
+      continue;
+    }
     const fs::path path = dir->store->blob_path(sha);
     std::error_code ec;
     if (!fs::exists(path, ec)) {
@@ -452,6 +714,10 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
   for (const auto& problem : report.corrupt) {
     const fs::path to = quarantine / (problem.sha256 + suffix);
     auto marked = dir->catalog->mark_damaged(problem.sha256, problem.detail, [&] {
+      if (objects) {
+        return quarantine_object(*dir->store, corrupt_objects.at(problem.sha256), to,
+                                 report.quarantined);
+      }
       return quarantine_blob(*dir->store, problem.sha256, to, corrupt_files.at(problem.sha256),
                              report.quarantined);
     });
@@ -463,10 +729,11 @@ Result<FsckReport> check_data_dir(const fs::path& data_dir, const FsckOptions& o
   }
   for (const auto& problem : report.missing) {
     if (!is_sha256_hex(problem.sha256) || recorded.contains(problem.sha256)) continue;
-    const fs::path path = dir->store->blob_path(problem.sha256);
     auto marked = dir->catalog->mark_damaged(problem.sha256, "missing", [&]() -> Result<bool> {
-      std::error_code ec;
-      return !fs::exists(path, ec);  // an upload may have published it again meanwhile
+      // An upload may have published it again meanwhile.
+      auto found = dir->store->stat(problem.sha256);
+      if (!found) return found.error();
+      return !found->has_value();
     });
     if (!marked) return marked.error();
     if (*marked) report.withdrawn.push_back(problem);
@@ -511,7 +778,13 @@ ReinspectedWheel reinspect_wheel(const DataDir& dir, const catalog::UninspectedW
     out.detail = "the catalog's sha256 is malformed";
     return out;
   }
-  const fs::path path = dir.store->blob_path(f.sha256);
+  // A blob file, or an object's verified copy in the read cache.
+  auto local = dir.store->local_copy(f.sha256);
+  if (!local) {
+    out.detail = local.error().message + " (wheelforge fsck tells more)";
+    return out;
+  }
+  const fs::path& path = *local;
   // The findings are kept for the file's lifetime: read them from its own bytes only.
   auto hashed = hash_file(path);
   if (!hashed) {
@@ -553,7 +826,13 @@ ReinspectedWheel reinspect_wheel(const DataDir& dir, const catalog::UninspectedW
 Result<ReinspectReport> reinspect_data_dir(
     const fs::path& data_dir, const ReinspectOptions& options,
     const std::function<void(const ReinspectedWheel&)>& on_wheel) {
-  auto dir = open_existing(data_dir, LockMode::shared);
+  return reinspect_data_dir(local_settings(data_dir), options, on_wheel);
+}
+
+Result<ReinspectReport> reinspect_data_dir(
+    const Settings& settings, const ReinspectOptions& options,
+    const std::function<void(const ReinspectedWheel&)>& on_wheel) {
+  auto dir = open_existing(settings, LockMode::shared);
   if (!dir) return dir.error();
   auto wheels = dir->catalog->uninspected_wheels();
   if (!wheels) return wheels.error();

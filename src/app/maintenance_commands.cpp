@@ -65,33 +65,10 @@ std::string describe_findings(const core::WheelFindings& w) {
   return out;
 }
 
-// backup, gc, fsck and reinspect work on the SQLite catalog of the data directory: with a
-// PostgreSQL catalog they refuse (rather than open DATA_DIR/wheelforge.db, another catalog).
-bool refuses_postgres(const Settings& settings, std::string_view command) {
-  if (!catalog::is_postgres_location(settings.catalog)) return false;
-  std::cerr << "error: wheelforge " << command
-            << " works on the SQLite catalog only for now, and the catalog is "
-            << catalog::describe_catalog_location(settings.catalog)
-            << (command == "backup" ? ": back it up with pg_dump (docs/storage.md)" : "") << "\n";
-  return true;
-}
-
-/// The maintenance commands walk DATA_DIR/blobs: with an S3 blob store they refuse (exit 2)
-/// rather than report on the wrong blobs.
-bool refused_on_object_store(const Settings& settings, std::string_view command) {
-  if (settings.blob_store == "file") return false;
-  std::cerr << "error: wheelforge " << command
-            << " is not yet supported on the S3 blob store (blob_store = "
-            << sanitize_for_log(settings.blob_store) << ")\n";
-  return true;
-}
-
 }  // namespace
 
 int backup(const Settings& settings, const BackupOptions& options) {
-  if (refuses_postgres(settings, "backup")) return 2;
-  if (refused_on_object_store(settings, "backup")) return 2;
-  auto report = backup_data_dir(settings.data_dir, options);
+  auto report = backup_data_dir(settings, options);
   if (!report) {
     std::cerr << "error: " << report.error().message << "\n";
     return 2;
@@ -112,14 +89,20 @@ int backup(const Settings& settings, const BackupOptions& options) {
     std::cerr << "corrupt blob " << sha << " (not in the backup; run wheelforge fsck)\n";
   }
   if (!report->missing.empty() || !report->corrupt.empty()) return 1;
+  if (!report->catalog_dump.empty()) {
+    std::cout << "catalog: " << report->catalog_dump.string() << " (pg_dump, custom format)\n"
+              << "restore: createdb NEW && pg_restore --no-owner --dbname postgresql://.../NEW "
+              << shell_word(report->catalog_dump.string())
+              << ", then wheelforge serve --catalog postgresql://.../NEW --data-dir "
+              << shell_word(options.dest.string()) << " (docs/operations.md)\n";
+    return 0;
+  }
   std::cout << "restore: wheelforge serve --data-dir " << shell_word(options.dest.string()) << "\n";
   return 0;
 }
 
 int gc(const Settings& settings, const GcOptions& options) {
-  if (refuses_postgres(settings, "gc")) return 1;
-  if (refused_on_object_store(settings, "gc")) return 2;
-  auto report = collect_garbage(settings.data_dir, options);
+  auto report = collect_garbage(settings, options);
   if (!report) {
     std::cerr << "error: " << report.error().message << "\n";
     return 1;
@@ -154,15 +137,14 @@ int gc(const Settings& settings, const GcOptions& options) {
 }
 
 int fsck(const Settings& settings, const FsckOptions& options) {
-  if (refuses_postgres(settings, "fsck")) return 2;
-  if (refused_on_object_store(settings, "fsck")) return 2;
-  auto report = check_data_dir(settings.data_dir, options);
+  auto report = check_data_dir(settings, options);
   if (!report) {
     std::cerr << "error: " << report.error().message << "\n";
     return 2;
   }
   const FsckReport& r = *report;
   const std::string data = shell_word(settings.data_dir.string());
+  const bool objects = settings.blob_store != "file";
   std::cout << "checked " << r.checked << " blobs referenced by " << r.files << " files\n";
   for (const auto& p : r.missing) {
     std::cout << "missing blob " << p.sha256 << ": " << p.detail << " (" << describe_refs(p.refs)
@@ -219,10 +201,13 @@ int fsck(const Settings& settings, const FsckOptions& options) {
                                  "withdraws them).\n")
             << "Heal a file by uploading or ingesting the same file again (wheelforge ingest "
                "--data-dir "
-            << data
-            << " FILE), or copy its blob back from a backup (BACKUP/blobs/... to the same path "
-               "under "
-            << data << "/blobs) and run wheelforge fsck --repair; or remove it:\n";
+            << data << " FILE), or copy its blob back from a backup (BACKUP/blobs/... to the same ";
+  if (objects) {
+    std::cout << "key, blobs/..., under the object store's prefix";
+  } else {
+    std::cout << "path under " << data << "/blobs";
+  }
+  std::cout << ") and run wheelforge fsck --repair; or remove it:\n";
   for (const auto& name : broken) {
     std::cout << "  wheelforge delete --data-dir " << data << " " << shell_word(name) << "\n";
   }
@@ -230,14 +215,12 @@ int fsck(const Settings& settings, const FsckOptions& options) {
 }
 
 int reinspect(const Settings& settings) {
-  if (refuses_postgres(settings, "reinspect")) return 2;
-  if (refused_on_object_store(settings, "reinspect")) return 2;
   using Outcome = ReinspectedWheel::Outcome;
   const std::string data = shell_word(settings.data_dir.string());
   ReinspectOptions options;
   options.max_members = settings.max_archive_members;
   options.max_inflated_bytes = settings.max_inflated_size;
-  auto report = reinspect_data_dir(settings.data_dir, options, [&](const ReinspectedWheel& w) {
+  auto report = reinspect_data_dir(settings, options, [&](const ReinspectedWheel& w) {
     switch (w.outcome) {
       case Outcome::recorded:
         std::cout << "recorded " << w.filename << ": " << describe_findings(*w.findings) << "\n";

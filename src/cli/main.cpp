@@ -194,7 +194,9 @@ int run(int argc, char** argv) {
       "backup",
       "consistent online backup of the catalog and its files into DEST (a new or "
       "empty directory); files are copied (as reflinks where the filesystem can), each "
-      "checked against its sha256; restore with serve --data-dir DEST");
+      "checked against its sha256 (objects of an S3 store streamed and checked); a "
+      "PostgreSQL catalog is written with pg_dump into DEST/catalog.pgdump; restore with "
+      "serve --data-dir DEST (docs/operations.md)");
   backup_opts.add_to(backup, false);
   backup->add_option("dest", backup_dest, "backup directory")->required();
   auto* copy_flag = backup->add_flag(
@@ -214,8 +216,9 @@ int run(int argc, char** argv) {
   gc_opts.add_to(gc, false);
   gc->add_flag("--dry-run", gc_dry_run, "only print what would be removed");
   gc->add_option("--min-age", gc_min_age,
-                 "keep unreferenced blobs younger than this, e.g. 30m (default 1h): uploads in "
-                 "progress publish their blob just before their catalog row");
+                 "keep unreferenced blobs younger than this, e.g. 30m (default 1h): the "
+                 "protection window of uploads in progress, which publish their blob (on S3: "
+                 "upload it) before their catalog row");
 
   Common fsck_opts;
   bool fsck_repair = false;
@@ -227,6 +230,10 @@ int run(int argc, char** argv) {
                  "remove orphan blobs and move corrupt ones to DATA_DIR/quarantine/");
   fsck->add_option("--min-age", fsck_min_age,
                    "orphans younger than this are ignored, e.g. 30m (default 1h)");
+  bool fsck_verify = false;
+  fsck->add_flag("--verify", fsck_verify,
+                 "with an S3 blob store, read every object back and check its sha256 (without: "
+                 "a HEAD checks its presence and size); local files are always hashed");
 
   Common reinspect_opts;
   auto* reinspect = app.add_subcommand(
@@ -412,7 +419,9 @@ int run(int argc, char** argv) {
     const auto settings = fsck_opts.settings();
     const auto min_age = min_age_option(fsck_min_age);
     if (!settings || !min_age) return 2;
-    return wf::app::fsck(*settings, wf::app::FsckOptions{fsck_repair, *min_age});
+    return wf::app::fsck(*settings, wf::app::FsckOptions{fsck_repair, *min_age,
+                                                         fsck_verify ? wf::app::FsckDepth::content
+                                                                     : wf::app::FsckDepth::size});
   }
   if (reinspect->parsed()) {
     const auto settings = reinspect_opts.settings();

@@ -34,19 +34,6 @@ constexpr long kMaxPresignSeconds = 604800;      // 7 days: S3's (and Swift's) l
 constexpr long kMaxPresignReuseSeconds = 60;     // a presigned URL is given again for this long
 constexpr std::size_t kMaxPresignedKept = 8192;  // presigned URLs kept for reuse
 
-/// "Sat, 28 Nov 2026 13:26:42 GMT" or "2026-11-28T13:26:42.000Z" as Unix seconds; 0 when
-/// neither.
-std::time_t parse_time(const std::string& text) {
-  std::tm tm{};
-  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S", &tm);
-  if (end == nullptr) {
-    tm = {};
-    end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  }
-  if (end == nullptr) return 0;
-  return timegm(&tm);
-}
-
 class S3Store final : public ObjectStore {
  public:
   S3Store(S3Config config, Url endpoint)
@@ -106,7 +93,7 @@ class S3Store final : public ObjectStore {
     const auto size = parse_u64(r->header("content-length"));
     if (!size) return make_error(Errc::internal, where("HEAD", key) + ": no Content-Length");
     info.size = *size;
-    info.modified = parse_time(r->header("last-modified"));
+    info.modified = xml::parse_time(r->header("last-modified"));
     return std::optional<ObjectInfo>(std::move(info));
   }
 
@@ -163,7 +150,7 @@ class S3Store final : public ObjectStore {
           return make_error(Errc::internal, describe() + ": a listing entry without a key or size");
         }
         out.push_back({key->substr(strip), *size,
-                       parse_time(xml::text(contents, "LastModified").value_or(""))});
+                       xml::parse_time(xml::text(contents, "LastModified").value_or(""))});
       }
       if (xml::text(r->body, "IsTruncated").value_or("false") != "true") break;
       token = xml::text(r->body, "NextContinuationToken").value_or("");

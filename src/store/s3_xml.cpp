@@ -1,6 +1,7 @@
 #include "store/s3_xml.hpp"
 
 #include <cstdint>
+#include <ctime>
 
 #include "wheelforge/util/strings.hpp"
 
@@ -120,6 +121,17 @@ std::string unescape(std::string_view s) {
 
 std::string escape(std::string_view s) {
   return html_escape(s);  // its character references are XML's too
+}
+
+std::time_t parse_time(const std::string& text) {
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S", &tm);
+  if (end == nullptr) {
+    tm = {};
+    end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  }
+  if (end == nullptr) return 0;
+  return timegm(&tm);
 }
 
 }  // namespace wf::store::xml

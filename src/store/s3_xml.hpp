@@ -3,6 +3,7 @@
 // read without a parser library: the text of elements found by name, entities decoded.
 // Enough for S3's flat, attribute-free answer elements; not a general XML reader.
 
+#include <ctime>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,11 @@ namespace wf::store::xml {
 /// Decodes the five predefined entities and numeric character references (as UTF-8);
 /// anything else is kept as written.
 [[nodiscard]] std::string unescape(std::string_view s);
+
+/// A date S3 answers with as Unix seconds: an HTTP date ("Sat, 28 Nov 2026 13:26:42 GMT", a
+/// HEAD's Last-Modified) or ISO 8601 in UTC ("2026-11-28T13:26:42.000Z", a listing's
+/// LastModified); 0 when it is neither (callers treat 0 as unknown).
+[[nodiscard]] std::time_t parse_time(const std::string& text);
 
 /// Escapes & < > " ' for element text.
 [[nodiscard]] std::string escape(std::string_view s);

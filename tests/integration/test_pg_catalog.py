@@ -63,11 +63,12 @@ def test_upload_install_token_and_restart(harness, pg_database, artifacts):
     assert audit.returncode == 0, audit.stderr
     assert wheel.filename in audit.stdout, audit.stdout
 
-    # Maintenance commands that work on SQLite only refuse rather than use another catalog.
+    # A backup of a PostgreSQL catalog is pg_dump's archive, with the blobs beside it.
     backup = harness.cli("backup", "--catalog", pg_database, "--data-dir", str(harness.data_dir),
                          str(harness.root / "backup"))
-    assert backup.returncode != 0
-    assert "SQLite catalog only" in backup.stderr and "pg_dump" in backup.stderr, backup.stderr
+    assert backup.returncode == 0, backup.stderr
+    assert (harness.root / "backup" / "catalog.pgdump").exists()
+    assert not (harness.root / "backup" / "wheelforge.db").exists()
 
     # A restart keeps everything: the file, its page, the token.
     server.stop()

@@ -1,13 +1,16 @@
 #pragma once
-// Operating a data directory while the server runs: online backup, garbage collection of
+// Operating an index while the server runs: online backup, garbage collection of
 // unreferenced blobs, an integrity check (fsck) of every blob the catalog references, and the
-// inspection of wheels stored before ingest read their binaries (reinspect).
+// inspection of wheels stored before ingest read their binaries (reinspect). Each works on the
+// catalog and blob store the settings name: SQLite or PostgreSQL, local files or an S3 object
+// store (docs/operations.md).
 //
-// They rely on two facts of the store: a blob is published before the catalog row that
-// references it is committed, and a published blob is immutable (content-addressed). Each
-// takes DATA_DIR/maintenance.lock (shared when it only reads, exclusive when it removes or
-// moves blobs), so that gc never removes a blob that a running backup is about to copy.
-// Every function blocks on the filesystem and on SQLite.
+// They rely on two facts of the store: a blob is published (with an object store: uploaded
+// and checked) before the catalog row that references it is committed, and a published blob
+// is immutable (content-addressed). Each takes DATA_DIR/maintenance.lock (shared when it only
+// reads, exclusive when it removes or moves blobs), so that gc never removes a blob that a
+// running backup on the same host is about to copy.
+// Every function blocks on the filesystem, the database and the object store.
 
 #include <chrono>
 #include <cstdint>
@@ -51,6 +54,9 @@ struct BackupReport {
   std::uint64_t bytes = 0;
   std::vector<std::string> missing;  ///< sha256 of referenced blobs absent from the store
   std::vector<std::string> corrupt;  ///< sha256 of copied blobs whose bytes did not match
+  /// With a PostgreSQL catalog: the pg_dump archive written (DEST/catalog.pgdump); empty with
+  /// SQLite (DEST/wheelforge.db).
+  std::filesystem::path catalog_dump;
 };
 
 /// Writes DEST/wheelforge.db (a consistent snapshot of the catalog taken while the server may
@@ -63,9 +69,21 @@ struct BackupReport {
 /// storage_full on write errors. Missing or corrupt source blobs are reported, not fatal.
 [[nodiscard]] Result<BackupReport> backup_data_dir(const std::filesystem::path& data_dir,
                                                    const BackupOptions& options);
+/// The same for the stores `settings` names. With a PostgreSQL catalog the catalog goes into
+/// DEST/catalog.pgdump (`pg_dump --format=custom`, one consistent snapshot; pg_dump from
+/// PATH, the password handed over in PGPASSWORD), and the blobs the catalog references
+/// before and after the dump into DEST/blobs/. With an object store, each blob is streamed
+/// from the store into DEST/blobs/ and verified against its sha256 (BlobCopy::link copies).
+/// DEST is then a data directory holding files: restored by pg_restore into a new database
+/// (docs/operations.md), served with `blob_store = "file"` or moved into a bucket.
+/// unavailable when PostgreSQL, pg_dump or the object store fails (naming it).
+[[nodiscard]] Result<BackupReport> backup_data_dir(const Settings& settings,
+                                                   const BackupOptions& options);
 
-/// Removal happens only for blobs unreferenced and unchanged for min_age: a concurrent upload
-/// publishes its blob a moment before committing the row that references it.
+/// Removal happens only for blobs unreferenced and unchanged for min_age (the protection
+/// window): a concurrent upload publishes its blob before committing the row that references
+/// it, which on an object store may be a long upload before. An object's age is its
+/// LastModified, a file's the later of its mtime and ctime.
 struct GcOptions {
   bool dry_run = false;
   std::chrono::seconds min_age{3600};
@@ -101,12 +119,21 @@ struct GcReport {
 /// command holds the lock, io on filesystem errors.
 [[nodiscard]] Result<GcReport> collect_garbage(const std::filesystem::path& data_dir,
                                                const GcOptions& options);
+/// The same for the stores `settings` names (objects listed with ListObjectsV2).
+[[nodiscard]] Result<GcReport> collect_garbage(const Settings& settings, const GcOptions& options);
+
+/// How much of each object fsck reads on an object store (local files are always hashed).
+enum class FsckDepth : std::uint8_t {
+  size,     ///< a HEAD per blob: present, with the size the catalog records
+  content,  ///< every byte read back (a streamed GET) and hashed against its sha256
+};
 
 struct FsckOptions {
   bool repair = false;
   /// Orphans younger than this are not reported (and never removed): they may belong to an
   /// upload in progress.
   std::chrono::seconds min_age{3600};
+  FsckDepth depth = FsckDepth::size;
 };
 
 /// A referenced blob that is absent or damaged, with the rows that need it.
@@ -149,6 +176,11 @@ struct FsckReport {
 /// Fails with not_found when data_dir holds no catalog, unavailable when another maintenance
 /// command holds the lock, io on filesystem errors.
 [[nodiscard]] Result<FsckReport> check_data_dir(const std::filesystem::path& data_dir,
+                                                const FsckOptions& options);
+/// The same for the stores `settings` names. With an object store, a blob is checked by a HEAD
+/// (FsckDepth::size) or read back whole (FsckDepth::content); with repair a corrupt object is
+/// downloaded into DATA_DIR/quarantine/ and then deleted from the store.
+[[nodiscard]] Result<FsckReport> check_data_dir(const Settings& settings,
                                                 const FsckOptions& options);
 
 struct ReinspectOptions {
@@ -194,6 +226,10 @@ struct ReinspectReport {
 /// catalog error.
 [[nodiscard]] Result<ReinspectReport> reinspect_data_dir(
     const std::filesystem::path& data_dir, const ReinspectOptions& options,
+    const std::function<void(const ReinspectedWheel&)>& on_wheel = {});
+/// The same for the stores `settings` names (an object's bytes read through the read cache).
+[[nodiscard]] Result<ReinspectReport> reinspect_data_dir(
+    const Settings& settings, const ReinspectOptions& options,
     const std::function<void(const ReinspectedWheel&)>& on_wheel = {});
 
 /// `wheelforge backup DEST`: prints what was written; 0, 1 when blobs were missing or corrupt

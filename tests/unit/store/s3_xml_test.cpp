@@ -26,6 +26,24 @@ TEST(S3Xml, ReadsAListingPageWithEscapedKeys) {
   EXPECT_EQ(text(page, "Missing"), std::nullopt);
 }
 
+TEST(S3Xml, ReadsTheDatesOfAListingAndOfAHead) {
+  // 2026-11-28 13:26:42 UTC; gc compares these with its protection window.
+  constexpr std::time_t kWhen = 1795872402;
+  EXPECT_EQ(parse_time("2026-11-28T13:26:42.000Z"), kWhen);       // ListObjectsV2 (AWS, Swift)
+  EXPECT_EQ(parse_time("2026-11-28T13:26:42Z"), kWhen);           // without fractions (MinIO)
+  EXPECT_EQ(parse_time("Sat, 28 Nov 2026 13:26:42 GMT"), kWhen);  // a HEAD's Last-Modified
+  const std::string page =
+      R"(<ListBucketResult><Contents><Key>p/blobs/aa</Key>)"
+      R"(<LastModified>2026-11-28T13:26:42.000Z</LastModified><Size>3</Size></Contents>)"
+      R"(</ListBucketResult>)";
+  const auto contents = elements(page, "Contents");
+  ASSERT_EQ(contents.size(), 1U);
+  EXPECT_EQ(parse_time(text(contents[0], "LastModified").value_or("")), kWhen);
+  // Unknown: 0, never a time in the past that would make an object look old.
+  EXPECT_EQ(parse_time(""), 0);
+  EXPECT_EQ(parse_time("yesterday"), 0);
+}
+
 TEST(S3Xml, EmptyElementsAndUnknownEntities) {
   EXPECT_EQ(text("<R><Prefix/></R>", "Prefix"), "");
   EXPECT_EQ(unescape("a &unknown; &#0; &#xD800; & b"), "a &unknown; &#0; &#xD800; & b");
