@@ -21,11 +21,22 @@ struct DataDir {
   std::unique_ptr<store::BlobStore> store;
 };
 
-/// The data directory's catalog and blob store, the directory made when missing.
-[[nodiscard]] Result<DataDir> open_data_dir(const Settings& settings);
+/// Who is told of every catalog call and object-store request (the server's metrics); null:
+/// nobody (the commands).
+struct StoreObservers {
+  std::shared_ptr<catalog::CallObserver> catalog;
+  std::shared_ptr<store::RequestObserver> objects;
+};
+
+/// The data directory's catalog and blob store, the directory made when missing; their calls
+/// reported to `observers`.
+[[nodiscard]] Result<DataDir> open_data_dir(const Settings& settings,
+                                            const StoreObservers& observers = {});
 /// How the blob store of `settings` opens: the file backend, or the [s3] table's object store
-/// client (no request made yet) with the read cache's bound.
-[[nodiscard]] Result<store::BlobStoreOptions> blob_store_options(const Settings& settings);
+/// client (no request made yet, its requests reported to `observer`) with the read cache's
+/// bound.
+[[nodiscard]] Result<store::BlobStoreOptions> blob_store_options(
+    const Settings& settings, std::shared_ptr<store::RequestObserver> observer = nullptr);
 
 /// Who a local command acts as in the audit trail: "cli", from "local:<user>".
 [[nodiscard]] catalog::Actor local_actor();

@@ -37,7 +37,8 @@ int report(const Error& error, int exit_status) {
   return exit_status;
 }
 
-Result<store::BlobStoreOptions> blob_store_options(const Settings& settings) {
+Result<store::BlobStoreOptions> blob_store_options(
+    const Settings& settings, std::shared_ptr<store::RequestObserver> observer) {
   store::BlobStoreOptions options;
   options.cache_bytes = settings.blob_cache;
   if (settings.blob_store == "file") return options;
@@ -58,23 +59,27 @@ Result<store::BlobStoreOptions> blob_store_options(const Settings& settings) {
   config.access_key_id = s3.access_key_id;
   config.secret_access_key = s3.secret_access_key;
   config.session_token = s3.session_token;
+  config.observer = std::move(observer);
   auto objects = store::open_s3_store(std::move(config));
   if (!objects) return objects.error();
   options.objects = std::shared_ptr<store::ObjectStore>(std::move(*objects));
   return options;
 }
 
-Result<DataDir> open_data_dir(const Settings& settings) {
+Result<DataDir> open_data_dir(const Settings& settings, const StoreObservers& observers) {
   std::error_code ec;
   std::filesystem::create_directories(settings.data_dir, ec);
   if (ec) return make_error(Errc::io, "create " + settings.data_dir.string() + ": " + ec.message());
-  auto options = blob_store_options(settings);
+  auto options = blob_store_options(settings, observers.objects);
   if (!options) return options.error();
   auto store = store::BlobStore::open(settings.data_dir, std::move(*options));
   if (!store) return store.error();
   auto catalog = catalog::open_catalog(settings.catalog, settings.data_dir);
   if (!catalog) return catalog.error();
-  return DataDir{std::move(*catalog), std::move(*store)};
+  return DataDir{catalog::observe_catalog(std::move(*catalog),
+                                          std::string(catalog::catalog_backend(settings.catalog)),
+                                          observers.catalog),
+                 std::move(*store)};
 }
 
 catalog::Actor local_actor() {

@@ -115,7 +115,9 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
 
   auto listen = parse_listen(settings.listen);
   if (!listen) return report(listen.error(), 2);
-  auto dir = open_data_dir(settings);
+  // The stores' latency and errors (/metrics), counted from the first call.
+  const auto store_metrics = std::make_shared<handlers::StoreMetrics>();
+  auto dir = open_data_dir(settings, {store_metrics, store_metrics});
   if (!dir) return report(dir.error(), 1);
   ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
   const Notifier notifier = Notifier::from_environment();
@@ -194,8 +196,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   config.tls_cert_file = settings.tls_cert;
   config.tls_key_file = settings.tls_key;
   if (const auto fd = activated_socket()) config.listen_fd = *fd;
-  http::Server server(
-      config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor, runner.get()});
+  http::Server server(config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor,
+                                             runner.get(), store_metrics.get()});
   on_ingested = [&server] { server.reload_catalog([](const Status&) {}); };
   auto bound = server.start();
   if (!bound) return report(bound.error(), 1);

@@ -519,8 +519,13 @@ Response handle_healthz(const Request& /*req*/, Context& /*ctx*/) {
 }
 
 Response handle_readyz(const Request& /*req*/, Context& ctx) {
-  const bool stopping = ctx.env.status != nullptr && ctx.env.status->stopping.load();
-  return text(stopping ? 503 : 200, stopping ? "stopping\n" : "ready\n");
+  const ServerStatus* status = ctx.env.status;
+  if (status == nullptr) return text(200, "ready\n");
+  if (status->stopping.load()) return text(503, "stopping\n");
+  // What the server's latest looks at the stores found (Readiness): no store is asked here.
+  std::string problems = status->readiness.problems();
+  if (!problems.empty()) return text(503, "not ready: a store is unreachable\n" + problems);
+  return text(200, "ready\n");
 }
 
 Response handle_metrics(const Request& /*req*/, Context& ctx) {
@@ -539,8 +544,15 @@ Response handle_metrics(const Request& /*req*/, Context& ctx) {
     gauges.emplace("wheelforge_connections_open", load(status->open_connections));
     gauges.emplace("wheelforge_connections_refused", load(status->refused_connections));
     gauges.emplace("wheelforge_connections_evicted", load(status->evicted_connections));
+    gauges.emplace("wheelforge_catalog_reachable",
+                   status->readiness.reachable(Readiness::Part::catalog) ? 1 : 0);
+    gauges.emplace("wheelforge_blob_store_reachable",
+                   status->readiness.reachable(Readiness::Part::blob_store) ? 1 : 0);
   }
   std::string body = status != nullptr ? status->metrics.render(gauges) : Metrics().render(gauges);
+  if (const StoreMetrics* stores = ctx.env.services.store_metrics; stores != nullptr) {
+    body += stores->render();
+  }
   if (const Upstreams* upstreams = ctx.env.upstreams; upstreams != nullptr) {
     // Per upstream (a handful, named in the configuration): page cache hits and misses,
     // failed fetches, bytes received.

@@ -196,6 +196,8 @@ void Server::Impl::run_token_check() {
 SnapshotPtr Server::Impl::load_if_changed() {
   // Other processes (`wheelforge ingest`, `token create`) change the catalog too.
   auto gen = env.services.catalog->generation();
+  // The poll's look at the catalog is also /readyz's (no request reads the database for it).
+  note_readiness(handlers::Readiness::Part::catalog, gen ? ok_status() : Status(gen.error()));
   if (!gen || *gen == generation.load()) return nullptr;
   auto loaded = load_snapshot();
   if (!loaded) {
@@ -224,10 +226,36 @@ void Server::Impl::flush_token_uses(auth::UseRecorder::Due due) {
   uses_seen = std::move(current);
 }
 
+void Server::Impl::note_readiness(handlers::Readiness::Part part, const Status& looked) {
+  if (!status.readiness.record(part, looked)) return;
+  const char* what = part == handlers::Readiness::Part::catalog ? "catalog" : "blob store";
+  if (looked) {
+    log::info("ready: the {} answers again", what);
+  } else {
+    log::error("not ready: the {} does not answer: {}", what, looked.error().message);
+  }
+}
+
+void Server::Impl::probe_blob_store() {
+  if (env.services.store == nullptr || env.services.store->backend() == store::BlobBackend::file) {
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now - store_probed < kStoreProbeInterval || store_probing.exchange(true)) return;
+  store_probed = now;
+  // A worker of its own, apart from the catalog poll: a store that does not answer holds this
+  // probe up to its timeouts, never the catalog's reloads.
+  asio::post(workers, [this] {
+    note_readiness(handlers::Readiness::Part::blob_store, env.services.store->probe());
+    store_probing = false;
+  });
+}
+
 void Server::Impl::schedule_poll() {
   poll_timer.expires_after(config.catalog_poll_interval);
   poll_timer.async_wait([this](beast::error_code ec) {
     if (ec || status.stopping) return;
+    probe_blob_store();
     offload(
         [this] {
           flush_token_uses();

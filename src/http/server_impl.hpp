@@ -199,6 +199,16 @@ struct Server::Impl {
   /// Writes the tokens' last uses that are due (worker thread).
   void flush_token_uses(auth::UseRecorder::Due due = auth::UseRecorder::Due::by_interval);
   void schedule_poll();
+  /// Records a look at a store in status.readiness, logging once when its state changes.
+  void note_readiness(handlers::Readiness::Part part, const Status& looked);
+  /// Probes the blob store (with an object store: a HEAD of the bucket) when the last probe is
+  /// kStoreProbeInterval old or older and none is running; started by the catalog poll (on
+  /// the first network thread), run on a worker.
+  void probe_blob_store();
+  /// How often the catalog poll also asks the object store whether it answers (/readyz).
+  static constexpr std::chrono::seconds kStoreProbeInterval{2};
+  std::chrono::steady_clock::time_point store_probed{};  ///< the first network thread's
+  std::atomic<bool> store_probing{false};
   void begin_stop();
   void maybe_finish_stop();
 

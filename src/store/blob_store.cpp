@@ -140,6 +140,11 @@ std::string BlobStore::describe() const {
   return "the data directory " + data_dir_.string();
 }
 
+Status BlobStore::probe() const {
+  if (!objects_) return ok_status();
+  return objects_->probe();
+}
+
 Error BlobStore::object_error(const Error& error, std::string_view what,
                               bool keep_not_found) const {
   const Errc code = keep_not_found && error.code == Errc::not_found ? Errc::not_found

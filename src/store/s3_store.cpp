@@ -34,6 +34,31 @@ constexpr long kMaxPresignSeconds = 604800;      // 7 days: S3's (and Swift's) l
 constexpr long kMaxPresignReuseSeconds = 60;     // a presigned URL is given again for this long
 constexpr std::size_t kMaxPresignedKept = 8192;  // presigned URLs kept for reuse
 
+/// The operation a request is, for the metrics (RequestObserver).
+std::string_view operation_of(std::string_view method, const std::vector<Pair>& query,
+                              std::string_view path, std::string_view bucket_path) {
+  const auto has = [&](std::string_view name) {
+    return std::any_of(query.begin(), query.end(), [&](const Pair& p) { return p.first == name; });
+  };
+  if (method == "PUT") return has("partNumber") ? "multipart_part" : "put";
+  if (method == "POST") return has("uploads") ? "multipart_create" : "multipart_complete";
+  if (method == "DELETE") return has("uploadId") ? "multipart_abort" : "delete";
+  if (method == "HEAD") return path == bucket_path ? "probe" : "head";
+  return has("list-type") ? "list" : "get";
+}
+
+RequestFailure failure_of(const Result<s3http::Response>& response) {
+  if (!response) {
+    return response.error().code == Errc::unavailable ? RequestFailure::unreachable
+                                                      : RequestFailure::none;  // our side
+  }
+  const unsigned status = response->status;
+  if (status / 100 == 2 || status == 404 || status == 416) return RequestFailure::none;
+  if (status / 100 == 5) return RequestFailure::server_error;
+  if (status == 403) return RequestFailure::denied;
+  return RequestFailure::rejected;
+}
+
 class S3Store final : public ObjectStore {
  public:
   S3Store(S3Config config, Url endpoint)
@@ -49,6 +74,8 @@ class S3Store final : public ObjectStore {
     credentials_ = {config_.access_key_id, config_.secret_access_key, config_.session_token};
     host_ = endpoint_.authority();
     if (config_.addressing == Addressing::virtual_host) host_ = config_.bucket + "." + host_;
+    bucket_name_ = "S3 bucket " + config_.bucket + " at endpoint " + endpoint_.scheme + "://" +
+                   endpoint_.authority();
     description_ = "s3://" + config_.bucket + (config_.prefix.empty() ? "" : "/") + config_.prefix +
                    " at " + endpoint_.scheme + "://" + endpoint_.authority();
   }
@@ -122,6 +149,20 @@ class S3Store final : public ObjectStore {
       return make_error(Errc::internal, where("GET", key) + ": the store ignored the Range");
     }
     return ok_status();
+  }
+
+  Status probe() override {
+    auto r = request("HEAD", bucket_path(), {}, {}, {}, std::string(sigv4::kEmptyPayloadHash),
+                     nullptr, kMaxErrorBody, "HEAD bucket");
+    if (r) return ok_status();
+    const Error& e = r.error();
+    std::string why = e.message;
+    // request() names the store first: keep what follows it.
+    if (const auto at = why.find(": HEAD bucket: "); at != std::string::npos) {
+      why = why.substr(at + 15);
+    }
+    if (e.code == Errc::not_found) why = "no such bucket (" + why + ")";
+    return make_error(Errc::unavailable, bucket_name_ + " is unreachable: " + why);
   }
 
   Status remove(std::string_view key) override {
@@ -246,8 +287,14 @@ class S3Store final : public ObjectStore {
     r.headers = std::move(headers);
     r.payload_hash = std::move(payload_hash);
     const auto signed_request = sigv4::sign(r, credentials_, config_.region, std::time(nullptr));
+    const auto started = std::chrono::steady_clock::now();
     auto response =
         client_.exchange(method, sigv4::target(r), signed_request.headers, body, sink, max_body);
+    if (config_.observer) {
+      config_.observer->object_request(operation_of(method, r.query, r.path, bucket_path()),
+                                       std::chrono::steady_clock::now() - started,
+                                       failure_of(response));
+    }
     if (!response) {
       const auto& e = response.error();
       if (e.code == Errc::unavailable) {
@@ -343,9 +390,26 @@ class S3Store final : public ObjectStore {
   sigv4::Credentials credentials_;
   std::string host_;  // the Host header: the endpoint's authority, the bucket before it (virtual)
   std::string description_;
+  std::string bucket_name_;  // "S3 bucket B at endpoint E", for probe()
 };
 
 }  // namespace
+
+std::string_view request_failure_name(RequestFailure failure) {
+  switch (failure) {
+    case RequestFailure::none:
+      return "none";
+    case RequestFailure::unreachable:
+      return "unreachable";
+    case RequestFailure::server_error:
+      return "server_error";
+    case RequestFailure::denied:
+      return "denied";
+    case RequestFailure::rejected:
+      return "rejected";
+  }
+  return "none";
+}
 
 Result<std::unique_ptr<ObjectStore>> open_s3_store(S3Config config) {
   Problems problems;

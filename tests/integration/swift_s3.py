@@ -10,8 +10,9 @@ As a CLI (gtests and scripts):
     swift_s3.py start DIR   prints {"endpoint", "access_key", "secret_key", "bucket",
                             "region"} as JSON once the bucket answers
     swift_s3.py stop DIR    stops the servers started on DIR (SIGTERM, then SIGKILL)
+    swift_s3.py start-again DIR   starts the stopped servers of DIR again, on the same ports
     swift_s3.py uploads DIR prints the bucket's multipart uploads in progress (S3's XML)
-As a module: start(dir) -> dict, stop(dir); and the pytest fixture `swift_s3`.
+As a module: start(dir) -> dict, stop(dir), start_again(dir) -> dict; and the pytest fixture `swift_s3`.
 
 /etc/swift/swift.conf (the hash suffix, policy 0) is the package's; everything else lives in
 DIR. The servers run as the current user (`user =` in each config: Swift drops privileges to
@@ -170,6 +171,25 @@ def start(directory: str | os.PathLike) -> dict:
         (d / f"{kind}-server.conf").write_text(template.format(
             port=ports[kind], user=user, dir=d, kind=kind, region=REGION,
             no_memcache=ports["no_memcache"]))
+    endpoint = f"http://127.0.0.1:{ports['proxy']}"
+    _launch(d, endpoint)
+    info = {"endpoint": endpoint, "access_key": ACCESS_KEY, "secret_key": SECRET_KEY,
+            "bucket": BUCKET, "region": REGION, "dir": str(d)}
+    (d / "swift.json").write_text(json.dumps(info))
+    return info
+
+
+def start_again(directory: str | os.PathLike) -> dict:
+    """Starts the Swift that start() made on `directory` and stop() stopped, on the same ports
+    and with the objects it held (a store coming back after an outage). Returns start()'s
+    dict."""
+    d = Path(directory).resolve()
+    info = json.loads((d / "swift.json").read_text())
+    _launch(d, info["endpoint"])
+    return info
+
+
+def _launch(d: Path, endpoint: str) -> None:
     log = open(d / "swift.log", "ab")
     # eventlet without its DNS resolver (a second less to start; every address is a literal).
     env = dict(os.environ, EVENTLET_NO_GREENDNS="yes")
@@ -179,16 +199,11 @@ def start(directory: str | os.PathLike) -> dict:
     log.close()
     pids = {"swift": p.pid}
     _pids_file(d).write_text(json.dumps(pids))
-    endpoint = f"http://127.0.0.1:{ports['proxy']}"
     try:
         _wait_and_create_bucket(d, endpoint, pids)
     except BaseException:
         stop(d)
         raise
-    info = {"endpoint": endpoint, "access_key": ACCESS_KEY, "secret_key": SECRET_KEY,
-            "bucket": BUCKET, "region": REGION, "dir": str(d)}
-    (d / "swift.json").write_text(json.dumps(info))
-    return info
 
 
 def serve(directory: str) -> None:
@@ -237,7 +252,8 @@ def _wait_and_create_bucket(d: Path, endpoint: str, pids: dict) -> None:
                 raise RuntimeError(f"Swift exited: see {d}/swift.log")
         try:
             status, body = s3_request(endpoint, "PUT", "/" + BUCKET)
-            if status == 200:
+            # 409: the bucket is there already (a store started again).
+            if status == 200 or (status == 409 and b"BucketAlready" in body):
                 return
             last = f"HTTP {status}: {body[:200]!r}"
         except OSError as e:
@@ -309,11 +325,13 @@ def main(argv: list[str]) -> int:
         status, body = s3_request(info["endpoint"], "GET", "/" + BUCKET, query="uploads=")
         print(body.decode())
         return 0 if status == 200 else 1
-    if len(argv) != 3 or argv[1] not in ("start", "stop"):
+    if len(argv) != 3 or argv[1] not in ("start", "stop", "start-again"):
         print(__doc__, file=sys.stderr)
         return 2
     if argv[1] == "start":
         print(json.dumps(start(argv[2])), flush=True)
+    elif argv[1] == "start-again":
+        print(json.dumps(start_again(argv[2])), flush=True)
     else:
         stop(argv[2])
     return 0

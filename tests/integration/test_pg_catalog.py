@@ -2,7 +2,8 @@
 postgresql://...` takes twine uploads that pip installs, with a token made by `wheelforge token
 create --catalog URL`, and keeps everything across a restart; while the database is down an
 upload answers 503 naming it and pages are still served, and once it is back the next upload
-succeeds without a restart; two servers on one database racing to upload one file name with
+succeeds without a restart; a restart of the database during a loop of uploads loses no
+acknowledged upload, and /readyz answers 503 naming it meanwhile; two servers on one database racing to upload one file name with
 different bytes have exactly one winner. Real PostgreSQL 15 (pg_cluster.py), real twine, pip
 and wheelforge processes on loopback."""
 
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import re
+import threading
+import time
 
 from test_pip import PIP_TIMEOUT, pip_python_or_skip
 from test_publish import output_of, twine
-from wfhelpers import make_wheel, path_of, pip_args, run, wait_for
+from wfhelpers import make_wheel, metric_sum, path_of, pip_args, run, wait_for
 
 
 def listed_sha(server, project: str, filename: str) -> str | None:
@@ -106,6 +109,74 @@ def test_database_outage_answers_503_and_heals_without_restart(harness, pg_clust
     assert retry.status == 201, (retry.status, retry.text)
     page = server.get("/simple/outage-demo/")
     assert during.filename in page.text
+
+
+def test_database_restarted_during_uploads_loses_nothing_acknowledged(harness, pg_cluster,
+                                                                    pg_database, artifacts):
+    """A loop of uploads runs while PostgreSQL stops and starts again: every upload answered
+    2xx is listed and downloadable afterwards, every other one got 503 naming the database;
+    /readyz says 503 naming it while it is down and 200 once it is back; pages are served
+    from memory meanwhile; /metrics counts the catalog's calls and its errors."""
+    token = create_token(harness, pg_database)
+    server = harness.serve("--catalog", pg_database)
+    assert server.get("/readyz").status == 200
+    answers: list[tuple[object, int, str]] = []
+    done = threading.Event()
+
+    def upload_loop() -> None:
+        for i in range(400):
+            if done.is_set():
+                return
+            wheel = make_wheel(harness.path(f"loop{i}"), "restart-demo", f"1.{i}")
+            r = server.put_file(wheel, token)
+            answers.append((wheel, r.status, r.text))
+            if r.status >= 300:
+                time.sleep(0.05)  # the database is down: no need to spin
+
+    def acknowledged() -> int:
+        return sum(1 for _, status, _ in answers if status < 300)
+
+    loop = threading.Thread(target=upload_loop, daemon=True)
+    loop.start()
+    try:
+        assert wait_for(lambda: acknowledged() >= 3, timeout=30), answers[-1:]
+        pg_cluster.stop()
+        before = acknowledged()
+        # Uploads answer 503 naming the database, /readyz too; pages are still served.
+        assert wait_for(lambda: any(s == 503 for _, s, _ in answers), timeout=10)
+        ready = wait_for(lambda: (r := server.get("/readyz")).status == 503 and r, timeout=10)
+        assert ready, "/readyz stayed 200 with the database down"
+        assert db_name(pg_database) in ready.text and "wheelforge@" not in ready.text, ready.text
+        page = server.get("/simple/restart-demo/")
+        assert page.status == 200 and answers[0][0].filename in page.text
+        assert metric_sum(server, "wheelforge_catalog_errors_total", backend="postgresql",
+                          error="unavailable") > 0
+        pg_cluster.start()
+        assert wait_for(lambda: server.get("/readyz").status == 200, timeout=10), \
+            server.get("/readyz").text
+        assert wait_for(lambda: acknowledged() >= before + 3, timeout=30), answers[-1:]
+    finally:
+        done.set()
+        loop.join(timeout=30)
+    assert not loop.is_alive()
+
+    failed = [(w.filename, status, text) for w, status, text in answers if status >= 300]
+    assert failed, "no upload met the outage"
+    for filename, status, text in failed:
+        assert status == 503 and db_name(pg_database) in text, (filename, status, text)
+    page = server.project_json("restart-demo")
+    listed = {f["filename"]: f for f in page["files"]}
+    for wheel, status, _ in answers:
+        if status >= 300:
+            continue
+        assert wheel.filename in listed, f"{wheel.filename} was acknowledged and is not listed"
+        assert listed[wheel.filename]["hashes"]["sha256"] == wheel.sha256
+        body = server.get(path_of(listed[wheel.filename]["url"]))
+        assert body.status == 200 and body.body == wheel.data, wheel.filename
+    # The catalog's calls were timed, by kind.
+    for kind in ("read", "write"):
+        assert metric_sum(server, "wheelforge_catalog_call_duration_seconds_count",
+                          backend="postgresql", kind=kind) > 0, kind
 
 
 def test_two_servers_racing_for_one_name_have_one_winner(harness, pg_database, artifacts):

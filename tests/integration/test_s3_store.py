@@ -1,7 +1,8 @@
 """The blob store on an S3 object store (OpenStack Swift's s3api, swift_s3.py): uploads become
 objects under blobs/aa/bb/SHA256 before their rows, file URLs answer a presigned redirect
 (pip follows it) or are proxied from the read cache (Range, ETag, HEAD), and a store that
-stops during an upload makes it answer 503 naming the store, with nothing listed."""
+stops during an upload makes it answer 503 naming the store, with nothing listed, /readyz
+answer 503 naming the bucket, until it is back."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from wfhelpers import (
     catalog_filenames,
     clean_env,
     make_wheel,
+    metric_sum,
+    path_of,
     pip_args,
     put_awaiting_body,
     run,
@@ -164,14 +167,23 @@ def test_proxy_serves_the_bytes_with_range_and_etag(harness, swift, artifacts): 
 
 
 def test_a_store_stopped_during_an_upload_answers_503_naming_it(harness, artifacts):
+    """The object store stops during an upload and stays down a while: that upload and the
+    next answer 503 naming the store and leave no row, no listed file and no object; /readyz
+    answers 503 naming the bucket and endpoint; pages and the files stored before are still
+    served; /metrics counts the store's requests and failures. Once the store is back,
+    /readyz answers 200 and uploads work again."""
     own = harness.path("swift-own")
     store = swift_s3.start(own)
     try:
         prefix = "idx-" + uuid.uuid4().hex[:8]
         token = harness.token("upload")
-        server = harness.serve("--config", str(write_config(harness, store, prefix, "redirect")))
+        server = harness.serve("--config", str(write_config(harness, store, prefix, "proxy")))
         first = make_wheel(artifacts, "wf-s3-outage", "1.0")
         assert server.put_file(first, token).status == 201
+        assert metric_sum(server, "wheelforge_object_store_request_duration_seconds_count",
+                          operation="put") > 0
+        assert server.get("/readyz").status == 200
+        first_url = path_of(server.file_entry("wf-s3-outage", first.filename)["url"])
         wheel = make_wheel(artifacts, "wf-s3-outage", "2.0", padding=100_000)
         sock = put_awaiting_body(server, wheel.filename, token, wheel.size)
         try:
@@ -187,14 +199,44 @@ def test_a_store_stopped_during_an_upload_answers_503_naming_it(harness, artifac
         finally:
             sock.close()
         head, _, body = answer.partition(b"\r\n\r\n")
+        named = f"object store s3://wheelforge/{prefix} at {store['endpoint']}"
         assert head.startswith(b"HTTP/1.1 503"), answer[:500]
-        assert f"object store s3://wheelforge/{prefix} at {store['endpoint']}".encode() in answer, \
-            answer[:1000]
-        # Nothing of it is visible: no row, not on the page.
+        assert named.encode() in answer, answer[:1000]
+        # While it is down: uploads answer 503 naming it, /readyz too (its probe is cached
+        # for two seconds), pages and the files already read are served.
+        later = make_wheel(artifacts, "wf-s3-outage", "3.0")
+        r = server.put_file(later, token)
+        assert r.status == 503 and named in r.text, (r.status, r.text)
+        ready = wait_for(lambda: (r := server.get("/readyz")).status == 503 and r, timeout=10)
+        assert ready, "/readyz stayed 200 with the object store down"
+        assert f"S3 bucket wheelforge at endpoint {store['endpoint']}" in ready.text, ready.text
+        assert store["secret_key"] not in ready.text
+        # Nothing of them is visible: no row, not on the page, no file URL.
         assert catalog_filenames(harness.data_dir) == [first.filename]
         page = server.get("/simple/wf-s3-outage/",
                           {"Accept": "application/vnd.pypi.simple.v1+json"}).json()
         assert [f["filename"] for f in page["files"]] == [first.filename]
+        assert server.get(first_url).body == first.data
+        assert server.get(first_url.replace(first.sha256, wheel.sha256)
+                          .replace(first.filename, wheel.filename)).status == 404
+        assert metric_sum(server, "wheelforge_object_store_errors_total",
+                          kind="unreachable") > 0
+        assert metric_sum(server, "wheelforge_object_store_errors_total", operation="probe",
+                          kind="unreachable") > 0
+
+        swift_s3.start_again(own)
+        assert wait_for(lambda: server.get("/readyz").status == 200, timeout=10), \
+            server.get("/readyz").text
+        # No object was left behind by the failed uploads.
+        for w in (wheel, later):
+            status, _ = swift_s3.s3_request(store["endpoint"], "HEAD",
+                                            "/wheelforge/" + object_key(prefix, w.sha256))
+            assert status == 404, w.filename
+        assert server.put_file(later, token).status == 201
+        page = server.get("/simple/wf-s3-outage/",
+                          {"Accept": "application/vnd.pypi.simple.v1+json"}).json()
+        assert sorted(f["filename"] for f in page["files"]) == sorted(
+            [first.filename, later.filename])
     finally:
         swift_s3.stop(own)
 

@@ -589,6 +589,23 @@ def put_awaiting_body(server: Server, filename: str, token: str, length: int,
     return sock
 
 
+def metric_sum(server: Server, name: str, **labels: str) -> float:
+    """The sum of the /metrics samples named `name` whose labels include `labels` (0 when
+    none)."""
+    text = server.get("/metrics").text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        series, _, value = line.rpartition(" ")
+        metric, _, rest = series.partition("{")
+        if metric != name:
+            continue
+        if all(f'{key}="{want}"' in rest for key, want in labels.items()):
+            total += float(value)
+    return total
+
+
 def wait_for(predicate, timeout: float = 5.0, interval: float = 0.1):
     """Polls until `predicate()` is truthy; returns its last value (falsy on timeout)."""
     deadline = time.monotonic() + timeout

@@ -3,6 +3,7 @@
 // at open) is the embedded implementation; the interface exists so that others can follow.
 // Every method blocks: call from worker threads. Implementations are thread-safe.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -316,6 +317,34 @@ class Catalog {
   /// Fails with conflict when dest exists, io (storage_full on ENOSPC) otherwise.
   [[nodiscard]] virtual Status backup_to(const std::filesystem::path& dest) = 0;
 };
+
+/// What a catalog call does to the database, as the metrics count it: reads (loads, lookups,
+/// listings) or writes (anything that may change a row).
+enum class CallKind : std::uint8_t { read, write };
+
+/// Told of every call of an observed Catalog (observe_catalog) once it returns: what the
+/// catalog's metrics are made of. `took` leaves out the time the caller's own callbacks
+/// (insert_file's publish, ...) ran inside the call; `error` is the call's error, if any
+/// (expected answers such as not_found included: the observer decides what it counts).
+/// Called on the calling thread: must be thread-safe and not block.
+class CallObserver {
+ public:
+  CallObserver() = default;
+  CallObserver(const CallObserver&) = delete;
+  CallObserver& operator=(const CallObserver&) = delete;
+  virtual ~CallObserver() = default;
+  virtual void catalog_call(std::string_view backend, CallKind kind, std::chrono::nanoseconds took,
+                            const Error* error) = 0;
+};
+
+/// `catalog` with every call reported to `observer` under the label `backend` ("sqlite",
+/// "postgresql"); the calls themselves are passed on unchanged.
+[[nodiscard]] std::unique_ptr<Catalog> observe_catalog(std::unique_ptr<Catalog> catalog,
+                                                       std::string backend,
+                                                       std::shared_ptr<CallObserver> observer);
+
+/// "sqlite" or "postgresql": the backend a catalog location names (the metrics' label).
+[[nodiscard]] std::string_view catalog_backend(std::string_view location);
 
 /// Opens (creating if needed) DATA_DIR/wheelforge.db and applies pending migrations.
 /// Fails with io when the database cannot be opened, internal on a failed migration.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,30 @@ struct Services {
   store::BlobStore* store = nullptr;
   ingest::Ingestor* ingestor = nullptr;
   build::Runner* runner = nullptr;  ///< null when no build recipes are configured
+  /// The stores' latency and errors for /metrics; null: not counted.
+  StoreMetrics* store_metrics = nullptr;
+};
+
+/// Whether the catalog and the blob store answered the latest looks at them (/readyz): the
+/// server looks from a worker (its catalog poll, every catalog_poll_interval, and a probe of
+/// the object store at most every kStoreProbeInterval), /readyz reads what was found. Thread-safe.
+class Readiness {
+ public:
+  enum class Part : std::uint8_t { catalog, blob_store };
+
+  /// Records a look at `part`: ok, or the error saying why it did not answer (its message
+  /// names the store). Returns true when this changed the part's state (worth a log line).
+  bool record(Part part, const Status& looked);
+  /// Why the server is not ready, one line per part that did not answer; empty when both did
+  /// (or were not looked at yet).
+  [[nodiscard]] std::string problems() const;
+  /// True unless the latest look at `part` failed.
+  [[nodiscard]] bool reachable(Part part) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string catalog_;  ///< the latest failure's message; empty: it answered
+  std::string blob_store_;
 };
 
 /// The server's state that answers report (/readyz, /metrics). Written by the transport,
@@ -41,6 +66,7 @@ struct ServerStatus {
   /// Closed at the connection cap to make room for a new one (docs/security.md).
   std::atomic<std::uint64_t> evicted_connections{0};
   Metrics metrics;
+  Readiness readiness;
 };
 
 /// How file URLs are answered when the blobs live in an object store (docs/storage.md,

@@ -235,6 +235,11 @@ class BlobStore {
   [[nodiscard]] ObjectStore* object_store() const { return objects_.get(); }
   /// The read cache, or null with the file backend.
   [[nodiscard]] ReadCache* read_cache() const { return cache_.get(); }
+  /// Whether the durable tier answers (/readyz): with an object store, ObjectStore::probe()
+  /// (unavailable, "S3 bucket B at endpoint E is unreachable: ..."); the file backend is
+  /// always ok (a local disk's faults show on the requests that meet them). Blocks on the
+  /// network: call from workers.
+  [[nodiscard]] Status probe() const;
   /// "the data directory D" or "object store s3://B/P at E": where the blobs are, for messages.
   [[nodiscard]] std::string describe() const;
 

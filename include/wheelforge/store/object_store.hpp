@@ -24,6 +24,32 @@
 
 namespace wf::store {
 
+/// Why a request to the object store failed, as the metrics count it.
+enum class RequestFailure : std::uint8_t {
+  none,          ///< an answer the client expected (2xx; 404 and 416 are answers too)
+  unreachable,   ///< no answer: refused, timed out, reset, name not resolved
+  server_error,  ///< a 5xx answer
+  denied,        ///< 403: the store refused the credentials or the signature
+  rejected,      ///< another 4xx answer
+};
+
+/// "unreachable", "server_error", "denied", "rejected" ("none" for none): a metrics label.
+[[nodiscard]] std::string_view request_failure_name(RequestFailure failure);
+
+/// Told of every request an ObjectStore sends, once its answer (or failure) is in: what the
+/// metrics of the store are made of. `operation` is one of "put", "get", "head", "delete",
+/// "list", "probe", "multipart_create", "multipart_part", "multipart_complete",
+/// "multipart_abort". Called on the requesting thread: must be thread-safe and not block.
+class RequestObserver {
+ public:
+  RequestObserver() = default;
+  RequestObserver(const RequestObserver&) = delete;
+  RequestObserver& operator=(const RequestObserver&) = delete;
+  virtual ~RequestObserver() = default;
+  virtual void object_request(std::string_view operation, std::chrono::nanoseconds took,
+                              RequestFailure failure) = 0;
+};
+
 /// How bucket names reach the store: in the path (`https://endpoint/BUCKET/KEY`, every store)
 /// or in the host name (`https://BUCKET.endpoint/KEY`, AWS's default).
 enum class Addressing { path, virtual_host };
@@ -52,6 +78,8 @@ struct S3Config {
   std::chrono::milliseconds io_timeout{30000};
   /// Keys asked for per ListObjectsV2 page (max-keys, 1 to 1000).
   unsigned list_page_size = 1000;
+  /// Told of every request (metrics); null: none.
+  std::shared_ptr<RequestObserver> observer;
 };
 
 /// S3's smallest part of a multipart upload (all but the last).
@@ -85,6 +113,10 @@ class ObjectStore {
   [[nodiscard]] virtual Status get(std::string_view key, std::uint64_t offset,
                                    std::optional<std::uint64_t> length,
                                    const std::function<Status(std::string_view)>& sink) = 0;
+  /// Whether the store answers for the bucket (one HEAD of the bucket): ok, or unavailable
+  /// with a message that starts "S3 bucket BUCKET at endpoint ENDPOINT" and says why (no
+  /// answer, a 5xx, no such bucket, credentials refused). Blocks on the network.
+  [[nodiscard]] virtual Status probe() = 0;
   /// Deletes an object; deleting an absent one is ok.
   [[nodiscard]] virtual Status remove(std::string_view key) = 0;
   /// Every object whose key starts with `prefix` (relative to the configured prefix), in key

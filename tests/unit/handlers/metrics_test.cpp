@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +61,44 @@ TEST(Metrics, ASecondInstanceStartsFromZero) {
   EXPECT_NE(
       second.render({}).find("wheelforge_http_requests_total{route=\"file\",status=\"200\"} 1\n"),
       std::string::npos);
+}
+
+TEST(StoreMetrics, CountsCallsAndTheStoresOwnFailures) {
+  using std::chrono::milliseconds;
+  StoreMetrics metrics;
+  const Error down = make_error(Errc::unavailable, "PostgreSQL at h:5432/db is unavailable");
+  const Error absent = make_error(Errc::not_found, "no such token");
+  metrics.catalog_call("postgresql", catalog::CallKind::write, milliseconds(3), nullptr);
+  metrics.catalog_call("postgresql", catalog::CallKind::write, milliseconds(20), &down);
+  metrics.catalog_call("postgresql", catalog::CallKind::read, milliseconds(1), &absent);
+  metrics.object_request("put", milliseconds(2), store::RequestFailure::none);
+  metrics.object_request("put", milliseconds(2), store::RequestFailure::unreachable);
+  metrics.object_request("head", milliseconds(2), store::RequestFailure::none);
+
+  const std::string text = metrics.render();
+  const auto has = [&text](const std::string& line) {
+    return text.find(line + "\n") != std::string::npos;
+  };
+  EXPECT_TRUE(
+      has("wheelforge_catalog_call_duration_seconds_count{backend=\"postgresql\","
+          "kind=\"write\"} 2"))
+      << text;
+  EXPECT_TRUE(
+      has("wheelforge_catalog_call_duration_seconds_bucket{backend=\"postgresql\","
+          "kind=\"write\",le=\"0.005\"} 1"));
+  EXPECT_TRUE(
+      has("wheelforge_catalog_call_duration_seconds_count{backend=\"postgresql\","
+          "kind=\"read\"} 1"));
+  EXPECT_TRUE(
+      has("wheelforge_catalog_errors_total{backend=\"postgresql\",kind=\"write\","
+          "error=\"unavailable\"} 1"));
+  // An answer about the request (not_found) is no error of the database.
+  EXPECT_EQ(text.find("kind=\"read\",error="), std::string::npos);
+  EXPECT_TRUE(has("wheelforge_object_store_request_duration_seconds_count{operation=\"put\"} 2"));
+  EXPECT_TRUE(
+      has("wheelforge_object_store_errors_total{operation=\"put\",kind=\"unreachable\"} 1"));
+  EXPECT_EQ(text.find("wheelforge_object_store_errors_total{operation=\"head\""),
+            std::string::npos);
 }
 
 }  // namespace

@@ -62,6 +62,10 @@ class MemoryObjectStore : public ObjectStore {
     if (auto st = sink(std::string_view(bytes).substr(0, half)); !st) return st;
     return sink(std::string_view(bytes).substr(half));
   }
+  Status probe() override {
+    if (down) return make_error(Errc::unavailable, "S3 bucket b at endpoint memory: refused");
+    return ok_status();
+  }
   Status remove(std::string_view key) override {
     if (down) return make_error(Errc::unavailable, "connect: Connection refused");
     std::lock_guard lock(mu);
