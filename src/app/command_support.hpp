@@ -38,6 +38,11 @@ struct StoreObservers {
 [[nodiscard]] Result<store::BlobStoreOptions> blob_store_options(
     const Settings& settings, std::shared_ptr<store::RequestObserver> observer = nullptr);
 
+/// Reads the S3 credentials of the [s3] table (or the environment) into `settings`, for a
+/// command whose object store is not the configured blob store (`migrate --to-blob-store`);
+/// Errc::invalid saying what is missing.
+[[nodiscard]] Status resolve_s3_credentials_for(Settings& settings);
+
 /// Who a local command acts as in the audit trail: "cli", from "local:<user>".
 [[nodiscard]] catalog::Actor local_actor();
 

@@ -733,4 +733,17 @@ std::string settings_to_toml(const Settings& settings) {
   return out;
 }
 
+namespace detail {
+
+Status resolve_s3_credentials_for(Settings& settings) {
+  std::vector<std::string> problems;
+  resolve_s3_credentials(settings.s3, problems);
+  if (!problems.empty()) return make_error(Errc::invalid, problems.front());
+  add_secret(settings.s3.secret_access_key);
+  add_secret(settings.s3.session_token);
+  return ok_status();
+}
+
+}  // namespace detail
+
 }  // namespace wf::app

@@ -106,6 +106,12 @@ class ObservedCatalog final : public Catalog {
   Result<bool> forget_upstream_blob(std::string_view sha256) override {
     return timed(CallKind::write, [&](Excluded&) { return inner_->forget_upstream_blob(sha256); });
   }
+  Result<std::vector<TableRows>> export_rows() override {
+    return timed(CallKind::read, [&](Excluded&) { return inner_->export_rows(); });
+  }
+  Result<ImportCounts> import_rows(const TableRows& rows) override {
+    return timed(CallKind::write, [&](Excluded&) { return inner_->import_rows(rows); });
+  }
   Status record_audit(const AuditRecord& entry) override {
     return timed(CallKind::write, [&](Excluded&) { return inner_->record_audit(entry); });
   }

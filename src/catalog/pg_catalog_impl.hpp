@@ -81,6 +81,8 @@ class PgCatalog final : public Catalog {
                                const core::WheelFindings& findings) override;
   /// Errc::invalid: a PostgreSQL catalog is backed up with pg_dump.
   Status backup_to(const std::filesystem::path& dest) override;
+  Result<std::vector<TableRows>> export_rows() override;
+  Result<ImportCounts> import_rows(const TableRows& rows) override;
 
  private:
   static constexpr const char* kTokenColumns =

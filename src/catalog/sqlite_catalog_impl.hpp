@@ -82,6 +82,8 @@ class SqliteCatalog final : public Catalog {
   Result<bool> record_findings(std::string_view filename, std::string_view sha256,
                                const core::WheelFindings& findings) override;
   Status backup_to(const std::filesystem::path& dest) override;
+  Result<std::vector<TableRows>> export_rows() override;
+  Result<ImportCounts> import_rows(const TableRows& rows) override;
 
  private:
   static constexpr const char* kTokenColumns =

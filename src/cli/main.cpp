@@ -242,6 +242,24 @@ int run(int argc, char** argv) {
       "them) and record what they say; refuses nothing; exit status 1 when some could not be "
       "read");
   reinspect_opts.add_to(reinspect, false);
+  Common migrate_opts;
+  wf::app::MigrateOptions migrate_options;
+  std::optional<std::string> migrate_to_data_dir;
+  auto* migrate = app.add_subcommand(
+      "migrate",
+      "copy the index (every catalog row and the files they reference, each checked against "
+      "its sha256) into another catalog and/or blob store: SQLite + files to PostgreSQL + S3 "
+      "and back; run it again after an interruption to finish; stop the server first");
+  migrate_opts.add_to(migrate, false);
+  migrate->add_option("--to-catalog", migrate_options.to_catalog,
+                      "the target catalog: sqlite (TARGET_DATA_DIR/wheelforge.db) or a "
+                      "PostgreSQL URI (default: the catalog stays)");
+  migrate->add_option("--to-blob-store", migrate_options.to_blob_store,
+                      "the target blob store: file (TARGET_DATA_DIR/blobs) or s3://BUCKET/PREFIX "
+                      "(the [s3] table's object store) (default: the blob store stays)");
+  migrate->add_option("--to-data-dir", migrate_to_data_dir,
+                      "the target's data directory (SQLite catalog, file blobs, temp files and "
+                      "read cache; default: --data-dir)");
   // --- End of operations. ---
 
   // --- Build runner. ---
@@ -422,6 +440,12 @@ int run(int argc, char** argv) {
     return wf::app::fsck(*settings, wf::app::FsckOptions{fsck_repair, *min_age,
                                                          fsck_verify ? wf::app::FsckDepth::content
                                                                      : wf::app::FsckDepth::size});
+  }
+  if (migrate->parsed()) {
+    const auto settings = migrate_opts.settings();
+    if (!settings) return 2;
+    if (migrate_to_data_dir) migrate_options.to_data_dir = *migrate_to_data_dir;
+    return wf::app::migrate(*settings, migrate_options);
   }
   if (reinspect->parsed()) {
     const auto settings = reinspect_opts.settings();

@@ -248,6 +248,29 @@ int fsck(const Settings& settings, const FsckOptions& options);
 /// without), 2 when the command could not run.
 int reinspect(const Settings& settings);
 
+/// Where `wheelforge migrate` copies an index to; what is left out stays as configured.
+struct MigrateOptions {
+  std::optional<std::string> to_catalog;     ///< "sqlite" or a PostgreSQL URI
+  std::optional<std::string> to_blob_store;  ///< "file" or s3://BUCKET/PREFIX ([s3] table)
+  /// The target's data directory: its SQLite catalog, its blobs (file store), its temp files
+  /// and read cache (S3). Default: the source's.
+  std::optional<std::filesystem::path> to_data_dir;
+};
+
+/// `wheelforge migrate`: copies the index of `settings` (every catalog row: projects, files,
+/// yanks, deletions, tokens as hashes, claims, audit, builds and jobs, damage records, upstream
+/// blob references; and every blob a row references) into the catalog and blob store that
+/// `options` name. Each blob is read from the source as a stream into a temp file of the
+/// target, its sha256 and size checked against the catalog, and published before any row is
+/// copied; blobs the target holds already (same size) are skipped, rows present with the same
+/// values are skipped, so that an interrupted run is run again to finish. Prints one line per
+/// blob and per table and a summary. Returns 0 when everything is in the target; 1 when the
+/// copy stopped on the data (a source blob missing or not matching its sha256, named; the
+/// target holding other data under a key, named): no row is copied while a blob failed; 2
+/// when it could not run (the target is the source, a store or database unreachable, a bad
+/// location).
+int migrate(const Settings& settings, const MigrateOptions& options);
+
 /// `wheelforge config check`: prints the effective configuration as TOML (the build runner's
 /// as comment lines) and returns 0, or prints every problem, those of the build host included
 /// (one per line, on stderr), and returns 2.

@@ -147,6 +147,24 @@ struct UninspectedWheel {
   std::vector<std::string> requires_dist;  ///< its METADATA's Requires-Dist, as stored
 };
 
+/// Every row of one catalog table in the form both backends read and write (export_rows(),
+/// import_rows(): `wheelforge migrate`): each value as text (integers in decimal), nullopt for
+/// NULL, in the order of `columns`.
+struct TableRows {
+  std::string table;
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::optional<std::string>>> rows;
+
+  /// The position of `column` in `columns`; nullopt when the table has none.
+  [[nodiscard]] std::optional<std::size_t> column(std::string_view name) const;
+};
+
+/// What import_rows() did with one table's rows.
+struct ImportCounts {
+  std::size_t inserted = 0;  ///< rows the catalog lacked, written
+  std::size_t skipped = 0;   ///< rows present already with the same values
+};
+
 /// The methods that change files, claims and tokens take the Actor that asks, and append the
 /// audit entries of what they changed in the same write transaction (one per file yanked,
 /// unyanked, deleted or inserted; one per claim, release, token created or revoked).
@@ -311,6 +329,22 @@ class Catalog {
   [[nodiscard]] virtual Result<bool> record_findings(std::string_view filename,
                                                      std::string_view sha256,
                                                      const core::WheelFindings& findings) = 0;
+
+  /// Every row of every table that holds the index (tokens, projects, files, deleted_files,
+  /// damaged_blobs, upstream_blobs, audit, builds, jobs, in that order: a row's references come
+  /// before it), read in one transaction. Token rows hold hashes only, as stored. The
+  /// generation is not part of it (the importing catalog moves its own).
+  [[nodiscard]] virtual Result<std::vector<TableRows>> export_rows() = 0;
+
+  /// Copies rows that export_rows() read from a catalog of either backend into this one, in
+  /// one write transaction, ids kept (later rows get ids after them). A row whose key (`id`;
+  /// `filename` for deleted_files; `sha256` for damaged_blobs and upstream_blobs) is absent is
+  /// inserted as it is; one present with the same values is skipped, so that an interrupted
+  /// copy can be run again. Errc::conflict naming the table, the key and the column when a row
+  /// present holds other values, or when an insert breaks a uniqueness rule (another row holds
+  /// the name); Errc::invalid for a table or columns this catalog does not know. On any error
+  /// nothing of the table is written.
+  [[nodiscard]] virtual Result<ImportCounts> import_rows(const TableRows& rows) = 0;
 
   /// Writes a consistent copy of the whole catalog into the new file `dest` while other
   /// processes keep reading and writing (SQLite online backup from one read transaction).
