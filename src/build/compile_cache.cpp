@@ -159,6 +159,37 @@ std::string describe_compile_cache(const catalog::CompileCacheStats& s) {
          size_text(s.bound_bytes);
 }
 
+namespace {
+
+// Writes `script` as the executable `dir`/`name`, unless it says that already: ccache hashes the
+// host compiler nvcc runs (a wrapper) by its size and modification time, so a wrapper is
+// written once and left alone, or no job would find another's results.
+Status write_wrapper(const fs::path& dir, const std::string& name, const std::string& script) {
+  const fs::path path = dir / name;
+  if (auto old = read_small_file(path, 1U << 16U); old.ok() && old.value() == script) {
+    return ok_status();
+  }
+  // Executable before it appears under its name: another job may run it at once.
+  const fs::path temp =
+      dir / ("." + name + ".tmp-" + std::to_string(::getpid()) + "-" +
+             std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+  if (auto st = write_file_atomic(temp, script); !st) return st;
+  std::error_code ec;
+  fs::permissions(temp,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  ec);
+  if (!ec) fs::rename(temp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(temp, ignored);
+    return fs_error("cannot write", path, ec);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status write_compiler_wrappers(const fs::path& dir, const fs::path& ccache,
                                const std::map<std::string, fs::path>& compilers) {
   if (auto st = make_directories(dir); !st) return st;
@@ -176,26 +207,40 @@ Status write_compiler_wrappers(const fs::path& dir, const fs::path& ccache,
         "WHEELFORGE_UNDER_CCACHE=1\nexport WHEELFORGE_UNDER_CCACHE\n"
         "exec " +
         sh_quote(ccache.string()) + " " + sh_quote(real.string()) + " \"$@\"\n";
-    const fs::path path = dir / name;
-    // ccache hashes the host compiler nvcc runs (this wrapper) by its size and modification
-    // time: a wrapper is written once and left alone, or no job would find another's results.
-    if (auto old = read_small_file(path, 1U << 16U); old.ok() && old.value() == script) continue;
-    // Executable before it appears under its name: another job may run it at once.
-    const fs::path temp =
-        dir / ("." + name + ".tmp-" + std::to_string(::getpid()) + "-" +
-               std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())));
-    if (auto st = write_file_atomic(temp, script); !st) return st;
-    std::error_code ec;
-    fs::permissions(temp,
-                    fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                        fs::perms::others_read | fs::perms::others_exec,
-                    ec);
-    if (!ec) fs::rename(temp, path, ec);
-    if (ec) {
-      std::error_code ignored;
-      fs::remove(temp, ignored);
-      return fs_error("cannot write", path, ec);
+    if (auto st = write_wrapper(dir, name, script); !st) return st;
+  }
+  return ok_status();
+}
+
+Status write_portable_compiler_wrappers(const fs::path& dir) {
+  if (auto st = make_directories(dir); !st) return st;
+  for (const std::string_view name : kWrappedCompilers) {
+    // The real compiler is looked up where the wrapper runs: nvcc under CUDA_HOME, the others
+    // on PATH after this directory. Without ccache there, the real compiler runs.
+    std::string script =
+        "#!/bin/sh\n"
+        "# wheelforge: " +
+        std::string(name) +
+        " through the recipe's compile cache (ccache), the compiler of the machine it runs on\n"
+        "here=" +
+        sh_quote(dir.string()) + "\n";
+    if (name == "nvcc") {
+      script += "real=\"${CUDA_HOME:-/usr/local/cuda}/bin/nvcc\"\n";
+    } else {
+      script +=
+          "real=\nold_ifs=$IFS\nIFS=:\nfor d in $PATH; do\n"
+          "  if [ -n \"$d\" ] && [ \"$d\" != \"$here\" ] && [ -x \"$d/" +
+          std::string(name) + "\" ]; then real=\"$d/" + std::string(name) +
+          "\"; break; fi\ndone\nIFS=$old_ifs\n"
+          "if [ -z \"$real\" ]; then echo \"wheelforge: no " +
+          std::string(name) + " on PATH\" >&2; exit 127; fi\n";
     }
+    script +=
+        "if [ -n \"$WHEELFORGE_UNDER_CCACHE\" ] || ! command -v ccache >/dev/null 2>&1; then "
+        "exec \"$real\" \"$@\"; fi\n"
+        "WHEELFORGE_UNDER_CCACHE=1\nexport WHEELFORGE_UNDER_CCACHE\n"
+        "exec ccache \"$real\" \"$@\"\n";
+    if (auto st = write_wrapper(dir, std::string(name), script); !st) return st;
   }
   return ok_status();
 }

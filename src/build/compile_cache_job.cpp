@@ -7,6 +7,7 @@
 #include "wheelforge/build/compile_cache.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/log.hpp"
+#include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
 
@@ -26,6 +27,68 @@ std::string env_value(const Env& env, std::string_view key) {
 // ccache reads a plain number as GB: the bound goes in KiB.
 std::string ccache_size(std::uint64_t bytes) {
   return std::to_string(std::max<std::uint64_t>(1, bytes / 1024U)) + "Ki";
+}
+
+void set_nvcc_env(Env& env, const fs::path& wrappers) {
+  set_env(env, "PYTORCH_NVCC", (wrappers / "nvcc").string());
+  // torch's cpp_extension gives nvcc --generate-dependencies-with-compile --dependency-output
+  // for ninja's header tracking, which ccache cannot cache (it takes the dependency file for a
+  // second input): every .cu compile would pass through uncached. A build in a fresh copy of
+  // the source never rebuilds incrementally, so the dependency files are not needed.
+  if (env_value(env, "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES").empty()) {
+    set_env(env, "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "1");
+  }
+}
+
+void set_ccache_env(const JobContext& ctx, Env& env, const fs::path& dir,
+                    const fs::path& stats_log) {
+  set_env(env, "CCACHE_DIR", dir.string());
+  set_env(env, "CCACHE_MAXSIZE", ccache_size(ctx.host.compile_cache_bytes));
+  // Paths under the builds directory (the job's source, the environments) are hashed relative
+  // to the compile's directory, so that jobs in different work directories share results.
+  set_env(env, "CCACHE_BASEDIR", ctx.builds_dir.string());
+  set_env(env, "CCACHE_NOHASHDIR", "1");
+  set_env(env, "CCACHE_STATSLOG", stats_log.string());
+}
+
+// A build in a container or on a cluster node: the cache directory is mounted into the
+// container (CommandPlacement::compile_cache) or seen by the nodes (a shared directory), the
+// wrappers live in it and find ccache and the compilers where the build runs, and a check in
+// front of the build command leaves kCompileCacheUnavailable in the work directory (and takes
+// the wrappers off PATH) when ccache is missing there or the directory cannot be written.
+template <typename Without>
+catalog::CompileCacheStats prepare_remote(JobContext& ctx, Env& env, const fs::path& dir,
+                                          catalog::CompileCacheStats stats,
+                                          const Without& without) {
+  if (auto st = make_directories(dir); !st) return without(State::unavailable, st.error().message);
+  const fs::path wrappers = dir / "wheelforge-compilers";
+  if (auto st = write_portable_compiler_wrappers(wrappers); !st) {
+    return without(State::unavailable, st.error().message);
+  }
+  const fs::path stats_log = ctx.work_dir / kCompileCacheLog;
+  const fs::path marker = ctx.work_dir / kCompileCacheUnavailable;
+  if (!ctx.resume) {
+    std::error_code ec;
+    fs::remove(stats_log, ec);
+    fs::remove(marker, ec);
+  }
+  set_env(env, "PATH", wrappers.string() + ":" + env_value(env, "PATH"));
+  set_nvcc_env(env, wrappers);
+  set_ccache_env(ctx, env, dir, stats_log);
+  const std::string where = kind_name(ctx.host.executor.kind);
+  ctx.build_preamble =
+      "if ! command -v ccache >/dev/null 2>&1; then echo " +
+      shell_quote("ccache is not installed where the " + where + " build runs (not on its PATH)") +
+      " > " + shell_quote(marker.string()) + "; elif [ ! -w " + shell_quote(dir.string()) +
+      " ]; then echo " +
+      shell_quote("cannot write to " + dir.string() + " where the " + where + " build runs") +
+      " > " + shell_quote(marker.string()) + "; fi; if [ -e " + shell_quote(marker.string()) +
+      " ]; then PATH=${PATH#" + shell_quote(wrappers.string() + ":") +
+      "}; unset PYTORCH_NVCC; fi\n";
+  ctx.compile_cache = dir;
+  ctx.note("[building] compile cache " + dir.string() + " (ccache where the " + where +
+           " build runs, through the wrappers in " + wrappers.string() + ")");
+  return stats;
 }
 
 }  // namespace
@@ -53,16 +116,12 @@ catalog::CompileCacheStats prepare_compile_cache(JobContext& ctx, Env& env) {
   if (compile_cache_refused(ctx.builds_dir, ctx.job.build_id)) {
     return without(State::off, "the build request said \"cache\": false");
   }
-  if (ctx.host.executor.remote_toolchain()) {
-    return without(State::unavailable,
-                   std::string("the ") + kind_name(ctx.host.executor.kind) +
-                       " executor's builds run where this server's cache is not set up");
-  }
   const fs::path root =
       ctx.host.compile_cache_root.empty() ? ctx.builds_dir / "ccache" : ctx.host.compile_cache_root;
   const fs::path dir = compile_cache_dir(root, ctx.job.recipe);
   stats.directory = dir.string();
   const std::string path = env_value(env, "PATH");
+  if (ctx.host.executor.remote_toolchain()) return prepare_remote(ctx, env, dir, stats, without);
   const fs::path ccache = find_executable("ccache", path);
   if (ccache.empty()) {
     return without(State::unavailable, "ccache is not installed (not found on the build's PATH)");
@@ -87,14 +146,8 @@ catalog::CompileCacheStats prepare_compile_cache(JobContext& ctx, Env& env) {
     fs::remove(stats_log, ec);
   }
   set_env(env, "PATH", wrappers.string() + ":" + path);
-  if (compilers.contains("nvcc")) set_env(env, "PYTORCH_NVCC", (wrappers / "nvcc").string());
-  set_env(env, "CCACHE_DIR", dir.string());
-  set_env(env, "CCACHE_MAXSIZE", ccache_size(ctx.host.compile_cache_bytes));
-  // Paths under the builds directory (the job's source, the environments) are hashed relative
-  // to the compile's directory, so that jobs in different work directories share results.
-  set_env(env, "CCACHE_BASEDIR", ctx.builds_dir.string());
-  set_env(env, "CCACHE_NOHASHDIR", "1");
-  set_env(env, "CCACHE_STATSLOG", stats_log.string());
+  if (compilers.contains("nvcc")) set_nvcc_env(env, wrappers);
+  set_ccache_env(ctx, env, dir, stats_log);
   std::string names;
   for (const auto& [name, real] : compilers) names += (names.empty() ? "" : ", ") + name;
   ctx.note("[building] compile cache " + dir.string() + " (ccache " + ccache.string() +
@@ -103,6 +156,15 @@ catalog::CompileCacheStats prepare_compile_cache(JobContext& ctx, Env& env) {
 }
 
 void finish_compile_cache(JobContext& ctx, catalog::CompileCacheStats stats) {
+  if (stats.state == State::used && !ctx.compile_cache.empty()) {
+    // A remote build's check found the cache unusable where it ran: it built without it.
+    if (auto why = read_small_file(ctx.work_dir / kCompileCacheUnavailable, 4096); why.ok()) {
+      stats.state = State::unavailable;
+      stats.reason = std::string(trim(why.value()));
+      ctx.note("[building] compile cache unavailable, built without it: " + stats.reason);
+      log::warn("job={} compile cache unavailable: {}", ctx.job.id, stats.reason);
+    }
+  }
   if (stats.state == State::used) {
     auto log = read_small_file(ctx.work_dir / kCompileCacheLog, 64U << 20U);
     catalog::CompileCacheStats counted = parse_ccache_stats_log(log.ok() ? log.value() : "");

@@ -396,6 +396,9 @@ std::vector<std::string> container_run_argv(const ContainerConfig& config, const
   if (!p.work_dir.empty()) volume(p.work_dir.string(), p.work_dir.string(), "rw");
   if (!p.envs_dir.empty()) volume(p.envs_dir.string(), p.envs_dir.string(), "rw");
   if (!p.pip_cache.empty()) volume(p.pip_cache.string(), p.pip_cache.string(), "rw");
+  if (!p.compile_cache.empty()) {
+    volume(p.compile_cache.string(), p.compile_cache.string(), "rw");
+  }
   for (const auto& mount : config.mounts) {
     const std::size_t colon = mount.find(':');
     if (colon == std::string::npos) {

@@ -127,6 +127,7 @@ CommandPlacement JobContext::placement() const {
   p.log = log;
   p.envs_dir = builds_dir / "envs";
   p.pip_cache = pip_cache;
+  if (where == CommandPlacement::Where::build) p.compile_cache = compile_cache;
   p.python = job.cell.python;
   p.cuda = job.cell.cuda.str();
   p.memory_bytes = resources.memory_bytes;

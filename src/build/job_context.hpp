@@ -82,6 +82,12 @@ struct JobContext {
   /// The pip cache the install commands share (DATA_DIR/builds/pip-cache); empty when
   /// host.pip_cache_bytes is 0.
   std::filesystem::path pip_cache;
+  /// The compile cache directory a build on another machine or in an image uses (mounted into
+  /// its container), set by prepare_compile_cache; empty otherwise.
+  std::filesystem::path compile_cache;
+  /// Shell text run before the recipe's build command (the compile cache's check where the
+  /// build runs); empty: none.
+  std::string build_preamble;
   std::chrono::milliseconds step_timeout{0};  ///< the recipe's timeout, per command
   JobResources resources;
   /// Where the commands of the step running now belong (run_steps sets it from the step).

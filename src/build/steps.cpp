@@ -298,6 +298,7 @@ Status run_build(JobContext& ctx, Env env) {
                                     shell_quote(JobContext::venv_python(ctx.env_dir).string()));
   command = replace_all(command, "{out}", shell_quote(ctx.out.string()));
   command = replace_all(command, "{src}", shell_quote(ctx.src.string()));
+  if (!ctx.build_preamble.empty()) command = ctx.build_preamble + command;
 
   for (int attempt = 0;; ++attempt) {
     // Every attempt is recorded (building -> building after an OOM).

@@ -270,6 +270,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> build_torch;
   std::vector<std::string> build_cuda;
   bool build_force = false;
+  bool build_no_cache = false;
   bool build_yank_superseded = false;
   std::optional<std::string> build_server;
   auto* build_cmd = app.add_subcommand(
@@ -285,6 +286,9 @@ int run(int argc, char** argv) {
   build_cmd->add_flag("--force", build_force,
                       "rebuild cells that were built already (a rebuild is published under the "
                       "next build number)");
+  build_cmd->add_flag("--no-cache", build_no_cache,
+                      "compile without the recipe's compile cache, as a request's \"cache\": "
+                      "false (a clean build)");
   build_cmd->add_flag("--yank-superseded", build_yank_superseded,
                       "yank the builds a rebuild supersedes (default: the recipe's "
                       "yank_superseded)");
@@ -387,6 +391,7 @@ int run(int argc, char** argv) {
     request.recipe = build_recipe;
     request.version = build_version;
     request.force = build_force;
+    if (build_no_cache) request.compile_cache = false;
     if (build_yank_superseded) request.yank_superseded = true;
     if (!build_python.empty() || !build_torch.empty() || !build_cuda.empty()) {
       wf::core::Matrix subset;

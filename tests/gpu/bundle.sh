@@ -14,6 +14,11 @@
 # DIR/glibc/            glibc's libraries and dynamic loader of this machine, used only when the
 #                       target's glibc is older than DIR/glibc-floor (the highest GLIBC_ version
 #                       the binary and DIR/lib need)
+# DIR/ccache/ccache     this machine's ccache (when installed) for the compile cache, with the
+#                       libraries it needs beyond glibc and libstdc++ in DIR/ccache/lib, run
+#                       through the target's dynamic loader (so that the compilers it starts do
+#                       not inherit the library path); gpu_proof.sh links it into /usr/local/bin
+#                       where the target has none
 # DIR/wheelforge        the wrapper to run: puts DIR/lib on LD_LIBRARY_PATH (build commands do
 #                       not inherit it: the runner gives them a minimal environment), or starts
 #                       the binary through DIR/glibc's loader when the target's glibc is too old
@@ -80,6 +85,28 @@ fi
 exec "\$here/glibc/$loader" --library-path "\$here/lib:\$here/glibc" "\$here/bin/wheelforge" "\$@"
 EOF
 chmod +x "$bundle/wheelforge"
+
+# ccache for the compile cache: the binary, its libraries other than glibc's, libstdc++ and
+# libgcc (the target's are newer or the same), and a wrapper that runs it through the loader.
+if ccache_bin=$(command -v ccache); then
+  mkdir -p "$bundle/ccache/bin" "$bundle/ccache/lib"
+  cp -L "$ccache_bin" "$bundle/ccache/bin/ccache"
+  ldd "$ccache_bin" | while read -r first second third _; do
+    [ "$second" = "=>" ] || continue
+    name=$(basename "$third")
+    case "$name" in libstdc++.so.* | libgcc_s.so.*) continue ;; esac
+    is_glibc "$name" || cp -L "$third" "$bundle/ccache/lib/$name"
+  done
+  cat >"$bundle/ccache/ccache" <<'EOF2'
+#!/bin/sh
+# Runs the bundled ccache (see tests/gpu/bundle.sh) with its own libraries, through the
+# system's dynamic loader: the library path is not passed on to the compilers it runs.
+here=$(dirname "$(readlink -f "$0")")
+exec /lib64/ld-linux-x86-64.so.2 --library-path "$here/lib" "$here/bin/ccache" "$@"
+EOF2
+  chmod +x "$bundle/ccache/ccache"
+  "$bundle/ccache/ccache" --version | head -1
+fi
 
 echo "bundle: $bundle ($(du -sh "$bundle" | cut -f1)); needs glibc $floor or its own copy"
 "$bundle/wheelforge" --version >/dev/null 2>&1 || "$bundle/wheelforge" --help >/dev/null

@@ -6,7 +6,14 @@
 # wheel from the /cu130/torch<series>/simple/ view into a clean target and run its kernel on the
 # GPU, checking the result; then change the source, force a rebuild (yank_superseded), and check
 # that it is published as build 1, that pip installs it from the view, and that its kernel runs.
-# Before that, the recipe without a `manylinux` key must fail: a GPU host newer than torch's
+# The compile cache (docs/runner.md, "The compile cache"): the first build compiles everything
+# (misses), a second build whose C++ binding differs (another version) reuses the kernel's object
+# (a CUDA hit, as another Python of the same torch x CUDA cell does: the kernel includes no Python
+# header), and the forced rebuild after a Python-only change compiles nothing again; each build
+# step's time is recorded, and the rebuild's must be at most a fifth of the first build's.
+# When no ccache is on the build's PATH, the bundle's (tests/gpu/bundle.sh) is linked into
+# /usr/local/bin.
+# Before that, the recipe without a `manylinux` key must fail (built with "cache": false): a GPU host newer than torch's
 # manylinux_2_28 links the extension against its own glibc, above the default ceiling (the tag
 # of the environment's torch); the recipe then gets the host's glibc as its ceiling (SIGHUP).
 #
@@ -39,51 +46,79 @@ arch=$("$python" -c 'import torch; m, n = torch.cuda.get_device_capability(); pr
 host_glibc=$("$python" -c 'import platform; print(platform.libc_ver()[1].replace(".", "_"))')
 echo "python $py_version, torch $torch_version (series $series, CUDA $cuda_version), GPU arch $arch: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
-# --- the package: one CUDA kernel behind a pybind11 function ---------------------------------
+# The compile cache needs ccache on the build's PATH (/usr/local/bin, /usr/bin, /bin).
+if ! PATH=/usr/local/bin:/usr/bin:/bin command -v ccache >/dev/null; then
+  bundled=$(dirname "$(readlink -f "$bin")")/ccache/ccache
+  [ -x "$bundled" ] || { echo "no ccache on PATH and none in the bundle ($bundled)" >&2; exit 1; }
+  ln -sf "$bundled" /usr/local/bin/ccache
+  echo "ccache: linked the bundle's into /usr/local/bin"
+fi
+echo "ccache: $(PATH=/usr/local/bin:/usr/bin:/bin command -v ccache) ($(PATH=/usr/local/bin:/usr/bin:/bin ccache --version | head -1))"
+
+# --- the package: a CUDA kernel (no torch or Python header) and its pybind11 binding ---------
 src=$work/src
 mkdir -p "$src/wf_gpu_demo" "$src/csrc"
+echo "0.1.0" > "$src/VERSION"
 cat > "$src/setup.py" <<'PY'
 import os
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 
+version = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "VERSION")).read().strip()
 label = os.environ.get("WF_GPU_DEMO_LOCAL_VERSION")
 setup(
     name="wf-gpu-demo",
-    version="0.1.0" + (f"+{label}" if label else ""),
+    version=version + (f"+{label}" if label else ""),
     packages=["wf_gpu_demo"],
-    ext_modules=[CUDAExtension("wf_gpu_demo._C", ["csrc/saxpy.cu"])],
+    # The version's minor number reaches the binding only: the kernel's object is the same for
+    # every version, as it is for every Python of one torch x CUDA cell.
+    ext_modules=[CUDAExtension("wf_gpu_demo._C", ["csrc/binding.cpp", "csrc/saxpy.cu"],
+                               extra_compile_args={"cxx": [f"-DWF_GPU_DEMO_MINOR={version.split('.')[1]}"],
+                                                   "nvcc": []})],
     cmdclass={"build_ext": BuildExtension},
 )
 PY
 cat > "$src/wf_gpu_demo/__init__.py" <<'PY'
 import torch  # noqa: F401  (loads libtorch before the extension)
-from ._C import saxpy  # noqa: F401
+from ._C import saxpy, minor  # noqa: F401
 PY
 cat > "$src/csrc/saxpy.cu" <<'CU'
-#include <c10/cuda/CUDAException.h>
-#include <torch/extension.h>
+// The kernel: CUDA only, no torch or Python header (its object does not depend on the Python).
+#include <cstdint>
+#include <cuda_runtime.h>
 
 __global__ void saxpy_kernel(float a, const float* x, const float* y, float* out, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) out[i] = a * x[i] + y[i];
 }
 
+int launch_saxpy(float a, const float* x, const float* y, float* out, int64_t n) {
+  const int threads = 256;
+  const int64_t blocks = (n + threads - 1) / threads;
+  saxpy_kernel<<<blocks, threads>>>(a, x, y, out, n);
+  return static_cast<int>(cudaGetLastError());
+}
+CU
+cat > "$src/csrc/binding.cpp" <<'CPP'
+#include <torch/extension.h>
+
+int launch_saxpy(float a, const float* x, const float* y, float* out, int64_t n);
+
 torch::Tensor saxpy(double a, torch::Tensor x, torch::Tensor y) {
   TORCH_CHECK(x.is_cuda() && y.is_cuda(), "x and y must be CUDA tensors");
   TORCH_CHECK(x.scalar_type() == torch::kFloat32 && y.scalar_type() == torch::kFloat32, "float32 only");
   auto out = torch::empty_like(x);
-  const int64_t n = x.numel();
-  const int threads = 256;
-  const int64_t blocks = (n + threads - 1) / threads;
-  saxpy_kernel<<<blocks, threads>>>(static_cast<float>(a), x.data_ptr<float>(), y.data_ptr<float>(),
-                                    out.data_ptr<float>(), n);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const int err = launch_saxpy(static_cast<float>(a), x.data_ptr<float>(), y.data_ptr<float>(),
+                               out.data_ptr<float>(), x.numel());
+  TORCH_CHECK(err == 0, "saxpy kernel launch failed: CUDA error ", err);
   return out;
 }
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("saxpy", &saxpy, "a * x + y on the GPU"); }
-CU
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("saxpy", &saxpy, "a * x + y on the GPU");
+  m.def("minor", [] { return WF_GPU_DEMO_MINOR; }, "the version's minor number, compiled in");
+}
+CPP
 
 # --- wheelforge with one recipe ---------------------------------------------------------------
 # Writes the configuration; $1 is the recipe's extra key (empty: none).
@@ -134,7 +169,8 @@ admin_api() { curl -sf -u "__token__:$admin" "$@"; }
 job_field() { "$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
 
 # Submits a build, streams its one job's log (the step marks, the analysis, the tools' lines),
-# and leaves the job's JSON in $work/job-<N>.json; prints the job id.
+# and leaves the job's JSON in $work/job-<N>.json; prints the job id. Each log line is stamped
+# with the time it arrived ($work/log-<N>.ts), for the build step's time (build_step_seconds).
 build() {
   local body=$1 n=$2
   admin_api -H 'Content-Type: application/json' -d "$body" "$url/admin/builds" >"$work/build-$n.json"
@@ -142,20 +178,56 @@ build() {
   id=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0]["id"])' "$work/build-$n.json")
   echo "--- build log (job $id, streamed from $url/admin/jobs/$id/log?follow=1) ---" >&2
   curl -sN -u "__token__:$admin" "$url/admin/jobs/$id/log?follow=1" |
-    grep -E '^==>|ninja|nvcc|Successfully' >&2 || true
+    "$python" -u -c 'import sys, time
+for line in sys.stdin: sys.stdout.write(f"{time.time():.3f} {line}")' >"$work/log-$n.ts" || true
+  cut -d' ' -f2- "$work/log-$n.ts" | grep -E '^==>|ninja|nvcc|Successfully' >&2 || true
   admin_api "$url/admin/jobs/$id" >"$work/job-$n.json"
   echo "$id"
+}
+
+# Seconds from the build step's start ("step: build") to the next step ("step: retag") in the
+# stamped log of build N: the compiles, the link and the packaging.
+build_step_seconds() {
+  "$python" - "$work/log-$1.ts" <<'PY'
+import sys
+start = end = None
+for line in open(sys.argv[1]):
+    stamp, _, text = line.partition(" ")
+    if "] step: build" in text and start is None:
+        start = float(stamp)
+    elif "] step: retag" in text and start is not None and end is None:
+        end = float(stamp)
+assert start is not None and end is not None, "no build step in the log"
+print(f"{end - start:.1f}")
+PY
+}
+
+# One line per build on stderr: the build step's time and the job's compile cache statistics;
+# prints the build step's seconds.
+cache_line() {
+  local n=$1 what=$2 seconds
+  seconds=$(build_step_seconds "$n")
+  "$python" - "$work/job-$n.json" "$what" "$seconds" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+c = j.get("compile_cache") or {}
+print(f"{sys.argv[2]} (job {j['id']}): build step {sys.argv[3]} s; compile cache {c.get('state')}: "
+      f"{c.get('hits')} hits, {c.get('misses')} misses (CUDA: {c.get('cuda_hits')} hits, "
+      f"{c.get('cuda_misses')} misses), {c.get('uncacheable')} uncacheable"
+      + (f"; {c.get('reason')}" if c.get('reason') else ""), file=sys.stderr)
+PY
+  echo "$seconds"
 }
 
 # Installs wf-gpu-demo from the view into a clean target and runs the kernel; `expect` is the
 # build number pip must have installed.
 install_and_run() {
-  local target=$1 expect=$2
+  local target=$1 expect=$2 version=${3:-0.1.0}
   view="$url/$cuda_tag/torch$series/simple/"
-  echo "--- pip install from $view ---"
+  echo "--- pip install wf-gpu-demo==$version from $view ---"
   "$python" -m pip install --no-cache-dir --disable-pip-version-check --no-deps --target "$target" \
-    --index-url "$view" wf-gpu-demo 2>&1 | tail -2
-  (cd "$(mktemp -d)" && PYTHONPATH=$target EXPECT_BUILD=$expect "$python" - <<'PY'
+    --index-url "$view" "wf-gpu-demo==$version" 2>&1 | tail -2
+  (cd "$(mktemp -d)" && PYTHONPATH=$target EXPECT_BUILD=$expect EXPECT_MINOR=${version#*.} "$python" - <<'PY'
 import os, time, torch, wf_gpu_demo, importlib.metadata as md
 dist = md.distribution("wf-gpu-demo")
 wheel = dist.read_text("WHEEL")
@@ -164,6 +236,7 @@ revision = getattr(wf_gpu_demo, "REVISION", 1)
 print("installed:", dist.version, "build", build, "revision", revision, "from", wf_gpu_demo.__file__)
 assert build == int(os.environ["EXPECT_BUILD"]), wheel
 assert revision == build + 1, "the source of build 1 sets REVISION = 2"
+assert wf_gpu_demo.minor() == int(os.environ["EXPECT_MINOR"].split(".")[0]), wf_gpu_demo.minor()
 n = 1 << 24
 x = torch.randn(n, device="cuda")
 y = torch.randn(n, device="cuda")
@@ -182,14 +255,17 @@ PY
 }
 
 # --- the default ceiling: the environment's torch wheel ---------------------------------------
-build '{"recipe": "gpu-demo", "version": "0.1.0"}' 0 >/dev/null
+# Without the compile cache ("cache": false), so that the first build below finds it empty.
+build '{"recipe": "gpu-demo", "version": "0.1.0", "cache": false}' 0 >/dev/null
 "$python" - "$work/job-0.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 print(f"job {j['id']} without a manylinux key: {j['state']}: {j['reason']}")
 assert j["state"] == "failed", j
+assert j["compile_cache"]["state"] == "off", j["compile_cache"]
 assert "above the ceiling manylinux_2_" in j["reason"] and "(the platform tag of torch" in j["reason"], j
 PY
+uncached_seconds=$(cache_line 0 "first build without the cache (\"cache\": false)")
 "$bin" config check --config "$work/wheelforge.toml" >/dev/null
 write_config "manylinux = \"$host_glibc\""
 kill -HUP "$server"
@@ -212,8 +288,25 @@ assert all(j["toolchain"][tool] for tool in ("nvcc", "torch", "python")), j["too
 PY
 peak=$(sort -n "$work/mem.samples" | tail -1)
 echo "build wall time: $("$python" -c "print(round($end - $start, 1))") s; peak memory in use on the host during the build: $(( (peak - base_used) / 1048576 )) MiB above the $(( base_used / 1048576 )) MiB in use before"
+first_seconds=$(cache_line 1 "first build")
+"$python" -c 'import json,sys; c = json.load(open(sys.argv[1]))["compile_cache"]; assert c["state"] == "used" and c["cuda_misses"] >= 1 and c["hits"] == 0, c' "$work/job-1.json"
 first_wheel=$(job_field "$work/job-1.json" wheel)
 install_and_run "$work/target" 0
+
+# --- a second build of the same torch x CUDA cell whose binding differs: the kernel is a hit ---
+echo "0.2.0" > "$src/VERSION"
+build '{"recipe": "gpu-demo", "version": "0.2.0"}' 3 >/dev/null
+second_seconds=$(cache_line 3 "second build (0.2.0: another binding, the same kernel)")
+"$python" - "$work/job-3.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+c = j["compile_cache"]
+assert j["state"] == "succeeded", j
+assert c["state"] == "used" and c["cuda_hits"] >= 1 and c["cuda_misses"] == 0, c
+assert c["misses"] >= 1, c  # the binding, compiled with another -DWF_GPU_DEMO_MINOR
+PY
+install_and_run "$work/target-0.2" 0 0.2.0
+echo "0.1.0" > "$src/VERSION"
 
 # --- a request with nothing to do, then a forced rebuild after a source change ----------------
 status=$(curl -s -o "$work/refused.txt" -w '%{http_code}' -u "__token__:$admin" \
@@ -238,5 +331,18 @@ files = {f["filename"]: f for f in json.load(open(sys.argv[1]))["files"]}
 print("published:", ", ".join(f"{n} (yanked: {f['yanked']})" for n, f in sorted(files.items())))
 assert files[sys.argv[2]]["yanked"] == "superseded by build 1", files[sys.argv[2]]
 PY
+rebuild_seconds=$(cache_line 2 "forced rebuild after a Python-only change")
+"$python" - "$work/job-2.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["compile_cache"]
+assert c["state"] == "used" and c["misses"] == 0 and c["cuda_misses"] == 0 and c["hits"] >= 2, c
+PY
 install_and_run "$work/target-rebuild" 1
+"$python" - "$first_seconds" "$second_seconds" "$rebuild_seconds" "$uncached_seconds" <<'PY'
+import sys
+first, second, rebuild, uncached = map(float, sys.argv[1:])
+print(f"build step times: without the cache {uncached:.1f} s, first {first:.1f} s, second cell {second:.1f} s, forced rebuild {rebuild:.1f} s "
+      f"({rebuild / first:.2f} of the first; at most 0.20 asked)")
+assert rebuild <= first / 5, (first, rebuild)
+PY
 echo "GPU PROOF OK"

@@ -171,7 +171,8 @@ def builds_in_catalog(data_dir: Path) -> int:
 def test_build_talks_to_the_server_the_configuration_describes(harness):
     """listen (a port other than 8080) and data_dir come from the configuration file only; the
     command installs torch from that server, prints the job's log path, a tail of its log and
-    the elapsed times."""
+    the elapsed times; `--no-cache` builds without the compile cache (a request's "cache":
+    false)."""
     require_tools(nvcc=False)
     h = harness
     h.token("upload")
@@ -232,6 +233,18 @@ def test_build_talks_to_the_server_the_configuration_describes(harness):
 
     assert wait_for(listed, 5.0), "the server does not list the wheel the command built"
     assert "Successfully installed torch-2.8.0+cu130" in log, log[-3000:]
+    assert 'compile cache off: the build request said "cache": false' not in log, log[-3000:]
+
+    # --no-cache is the request's "cache": false: the forced rebuild compiles without the cache.
+    proc = h.cli("build", "--config", str(config), "cli", "1.0.0", "--force", "--no-cache",
+                 timeout=300)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    path_line = re.fullmatch(rf"job (\d+) {CELL}: log (/\S+/log\.txt)", proc.stdout.splitlines()[1])
+    assert path_line and int(path_line.group(1)) != job_id, proc.stdout
+    rebuilt_log = Path(path_line.group(2)).read_text()
+    assert ('==> [building] compile cache off: the build request said "cache": false\n'
+            in rebuilt_log), rebuilt_log[-3000:]
+    assert re.search(r"^1 succeeded, 0 failed in ", proc.stdout, re.M), proc.stdout
 
 
 def test_build_refuses_when_no_server_answers(harness):

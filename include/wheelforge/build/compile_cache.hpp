@@ -57,6 +57,17 @@ inline constexpr std::string_view kWrappedCompilers[] = {"nvcc", "gcc", "g++", "
     const std::filesystem::path& dir, const std::filesystem::path& ccache,
     const std::map<std::string, std::filesystem::path>& compilers);
 
+/// Writes one wrapper script per kWrappedCompilers name into `dir` (created) for builds that
+/// run on other machines or in images (containers, Slurm nodes): each finds its real compiler
+/// where it runs (nvcc under CUDA_HOME, the others on PATH after `dir`) and runs it through the
+/// `ccache` on PATH there, or directly when there is none. A wrapper that exists with the same
+/// text is not written again.
+[[nodiscard]] Status write_portable_compiler_wrappers(const std::filesystem::path& dir);
+
+/// The marker a remote build's check leaves in its work directory when the compile cache
+/// cannot be used where it runs; it holds the reason.
+inline constexpr std::string_view kCompileCacheUnavailable = "compile-cache-unavailable";
+
 /// Where the wrappers of this set of compilers live: DATA_DIR/builds/compilers/<hash of the
 /// paths>, shared by every job with the same compilers. ccache hashes the host compiler that
 /// nvcc runs (a wrapper) by size and modification time, so the wrappers must stay unchanged

@@ -58,6 +58,9 @@ struct CommandPlacement {
   std::filesystem::path envs_dir;  ///< where build environments live (DATA_DIR/builds/envs)
   /// The pip cache the install commands use (DATA_DIR/builds/pip-cache); empty: none.
   std::filesystem::path pip_cache;
+  /// The recipe's compile cache directory its build uses (mounted read-write into containers
+  /// at the same path); empty: none.
+  std::filesystem::path compile_cache;
   std::string python;  ///< the cell's Python ("3.12")
   std::string cuda;    ///< the cell's CUDA ("12.8")
   /// What the job may use: the admission grant (limits of a container) or what its batch jobs

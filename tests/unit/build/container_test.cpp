@@ -82,6 +82,20 @@ TEST(ContainerArgv, EveryCommandSeesOnlyItsJobAndTheMountsWithinItsGrant) {
                           "pip", "wheel", "-w", "/data/builds/job-7/out"));
 }
 
+TEST(ContainerArgv, TheBuildGetsTheCompileCacheMountedReadWrite) {
+  const fs::path work = "/data/builds/job-7";
+  ContainerRun run;
+  run.name = "n";
+  run.image = "i";
+  ProcessSpec spec = command(work, Where::build);
+  EXPECT_THAT(container_run_argv(podman(), spec, run), Not(Contains(HasSubstr("ccache"))));
+  spec.placement.compile_cache = "/shared/ccache/demo";
+  const auto argv = container_run_argv(podman(), spec, run);
+  const auto at = std::find(argv.begin(), argv.end(), "/shared/ccache/demo:/shared/ccache/demo:rw");
+  ASSERT_NE(at, argv.end());
+  EXPECT_EQ(*(at - 1), "--volume");
+}
+
 TEST(ContainerArgv, TheSmokeTestGetsTheGpusAsConfigured) {
   const fs::path work = "/data/builds/job-7";
   ContainerRun run;
