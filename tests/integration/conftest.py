@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import wfbackend
 from wfhelpers import (
     NginxIndex,
     Server,
@@ -28,6 +29,60 @@ from wfhelpers import (
 # Fixtures that start a private Slurm cluster, prepare a container engine or start a throwaway
 # PostgreSQL cluster (see each module).
 pytest_plugins = ("slurm_cluster", "container_engine", "pg_cluster")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "default_backend_only(reason): about SQLite or the local file layout themselves; "
+        "deselected when WF_TEST_BACKEND=pg-s3 runs the suite on PostgreSQL + S3 (wfbackend.py)")
+
+
+def pytest_report_header(config):
+    return f"wheelforge stores: WF_TEST_BACKEND={wfbackend.BACKEND}"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pg-s3, deselects the tests marked default_backend_only (reported as deselected,
+    with each one's reason under -v)."""
+    if wfbackend.BACKEND == "default":
+        return
+    kept, dropped = [], []
+    for item in items:
+        mark = item.get_closest_marker("default_backend_only")
+        if mark is None:
+            kept.append(item)
+            continue
+        reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
+        assert reason, f"{item.nodeid}: default_backend_only needs a reason"
+        dropped.append(item)
+        if config.getoption("verbose") > 0:
+            print(f"\ndeselected on {wfbackend.BACKEND}: {item.nodeid}: {reason}")
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@pytest.fixture(scope="session", autouse=True)
+def wf_backend(request):
+    """Under WF_TEST_BACKEND=pg-s3: the session's PostgreSQL cluster and Swift, through which
+    every wheelforge command of the suite runs (wfbackend.command())."""
+    if wfbackend.BACKEND == "default":
+        yield None
+        return
+    import swift_s3
+
+    pg = request.getfixturevalue("pg_cluster")
+    root = Path(tempfile.mkdtemp(prefix="wf-backend-"))
+    info = swift_s3.start(root / "swift")
+    backend = wfbackend.PgS3(pg, info, root)
+    wfbackend.install(backend)
+    try:
+        yield backend
+    finally:
+        wfbackend.install(None)
+        swift_s3.stop(root / "swift")
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
@@ -129,6 +184,9 @@ class Harness:
                 crashed.append(f"sanitizer report in {server.log_path}")
         for index in self.indexes:
             index.stop()
+        backend = wfbackend.active()
+        if backend is not None:
+            backend.release_under(self.root)
         return crashed
 
 

@@ -13,12 +13,14 @@ import re
 import signal
 import socket
 import subprocess
+import sqlite3
 import threading
 import tomllib
 from pathlib import Path
 
 import pytest
 
+import wfbackend
 from conftest import Harness
 from test_runner import (
     CUDA_HOME,
@@ -34,7 +36,8 @@ from test_runner import (
     write_config,
     write_fake_source,
 )
-from wfhelpers import JSON_TYPE, SERVER_START_TIMEOUT, Server, clean_env, run, wait_for
+from wfhelpers import (JSON_TYPE, SERVER_START_TIMEOUT, Server, catalog_query, clean_env, run,
+                       wait_for)
 
 CELL = "py3.11-torch2.8-cu130"
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -64,7 +67,8 @@ class ConfiguredServer(Server):
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [str(self.binary), "serve", "--config", str(self.config)],
+                wfbackend.command([self.binary, "serve", "--config", self.config],
+                                  data_dir=self.data_dir),
                 stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=clean_env(),
             )
         finally:
@@ -87,7 +91,7 @@ class Command:
 
     def __init__(self, h: Harness, *args: str):
         self.proc = subprocess.Popen(
-            [str(h.binary), "build", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            wfbackend.command([h.binary, "build", *args], cwd=h.root), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL, env=clean_env(), cwd=h.root,
         )
         self.lines: list[str] = []
@@ -150,18 +154,12 @@ def job_lines(stdout: str) -> dict[int, list[str]]:
 
 
 def builds_in_catalog(data_dir: Path) -> int:
-    import sqlite3
-
-    db = data_dir / "wheelforge.db"
-    if not db.exists():
+    if wfbackend.active() is None and not (data_dir / "wheelforge.db").exists():
         return 0
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     try:
-        return conn.execute("SELECT count(*) FROM builds").fetchone()[0]
-    except sqlite3.OperationalError:
+        return int(catalog_query(data_dir, "SELECT count(*) FROM builds")[0][0])
+    except sqlite3.OperationalError:  # no catalog yet
         return 0
-    finally:
-        conn.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,17 @@ import urllib.parse
 
 import pytest
 
+import wfbackend
 from wfhelpers import make_wheel, path_of, sha256_hex
+
+
+@pytest.fixture(autouse=True)
+def server_sends_the_bytes():
+    """How the server itself sends a file: with an S3 blob store (WF_TEST_BACKEND=pg-s3) under
+    `file_serving = "proxy"`, where it answers from its read cache (a redirect hands the bytes
+    to the store: test_s3_store.py)."""
+    with wfbackend.file_serving("proxy"):
+        yield
 
 
 @pytest.fixture

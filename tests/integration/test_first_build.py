@@ -47,6 +47,8 @@ def documented_example() -> tuple[dict[str, str], list[str]]:
     return files, scripts[0].splitlines()
 
 
+@pytest.mark.default_backend_only(
+    reason="runs the documented commands as written, on what a fresh machine has: SQLite + files")
 def test_the_documented_first_build_succeeds_from_a_fresh_data_directory(harness):
     for tool in (EXAMPLE_CUDA / "bin" / "nvcc", PYTHON311, *BUILD_TOOL_WHEELS):
         if not Path(tool).exists():

@@ -4,11 +4,12 @@ are skipped on a second run."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 
-from wfhelpers import JSON_TYPE, catalog_rows, make_wheel, wait_for
+from pathlib import Path
+
+from wfhelpers import JSON_TYPE, blob_objects, catalog_rows, make_wheel, wait_for
 
 LABEL = "cu128torch2.8"
 
@@ -93,7 +94,7 @@ def test_ingest_files_before_serving(harness, tokens, artifacts):
 
 
 def blob_names(data_dir):
-    return {f for _dir, _sub, files in os.walk(data_dir / "blobs") for f in files}
+    return {Path(key).name for key, _size in blob_objects(data_dir)}
 
 
 def test_ingest_batches_answer_every_file_as_if_one_at_a_time(harness, artifacts):

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+import wfbackend
 from wfhelpers import (
     PIP_PYTHONS,
     clean_env,
@@ -87,7 +88,8 @@ def test_pip_install_and_download(harness, server, two_indexes, pip_version):
     if pip_version != "23.0.1":
         # pip >= 23.2 reads PEP 714 `core-metadata` and fetches the metadata file instead of
         # the wheel to resolve.
-        metadata_get = rf"GET /files/\S+/{re.escape(app.filename)}\.metadata\b.*-> 200"
+        metadata_get = (rf"GET /files/\S+/{re.escape(app.filename)}\.metadata\b.*"
+                        rf"-> {wfbackend.FILE_GET_STATUS}")
         assert wait_for(lambda: re.search(metadata_get, server.log()), timeout=3.0), (
             f"pip {pip_version} did not fetch the .metadata file:\n{server.log_tail(40)}"
         )

@@ -692,7 +692,7 @@ def test_cli_yank_version_and_file_while_serving(harness, server, upload_token, 
     assert "data-yanked" not in anchors[old.filename], anchors[old.filename]
     # Yanked files stay downloadable.
     entry = listed_files(server, project)[new_cp.filename]
-    resp = server.get(path_of(urllib.parse.urljoin(f"/simple/{project}/", entry["url"])))
+    resp = server.get_file(path_of(urllib.parse.urljoin(f"/simple/{project}/", entry["url"])))
     assert resp.status == 200 and resp.body == new_cp.data, (
         f"download of a yanked file: {resp.status}"
     )

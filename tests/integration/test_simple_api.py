@@ -222,7 +222,7 @@ def test_sdist_listed_with_pkg_info_metadata(harness, server, upload_token, arti
     anchors = parse_html(server.get("/simple/sdpkg/").text).anchors
     assert [a["#text"].strip() for a in anchors] == ["sdpkg-1.0.tar.gz"]
     assert anchors[0]["data-core-metadata"] == f"sha256={sdist.metadata_sha256}"
-    meta = server.get(path_of(entry["url"]) + ".metadata")
+    meta = server.get_file(path_of(entry["url"]) + ".metadata")
     assert meta.status == 200
     assert meta.body == sdist.metadata
 

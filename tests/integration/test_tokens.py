@@ -11,13 +11,13 @@ from __future__ import annotations
 import datetime
 import http.client
 import re
-import sqlite3
 
 from test_claims import admin_post, new_token
 from test_pip import PIP_TIMEOUT, pip_python_or_skip
 from test_publish import output_of, twine
 from test_ui import basic, login, origin, post
-from wfhelpers import (PIP_PYTHONS, assert_nothing_stored, curl, curl_upload, make_wheel,
+from wfhelpers import (PIP_PYTHONS, assert_nothing_stored, catalog_execute, catalog_query, curl,
+                       curl_upload, make_wheel,
                        page_etags, pip_args, put_awaiting_body, run, wait_for)
 
 
@@ -41,12 +41,8 @@ def age_token(harness, token_id: int) -> None:
     """Moves a token's expiry to a second ago, as if its time had passed (the server sees the
     change at its next look at the catalog)."""
     past = int((datetime.datetime.now(datetime.timezone.utc).timestamp() - 1) * 1_000_000)
-    conn = sqlite3.connect(harness.data_dir / "wheelforge.db", timeout=10)
-    try:
-        with conn:
-            conn.execute("UPDATE tokens SET expires_at = ? WHERE id = ?", (past, token_id))
-    finally:
-        conn.close()
+    catalog_execute(harness.data_dir,
+                    f"UPDATE tokens SET expires_at = {int(past)} WHERE id = {int(token_id)}")
 
 
 def create(harness, *args: str):
@@ -150,12 +146,10 @@ def test_last_use_is_recorded(harness, artifacts):
 
 
 def last_used_micros(harness, token_id: int) -> int | None:
-    conn = sqlite3.connect(f"file:{harness.data_dir / 'wheelforge.db'}?mode=ro", uri=True,
-                           timeout=10)
-    try:
-        return conn.execute("SELECT last_used_at FROM tokens WHERE id = ?", (token_id,)).fetchone()[0]
-    finally:
-        conn.close()
+    rows = catalog_query(harness.data_dir,
+                         f"SELECT last_used_at FROM tokens WHERE id = {int(token_id)}")
+    value = rows[0][0]
+    return None if value in (None, "") else int(value)
 
 
 def test_uses_held_back_within_the_minute_are_written_when_the_server_stops(harness, artifacts):

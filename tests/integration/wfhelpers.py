@@ -30,6 +30,8 @@ import urllib.parse
 import zipfile
 from pathlib import Path
 
+import wfbackend
+
 PYENV = Path("/root/.pyenv/versions")
 # The pip versions whose behaviour differs in ways the index must serve (JSON vs HTML choice,
 # PEP 658 metadata through `data-dist-info-metadata` only, PEP 714 `core-metadata`).
@@ -335,6 +337,7 @@ def clean_env(**extra: str) -> dict[str, str]:
         PYTHONNOUSERSITE="1",
         PYTHONDONTWRITEBYTECODE="1",
     )
+    env.update(wfbackend.environment())
     env.update(extra)
     return env
 
@@ -342,7 +345,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 def run(cmd: list[str], *, timeout: float = CLI_TIMEOUT, **kwargs) -> subprocess.CompletedProcess:
     kwargs.setdefault("env", clean_env())
     return subprocess.run(
-        [str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kwargs
+        wfbackend.command(cmd, kwargs.get("cwd")), capture_output=True, text=True, timeout=timeout, **kwargs
     )
 
 
@@ -367,7 +370,7 @@ class Server:
         self.stopped_by_us = False
 
     def start(self) -> None:
-        cmd = [
+        cmd = wfbackend.command([
             str(self.binary),
             "serve",
             "--data-dir",
@@ -375,7 +378,7 @@ class Server:
             "--listen",
             "127.0.0.1:0",
             *self.extra_args,
-        ]
+        ])
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
@@ -455,6 +458,22 @@ class Server:
     def get(self, target: str, headers=None) -> Response:
         return self.request("GET", target, headers)
 
+    def fetch(self, method: str, target: str, headers=None) -> Response:
+        """A GET or HEAD of a file as a client that follows redirects sees it: a `302` to the
+        object store (file_serving = redirect, WF_TEST_BACKEND=pg-s3) is followed once, to
+        the presigned URL, with the same headers less Authorization (as pip and curl do)."""
+        resp = self.request(method, target, headers)
+        location = resp.header("Location")
+        if resp.status != 302 or not location or not location.startswith("http"):
+            return resp
+        parts = urllib.parse.urlsplit(location)
+        rest = {k: v for k, v in (headers or {}).items() if k.lower() != "authorization"}
+        return http_request(f"{parts.scheme}://{parts.netloc}", method,
+                            parts.path + ("?" + parts.query if parts.query else ""), rest)
+
+    def get_file(self, target: str, headers=None) -> Response:
+        return self.fetch("GET", target, headers)
+
     def head(self, target: str, headers=None) -> Response:
         return self.request("HEAD", target, headers)
 
@@ -503,6 +522,12 @@ def _tree(root: Path) -> frozenset[tuple[str, int]]:
 
 
 def catalog_rows(data_dir: Path) -> tuple[str, ...]:
+    """Every row of the catalog's `files` table (sorted, each as one string): SQLite's
+    DATA_DIR/wheelforge.db, or the data directory's PostgreSQL database under pg-s3."""
+    backend = wfbackend.active()
+    if backend is not None:
+        rows = backend.sql(data_dir, "SELECT * FROM files")
+        return tuple(sorted(repr(tuple(r)) for r in rows or []))
     db = data_dir / "wheelforge.db"
     if not db.exists():
         return ()
@@ -519,17 +544,111 @@ def catalog_rows(data_dir: Path) -> tuple[str, ...]:
         conn.close()
 
 
-def catalog_filenames(data_dir: Path) -> list[str]:
+def catalog_query(data_dir: Path, sql: str) -> list[tuple]:
+    """Rows of a read-only query on the data directory's catalog, on either backend. Under
+    pg-s3 every value comes back as text (NULL as ''); compare with str() on both sides."""
+    backend = wfbackend.active()
+    if backend is not None:
+        return [tuple(r) for r in backend.sql(data_dir, sql) or []]
     db = data_dir / "wheelforge.db"
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     try:
-        return sorted(row[0] for row in conn.execute("SELECT filename FROM files"))
+        return [tuple(r) for r in conn.execute(sql)]
     finally:
         conn.close()
 
 
+def catalog_execute(data_dir: Path, sql: str) -> None:
+    """Runs one writing statement (values written into the SQL, no parameters) on the data
+    directory's catalog, on either backend: for tests that age a row behind the server."""
+    backend = wfbackend.active()
+    if backend is not None:
+        assert backend.sql(data_dir, sql) is not None, f"{data_dir} has no catalog yet"
+        return
+    conn = sqlite3.connect(data_dir / "wheelforge.db", timeout=10)
+    try:
+        with conn:
+            conn.execute(sql)
+    finally:
+        conn.close()
+
+
+def catalog_filenames(data_dir: Path) -> list[str]:
+    return sorted(row[0] for row in catalog_query(data_dir, "SELECT filename FROM files"))
+
+
+def blob_objects(data_dir: Path) -> frozenset[tuple[str, int]]:
+    """(path below blobs/, size) of every stored blob: DATA_DIR/blobs, or the data directory's
+    prefix in the object store under pg-s3 (PREFIX/blobs/...)."""
+    backend = wfbackend.active()
+    if backend is not None:
+        return backend.blobs(data_dir)
+    return _tree(data_dir / "blobs")
+
+
+class StoredBlob:
+    """The blob of a sha256 in a data directory's blob store (DATA_DIR/blobs/aa/bb/SHA, or
+    PREFIX/blobs/aa/bb/SHA in the object store under pg-s3), with pathlib's names for what
+    tests do with it."""
+
+    def __init__(self, data_dir: Path, sha: str):
+        self.data_dir, self.sha = data_dir, sha
+        self.local = data_dir / "blobs" / sha[:2] / sha[2:4] / sha
+
+    def __repr__(self) -> str:
+        return f"StoredBlob({self.data_dir}, {self.sha})"
+
+    def __getattr__(self, name):
+        """Anything else (chmod, write_bytes, stat) is the local file's, on the default backend."""
+        if wfbackend.active() is not None:
+            raise AttributeError(f"StoredBlob.{name} exists only for local files")
+        return getattr(self.local, name)
+
+    def _object(self):
+        backend = wfbackend.active()
+        if backend is None:
+            return None, None
+        return backend, backend.blob_key(self.data_dir, self.sha)
+
+    def exists(self) -> bool:
+        backend, key = self._object()
+        if backend is None:
+            return self.local.exists()
+        if key is None:
+            return False
+        from botocore.exceptions import ClientError
+
+        try:
+            backend.s3().head_object(Bucket=backend.bucket, Key=key)
+            return True
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+
+    is_file = exists
+
+    def read_bytes(self) -> bytes:
+        backend, key = self._object()
+        if backend is None:
+            return self.local.read_bytes()
+        assert key is not None, f"{self.data_dir} has no object store prefix yet"
+        return backend.s3().get_object(Bucket=backend.bucket, Key=key)["Body"].read()
+
+    def unlink(self) -> None:
+        backend, key = self._object()
+        if backend is None:
+            self.local.unlink()
+        else:
+            backend.s3().delete_object(Bucket=backend.bucket, Key=key)
+
+
+def stored_blob(data_dir: Path, sha: str) -> StoredBlob:
+    return StoredBlob(data_dir, sha)
+
+
 def store_state(data_dir: Path) -> StoreState:
-    return StoreState(_tree(data_dir / "blobs"), _tree(data_dir / "tmp"), catalog_rows(data_dir))
+    return StoreState(blob_objects(data_dir), _tree(data_dir / "tmp"), catalog_rows(data_dir))
 
 
 def page_etags(server: Server, project: str) -> dict[str, str | None]:
