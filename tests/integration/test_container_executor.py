@@ -173,7 +173,9 @@ def check_provenance(engine, admin, job_id: int) -> None:
     assert container["image"] == engine.image and container["digest"] == digest, container
     command = container["command"]
     assert command.startswith(f"{engine.cli} ") and " run --rm --init " in command, command
-    assert f" {engine.image} /bin/sh -c 'sh ./hang.sh'" in command, command
+    # The recipe's command, after the compile cache's check of the container (docs/runner.md).
+    assert f" {engine.image} /bin/sh -c '" in command, command
+    assert command.endswith("unset PYTORCH_NVCC; fi\nsh ./hang.sh'"), command
     # A variable that looks like a secret is masked; the others are as the build gets them.
     assert "WF_FAKE_API_TOKEN=***" in command and "s3cr3t" not in command, command
     assert "WF_FAKE_PROJECT=wf-fake-hang" in command, command

@@ -1273,8 +1273,10 @@ def test_build_environment_is_minimal(fault_bed):
         assert env["PYTORCH_NVCC"] == f"{wrappers}/nvcc", env
         assert env["CCACHE_DIR"] == str(data_dir / "builds" / "ccache" / "warm"), env
         assert env["CCACHE_BASEDIR"] == str(data_dir / "builds"), env
+        # nvcc's compiles are cacheable only without --generate-dependencies-with-compile.
+        assert env["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] == "1", env
         for name in ("PYTORCH_NVCC", "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_MAXSIZE",
-                     "CCACHE_NOHASHDIR", "CCACHE_STATSLOG"):
+                     "CCACHE_NOHASHDIR", "CCACHE_STATSLOG", "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"):
             env.pop(name)
     env["PATH"] = path
     expected = {
