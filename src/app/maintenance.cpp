@@ -252,41 +252,13 @@ Result<std::uint64_t> fetch_verified(const store::BlobStore& store, const std::s
   return hashed->size;
 }
 
-/// A libpq URI without its password (userinfo or ?password=), to put on a command line.
-std::string uri_without_password(std::string_view uri) {
-  std::string out(uri);
-  const auto scheme = out.find("://");
-  if (scheme == std::string::npos) return out;
-  const auto start = scheme + 3;
-  const auto end = out.find_first_of("/?", start);
-  const auto at = out.rfind('@', end == std::string::npos ? std::string::npos : end);
-  if (at != std::string::npos && at >= start) {
-    const auto colon = out.find(':', start);
-    if (colon != std::string::npos && colon < at) out.erase(colon, at - colon);
-  }
-  const auto query = out.find('?');
-  if (query == std::string::npos) return out;
-  std::string kept;
-  std::size_t pos = query + 1;
-  while (pos <= out.size()) {
-    const auto stop = std::min(out.find('&', pos), out.size());
-    const std::string_view param = std::string_view(out).substr(pos, stop - pos);
-    if (!param.empty() && !param.starts_with("password=")) {
-      kept += kept.empty() ? "?" : "&";
-      kept += param;
-    }
-    pos = stop + 1;
-  }
-  return out.substr(0, query) + kept;
-}
-
 /// Runs `pg_dump --format=custom` (from PATH) of the database `uri` into the new file `dest`:
 /// one consistent snapshot of it. The password goes in PGPASSWORD, never on the command line.
 /// unavailable naming the database and saying what pg_dump said when it fails.
 Status dump_postgres(const std::string& uri, const fs::path& dest) {
   build::ProcessSpec spec;
   spec.argv = {"pg_dump", "--format=custom", "--no-password", "--file=" + dest.string(),
-               "--dbname=" + uri_without_password(uri)};
+               "--dbname=" + catalog::uri_without_password(uri)};
   const std::string password = catalog::uri_password(uri);
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);

@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <cstdlib>
+#include <optional>
 #include <utility>
 
 namespace wf::catalog::pg {
@@ -74,16 +75,28 @@ std::string password(std::string_view uri) {
   return out;
 }
 
+namespace {
+
+/// Where the password of `uri`'s userinfo lies: [colon, at) of "user:password@"; nullopt when
+/// the URI has none.
+std::optional<std::pair<std::size_t, std::size_t>> userinfo_password(const std::string& uri) {
+  const auto scheme = uri.find("://");
+  if (scheme == std::string::npos) return std::nullopt;
+  const auto start = scheme + 3;
+  const auto end = uri.find_first_of("/?", start);
+  const auto at = uri.rfind('@', end == std::string::npos ? std::string::npos : end);
+  if (at == std::string::npos || at < start) return std::nullopt;
+  const auto colon = uri.find(':', start);
+  if (colon == std::string::npos || colon >= at) return std::nullopt;
+  return std::pair{colon, at};
+}
+
+}  // namespace
+
 std::string redact_uri(std::string_view uri) {
   std::string out(uri);
-  const auto scheme = out.find("://");
-  if (scheme == std::string::npos) return out;
-  const auto start = scheme + 3;
-  const auto end = out.find_first_of("/?", start);
-  const auto at = out.rfind('@', end == std::string::npos ? std::string::npos : end);
-  if (at != std::string::npos && at >= start) {
-    const auto colon = out.find(':', start);
-    if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  if (const auto pw = userinfo_password(out)) {
+    out.replace(pw->first + 1, pw->second - pw->first - 1, "***");
   }
   // A password given as a query parameter.
   for (std::size_t pos = out.find("password=");;) {
@@ -98,6 +111,23 @@ std::string redact_uri(std::string_view uri) {
     pos = out.find("password=", value);
   }
   return out;
+}
+
+std::string strip_password(std::string_view uri) {
+  std::string out(uri);
+  if (const auto pw = userinfo_password(out)) out.erase(pw->first, pw->second - pw->first);
+  const auto query = out.find('?');
+  if (query == std::string::npos) return out;
+  std::string kept;
+  for (std::size_t pos = query + 1; pos <= out.size();) {
+    const auto stop = std::min(out.find('&', pos), out.size());
+    if (stop > pos && !std::string_view(out).substr(pos, stop - pos).starts_with("password=")) {
+      kept += kept.empty() ? "?" : "&";
+      kept.append(out, pos, stop - pos);
+    }
+    pos = stop + 1;
+  }
+  return out.substr(0, query) + kept;
 }
 
 Params& Params::add(std::string_view s) {

@@ -33,6 +33,8 @@ namespace wf::catalog::pg {
 
 /// `uri` with the password (if any) replaced by "***": for logs and `config check`.
 [[nodiscard]] std::string redact_uri(std::string_view uri);
+/// `uri` without its password (userinfo or ?password=), to put on a command line.
+[[nodiscard]] std::string strip_password(std::string_view uri);
 
 /// Statement parameters, all sent as text ($1, $2, ... in order of add()).
 class Params {

@@ -260,6 +260,10 @@ std::string uri_password(std::string_view location) {
   return pg::password(location);
 }
 
+std::string uri_without_password(std::string_view location) {
+  return pg::strip_password(location);
+}
+
 bool is_postgres_location(std::string_view location) {
   return pg::is_uri(location);
 }

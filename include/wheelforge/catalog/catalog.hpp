@@ -401,6 +401,9 @@ class CallObserver {
 
 /// The password a PostgreSQL URI carries (userinfo or ?password=), empty when none.
 [[nodiscard]] std::string uri_password(std::string_view location);
+/// A PostgreSQL URI without its password (userinfo or ?password=), to hand to a program
+/// (pg_dump) whose password goes elsewhere.
+[[nodiscard]] std::string uri_without_password(std::string_view location);
 
 /// The location as it may be shown and logged: a URI's password replaced by "***".
 [[nodiscard]] std::string describe_catalog_location(std::string_view location);

@@ -188,6 +188,11 @@ TEST(CatalogLocation, OnlySqliteOrALibpqUriIsAccepted) {
   EXPECT_EQ(describe_catalog_location("postgresql://db.example/index?password=pw&user=wf"),
             "postgresql://db.example/index?password=***&user=wf");
   EXPECT_EQ(describe_catalog_location("sqlite"), "sqlite");
+  // For pg_dump's command line (the password goes in PGPASSWORD).
+  EXPECT_EQ(uri_without_password("postgresql://wf:pw@db.example:5433/index?sslmode=require"),
+            "postgresql://wf@db.example:5433/index?sslmode=require");
+  EXPECT_EQ(uri_without_password("postgresql://db.example/index?password=pw&user=wf"),
+            "postgresql://db.example/index?user=wf");
 }
 
 }  // namespace
