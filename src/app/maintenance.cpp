@@ -17,6 +17,7 @@
 #include "wheelforge/archive/elf.hpp"
 #include "wheelforge/build/pip_cache.hpp"
 #include "wheelforge/build/process.hpp"
+#include "wheelforge/catalog/pg_snapshot.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/handlers/upstreams.hpp"
@@ -255,9 +256,13 @@ Result<std::uint64_t> fetch_verified(const store::BlobStore& store, const std::s
 /// Runs `pg_dump --format=custom` (from PATH) of the database `uri` into the new file `dest`:
 /// one consistent snapshot of it. The password goes in PGPASSWORD, never on the command line.
 /// unavailable naming the database and saying what pg_dump said when it fails.
-Status dump_postgres(const std::string& uri, const fs::path& dest) {
+Status dump_postgres(const std::string& uri, const fs::path& dest, const std::string& snapshot) {
   build::ProcessSpec spec;
-  spec.argv = {"pg_dump", "--format=custom", "--no-password", "--file=" + dest.string(),
+  spec.argv = {"pg_dump",
+               "--format=custom",
+               "--no-password",
+               "--snapshot=" + snapshot,
+               "--file=" + dest.string(),
                "--dbname=" + catalog::uri_without_password(uri)};
   const std::string password = catalog::uri_password(uri);
   for (char** e = environ; *e != nullptr; ++e) {
@@ -320,21 +325,17 @@ Result<BackupReport> backup_data_dir(const Settings& settings, const BackupOptio
   BackupReport report;
   std::vector<catalog::BlobRef> refs;
   if (postgres) {
-    // pg_dump's snapshot cannot be read back here: the blobs referenced before it and after
-    // it cover every file of it (a file added meanwhile is referenced after, unless deleted
-    // again at once; a file deleted meanwhile was referenced before).
-    auto before = source->catalog->referenced_blobs();
-    if (!before) return before.error();
-    if (auto st = dump_postgres(settings.catalog, db); !st) return st.error();
-    auto contents = source->catalog->load();
-    if (!contents) return contents.error();
-    report.files = contents->files.size();
-    report.projects = contents->projects.size();
-    report.tokens = contents->tokens.size();
-    auto after = source->catalog->referenced_blobs();
-    if (!after) return after.error();
-    refs = std::move(*before);
-    refs.insert(refs.end(), after->begin(), after->end());
+    // pg_dump dumps a snapshot that a transaction of ours exported and holds, and what the
+    // report counts and the blobs copied are read in that same snapshot: exactly the dump's
+    // files, while uploads go on.
+    auto summary = catalog::with_exported_snapshot(
+        settings.catalog,
+        [&](const std::string& snapshot) { return dump_postgres(settings.catalog, db, snapshot); });
+    if (!summary) return summary.error();
+    report.files = summary->files;
+    report.projects = summary->projects;
+    report.tokens = summary->tokens;
+    refs = std::move(summary->refs);
     report.catalog_dump = db;
   } else {
     if (auto st = source->catalog->backup_to(db); !st) return st.error();

@@ -174,6 +174,17 @@ Status PgCatalog::check_actor_token_locked(const Actor& by) {
   return ok_status();
 }
 
+Status PgCatalog::check_uploader(const NewFile& nf) {
+  std::lock_guard lock(mu_);
+  if (auto st = check_actor_token_locked(nf.actor); !st) return st.error();
+  auto claim = project_claim_locked(nf.file.project);
+  if (!claim) return claim.error();
+  if (core::decide_upload(*claim, nf.uploader, nf.file.project) == core::ClaimDecision::forbidden) {
+    return make_error(Errc::forbidden, core::not_owner_message(nf.file.project));
+  }
+  return ok_status();
+}
+
 Result<PgCatalog::Inserted> PgCatalog::insert_file_locked(const NewFile& nf,
                                                           const std::function<Status()>& publish) {
   const core::FileRecord& f = nf.file;
@@ -332,9 +343,13 @@ Result<Contents> PgCatalog::load_locked(std::optional<std::string_view> only) {
 }
 
 Result<std::vector<BlobRef>> PgCatalog::referenced_blobs_locked() {
-  auto rows = conn_->exec("list blob references",
-                          "SELECT filename, sha256, size, metadata_sha256, metadata_size FROM files"
-                          " ORDER BY filename COLLATE \"C\"");
+  return read_referenced_blobs(*conn_);
+}
+
+Result<std::vector<BlobRef>> read_referenced_blobs(pg::Conn& conn) {
+  auto rows = conn.exec("list blob references",
+                        "SELECT filename, sha256, size, metadata_sha256, metadata_size FROM files"
+                        " ORDER BY filename COLLATE \"C\"");
   if (!rows) return rows.error();
   std::vector<BlobRef> refs;
   for (int i = 0; i < rows->size(); ++i) {
@@ -344,9 +359,9 @@ Result<std::vector<BlobRef>> PgCatalog::referenced_blobs_locked() {
     refs.push_back(BlobRef{rows->text(i, 3), BlobRole::metadata, filename,
                            static_cast<std::uint64_t>(rows->i64(i, 4))});
   }
-  auto up = conn_->exec("list upstream blob references",
-                        "SELECT sha256, upstream, filename, size FROM upstream_blobs"
-                        " ORDER BY sha256 COLLATE \"C\"");
+  auto up = conn.exec("list upstream blob references",
+                      "SELECT sha256, upstream, filename, size FROM upstream_blobs"
+                      " ORDER BY sha256 COLLATE \"C\"");
   if (!up) return up.error();
   for (int i = 0; i < up->size(); ++i) {
     refs.push_back(BlobRef{up->text(i, 0), BlobRole::file,

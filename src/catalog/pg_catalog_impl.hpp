@@ -58,6 +58,7 @@ class PgCatalog final : public Catalog {
   Result<core::FileRecord> delete_file(std::string_view filename, const Actor& by) override;
   Result<bool> is_reserved(std::string_view filename) override;
   Result<std::optional<DeletedFile>> find_reservation(std::string_view filename) override;
+  Status check_uploader(const NewFile& file) override;
   Result<std::vector<DeletedFile>> deleted_files(std::string_view project) override;
   Result<TokenRecord> revoke_token(std::int64_t id, const Actor& by) override;
   Result<TokenRecord> insert_token(const TokenRecord& token, const Actor& by) override;
@@ -118,5 +119,9 @@ class PgCatalog final : public Catalog {
   std::mutex mu_;
   std::unique_ptr<pg::Conn> conn_;
 };
+
+/// The blobs the rows of `conn`'s catalog reference, as Catalog::referenced_blobs() lists them
+/// (in the caller's transaction, if any).
+Result<std::vector<BlobRef>> read_referenced_blobs(pg::Conn& conn);
 
 }  // namespace wf::catalog::detail

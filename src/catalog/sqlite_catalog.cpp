@@ -214,6 +214,17 @@ Status SqliteCatalog::check_actor_token_locked(const Actor& by) {
   return ok_status();
 }
 
+Status SqliteCatalog::check_uploader(const NewFile& nf) {
+  std::lock_guard lock(mu_);
+  if (auto st = check_actor_token_locked(nf.actor); !st) return st.error();
+  auto claim = project_claim_locked(nf.file.project);
+  if (!claim) return claim.error();
+  if (core::decide_upload(*claim, nf.uploader, nf.file.project) == core::ClaimDecision::forbidden) {
+    return make_error(Errc::forbidden, core::not_owner_message(nf.file.project));
+  }
+  return ok_status();
+}
+
 Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
     const NewFile& nf, const std::function<Status()>& publish) {
   const core::FileRecord& f = nf.file;

@@ -60,6 +60,7 @@ class SqliteCatalog final : public Catalog {
   Result<core::FileRecord> delete_file(std::string_view filename, const Actor& by) override;
   Result<bool> is_reserved(std::string_view filename) override;
   Result<std::optional<DeletedFile>> find_reservation(std::string_view filename) override;
+  Status check_uploader(const NewFile& file) override;
   Result<std::vector<DeletedFile>> deleted_files(std::string_view project) override;
   Result<TokenRecord> revoke_token(std::int64_t id, const Actor& by) override;
   Result<TokenRecord> insert_token(const TokenRecord& token, const Actor& by) override;

@@ -363,6 +363,10 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   if (p.restore) return restore(catalog_, store_, p);
   const Publish mode = publish_mode(store_);
   if (mode == Publish::ahead) {
+    // The uploader is asked about before its bytes go to the store: a token revoked while the
+    // body arrived, or a project claimed by another uploader, uploads no object (the
+    // transaction decides again; a refusal that only it sees leaves orphans for gc).
+    if (auto st = catalog_.check_uploader(p.nf); !st) return st.error();
     if (auto st = publish(store_, p, store::Sync::now, mode); !st) return st.error();
   }
   auto inserted = catalog_.insert_file(p.nf, [&]() -> Status {

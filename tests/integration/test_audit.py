@@ -14,6 +14,7 @@ import urllib.parse
 
 import pytest
 
+import wfbackend
 from test_claims import admin_post, new_token
 from test_publish import output_of, twine
 from test_tokens import age_token, token_rows
@@ -112,7 +113,6 @@ def test_every_change_is_recorded_with_who_when_where_and_what(harness, artifact
     assert r.status == 400 and "invalid time 'soon'" in r.text
 
 
-@pytest.mark.default_backend_only(reason="backup refuses an S3 blob store for now")
 def test_audit_and_token_expiry_survive_backup_and_restore(harness, artifacts):
     up_id, up = describe(harness, "--scope", "upload", "--description", "kept",
                          "--expires", "30d")
@@ -129,6 +129,7 @@ def test_audit_and_token_expiry_survive_backup_and_restore(harness, artifacts):
     backup = harness.root / "backup"
     proc = harness.cli("backup", str(backup), "--data-dir", str(harness.data_dir))
     assert proc.returncode == 0, proc.stderr
+    wfbackend.restore_backup(backup)  # pg-s3: pg_restore of its dump, its blobs into a bucket
     assert audit_rows(harness, data_dir=backup) == before_rows
     restored_tokens = token_rows_of(harness, backup)
     assert restored_tokens == before_tokens
@@ -214,7 +215,8 @@ def test_control_characters_in_free_text_are_refused_everywhere(harness, artifac
     assert " ".join(audit_rows(harness)[0]).endswith("reason: ABI break — use 1.1")
 
 
-@pytest.mark.default_backend_only(reason="writes rows as an older wheelforge (SQLite only) left them, straight into wheelforge.db")
+@pytest.mark.default_backend_only(reason="writes rows as an older wheelforge (SQLite only) "
+                                  "left them, straight into wheelforge.db")
 def test_older_rows_with_control_characters_print_escaped_on_one_line(harness):
     harness.token("admin")  # makes the catalog
     conn = sqlite3.connect(harness.data_dir / "wheelforge.db", timeout=10)

@@ -155,7 +155,7 @@ def test_deleted_name_stays_reserved_in_every_spelling(harness, upload_token, ar
 
 
 def test_damaged_file_is_healed_by_its_bytes_under_another_spelling(harness, tokens, artifacts):
-    from test_ops import blob_path, flip_byte
+    from test_ops import VERIFY, blob_path, flip_byte
 
     server = harness.serve()
     token = tokens["upload"]
@@ -164,7 +164,8 @@ def test_damaged_file_is_healed_by_its_bytes_under_another_spelling(harness, tok
     for artifact in (wheel, keep):
         assert server.put_file(artifact, token).status == 201
     flip_byte(blob_path(harness.data_dir, wheel.sha256))
-    repair = harness.cli("fsck", "--data-dir", str(harness.data_dir), "--min-age", "0", "--repair")
+    repair = harness.cli("fsck", "--data-dir", str(harness.data_dir), "--min-age", "0", "--repair",
+                         *VERIFY)
     assert repair.returncode == 1 and f"withdrew {wheel.filename}" in repair.stdout, repair.stdout
     assert wait_for(lambda: wheel.filename not in listed_sha256(server), timeout=10)
 

@@ -70,6 +70,25 @@ class PgS3:
             self._dirs[data_dir] = (uri, f"it{os.getpid()}-{next(self._n)}")
         return self._dirs[data_dir]
 
+    def restore(self, backup: Path) -> None:
+        """Restores a `wheelforge backup` of a data directory as docs/operations.md says:
+        DEST/catalog.pgdump into a fresh database with pg_restore, and DEST/blobs/ copied into
+        a fresh key prefix (same keys below it); then `backup` names those stores."""
+        backup = Path(os.path.abspath(backup))
+        self.pg.start()
+        uri = self.pg.create_database()
+        proc = subprocess.run(
+            [str(self.pg.bin / "pg_restore"), "--no-owner", "--exit-on-error", "--dbname", uri,
+             str(backup / "catalog.pgdump")], capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise AssertionError(f"pg_restore of {backup} failed: {proc.stderr}")
+        prefix = f"it{os.getpid()}-{next(self._n)}"
+        blobs = backup / "blobs"
+        for path in sorted(p for p in blobs.rglob("*") if p.is_file()):
+            key = f"{prefix}/blobs/{path.relative_to(blobs).as_posix()}"
+            self.s3().put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
+        self._dirs[backup] = (uri, prefix)
+
     def known(self, data_dir: Path) -> tuple[str, str] | None:
         return self._dirs.get(Path(os.path.abspath(data_dir)))
 
@@ -99,7 +118,12 @@ class PgS3:
             if "does not exist" in proc.stderr:  # the server has not created its schema yet
                 return None
             raise AssertionError(f"psql {query!r} failed: {proc.stderr}")
-        return [rec.split("\x1f") for rec in proc.stdout.rstrip("\n").split("\x1e") if rec]
+        # psql ends the last record with a newline and prints nothing at all for no rows: a
+        # row whose one value is NULL or empty is an empty record, not a missing one.
+        if not proc.stdout:
+            return []
+        out = proc.stdout[:-1] if proc.stdout.endswith("\n") else proc.stdout
+        return [rec.split("\x1f") for rec in out.split("\x1e")]
 
     def s3(self):
         if self._client is None:
@@ -172,10 +196,8 @@ def command(argv: list, cwd=None, data_dir=None) -> list[str]:
                     ).read_text()
         if re.search(r"(?m)^\s*(catalog|blob_store)\s*=", text):
             return argv
-        merged = Path(str(config) + ".pg-s3.toml")
-        if re.search(r"(?m)^\s*\[s3\]\s*$", text) is None:
-            text = text.rstrip("\n") + "\n\n" + b.s3_table
-        merged.write_text(text)
+        merged = _merge(Path(config if os.path.isabs(config) else os.path.join(cwd or os.getcwd(),
+                                                                               config)), text, b)
         i = argv.index("--config") if "--config" in argv else None
         if i is not None:
             argv[i + 1] = str(merged)
@@ -188,6 +210,23 @@ def command(argv: list, cwd=None, data_dir=None) -> list[str]:
         data_dir = os.path.join(cwd or os.getcwd(), data_dir)
     uri, prefix = b.stores(Path(data_dir))
     return argv + ["--catalog", uri, "--blob-store", f"s3://{b.bucket}/{prefix}"]
+
+
+def _merge(config: Path, text: str, b: PgS3) -> Path:
+    """The copy of a configuration that pg-s3 commands get: its text plus the [s3] table."""
+    merged = Path(str(config) + ".pg-s3.toml")
+    if re.search(r"(?m)^\s*\[s3\]\s*$", text) is None:
+        text = text.rstrip("\n") + "\n\n" + b.s3_table
+    merged.write_text(text)
+    return merged
+
+
+def config_changed(config: Path) -> None:
+    """After a test rewrote a configuration file that a running server reads (SIGHUP): on
+    pg-s3 that server reads the copy command() made, which is made again from the new text."""
+    config = Path(os.path.abspath(config))
+    if _active is not None and Path(str(config) + ".pg-s3.toml").exists():
+        _merge(config, config.read_text(), _active)
 
 
 _file_serving = "redirect"
@@ -208,3 +247,11 @@ def file_serving(mode: str):
 def environment() -> dict[str, str]:
     """What every wheelforge process gets in its environment on this backend."""
     return {"WHEELFORGE_FILE_SERVING": _file_serving} if _active is not None else {}
+
+
+def restore_backup(backup: Path) -> None:
+    """Makes a `wheelforge backup` directory what a restore makes of it, so that servers and
+    commands on `backup` (as a data directory) use the restored stores: nothing to do on the
+    default backend (the backup is a complete data directory); on pg-s3, PgS3.restore()."""
+    if _active is not None:
+        _active.restore(backup)
