@@ -10,6 +10,13 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   list(APPEND WF_WARNING_FLAGS -Wno-restrict)
 endif()
 
+# In a unity build (CMAKE_UNITY_BUILD, CONTRIBUTING.md) GCC takes the batch's sources for
+# headers and reports every type of their anonymous namespaces that a template captures
+# (-Wsubobject-linkage): true of a header, meaningless for a source compiled once.
+if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND WF_WARNING_FLAGS -Wno-subobject-linkage)
+endif()
+
 function(wf_target_warnings target)
   target_compile_options(${target} PRIVATE ${WF_WARNING_FLAGS})
   if(WF_WERROR)

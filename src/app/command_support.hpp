@@ -2,8 +2,10 @@
 // Internal to the app module: what the commands (commands.cpp, serve.cpp, build_command.cpp)
 // share.
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/catalog/catalog.hpp"
@@ -15,6 +17,11 @@ namespace wf::app::detail {
 
 /// Prints an error the way every command does and returns the exit status to use.
 int report(const Error& error, int exit_status);
+
+/// "1 byte", "2048 bytes": a size as the commands print it.
+[[nodiscard]] inline std::string format_bytes(std::uint64_t bytes) {
+  return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+}
 
 struct DataDir {
   std::unique_ptr<catalog::Catalog> catalog;

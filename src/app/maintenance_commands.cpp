@@ -5,6 +5,7 @@
 #include <iostream>
 #include <utility>
 
+#include "command_support.hpp"
 #include "wheelforge/app/maintenance.hpp"
 #include "wheelforge/build/executor.hpp"
 #include "wheelforge/build/host_check.hpp"
@@ -16,6 +17,7 @@ namespace wf::app {
 namespace {
 
 namespace fs = std::filesystem;
+using detail::format_bytes;
 
 // `s` as a shell word: as it is when it needs no quoting, else in single quotes.
 std::string shell_word(std::string_view s) {
@@ -38,10 +40,6 @@ std::string describe_refs(const std::vector<catalog::BlobRef>& refs) {
     out += std::string(role_name(r.role)) + " of " + r.filename;
   }
   return out;
-}
-
-std::string format_bytes(std::uint64_t bytes) {
-  return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
 }
 
 // One line of what a wheel's binaries say: "2 binaries, torch stable-abi (from 2.9 on), CUDA 13

@@ -28,6 +28,7 @@ namespace wf::app {
 namespace {
 
 namespace fs = std::filesystem;
+using detail::format_bytes;
 
 // A blob that rows of the source reference: what it must hold, and one row that names it.
 struct WantedBlob {
@@ -35,10 +36,6 @@ struct WantedBlob {
   std::uint64_t size = 0;
   std::string what;  ///< "file NAME", "METADATA of NAME", "upstream file NAME"
 };
-
-std::string format_bytes(std::uint64_t bytes) {
-  return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
-}
 
 std::uint64_t to_u64(const std::optional<std::string>& text) {
   if (!text) return 0;

@@ -10,14 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "archive/member_checks.hpp"
 #include "archive/member_source.hpp"
 #include "wheelforge/archive/elf.hpp"
 
 namespace wf::archive::elf_detail {
 
-inline Error invalid(std::string message) {
-  return make_error(Errc::invalid, std::move(message));
-}
+using archive::invalid;
 
 inline std::string hex(std::uint64_t value) {
   static constexpr char kDigits[] = "0123456789abcdef";

@@ -376,7 +376,6 @@ Result<core::ElfInfo> Parser::run() {
 
 }  // namespace elf_detail
 
-using elf_detail::invalid;
 using elf_detail::Parser;
 
 Result<std::string> MemorySource::read_at(std::uint64_t offset, std::size_t length) {

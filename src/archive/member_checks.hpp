@@ -6,11 +6,17 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "wheelforge/archive/reader.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::archive {
+
+/// An `invalid` error: the archive is not what it claims to be.
+inline Error invalid(std::string message) {
+  return make_error(Errc::invalid, std::move(message));
+}
 
 /// A wf::Problems that keeps at most `cap` messages and counts the rest, so that an archive
 /// with a hundred thousand bad members yields a readable error.

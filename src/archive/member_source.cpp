@@ -19,10 +19,6 @@ constexpr std::size_t kBlock = std::size_t{64} * 1024U;
 constexpr std::uint64_t kWindow = std::uint64_t{64} * 1024U;
 constexpr std::size_t kLocalHeaderSize = 30;
 
-Error invalid(std::string message) {
-  return make_error(Errc::invalid, std::move(message));
-}
-
 Result<std::string> pread_exact(int fd, std::uint64_t offset, std::size_t length) {
   std::string out(length, '\0');
   std::size_t done = 0;

@@ -36,13 +36,9 @@ namespace {
 namespace fs = std::filesystem;
 using namespace retag_text;
 
-constexpr std::size_t kChunk = std::size_t{64} * 1024U;
+constexpr std::size_t kCopyChunk = std::size_t{64} * 1024U;
 constexpr mode_t kDefaultFileMode = 0644;
 constexpr mode_t kDefaultDirMode = 0755;
-
-Error invalid(std::string message) {
-  return make_error(Errc::invalid, std::move(message));
-}
 
 // Freeing a writer abandoned on an error path still flushes it (archive_write_fail would leak
 // its compressor); the flush goes to the temp file, which is removed afterwards.
@@ -223,7 +219,7 @@ Status Retagger::copy_member(struct ::archive* reader, struct archive_entry* in,
   // own layout scan, checked against the local header; libarchive checks the CRC.
   if (auto s = write_entry_header(in, new_name, AE_IFREG, member.uncompressed_size); !s) return s;
   crypto::Hasher hasher(crypto::Algorithm::sha256);
-  std::vector<char> buffer(kChunk);
+  std::vector<char> buffer(kCopyChunk);
   std::uint64_t total = 0;
   while (true) {
     const la_ssize_t n = archive_read_data(reader, buffer.data(), buffer.size());

@@ -69,10 +69,6 @@ bool is_utf8(std::string_view s) {
 
 namespace {
 
-Error invalid(std::string message) {
-  return make_error(Errc::invalid, std::move(message));
-}
-
 // One header line of an RFC 822-style block (docs/formats.md, "RFC 822-style header blocks"):
 // [start, end) without the line break, `next` after it.
 struct Line {

@@ -15,7 +15,6 @@ namespace {
 constexpr std::string_view kElfMagic =
     "\x7f"
     "ELF";
-constexpr std::uint16_t kMethodStored = 0;
 
 bool is_directory(const ZipMember& m) {
   return !m.name.empty() && m.name.back() == '/';

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string_view>
 
+#include "archive/member_checks.hpp"
 #include "wheelforge/util/fs.hpp"
 
 namespace wf::archive {
@@ -35,8 +36,6 @@ constexpr std::uint64_t kUnknownOffset = ~std::uint64_t{0};
 constexpr std::uint16_t kFlagEncrypted = 0x0001U;
 constexpr std::uint16_t kFlagDataDescriptor = 0x0008U;
 constexpr std::uint16_t kFlagStrongEncryption = 0x0040U;
-constexpr std::uint16_t kMethodStored = 0;
-constexpr std::uint16_t kMethodDeflate = 8;
 constexpr std::uint16_t kMethodAes = 99;
 
 constexpr std::size_t kReadChunk = std::size_t{64} * 1024U;
@@ -54,10 +53,6 @@ std::uint32_t le32(std::string_view b, std::size_t at) {
 std::uint64_t le64(std::string_view b, std::size_t at) {
   return static_cast<std::uint64_t>(le32(b, at)) |
          (static_cast<std::uint64_t>(le32(b, at + 4)) << 32U);
-}
-
-Error invalid(std::string message) {
-  return make_error(Errc::invalid, std::move(message));
 }
 
 // Exactly `size` bytes at `offset`; reaching the end of the file first means the zip lies about

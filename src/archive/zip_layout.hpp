@@ -16,6 +16,10 @@
 
 namespace wf::archive {
 
+/// A zip member's compression methods.
+inline constexpr std::uint16_t kMethodStored = 0;
+inline constexpr std::uint16_t kMethodDeflate = 8;
+
 /// One central-directory entry, with zip64 values already applied.
 struct ZipMember {
   std::string name;  ///< raw bytes as stored in the central directory

@@ -12,6 +12,7 @@
 #include <map>
 #include <vector>
 
+#include "units.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
@@ -19,8 +20,6 @@ namespace wf::build {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot. Together
 // with the pid it names one process for ever (a pid is reused only by a later process).
@@ -210,7 +209,7 @@ Result<Admission> AdmissionLedger::admit(const Demand& demand, const AdmissionLi
       used_cores += g.cores;
     }
     const auto [budget, cores] = *e.budget;
-    const auto min_bytes = static_cast<std::uint64_t>(demand.gb_per_job * kGiB);
+    const auto min_bytes = static_cast<std::uint64_t>(demand.gb_per_job * kGiBd);
     const std::uint64_t free_memory = budget > used_memory ? budget - used_memory : 0;
     const unsigned free_cores = cores > used_cores ? cores - used_cores : 0;
     if (!e.grants.empty() && (free_cores == 0 || free_memory < min_bytes)) {
@@ -218,8 +217,8 @@ Result<Admission> AdmissionLedger::admit(const Demand& demand, const AdmissionLi
       std::snprintf(text, sizeof text,
                     "%zu job(s) of this data directory hold %.1f of %.1f GiB and %u of %u cores; "
                     "this job needs %.1f GiB and a core",
-                    e.grants.size(), static_cast<double>(used_memory) / kGiB,
-                    static_cast<double>(budget) / kGiB, used_cores, cores, demand.gb_per_job);
+                    e.grants.size(), static_cast<double>(used_memory) / kGiBd,
+                    static_cast<double>(budget) / kGiBd, used_cores, cores, demand.gb_per_job);
       answer.waiting_for = text;
       return false;
     }

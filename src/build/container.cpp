@@ -8,6 +8,7 @@
 
 #include "detached.hpp"
 #include "files.hpp"
+#include "units.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -19,10 +20,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::uint64_t kMiB = 1024ULL * 1024ULL;
 // How long the engine's client may take to end after its container was removed.
 constexpr std::chrono::seconds kClientGrace{30};
-constexpr std::chrono::seconds kClientTimeout{120};
+constexpr std::chrono::seconds kContainerClientTimeout{120};
 
 bool is_engine_variable(std::string_view name) {
   static constexpr std::string_view kNames[] = {
@@ -104,7 +104,7 @@ class ContainerExecution final : public Execution {
     spec.argv = remove_;
     spec.env = engine_environment();
     spec.log_file = "/dev/null";
-    spec.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kClientTimeout);
+    spec.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kContainerClientTimeout);
     auto remover = Process::start(spec);
     if (remover) {
       remover_.emplace(std::move(*remover));
@@ -135,7 +135,7 @@ class ContainerExecutor final : public Executor {
       : config_(std::move(config)), client_(std::move(client)) {
     if (!client_) {
       client_ = [](const std::vector<std::string>& argv) {
-        return run_client(argv, engine_environment(), kClientTimeout);
+        return run_client(argv, engine_environment(), kContainerClientTimeout);
       };
     }
   }

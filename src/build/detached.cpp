@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "files.hpp"
+#include "units.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -22,12 +23,6 @@ constexpr const char* kExit = "exit";
 std::string current_boot_id() {
   auto text = read_small_file("/proc/sys/kernel/random/boot_id", 256);
   return text.ok() ? std::string(trim(text.value())) : std::string();
-}
-
-std::int64_t epoch_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // The exit status the supervisor recorded, once it has.

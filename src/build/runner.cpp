@@ -10,6 +10,7 @@
 #include "files.hpp"
 #include "job_context.hpp"
 #include "steps.hpp"
+#include "units.hpp"
 #include "wheelforge/build/compile_cache.hpp"
 #include "wheelforge/build/pip_cache.hpp"
 #include "wheelforge/core/version.hpp"
@@ -28,9 +29,6 @@ struct Runner::Running {
 };
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr double kMiB = 1024.0 * 1024.0;
 
 fs::path absolute_or_same(const fs::path& p) {
   std::error_code ec;
@@ -200,8 +198,9 @@ Status Runner::start(Recovery recovery) {
     log::info(
         "build runner ({} executor): {} recipes, {:.1f} GiB available, {} cores; admission "
         "shared through {}",
-        executor_.name(), config_.recipes.size(), static_cast<double>(capacity.memory_bytes) / kGiB,
-        capacity.cores, (builds_dir_ / "admission").string());
+        executor_.name(), config_.recipes.size(),
+        static_cast<double>(capacity.memory_bytes) / kGiBd, capacity.cores,
+        (builds_dir_ / "admission").string());
   }
   {
     std::lock_guard lock(mu_);
@@ -248,7 +247,7 @@ ResourceRequest cluster_request(const core::Recipe& recipe, const Executor& exec
   r.source = recipe.cpus ? ResourceRequest::Source::recipe : ResourceRequest::Source::defaults;
   r.cpus = std::max(1U, recipe.cpus.value_or(executor.default_cpus()));
   // Whole MiB, as batch jobs ask for memory.
-  const double bytes = std::ceil(recipe.gb_per_job * r.cpus * kGiB / kMiB) * kMiB;
+  const double bytes = std::ceil(recipe.gb_per_job * r.cpus * kGiBd / kMiBd) * kMiBd;
   r.memory_bytes = static_cast<std::uint64_t>(bytes);
   return r;
 }
@@ -562,9 +561,9 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
       log::info(
           "job={} pip cache: removed {} least recently used file(s) ({:.1f} MiB) of {:.1f} MiB "
           "beyond pip_cache ({:.1f} MiB)",
-          job.id, trimmed.removed, static_cast<double>(trimmed.removed_bytes) / kMiB,
-          static_cast<double>(trimmed.bytes_before) / kMiB,
-          static_cast<double>(ctx.host.pip_cache_bytes) / kMiB);
+          job.id, trimmed.removed, static_cast<double>(trimmed.removed_bytes) / kMiBd,
+          static_cast<double>(trimmed.bytes_before) / kMiBd,
+          static_cast<double>(ctx.host.pip_cache_bytes) / kMiBd);
     }
   }
   if (auto st = ledger_->release(job.id); !st) {

@@ -6,6 +6,7 @@
 
 #include "container.hpp"
 #include "files.hpp"
+#include "units.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -18,12 +19,11 @@ using Where = CommandPlacement::Where;
 
 namespace {
 
-constexpr std::uint64_t kMiB = 1024ULL * 1024ULL;
 // How often a running command's batch job is asked about (its files are looked at on every
 // poll); more often once it was cancelled.
 constexpr std::chrono::seconds kQueryInterval{5};
 constexpr std::chrono::seconds kQueryIntervalCancelled{1};
-constexpr std::chrono::seconds kClientTimeout{60};
+constexpr std::chrono::seconds kSlurmClientTimeout{60};
 
 // Directory of the job's batch jobs, inside its work directory.
 constexpr const char* kSessions = "slurm";
@@ -38,12 +38,6 @@ std::optional<std::string> read_marker(const fs::path& p) {
   auto text = read_small_file(p, 4096);
   if (!text.ok()) return std::nullopt;
   return std::string(trim(text.value()));
-}
-
-std::int64_t epoch_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // The directory of a job's batch jobs and its name of batch job n.
@@ -127,7 +121,7 @@ class SlurmExecutor final : public Executor {
       : config_(std::move(config)), containers_(std::move(containers)), client_(std::move(client)) {
     if (!client_) {
       client_ = [](const std::vector<std::string>& argv) {
-        return run_client(argv, server_environment(), kClientTimeout);
+        return run_client(argv, server_environment(), kSlurmClientTimeout);
       };
     }
   }

@@ -8,6 +8,7 @@
 
 #include "container.hpp"
 #include "slurm.hpp"
+#include "units.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::build {
@@ -16,8 +17,6 @@ namespace fs = std::filesystem;
 using Where = CommandPlacement::Where;
 
 namespace {
-
-constexpr std::uint64_t kMiB = 1024ULL * 1024ULL;
 
 std::string first_word(std::string_view s) {
   s = trim(s);

@@ -18,7 +18,7 @@ using pg::Row;
 
 namespace {
 
-constexpr auto kKeep = [](const auto&) { return true; };
+constexpr auto kKeepEvery = [](const auto&) { return true; };
 
 }  // namespace
 
@@ -35,7 +35,7 @@ Result<std::vector<std::string>> PgCatalog::set_yanked(std::string_view project,
   }
   std::lock_guard lock(mu_);
   return conn_->write_transaction(
-      [&] { return set_yanked_locked(project, wanted, filename, reason, by); }, kKeep);
+      [&] { return set_yanked_locked(project, wanted, filename, reason, by); }, kKeepEvery);
 }
 
 Result<std::vector<std::string>> PgCatalog::set_yanked_locked(
@@ -94,7 +94,7 @@ Result<core::ProjectRecord> PgCatalog::set_claim(std::string_view project,
         }
         return updated;
       },
-      kKeep);
+      kKeepEvery);
 }
 
 Result<core::ProjectRecord> PgCatalog::set_claim_locked(std::string_view project,
@@ -177,7 +177,7 @@ Result<core::FileRecord> PgCatalog::delete_file(std::string_view filename, const
         }
         return deleted;
       },
-      kKeep);
+      kKeepEvery);
 }
 
 Result<core::FileRecord> PgCatalog::delete_file_locked(std::string_view filename) {
@@ -266,7 +266,7 @@ Result<core::FileRecord> PgCatalog::restore_file(std::string_view filename, std:
         f.damaged = false;
         return f;
       },
-      kKeep);
+      kKeepEvery);
 }
 
 Result<bool> PgCatalog::mark_damaged(std::string_view sha256, std::string_view detail,
@@ -292,7 +292,7 @@ Result<bool> PgCatalog::mark_damaged(std::string_view sha256, std::string_view d
 
 Status PgCatalog::clear_damaged(const std::vector<std::string>& sha256s) {
   std::lock_guard lock(mu_);
-  return conn_->write_transaction([&] { return forget_damage_locked(sha256s); }, kKeep);
+  return conn_->write_transaction([&] { return forget_damage_locked(sha256s); }, kKeepEvery);
 }
 
 Result<std::vector<DamagedBlob>> PgCatalog::damaged_blobs() {

@@ -20,7 +20,7 @@ using pg::Params;
 using pg::Row;
 using pg::Rows;
 
-constexpr const char* kJobColumns =
+constexpr const char* kPgJobColumns =
     "id, build_id, recipe, version, python, torch, cuda, state, reason, attempts, max_jobs,"
     " nvcc_threads, wheel, created_at, started_at, finished_at, nvcc_path, nvcc_version,"
     " torch_version, torch_cuda, python_path, python_version, build_number, glibc_floor,"
@@ -113,7 +113,7 @@ class PgJobStore final : public JobStore {
     std::lock_guard lock(mu_);
     auto rows = conn_->exec(
         "list jobs of a build",
-        std::string("SELECT ") + kJobColumns + " FROM jobs WHERE build_id = $1 ORDER BY id",
+        std::string("SELECT ") + kPgJobColumns + " FROM jobs WHERE build_id = $1 ORDER BY id",
         Params().add(build_id));
     if (!rows) return rows.error();
     return jobs_of(*rows);
@@ -128,7 +128,7 @@ class PgJobStore final : public JobStore {
     std::lock_guard lock(mu_);
     auto rows = conn_->exec(
         "list jobs in a state",
-        std::string("SELECT ") + kJobColumns + " FROM jobs WHERE state = $1 ORDER BY id",
+        std::string("SELECT ") + kPgJobColumns + " FROM jobs WHERE state = $1 ORDER BY id",
         Params().add(core::state_name(state)));
     if (!rows) return rows.error();
     return jobs_of(*rows);
@@ -236,9 +236,9 @@ class PgJobStore final : public JobStore {
   }
 
   Result<std::optional<JobRecord>> find_job_locked(std::int64_t id) {
-    auto rows =
-        conn_->exec("job lookup", std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = $1",
-                    Params().add(id));
+    auto rows = conn_->exec("job lookup",
+                            std::string("SELECT ") + kPgJobColumns + " FROM jobs WHERE id = $1",
+                            Params().add(id));
     if (!rows) return rows.error();
     if (rows->empty()) return std::optional<JobRecord>();
     return std::optional<JobRecord>(detail::job_from_row(Row(*rows, 0)));

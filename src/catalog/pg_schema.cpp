@@ -17,7 +17,7 @@ namespace {
 // published migration: append a new one. The first is SQLite's schema after its 16 migrations
 // (sqlite_schema.cpp), in PostgreSQL's dialect: the same tables, columns, indexes, and triggers
 // that move the generation on every change a page depends on.
-constexpr const char* kMigrations[] = {
+constexpr const char* kPgMigrations[] = {
     R"sql(
 CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), generation BIGINT NOT NULL);
 INSERT INTO meta (id, generation) VALUES (1, 0);
@@ -179,7 +179,7 @@ constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(86031434680
 }  // namespace
 
 Status pg_migrate(pg::Conn& conn) {
-  constexpr std::size_t kLatest = std::size(kMigrations);
+  constexpr std::size_t kLatest = std::size(kPgMigrations);
   return conn.write_transaction(
       [&]() -> Status {
         if (auto r = conn.exec("lock the schema", kMigrationLock); !r) return r.error();
@@ -202,7 +202,7 @@ Status pg_migrate(pg::Conn& conn) {
                                 " is newer than this wheelforge (" + std::to_string(kLatest) + ")");
         }
         for (std::size_t i = current; i < kLatest; ++i) {
-          if (auto st = conn.script("migration " + std::to_string(i + 1), kMigrations[i]); !st) {
+          if (auto st = conn.script("migration " + std::to_string(i + 1), kPgMigrations[i]); !st) {
             return make_error(
                 st.error().code == Errc::io ? Errc::internal : st.error().code,
                 "migration " + std::to_string(i + 1) + " failed: " + st.error().message);

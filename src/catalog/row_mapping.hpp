@@ -13,6 +13,7 @@
 #include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/wheel_variant.hpp"
 #include "wheelforge/util/strings.hpp"
+#include "wheelforge/util/time.hpp"
 
 namespace wf::catalog::detail {
 
@@ -148,6 +149,20 @@ JobRecord job_from_row(const Row& q) {
 template <class Row>
 BuildRecord build_from_row(const Row& q) {
   return BuildRecord{q.i64(0), q.text(1), q.text(2), q.i64(3) != 0, q.i64(4) != 0, q.i64(5)};
+}
+
+/// The audit trail's target for a token: "token #ID".
+inline std::string token_target(std::int64_t id) {
+  return "token #" + std::to_string(id);
+}
+
+/// What a token's audit entry says about it (never the secret, nor its hash).
+inline std::string token_detail(const TokenRecord& t) {
+  std::string d = "scope=" + std::string(scope_name(t.scope));
+  if (t.project) d += " project=" + *t.project;
+  if (t.expires_at) d += " expires=" + iso8601_micros(*t.expires_at);
+  if (!t.description.empty()) d += " description=" + t.description;
+  return d;
 }
 
 }  // namespace wf::catalog::detail

@@ -27,22 +27,7 @@ Actor Actor::of_token(const TokenRecord& token, std::string address) {
 
 namespace wf::catalog::detail {
 
-namespace {
-
-std::string token_target(std::int64_t id) {
-  return "token #" + std::to_string(id);
-}
-
-// What a token's audit entry says about it (never the secret, nor its hash).
-std::string token_detail(const TokenRecord& t) {
-  std::string d = "scope=" + std::string(scope_name(t.scope));
-  if (t.project) d += " project=" + *t.project;
-  if (t.expires_at) d += " expires=" + iso8601_micros(*t.expires_at);
-  if (!t.description.empty()) d += " description=" + t.description;
-  return d;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Result<TokenRecord> SqliteCatalog::insert_token(const TokenRecord& token, const Actor& by) {
   std::lock_guard lock(mu_);

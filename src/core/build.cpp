@@ -7,15 +7,14 @@
 #include <limits>
 #include <set>
 
+#include "core/label_scan.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::core {
 namespace {
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
+using label_scan::is_digit;
 bool is_alnum(char c) {
   return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
@@ -54,7 +53,7 @@ bool is_variable_name(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return is_alnum(c) || c == '_'; });
 }
 
-std::string quoted(std::string_view s) {
+std::string in_quotes(std::string_view s) {
   return "\"" + sanitize_for_log(s, 80) + "\"";
 }
 
@@ -101,7 +100,7 @@ void check_exclusions(const std::vector<MatrixExclusion>& exclusions, const Matr
       problems.add(where + " names no axis and would exclude every cell");
     }
     if (e.python && !contains(axes.python, *e.python)) {
-      problems.add(where + ": python " + quoted(*e.python) + " is not in the matrix");
+      problems.add(where + ": python " + in_quotes(*e.python) + " is not in the matrix");
     }
     if (e.torch && !contains(axes.torch, *e.torch)) {
       problems.add(where + ": torch " + e.torch->str() + " is not in the matrix");
@@ -121,7 +120,7 @@ void check_exclusions(const std::vector<MatrixExclusion>& exclusions, const Matr
 void check_axis_values(const Matrix& m, Problems& problems) {
   for (const auto& p : m.python) {
     if (!is_valid_python_version(p)) {
-      problems.add("python " + quoted(p) + " is not a version like \"3.11\"");
+      problems.add("python " + in_quotes(p) + " is not a version like \"3.11\"");
     }
   }
   for (const auto& t : m.torch) {
@@ -133,7 +132,7 @@ void check_axis_values(const Matrix& m, Problems& problems) {
     }
   }
   check_duplicates(
-      m.python, "python", [](const std::string& s) { return quoted(s); }, problems);
+      m.python, "python", [](const std::string& s) { return in_quotes(s); }, problems);
   check_duplicates(
       m.torch, "torch", [](const TorchSeries& t) { return t.str(); }, problems);
   check_duplicates(
@@ -207,12 +206,12 @@ Result<Recipe> validate_recipe(const Recipe& recipe) {
   } else if (!is_alnum(recipe.name[0]) ||
              !std::all_of(recipe.name.begin(), recipe.name.end(),
                           [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; })) {
-    problems.add("recipe name " + quoted(recipe.name) +
+    problems.add("recipe name " + in_quotes(recipe.name) +
                  " may only contain letters, digits, '.', '_' and '-', starting with a letter or "
                  "digit");
   }
   if (!is_valid_project_name(recipe.project)) {
-    problems.add("project " + quoted(recipe.project) + " is not a valid project name");
+    problems.add("project " + in_quotes(recipe.project) + " is not a valid project name");
   } else {
     out.project = normalize_name(recipe.project);
   }
@@ -249,7 +248,7 @@ Result<Recipe> validate_recipe(const Recipe& recipe) {
       }
       const std::string_view placeholder = rest.substr(open, close - open + 1);
       if (placeholder != "{python}" && placeholder != "{out}" && placeholder != "{src}") {
-        problems.add("the build command has an unknown placeholder " + quoted(placeholder) +
+        problems.add("the build command has an unknown placeholder " + in_quotes(placeholder) +
                      " (known: {python}, {out}, {src})");
       }
       rest = rest.substr(close + 1);
@@ -259,13 +258,14 @@ Result<Recipe> validate_recipe(const Recipe& recipe) {
   std::set<std::string> env_names;
   for (const auto& [key, value] : recipe.env) {
     if (!is_variable_name(key)) {
-      problems.add("environment name " + quoted(key) + " is not a valid variable name");
+      problems.add("environment name " + in_quotes(key) + " is not a valid variable name");
     } else if (!env_names.insert(key).second) {
       problems.add("environment variable " + key + " is set twice");
     }
   }
   if (!recipe.arch_variable.empty() && !is_variable_name(recipe.arch_variable)) {
-    problems.add("arch variable " + quoted(recipe.arch_variable) + " is not a valid variable name");
+    problems.add("arch variable " + in_quotes(recipe.arch_variable) +
+                 " is not a valid variable name");
   }
   if (!recipe.arch_variable.empty() && trim(recipe.arch_value).empty()) {
     problems.add("arch variable " + recipe.arch_variable + " has no value");
@@ -274,7 +274,7 @@ Result<Recipe> validate_recipe(const Recipe& recipe) {
     problems.add("an arch value is given without an arch variable");
   }
   if (!recipe.local_version_variable.empty() && !is_variable_name(recipe.local_version_variable)) {
-    problems.add("local version variable " + quoted(recipe.local_version_variable) +
+    problems.add("local version variable " + in_quotes(recipe.local_version_variable) +
                  " is not a valid variable name");
   }
   if (!std::isfinite(recipe.gb_per_job) || recipe.gb_per_job <= 0.0) {
@@ -360,7 +360,7 @@ Result<Matrix> validate_matrix_subset(const Matrix& subset, const Matrix& full) 
   check_axis_values(subset, problems);
   for (const auto& p : subset.python) {
     if (is_valid_python_version(p) && !contains(full.python, p)) {
-      problems.add("python " + quoted(p) + " is not in the recipe's matrix");
+      problems.add("python " + in_quotes(p) + " is not in the recipe's matrix");
     }
   }
   for (const auto& t : subset.torch) {

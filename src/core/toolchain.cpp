@@ -2,15 +2,14 @@
 
 #include <algorithm>
 
+#include "core/label_scan.hpp"
 #include "wheelforge/core/variant.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::core {
 namespace {
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
+using label_scan::is_digit;
 
 // The digits and dots that start `s` ("12.8.93, more" -> "12.8.93").
 std::string_view leading_version(std::string_view s) {
@@ -20,7 +19,7 @@ std::string_view leading_version(std::string_view s) {
   return s.substr(0, n);
 }
 
-std::string shown(std::string_view s) {
+std::string shown_output(std::string_view s) {
   return sanitize_for_log(s, 120);
 }
 
@@ -116,25 +115,25 @@ Status check_python(const Cell& cell, std::string_view python_version) {
   if (parts.size() >= 2 && std::string(parts[0]) + "." + std::string(parts[1]) == cell.python) {
     return ok_status();
   }
-  return make_error(
-      Errc::invalid,
-      "Python " + cell.python + " cell, but the interpreter is Python " + shown(python_version));
+  return make_error(Errc::invalid, "Python " + cell.python +
+                                       " cell, but the interpreter is Python " +
+                                       shown_output(python_version));
 }
 
 Status check_torch(const Cell& cell, const EnvironmentProbe& probe) {
   if (probe.torch_version.empty()) {
-    return make_error(
-        Errc::invalid,
-        "torch cannot be imported in the build environment" +
-            (probe.torch_error.empty() ? std::string() : " (" + shown(probe.torch_error) + ")"));
+    return make_error(Errc::invalid, "torch cannot be imported in the build environment" +
+                                         (probe.torch_error.empty()
+                                              ? std::string()
+                                              : " (" + shown_output(probe.torch_error) + ")"));
   }
   const auto series = torch_series_of_version(probe.torch_version);
   if (!series || *series != cell.torch) {
-    return make_error(Errc::invalid, "torch " + shown(probe.torch_version) +
+    return make_error(Errc::invalid, "torch " + shown_output(probe.torch_version) +
                                          " is not of the cell's series " + cell.torch.str());
   }
   if (!probe.torch_cuda) {
-    return make_error(Errc::invalid, "torch " + shown(probe.torch_version) +
+    return make_error(Errc::invalid, "torch " + shown_output(probe.torch_version) +
                                          " is a CPU build (torch.version.cuda is None), the "
                                          "cell is CUDA " +
                                          cell.cuda.str());
@@ -142,18 +141,19 @@ Status check_torch(const Cell& cell, const EnvironmentProbe& probe) {
   const std::string_view cuda = *probe.torch_cuda;
   const std::string_view major = cuda.substr(0, cuda.find('.'));
   if (major != std::to_string(cell.cuda.major)) {
-    return make_error(Errc::invalid,
-                      "torch " + shown(probe.torch_version) + " was built for CUDA " + shown(cuda) +
-                          ", the cell is CUDA " + cell.cuda.str() + " (the CUDA major must match)");
+    return make_error(Errc::invalid, "torch " + shown_output(probe.torch_version) +
+                                         " was built for CUDA " + shown_output(cuda) +
+                                         ", the cell is CUDA " + cell.cuda.str() +
+                                         " (the CUDA major must match)");
   }
   return ok_status();
 }
 
 Status check_nvcc(const Cell& cell, const NvccVersion& found, std::string_view nvcc) {
   if (found.release == cell.cuda) return ok_status();
-  return make_error(Errc::invalid, "CUDA " + cell.cuda.str() + " cell, but " + shown(nvcc) +
+  return make_error(Errc::invalid, "CUDA " + cell.cuda.str() + " cell, but " + shown_output(nvcc) +
                                        " is CUDA " + found.release.str() + " (V" +
-                                       shown(found.full) + ")");
+                                       shown_output(found.full) + ")");
 }
 
 }  // namespace wf::core

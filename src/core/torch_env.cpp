@@ -6,6 +6,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "core/label_scan.hpp"
 #include "wheelforge/core/version.hpp"
 
 namespace wf::core {
@@ -36,18 +37,16 @@ constexpr int kMaxCudaMajor = 19;
 constexpr int kMaxMinor = 99;
 constexpr std::size_t kMaxShown = 64;
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
+using label_scan::is_digit;
 
 // At most two digits, so it always fits.
-int small_number(std::string_view digits) {
+int digits_value(std::string_view digits) {
   int v = 0;
   for (const char c : digits) v = v * 10 + (c - '0');
   return v;
 }
 
-std::string shown(std::string_view value) {
+std::string shown_value(std::string_view value) {
   std::string out;
   for (const char c : value.substr(0, kMaxShown)) {
     out += (c >= 0x20 && c < 0x7f) ? c : '?';
@@ -67,13 +66,13 @@ std::optional<BackendValue> leading_major_minor(std::string_view v, bool rest_al
   while (i < v.size() && is_digit(v[i])) ++i;
   if (i == 0 || i > 2) return std::nullopt;
   BackendValue out;
-  out.major = small_number(v.substr(0, i));
+  out.major = digits_value(v.substr(0, i));
   if (i == v.size()) return out;
   if (v[i] != '.') return std::nullopt;
   const std::size_t start = ++i;
   while (i < v.size() && is_digit(v[i])) ++i;
   if (i == start || i - start > 2) return std::nullopt;
-  out.minor = small_number(v.substr(start, i - start));
+  out.minor = digits_value(v.substr(start, i - start));
   if (i == v.size()) return out;
   if (!rest_allowed || v[i] != '.' || i + 1 == v.size()) return std::nullopt;
   return out;
@@ -137,9 +136,9 @@ Result<BackendValue> parse_cuda_value(std::string_view value) {
   } else {
     v = leading_major_minor(value, true);
   }
-  if (!v) return make_error(Errc::invalid, "cuda: '" + shown(value) + "': " + cuda_forms());
+  if (!v) return make_error(Errc::invalid, "cuda: '" + shown_value(value) + "': " + cuda_forms());
   if (v->major < 1 || v->major > kMaxCudaMajor || v->minor.value_or(0) > kMaxMinor) {
-    return make_error(Errc::invalid, "cuda: '" + shown(value) +
+    return make_error(Errc::invalid, "cuda: '" + shown_value(value) +
                                          "': no view names this CUDA version (majors 1 to " +
                                          std::to_string(kMaxCudaMajor) + ")");
   }
@@ -157,7 +156,7 @@ Result<BackendValue> parse_hip_value(std::string_view value) {
   if (dash != std::string_view::npos) v = v.substr(0, dash);
   auto parsed = leading_major_minor(v, true);
   if (bad_dash || !parsed || parsed->major < 1) {
-    return make_error(Errc::invalid, "hip: '" + shown(value) + "': " + hip_forms());
+    return make_error(Errc::invalid, "hip: '" + shown_value(value) + "': " + hip_forms());
   }
   return *parsed;
 }
@@ -213,7 +212,7 @@ Result<TorchResolution> resolve_torch(const TorchQuery& query) {
     } else if (abi == "0" || abi == "false" || abi == "False") {
       r.selector.cxx11_abi = false;
     } else {
-      return make_error(Errc::invalid, "abi: '" + shown(abi) +
+      return make_error(Errc::invalid, "abi: '" + shown_value(abi) +
                                            "': expected 1 or 0 "
                                            "(int(torch._C._GLIBCXX_USE_CXX11_ABI))");
     }
@@ -222,8 +221,8 @@ Result<TorchResolution> resolve_torch(const TorchQuery& query) {
   const bool cuda_named = cuda && !cuda->none;
   const bool hip_named = hip && !hip->none;
   if (cuda_named && hip_named) {
-    return make_error(Errc::invalid, "cuda=" + shown(*query.cuda) +
-                                         " and hip=" + shown(*query.hip) +
+    return make_error(Errc::invalid, "cuda=" + shown_value(*query.cuda) +
+                                         " and hip=" + shown_value(*query.hip) +
                                          " name two backends: a torch build has one of them");
   }
   const VariantHints label = parse_local_label(version->local_str());
@@ -235,8 +234,9 @@ Result<TorchResolution> resolve_torch(const TorchQuery& query) {
   // An explicit value must agree with what the label says: the same backend and version, or
   // (for cuda=None / hip=None) not that backend.
   auto contradiction = [&](std::string_view param, std::string_view value) {
-    return make_error(Errc::invalid, std::string(param) + "=" + shown(value) + " contradicts " +
-                                         label_text + " (" + label_backend_words(label) +
+    return make_error(Errc::invalid, std::string(param) + "=" + shown_value(value) +
+                                         " contradicts " + label_text + " (" +
+                                         label_backend_words(label) +
                                          "): pass both values from the same Python");
   };
   if (label.backend != Backend::none) {

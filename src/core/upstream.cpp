@@ -9,11 +9,11 @@
 namespace wf::core {
 namespace {
 
-bool is_space(char c) {
+bool is_header_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
 }
 
-char lower(char c) {
+char ascii_lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
@@ -31,7 +31,7 @@ std::vector<Attribute> read_attributes(std::string_view body, std::size_t& pos, 
   closed = false;
   const std::size_t n = body.size();
   while (pos < n) {
-    while (pos < n && (is_space(body[pos]) || body[pos] == '/')) ++pos;
+    while (pos < n && (is_header_space(body[pos]) || body[pos] == '/')) ++pos;
     if (pos >= n) break;
     if (body[pos] == '>') {
       ++pos;
@@ -39,19 +39,19 @@ std::vector<Attribute> read_attributes(std::string_view body, std::size_t& pos, 
       break;
     }
     Attribute a;
-    while (pos < n && !is_space(body[pos]) && body[pos] != '=' && body[pos] != '>' &&
+    while (pos < n && !is_header_space(body[pos]) && body[pos] != '=' && body[pos] != '>' &&
            body[pos] != '/') {
-      a.name += lower(body[pos]);
+      a.name += ascii_lower(body[pos]);
       ++pos;
     }
     if (a.name.empty()) {
       ++pos;  // a stray character such as '"': skipped, the parser always moves on
       continue;
     }
-    while (pos < n && is_space(body[pos])) ++pos;
+    while (pos < n && is_header_space(body[pos])) ++pos;
     if (pos < n && body[pos] == '=') {
       ++pos;
-      while (pos < n && is_space(body[pos])) ++pos;
+      while (pos < n && is_header_space(body[pos])) ++pos;
       a.has_value = true;
       if (pos < n && (body[pos] == '"' || body[pos] == '\'')) {
         const char quote = body[pos++];
@@ -61,7 +61,7 @@ std::vector<Attribute> read_attributes(std::string_view body, std::size_t& pos, 
         pos = end == n ? n : end + 1;
       } else {
         const std::size_t start = pos;
-        while (pos < n && !is_space(body[pos]) && body[pos] != '>') ++pos;
+        while (pos < n && !is_header_space(body[pos]) && body[pos] != '>') ++pos;
         a.value = decode_html_entities(body.substr(start, pos - start));
       }
     }
@@ -159,8 +159,8 @@ std::string decode_html_entities(std::string_view text) {
         std::uint32_t d = 0;
         if (c >= '0' && c <= '9') {
           d = static_cast<std::uint32_t>(c - '0');
-        } else if (hex && lower(c) >= 'a' && lower(c) <= 'f') {
-          d = static_cast<std::uint32_t>(lower(c) - 'a' + 10);
+        } else if (hex && ascii_lower(c) >= 'a' && ascii_lower(c) <= 'f') {
+          d = static_cast<std::uint32_t>(ascii_lower(c) - 'a' + 10);
         } else {
           decoded = false;
         }
@@ -220,9 +220,9 @@ Result<UpstreamPage> parse_upstream_html(std::string_view body, std::string_view
       continue;
     }
     std::string tag;
-    while (pos < n && tag.size() < 8 && !is_space(body[pos]) && body[pos] != '>' &&
+    while (pos < n && tag.size() < 8 && !is_header_space(body[pos]) && body[pos] != '>' &&
            body[pos] != '/') {
-      tag += lower(body[pos]);
+      tag += ascii_lower(body[pos]);
       ++pos;
     }
     if (tag != "a" && tag != "base") {

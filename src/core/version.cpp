@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <array>
 
+#include "core/label_scan.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::core {
 namespace {
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
+using label_scan::is_digit;
 bool is_alpha(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }

@@ -32,17 +32,6 @@ Response json(int status, std::string body) {
   return r;
 }
 
-Response not_found(std::string message) {
-  return error_response(make_error(Errc::not_found, std::move(message)));
-}
-
-/// The query's parameters, then the form body's.
-std::vector<std::pair<std::string, std::string>> parameters(const Request& req) {
-  auto params = parse_form(req.query);
-  for (auto& p : parse_form(req.body)) params.push_back(std::move(p));
-  return params;
-}
-
 Response yank(const Request& req, Context& ctx, bool undo) {
   catalog::Catalog& catalog = *ctx.env.services.catalog;
   std::optional<std::string> project;
@@ -50,7 +39,7 @@ Response yank(const Request& req, Context& ctx, bool undo) {
   std::optional<std::string> filename;
   std::optional<std::string> reason;
   Problems problems;
-  for (auto& [k, v] : parameters(req)) {
+  for (auto& [k, v] : request_parameters(req)) {
     if (k == "project") {
       project = std::move(v);
     } else if (k == "version") {
@@ -103,7 +92,7 @@ Response claim(const Request& req, Context& ctx, bool release) {
   const std::string& name = req.segments[2];
   Problems problems;
   core::ProjectClaim wanted{release ? core::ClaimKind::unclaimed : core::ClaimKind::admin, 0};
-  for (auto& [k, v] : parameters(req)) {
+  for (auto& [k, v] : request_parameters(req)) {
     if (k == "token" && !release) {
       if (const auto id = parse_id(v)) {
         wanted = core::ProjectClaim{core::ClaimKind::token, *id};

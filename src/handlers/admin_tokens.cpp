@@ -21,19 +21,13 @@ constexpr std::size_t kMaxDescription = 200;
 constexpr std::size_t kAuditLimit = 1000;
 constexpr std::size_t kMaxAuditLimit = 10000;
 
-Response json(int status, std::string body) {
+Response json_no_store(int status, std::string body) {
   Response r;
   r.status = status;
   r.set("Content-Type", "application/json");
   r.set("Cache-Control", "no-store");
   r.body = std::move(body);
   return r;
-}
-
-std::vector<std::pair<std::string, std::string>> parameters(const Request& req) {
-  auto params = parse_form(req.query);
-  for (auto& p : parse_form(req.body)) params.push_back(std::move(p));
-  return params;
 }
 
 }  // namespace
@@ -69,7 +63,7 @@ void record_build(Context& ctx, const catalog::Actor& actor, const catalog::Buil
 Response handle_list_tokens(const Request& /*req*/, Context& ctx) {
   auto tokens = ctx.env.services.catalog->tokens();
   if (!tokens) return error_response(tokens.error());
-  return json(200, render::render_tokens(*tokens, now_micros()));
+  return json_no_store(200, render::render_tokens(*tokens, now_micros()));
 }
 
 Result<catalog::TokenRecord> decode_token_request(const Fields& fields, Micros now) {
@@ -130,12 +124,13 @@ Result<std::pair<catalog::TokenRecord, std::string>> create_token(Context& ctx,
 }
 
 Response handle_create_token(const Request& req, Context& ctx) {
-  auto record = decode_token_request(parameters(req), now_micros());
+  auto record = decode_token_request(request_parameters(req), now_micros());
   if (!record) return error_response(record.error());
   auto created =
       create_token(ctx, std::move(*record), actor_of(req, caller_token(req, ctx.snapshot)));
   if (!created) return error_response(created.error());
-  return json(201, render::render_created_token(created->first, created->second, now_micros()));
+  return json_no_store(201,
+                       render::render_created_token(created->first, created->second, now_micros()));
 }
 
 Response handle_revoke_token(const Request& req, Context& ctx) {
@@ -147,7 +142,7 @@ Response handle_revoke_token(const Request& req, Context& ctx) {
       static_cast<std::int64_t>(*n), actor_of(req, caller_token(req, ctx.snapshot)));
   if (!revoked) return error_response(revoked.error());
   ctx.note = "token #" + std::to_string(revoked->id) + " revoked";
-  return json(200, render::render_token(*revoked, now_micros()));
+  return json_no_store(200, render::render_token(*revoked, now_micros()));
 }
 
 Response handle_audit(const Request& req, Context& ctx) {
@@ -182,7 +177,7 @@ Response handle_audit(const Request& req, Context& ctx) {
   if (!problems.empty()) return error_response(problems.to_error());
   auto entries = ctx.env.services.catalog->audit(query);
   if (!entries) return error_response(entries.error());
-  return json(200, render::render_audit(*entries));
+  return json_no_store(200, render::render_audit(*entries));
 }
 
 }  // namespace wf::handlers

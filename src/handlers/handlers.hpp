@@ -8,6 +8,20 @@
 
 namespace wf::handlers {
 
+// ---- answers and inputs every family uses ----------------------------------------------------
+
+/// 404 with `message` (in the format the request negotiated).
+[[nodiscard]] inline Response not_found(std::string message) {
+  return error_response(make_error(Errc::not_found, std::move(message)));
+}
+/// The query's parameters, then the form body's.
+[[nodiscard]] inline std::vector<std::pair<std::string, std::string>> request_parameters(
+    const Request& req) {
+  auto params = parse_form(req.query);
+  for (auto& p : parse_form(req.body)) params.push_back(std::move(p));
+  return params;
+}
+
 // ---- who asks (admin_tokens.cpp) -------------------------------------------------------------
 
 /// The token of the request's Authorization header, as the snapshot knows it; nullptr when

@@ -22,11 +22,7 @@
 namespace wf::handlers {
 namespace {
 
-Response not_found(std::string message) {
-  return error_response(make_error(Errc::not_found, std::move(message)));
-}
-
-Response redirect(std::string location) {
+Response moved_permanently(std::string location) {
   Response r;
   r.status = 301;
   r.set("Location", std::move(location));
@@ -114,7 +110,7 @@ Response handle_simple(const Request& req, Context& ctx) {
   }
   prefix += "simple/";
   // ".../simple" -> ".../simple/"
-  if (seg.size() == at + 1) return redirect(prefix);
+  if (seg.size() == at + 1) return moved_permanently(prefix);
   auto format = core::negotiate(req.header("accept"), req.query_param("format"));
   if (seg.size() == at + 2 && seg[at + 1].empty()) {
     if (!format) return error_response(format.error());
@@ -132,7 +128,7 @@ Response handle_simple(const Request& req, Context& ctx) {
   if (!trailing_slash || normalized != name) {
     std::string location = prefix + normalized + "/";
     if (!req.query.empty()) location += "?" + req.query;
-    return redirect(std::move(location));
+    return moved_permanently(std::move(location));
   }
   if (!format) return error_response(format.error());
   // A name an upstream index may serve: a page merged with the upstreams' files, made on a

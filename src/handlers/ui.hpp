@@ -108,4 +108,10 @@ class UiCall {
   std::optional<Error> error_;  // an Authorization header that could not be read
 };
 
+/// The admin every builds and tokens page needs; a browser without credentials is sent to the
+/// login page (not for a POST: its form would be lost on the way).
+[[nodiscard]] inline std::optional<Response> require_admin(UiCall& call) {
+  return call.require(catalog::Scope::admin, call.req.method != Method::post);
+}
+
 }  // namespace wf::handlers

@@ -42,12 +42,6 @@ ui::BuildsPage builds_page(build::Runner* runner) {
   return page;
 }
 
-/// Every builds page needs an admin; a browser without credentials is sent to the login page
-/// (not for a POST: its form would be lost on the way).
-std::optional<Response> require_admin(UiCall& call) {
-  return call.require(catalog::Scope::admin, call.req.method != Method::post);
-}
-
 /// The job of /jobs/<id>/...: its id, or the page that says there is none (no such number, or
 /// no runner).
 Result<std::int64_t> job_id(const UiCall& call) {

@@ -10,10 +10,6 @@
 namespace wf::handlers {
 namespace {
 
-std::optional<Response> require_admin(UiCall& call) {
-  return call.require(catalog::Scope::admin, call.req.method != Method::post);
-}
-
 ui::TokensPage tokens_page(Context& ctx) {
   ui::TokensPage page;
   page.now = now_micros();

@@ -1,32 +1,25 @@
 #include "wheelforge/render/admin.hpp"
 
-#include <nlohmann/json.hpp>
+#include "render/json_text.hpp"
 
 namespace wf::render {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using detail::dump;
+using detail::OrderedJson;
 
-Json time_or_null(const std::optional<Micros>& t) {
-  return t ? Json(iso8601_micros(*t)) : Json(nullptr);
-}
-
-Json token_json(const catalog::TokenRecord& t, Micros now) {
-  Json j;
+OrderedJson token_json(const catalog::TokenRecord& t, Micros now) {
+  OrderedJson j;
   j["id"] = t.id;
   j["scope"] = std::string(catalog::scope_name(t.scope));
-  j["project"] = t.project ? Json(*t.project) : Json(nullptr);
+  j["project"] = t.project ? OrderedJson(*t.project) : OrderedJson(nullptr);
   j["description"] = t.description;
   j["created_at"] = iso8601_micros(t.created_at);
   j["created_by"] = t.created_by;
-  j["expires_at"] = time_or_null(t.expires_at);
-  j["last_used_at"] = time_or_null(t.last_used_at);
+  j["expires_at"] = detail::time_or_null<OrderedJson>(t.expires_at);
+  j["last_used_at"] = detail::time_or_null<OrderedJson>(t.last_used_at);
   j["state"] = std::string(token_state(t, now));
   return j;
-}
-
-std::string dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace
@@ -38,9 +31,9 @@ std::string_view token_state(const catalog::TokenRecord& token, Micros now) {
 }
 
 std::string render_tokens(std::span<const catalog::TokenRecord> tokens, Micros now) {
-  Json list = Json::array();
+  OrderedJson list = OrderedJson::array();
   for (const auto& t : tokens) list.push_back(token_json(t, now));
-  Json j;
+  OrderedJson j;
   j["tokens"] = std::move(list);
   return dump(j);
 }
@@ -51,20 +44,20 @@ std::string render_token(const catalog::TokenRecord& token, Micros now) {
 
 std::string render_created_token(const catalog::TokenRecord& token, std::string_view secret,
                                  Micros now) {
-  Json j = token_json(token, now);
+  OrderedJson j = token_json(token, now);
   j["token"] = std::string(secret);
   return dump(j);
 }
 
 std::string render_audit(std::span<const catalog::AuditRecord> entries) {
-  Json list = Json::array();
+  OrderedJson list = OrderedJson::array();
   for (const auto& e : entries) {
-    Json j;
+    OrderedJson j;
     j["id"] = e.id;
     j["at"] = iso8601_micros(e.at);
     j["action"] = e.action;
     j["actor"] = e.actor.label();
-    j["token_id"] = e.actor.token_id != 0 ? Json(e.actor.token_id) : Json(nullptr);
+    j["token_id"] = e.actor.token_id != 0 ? OrderedJson(e.actor.token_id) : OrderedJson(nullptr);
     j["token_description"] = e.actor.token_description;
     j["address"] = e.actor.address;
     j["project"] = e.project;
@@ -72,7 +65,7 @@ std::string render_audit(std::span<const catalog::AuditRecord> entries) {
     j["detail"] = e.detail;
     list.push_back(std::move(j));
   }
-  Json j;
+  OrderedJson j;
   j["entries"] = std::move(list);
   return dump(j);
 }

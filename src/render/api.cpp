@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 
+#include "render/json_text.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/manylinux.hpp"
 #include "wheelforge/render/simple.hpp"
@@ -13,7 +13,8 @@
 namespace wf::render {
 namespace {
 
-using Json = nlohmann::json;
+using detail::dump;
+using detail::Json;
 
 Json optional_version(const std::optional<int>& major, const std::optional<int>& minor) {
   if (!major) return nullptr;
@@ -116,10 +117,6 @@ bool supersedes(const core::FileRecord& a, const core::FileRecord& b) {
 std::string rebuild_key_of(const core::FileRecord& f) {
   auto name = core::parse_dist_filename(f.filename);
   return name ? core::rebuild_key(*name) : f.filename;
-}
-
-std::string dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace
@@ -373,15 +370,6 @@ std::string render_api_error(std::string_view message) {
   return dump(j);
 }
 
-namespace {
-
-// Small answers keep their fields in the order written.
-std::string dump_ordered(const nlohmann::ordered_json& j) {
-  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-}
-
-}  // namespace
-
 std::string render_stored_file(const core::FileRecord& file) {
   nlohmann::ordered_json j;
   j["filename"] = file.filename;
@@ -390,20 +378,20 @@ std::string render_stored_file(const core::FileRecord& file) {
   j["sha256"] = file.sha256;
   j["size"] = file.size;
   j["url"] = file_url(file);
-  return dump_ordered(j);
+  return wf::render::detail::dump(j);
 }
 
 std::string render_file_names(std::string_view key, std::span<const std::string> filenames) {
   nlohmann::ordered_json j;
   j[std::string(key)] = std::vector<std::string>(filenames.begin(), filenames.end());
-  return dump_ordered(j);
+  return wf::render::detail::dump(j);
 }
 
 std::string render_claim(std::string_view project, std::string_view claim) {
   nlohmann::ordered_json j;
   j["project"] = std::string(project);
   j["claim"] = std::string(claim);
-  return dump_ordered(j);
+  return wf::render::detail::dump(j);
 }
 
 }  // namespace wf::render

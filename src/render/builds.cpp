@@ -1,18 +1,14 @@
 #include "wheelforge/render/builds.hpp"
 
-#include <nlohmann/json.hpp>
-
+#include "render/json_text.hpp"
 #include "wheelforge/util/strings.hpp"
 #include "wheelforge/util/time.hpp"
 
 namespace wf::render {
 namespace {
 
-using Json = nlohmann::json;
-
-Json time_or_null(const std::optional<Micros>& t) {
-  return t ? Json(iso8601_micros(*t)) : Json(nullptr);
-}
+using detail::dump;
+using detail::Json;
 
 // Each tool as {path, version} (torch: {version, cuda}), or null while it was not verified.
 Json toolchain_json(const catalog::Toolchain& t) {
@@ -76,8 +72,8 @@ Json job_json(const catalog::JobRecord& j) {
               {"container", provenance_json(j.provenance)},
               {"compile_cache", compile_cache_json(j.compile_cache)},
               {"created_at", iso8601_micros(j.created_at)},
-              {"started_at", time_or_null(j.started_at)},
-              {"finished_at", time_or_null(j.finished_at)},
+              {"started_at", detail::time_or_null<Json>(j.started_at)},
+              {"finished_at", detail::time_or_null<Json>(j.finished_at)},
               {"log_url", "/admin/jobs/" + std::to_string(j.id) + "/log"}};
 }
 
@@ -88,10 +84,6 @@ Json build_json(const catalog::BuildRecord& b) {
               {"force", b.force},
               {"yank_superseded", b.yank_superseded},
               {"created_at", iso8601_micros(b.created_at)}};
-}
-
-std::string dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace

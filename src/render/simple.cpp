@@ -8,9 +8,9 @@
 #include <climits>
 #include <cstdint>
 #include <new>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "render/json_text.hpp"
 #include "wheelforge/util/strings.hpp"
 #include "wheelforge/util/time.hpp"
 
@@ -20,7 +20,8 @@ namespace {
 // JSON pages are written by appending, like the HTML ones: building a json tree for a project
 // with a thousand files costs several milliseconds, most of it in per-character escaping of
 // strings that need none. Keys come out in a fixed order, so pages stay byte-stable for ETags.
-using Json = nlohmann::json;
+using detail::dump;
+using detail::Json;
 
 constexpr std::string_view kHtmlHead =
     "<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"1.1\">";

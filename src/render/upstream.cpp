@@ -1,14 +1,14 @@
 #include "wheelforge/render/upstream.hpp"
 
-#include <nlohmann/json.hpp>
-
+#include "render/json_text.hpp"
 #include "wheelforge/util/strings.hpp"
 #include "wheelforge/util/url.hpp"
 
 namespace wf::render {
 namespace {
 
-using Json = nlohmann::json;
+using detail::dump;
+using detail::Json;
 
 std::string sha256_in(const Json& hashes) {
   if (!hashes.is_object()) return {};

@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <map>
-#include <nlohmann/json.hpp>
 
+#include "render/json_text.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::render {
 namespace {
 
-using Json = nlohmann::json;
+using detail::dump;
+using detail::Json;
 
 constexpr std::string_view kSchemaPrefix = "https://variants-schema.wheelnext.dev/v";
 constexpr std::string_view kSchemaSuffix = ".json";

@@ -48,7 +48,7 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+std::string replace_every(std::string s, const std::string& from, const std::string& to) {
   for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) {
     s.replace(pos, from.size(), to);
   }
@@ -236,7 +236,7 @@ TEST(BuildProgress, ATerminalGetsColoursAndAStatusLineThatFits) {
   q.log(2, "x\n");
   EXPECT_NE(plain.find("\r\x1b[K"), std::string::npos) << plain;
   EXPECT_NE(plain.find("[1.0s] 0/2 done"), std::string::npos) << plain;
-  EXPECT_EQ(replace_all(plain, "\r\x1b[K", "").find('\x1b'), std::string::npos) << plain;
+  EXPECT_EQ(replace_every(plain, "\r\x1b[K", "").find('\x1b'), std::string::npos) << plain;
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ extern "C" int spawn(void* (*f)(void*)) {
 constexpr std::string_view kBlobSource = R"(extern "C" const char wf_blob[4 << 20] = {1, 2, 3};
 )";
 
-std::string read_bytes(const fs::path& path) {
+std::string file_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
@@ -419,7 +419,7 @@ TEST_F(ElfTest, StrippedObjectsReadTheSame) {
   EXPECT_EQ(*info, *original);
 
   // No section header table at all: only the program headers lead to the tables.
-  std::string bytes = read_bytes(stripped);
+  std::string bytes = file_bytes(stripped);
   ASSERT_EQ(bytes[EI_CLASS], ELFCLASS64);
   put_le(bytes, 40, 8, 0);  // e_shoff
   put_le(bytes, 58, 2, 0);  // e_shentsize
@@ -601,7 +601,7 @@ class MalformedElfTest : public ElfTest {
   void SetUp() override {
     ElfTest::SetUp();
     if (!have_binutils()) GTEST_SKIP() << "gcc or binutils are not on PATH";
-    bytes_ = read_bytes(cxx_library());
+    bytes_ = file_bytes(cxx_library());
     if (bytes_.size() < 64 || bytes_[EI_CLASS] != ELFCLASS64 || bytes_[EI_DATA] != ELFDATA2LSB) {
       GTEST_SKIP() << "the host's objects are not ELF64 little-endian";
     }
@@ -819,9 +819,9 @@ class WheelBinariesTest : public ElfTest {
 TEST_F(WheelBinariesTest, StoredAndDeflatedMembersReadLikeFiles) {
   REQUIRE_BINUTILS();
   const fs::path so = cxx_library();
-  const std::string bytes = read_bytes(so);
+  const std::string bytes = file_bytes(so);
   const std::string program =
-      read_bytes(compile("gcc", "main.c", "int main(void) { return 0; }\n", "tool"));
+      file_bytes(compile("gcc", "main.c", "int main(void) { return 0; }\n", "tool"));
   auto expected = read_elf_file(so);
   ASSERT_TRUE(expected) << expected.error().message;
 
@@ -863,7 +863,7 @@ TEST_F(WheelBinariesTest, StoredAndDeflatedMembersReadLikeFiles) {
 
 TEST_F(WheelBinariesTest, ADeflatedMemberTakesTwoPasses) {
   REQUIRE_BINUTILS();
-  const std::string bytes = read_bytes(cxx_library(/*blob=*/true));
+  const std::string bytes = file_bytes(cxx_library(/*blob=*/true));
   ASSERT_GT(bytes.size(), std::size_t{4} << 20U);
   const fs::path path =
       wheel("demo-1.0-cp311-cp311-linux_x86_64.whl", {{"demo/_C.so", bytes, Compression::deflate}});
@@ -895,7 +895,7 @@ TEST_F(WheelBinariesTest, ADeflatedMemberTakesTwoPasses) {
 TEST_F(WheelBinariesTest, Limits) {
   REQUIRE_BINUTILS();
   // Large enough that the tables fall out of the window kept behind the dynamic section.
-  const std::string bytes = read_bytes(cxx_library(/*blob=*/true));
+  const std::string bytes = file_bytes(cxx_library(/*blob=*/true));
   const fs::path path = wheel(
       "demo-1.0-cp311-cp311-linux_x86_64.whl",
       {{"demo/_C.so", bytes, Compression::deflate}, {"demo/_D.so", bytes, Compression::deflate}});
@@ -955,7 +955,7 @@ TEST_F(WheelBinariesTest, RetaggedManylinuxWheelKeepsItsGlibcFloor) {
   REQUIRE_BINUTILS();
   const fs::path so = cxx_library();
   const fs::path built = wheel("demo-1.0-cp311-cp311-linux_x86_64.whl",
-                               {{"demo/_C.so", read_bytes(so), Compression::deflate}});
+                               {{"demo/_C.so", file_bytes(so), Compression::deflate}});
   auto binaries = inspect_wheel_binaries(built);
   ASSERT_TRUE(binaries) << binaries.error().message;
   const auto assessment =

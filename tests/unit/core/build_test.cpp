@@ -33,8 +33,8 @@ constexpr std::uint64_t kGiB = std::uint64_t{1} << 30U;
 constexpr TorchSeries t27{2, 7};
 constexpr TorchSeries t28{2, 8};
 constexpr TorchSeries t211{2, 11};
-constexpr CudaVersion cu126{12, 6};
-constexpr CudaVersion cu128{12, 8};
+constexpr CudaVersion kCu126{12, 6};
+constexpr CudaVersion kCu128{12, 8};
 constexpr CudaVersion cu130{13, 0};
 
 std::vector<std::string> keys(const std::vector<Cell>& cells) {
@@ -161,7 +161,7 @@ TEST(CountArchs, Separators) {
 // Matrix values
 
 TEST(MatrixValues, CudaVersion) {
-  EXPECT_EQ(parse_cuda_version("12.8"), cu128);
+  EXPECT_EQ(parse_cuda_version("12.8"), kCu128);
   EXPECT_EQ(parse_cuda_version("13.0"), cu130);
   EXPECT_EQ(parse_cuda_version("11.8"), (CudaVersion{11, 8}));
   EXPECT_EQ(parse_cuda_version("12.10"), (CudaVersion{12, 10}));
@@ -169,8 +169,8 @@ TEST(MatrixValues, CudaVersion) {
                           "12,8", "-1.0", "12.100"}) {
     EXPECT_EQ(parse_cuda_version(bad), std::nullopt) << bad;
   }
-  EXPECT_EQ(cu128.str(), "12.8");
-  EXPECT_EQ(cu128.tag(), "cu128");
+  EXPECT_EQ(kCu128.str(), "12.8");
+  EXPECT_EQ(kCu128.tag(), "kCu128");
   EXPECT_EQ(cu130.tag(), "cu130");
 }
 
@@ -196,17 +196,17 @@ TEST(MatrixValues, PythonVersion) {
 // Cells and labels
 
 TEST(Cell, LabelAndKey) {
-  const Cell c{"3.11", t28, cu128};
+  const Cell c{"3.11", t28, kCu128};
   EXPECT_EQ(c.label(), "cu128torch2.8");
   EXPECT_EQ(local_label(c), "cu128torch2.8");
-  EXPECT_EQ(c.key(), "py3.11-torch2.8-cu128");
+  EXPECT_EQ(c.key(), "py3.11-torch2.8-kCu128");
   EXPECT_EQ(local_label(Cell{"3.12", t211, cu130}), "cu130torch2.11");
   EXPECT_EQ(local_label(Cell{"3.9", t27, CudaVersion{11, 8}}), "cu118torch2.7");
 }
 
 TEST(Cell, LabelsRoundTripThroughTheVariantParser) {
   for (const auto cuda :
-       {cu126, cu128, cu130, CudaVersion{11, 8}, CudaVersion{12, 10}, CudaVersion{9, 2}}) {
+       {kCu126, kCu128, cu130, CudaVersion{11, 8}, CudaVersion{12, 10}, CudaVersion{9, 2}}) {
     for (const auto torch : {t27, t28, t211, TorchSeries{2, 10}}) {
       const Cell c{"3.11", torch, cuda};
       const VariantHints h = parse_local_label(c.label());
@@ -219,10 +219,10 @@ TEST(Cell, LabelsRoundTripThroughTheVariantParser) {
 }
 
 TEST(Cell, LabelMatches) {
-  const Cell c{"3.11", t28, cu128};
+  const Cell c{"3.11", t28, kCu128};
   EXPECT_TRUE(label_matches("cu128torch2.8", c));
   EXPECT_TRUE(label_matches("+cu128torch2.8", c));
-  EXPECT_TRUE(label_matches("cu128.torch2.8", c));
+  EXPECT_TRUE(label_matches("kCu128.torch2.8", c));
   EXPECT_TRUE(label_matches("cu128torch2.8.0", c));
   EXPECT_TRUE(label_matches("cu128torch280", c));
   EXPECT_TRUE(label_matches("pt28cu128", c));
@@ -234,11 +234,11 @@ TEST(Cell, LabelMatches) {
   EXPECT_FALSE(label_matches("cu130torch2.8", c));  // other major
   EXPECT_FALSE(label_matches("cu12torch2.8", c));   // major only
   EXPECT_FALSE(label_matches("cu128torch2.7", c));  // other torch
-  EXPECT_FALSE(label_matches("cu128", c));          // no torch
+  EXPECT_FALSE(label_matches("kCu128", c));         // no torch
   EXPECT_FALSE(label_matches("torch2.8", c));       // no cuda
   EXPECT_FALSE(label_matches("rocm6.4torch2.8", c));
   EXPECT_FALSE(label_matches("cpu.torch2.8", c));
-  EXPECT_FALSE(label_matches("cu128.cu126torch2.8", c));  // contradictory
+  EXPECT_FALSE(label_matches("kCu128.cu126torch2.8", c));  // contradictory
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -248,26 +248,26 @@ Matrix sample_matrix() {
   Matrix m;
   m.python = {"3.10", "3.11"};
   m.torch = {t28, t211};
-  m.cuda = {cu128, cu130};
+  m.cuda = {kCu128, cu130};
   return m;
 }
 
 TEST(ExpandMatrix, CrossProductInListedOrder) {
   EXPECT_THAT(
       keys(expand_matrix(sample_matrix())),
-      ElementsAre("py3.10-torch2.8-cu128", "py3.10-torch2.8-cu130", "py3.10-torch2.11-cu128",
-                  "py3.10-torch2.11-cu130", "py3.11-torch2.8-cu128", "py3.11-torch2.8-cu130",
-                  "py3.11-torch2.11-cu128", "py3.11-torch2.11-cu130"));
+      ElementsAre("py3.10-torch2.8-kCu128", "py3.10-torch2.8-cu130", "py3.10-torch2.11-kCu128",
+                  "py3.10-torch2.11-cu130", "py3.11-torch2.8-kCu128", "py3.11-torch2.8-cu130",
+                  "py3.11-torch2.11-kCu128", "py3.11-torch2.11-cu130"));
 }
 
 TEST(ExpandMatrix, OrderFollowsTheConfigNotSorting) {
   Matrix m;
   m.python = {"3.12", "3.10"};
   m.torch = {t28};
-  m.cuda = {cu130, cu126};
+  m.cuda = {cu130, kCu126};
   EXPECT_THAT(keys(expand_matrix(m)),
-              ElementsAre("py3.12-torch2.8-cu130", "py3.12-torch2.8-cu126", "py3.10-torch2.8-cu130",
-                          "py3.10-torch2.8-cu126"));
+              ElementsAre("py3.12-torch2.8-cu130", "py3.12-torch2.8-kCu126",
+                          "py3.10-torch2.8-cu130", "py3.10-torch2.8-kCu126"));
 }
 
 TEST(ExpandMatrix, ExclusionsOfOneTwoAndThreeAxes) {
@@ -275,10 +275,11 @@ TEST(ExpandMatrix, ExclusionsOfOneTwoAndThreeAxes) {
   m.exclude = {
       {std::nullopt, t28, cu130},    // torch 2.8 was never built for CUDA 13
       {"3.10", t211, std::nullopt},  // one python × torch pair
-      {"3.11", t211, cu128},         // a single cell
+      {"3.11", t211, kCu128},        // a single cell
   };
-  EXPECT_THAT(keys(expand_matrix(m)), ElementsAre("py3.10-torch2.8-cu128", "py3.11-torch2.8-cu128",
-                                                  "py3.11-torch2.11-cu130"));
+  EXPECT_THAT(
+      keys(expand_matrix(m)),
+      ElementsAre("py3.10-torch2.8-kCu128", "py3.11-torch2.8-kCu128", "py3.11-torch2.11-cu130"));
   m.exclude = {{"3.10", std::nullopt, std::nullopt}};
   EXPECT_EQ(expand_matrix(m).size(), 4U);
 }
@@ -316,7 +317,7 @@ TEST(ExpandMatrix, SubsetCannotBringBackExcludedCells) {
 TEST(ExpandMatrix, SubsetExclusionsApply) {
   Matrix subset;
   subset.python = {"3.11"};
-  subset.exclude = {{std::nullopt, std::nullopt, cu128}};
+  subset.exclude = {{std::nullopt, std::nullopt, kCu128}};
   EXPECT_THAT(keys(expand_matrix(sample_matrix(), subset)),
               ElementsAre("py3.11-torch2.8-cu130", "py3.11-torch2.11-cu130"));
 }
@@ -325,8 +326,8 @@ TEST(ExpandMatrix, DuplicatesYieldOneCell) {
   Matrix m;
   m.python = {"3.11", "3.11"};
   m.torch = {t28};
-  m.cuda = {cu128, cu128};
-  EXPECT_THAT(keys(expand_matrix(m)), ElementsAre("py3.11-torch2.8-cu128"));
+  m.cuda = {kCu128, kCu128};
+  EXPECT_THAT(keys(expand_matrix(m)), ElementsAre("py3.11-torch2.8-kCu128"));
 }
 
 TEST(ValidateMatrix, AcceptsAValidMatrix) {
@@ -349,14 +350,14 @@ TEST(ValidateMatrix, EveryProblemTogether) {
   Matrix m;
   m.python = {"3.11", "3.11", "311", "3.11.2"};
   m.torch = {t28, t28, TorchSeries{0, 4}};
-  m.cuda = {cu128, CudaVersion{20, 1}, cu128};
+  m.cuda = {kCu128, CudaVersion{20, 1}, kCu128};
   m.exclude = {
       {},
       {"3.9", std::nullopt, std::nullopt},
       {std::nullopt, t27, std::nullopt},
-      {std::nullopt, std::nullopt, cu126},
-      {std::nullopt, t28, cu128},
-      {std::nullopt, t28, cu128},
+      {std::nullopt, std::nullopt, kCu126},
+      {std::nullopt, t28, kCu128},
+      {std::nullopt, t28, kCu128},
   };
   const auto r = validate_matrix(m);
   ASSERT_FALSE(r.ok());
@@ -379,15 +380,15 @@ TEST(ValidateMatrix, ExclusionsThatLeaveNothing) {
   Matrix m;
   m.python = {"3.11"};
   m.torch = {t28};
-  m.cuda = {cu128, cu130};
-  m.exclude = {{std::nullopt, std::nullopt, cu128}, {"3.11", std::nullopt, cu130}};
+  m.cuda = {kCu128, cu130};
+  m.exclude = {{std::nullopt, std::nullopt, kCu128}, {"3.11", std::nullopt, cu130}};
   EXPECT_THAT(validate_matrix(m).error().message, HasSubstr("leave no cell"));
 }
 
 TEST(ValidateMatrixSubset, AcceptsValuesOfTheFullMatrix) {
   Matrix subset;
   subset.python = {"3.11"};
-  subset.cuda = {cu130, cu128};
+  subset.cuda = {cu130, kCu128};
   EXPECT_TRUE(validate_matrix_subset(subset, sample_matrix()).ok());
   EXPECT_TRUE(validate_matrix_subset(Matrix{}, sample_matrix()).ok());
 }
@@ -396,7 +397,7 @@ TEST(ValidateMatrixSubset, RejectsUnknownMalformedAndDuplicateValues) {
   Matrix subset;
   subset.python = {"3.9", "3.11", "3.11", "three"};
   subset.torch = {t27};
-  subset.cuda = {cu126};
+  subset.cuda = {kCu126};
   subset.exclude = {{std::nullopt, std::nullopt, CudaVersion{11, 8}}};
   const auto r = validate_matrix_subset(subset, sample_matrix());
   ASSERT_FALSE(r.ok());

@@ -13,8 +13,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-WheelBinary binary(std::string path, std::vector<std::string> needed,
-                   std::vector<VersionNeed> needs = {}, std::uint16_t machine = EM_X86_64) {
+WheelBinary elf_binary(std::string path, std::vector<std::string> needed,
+                       std::vector<VersionNeed> needs = {}, std::uint16_t machine = EM_X86_64) {
   WheelBinary b;
   b.path = std::move(path);
   ElfInfo elf;
@@ -31,9 +31,9 @@ WheelBinary extension(std::vector<std::string> glibc, std::vector<std::string> c
                       std::uint16_t machine = EM_X86_64) {
   std::vector<VersionNeed> needs{{"libc.so.6", std::move(glibc)}};
   if (!cxx.empty()) needs.push_back({"libstdc++.so.6", std::move(cxx)});
-  return binary("pkg/_C.cpython-312-x86_64-linux-gnu.so",
-                {"libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6"}, std::move(needs),
-                machine);
+  return elf_binary("pkg/_C.cpython-312-x86_64-linux-gnu.so",
+                    {"libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libc.so.6"}, std::move(needs),
+                    machine);
 }
 
 ManylinuxAssessment assess(const std::vector<WheelBinary>& binaries) {
@@ -80,8 +80,9 @@ TEST(ManylinuxTest, TheHighestRequirementDecides) {
 
 TEST(ManylinuxTest, TheFloorIsTheHighestOverEveryBinary) {
   std::vector<WheelBinary> wheel{extension({"GLIBC_2.14"})};
-  wheel.push_back(binary("pkg/tool", {"libc.so.6", "ld-linux-x86-64.so.2"},
-                         {{"libc.so.6", {"GLIBC_2.3"}}, {"ld-linux-x86-64.so.2", {"GLIBC_2.35"}}}));
+  wheel.push_back(
+      elf_binary("pkg/tool", {"libc.so.6", "ld-linux-x86-64.so.2"},
+                 {{"libc.so.6", {"GLIBC_2.3"}}, {"ld-linux-x86-64.so.2", {"GLIBC_2.35"}}}));
   wheel.back().elf->type = ElfType::executable;
   const auto a = assess(wheel);
   ASSERT_EQ(a.outcome, ManylinuxOutcome::tagged) << a.summary();
@@ -130,7 +131,7 @@ TEST(ManylinuxTest, TooNewForEveryPolicy) {
 TEST(ManylinuxTest, UnsatisfiedLibrariesAreNamedWithWhoNeedsThem) {
   std::vector<WheelBinary> wheel{extension({"GLIBC_2.14"})};
   wheel[0].elf->needed.push_back("libfoo.so.1");
-  wheel.push_back(binary("pkg/_D.so", {"libfoo.so.1", "libbar.so", "libc.so.6"}));
+  wheel.push_back(elf_binary("pkg/_D.so", {"libfoo.so.1", "libbar.so", "libc.so.6"}));
   const auto a = assess(wheel);
   ASSERT_EQ(a.outcome, ManylinuxOutcome::refused);
   ASSERT_EQ(a.unsatisfied.size(), 2U);
@@ -174,9 +175,9 @@ TEST(ManylinuxTest, TheWheelsOwnLibrariesAreProvidedBySonameOrFileName) {
   std::vector<WheelBinary> wheel{extension({"GLIBC_2.14"})};
   wheel[0].elf->needed.insert(wheel[0].elf->needed.end(),
                               {"libfoo.so.1", "libbar-3f2a1b.so", "libpython3.12.so.1.0"});
-  wheel.push_back(binary("pkg.libs/libfoo-8d0c2e1f.so.1.2", {"libc.so.6"}));
+  wheel.push_back(elf_binary("pkg.libs/libfoo-8d0c2e1f.so.1.2", {"libc.so.6"}));
   wheel.back().elf->soname = "libfoo.so.1";
-  wheel.push_back(binary("pkg.libs/libbar-3f2a1b.so", {"libc.so.6"}));
+  wheel.push_back(elf_binary("pkg.libs/libbar-3f2a1b.so", {"libc.so.6"}));
   const auto a = assess(wheel);
   ASSERT_EQ(a.outcome, ManylinuxOutcome::refused);
   ASSERT_EQ(a.unsatisfied.size(), 1U);
@@ -197,8 +198,8 @@ TEST(ManylinuxTest, LibrariesOnlyNewerPoliciesAllowRaiseTheTag) {
   EXPECT_EQ(a.policy->tag(), "manylinux_2_24_x86_64");
   EXPECT_EQ(a.deciding, "libmvec.so.1 needed by pkg/_C.cpython-312-x86_64-linux-gnu.so");
   EXPECT_EQ(
-      tag_of({binary("x.so", {"libGL.so.1", "libX11.so.6", "libz.so.1", "ld-linux-x86-64.so.2",
-                              "libpthread.so.0", "libdl.so.2", "librt.so.1"})}),
+      tag_of({elf_binary("x.so", {"libGL.so.1", "libX11.so.6", "libz.so.1", "ld-linux-x86-64.so.2",
+                                  "libpthread.so.0", "libdl.so.2", "librt.so.1"})}),
       "manylinux_2_17_x86_64");
 }
 
@@ -213,7 +214,7 @@ TEST(ManylinuxTest, BlacklistedSymbolsRuleOutThePoliciesThatListThem) {
   EXPECT_EQ(tag_of(wheel), "manylinux_2_17_x86_64");
 
   // zlib internals are forbidden by every policy.
-  std::vector<WheelBinary> zlib{binary("z.so", {"libz.so.1", "libc.so.6"})};
+  std::vector<WheelBinary> zlib{elf_binary("z.so", {"libz.so.1", "libc.so.6"})};
   symbol.name = "inflate_fast";
   zlib[0].elf->symbols.push_back(symbol);
   const auto a = assess(zlib);
@@ -240,7 +241,7 @@ TEST(ManylinuxTest, WhatCannotBeAssessed) {
   EXPECT_EQ(assess({}).summary(), "no ELF binaries");
 
   // Relocatable objects are not loaded; they do not count.
-  std::vector<WheelBinary> objects{binary("pkg/x.o", {})};
+  std::vector<WheelBinary> objects{elf_binary("pkg/x.o", {})};
   objects[0].elf->type = ElfType::relocatable;
   EXPECT_EQ(assess(objects).outcome, ManylinuxOutcome::no_binaries);
 
@@ -251,14 +252,14 @@ TEST(ManylinuxTest, WhatCannotBeAssessed) {
   EXPECT_EQ(a.summary(), "not manylinux: cannot read pkg/broken.so: the ELF header is truncated");
 
   const std::vector<WheelBinary> mixed{extension({"GLIBC_2.14"}),
-                                       binary("pkg/arm.so", {}, {}, EM_AARCH64)};
+                                       elf_binary("pkg/arm.so", {}, {}, EM_AARCH64)};
   a = assess(mixed);
   ASSERT_EQ(a.outcome, ManylinuxOutcome::refused);
   EXPECT_THAT(a.summary(),
               HasSubstr("binaries of several architectures: x86_64 "
                         "(pkg/_C.cpython-312-x86_64-linux-gnu.so), aarch64 (pkg/arm.so)"));
 
-  const std::vector<WheelBinary> ppc{binary("pkg/p.so", {"libc.so.6"}, {}, EM_PPC64)};
+  const std::vector<WheelBinary> ppc{elf_binary("pkg/p.so", {"libc.so.6"}, {}, EM_PPC64)};
   a = assess(ppc);
   ASSERT_EQ(a.outcome, ManylinuxOutcome::refused);
   EXPECT_EQ(a.arch, "ppc64le");

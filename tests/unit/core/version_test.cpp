@@ -20,7 +20,7 @@ struct Normalization {
 };
 
 // Every spelling PEP 440 permits, with the normal form it must produce.
-const Normalization kNormalizations[] = {
+const Normalization kVersionNormalizations[] = {
     {"1.0", "1.0"},
     {"1.0.0", "1.0.0"},
     {"01.02.003", "1.2.3"},
@@ -105,7 +105,7 @@ const Normalization kNormalizations[] = {
 };
 
 TEST(Version, NormalizesEveryPermittedSpelling) {
-  for (const auto& row : kNormalizations) {
+  for (const auto& row : kVersionNormalizations) {
     const auto parsed = Version::parse(row.input);
     ASSERT_TRUE(parsed.ok()) << "input: \"" << row.input << "\"";
     EXPECT_EQ(parsed->str(), row.normalized) << "input: \"" << row.input << "\"";

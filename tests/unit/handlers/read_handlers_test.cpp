@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "handlers/handler_bed.hpp"
 #include "handlers/read.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/handlers/routes.hpp"
@@ -28,11 +29,7 @@ Response handle_read(const Request& req, const snapshot::Snapshot& snap, store::
   return respond(req, ctx);
 }
 
-std::string body_of(const Response& r) {
-  if (const auto* s = std::get_if<std::string>(&r.body)) return *s;
-  if (const auto* p = std::get_if<std::shared_ptr<const std::string>>(&r.body)) return **p;
-  return "<file>";
-}
+using testing::body_of;
 
 class ReadHandlers : public ::testing::Test {
  protected:
