@@ -179,10 +179,7 @@ Status PgCatalog::check_uploader(const NewFile& nf) {
   if (auto st = check_actor_token_locked(nf.actor); !st) return st.error();
   auto claim = project_claim_locked(nf.file.project);
   if (!claim) return claim.error();
-  if (core::decide_upload(*claim, nf.uploader, nf.file.project) == core::ClaimDecision::forbidden) {
-    return make_error(Errc::forbidden, core::not_owner_message(nf.file.project));
-  }
-  return ok_status();
+  return uploader_may_publish(*claim, nf);
 }
 
 Result<PgCatalog::Inserted> PgCatalog::insert_file_locked(const NewFile& nf,
