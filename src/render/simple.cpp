@@ -20,7 +20,6 @@ namespace {
 // JSON pages are written by appending, like the HTML ones: building a json tree for a project
 // with a thousand files costs several milliseconds, most of it in per-character escaping of
 // strings that need none. Keys come out in a fixed order, so pages stay byte-stable for ETags.
-using detail::dump;
 using detail::Json;
 
 constexpr std::string_view kHtmlHead =

@@ -7,7 +7,6 @@
 namespace wf::render {
 namespace {
 
-using detail::dump;
 using detail::Json;
 
 std::string sha256_in(const Json& hashes) {

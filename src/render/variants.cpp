@@ -9,7 +9,6 @@
 namespace wf::render {
 namespace {
 
-using detail::dump;
 using detail::Json;
 
 constexpr std::string_view kSchemaPrefix = "https://variants-schema.wheelnext.dev/v";
