@@ -7,8 +7,7 @@
 namespace wf::build {
 
 inline constexpr std::uint64_t kMiB = 1024ULL * 1024ULL;
-inline constexpr std::uint64_t kGiB = 1024ULL * kMiB;
-/// The same sizes as doubles, for fractional sizes (gb_per_job) and figures in logs.
+/// MiB and GiB as doubles, for fractional sizes (gb_per_job) and figures in logs.
 inline constexpr double kMiBd = 1024.0 * 1024.0;
 inline constexpr double kGiBd = 1024.0 * kMiBd;
 

@@ -177,7 +177,8 @@ TEST_F(Detached, AnotherCommandOrOneWithoutItsSupervisorIsNotReattachedTo) {
 }
 
 TEST_F(Detached, CancellingAReattachedCommandEndsItsWholeGroup) {
-  const ProcessSpec spec = build("sleep 30 & echo $! > child; wait");
+  // The pid is written whole before the name appears, so the test never reads a half file.
+  const ProcessSpec spec = build("sleep 30 & echo $! > child.tmp && mv child.tmp child; wait");
   start_and_leave(spec);
   ASSERT_TRUE(appears(dir_ / "child"));
   const auto child = parse_u64(trim(read_file(dir_ / "child")));

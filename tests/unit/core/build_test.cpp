@@ -170,7 +170,7 @@ TEST(MatrixValues, CudaVersion) {
     EXPECT_EQ(parse_cuda_version(bad), std::nullopt) << bad;
   }
   EXPECT_EQ(kCu128.str(), "12.8");
-  EXPECT_EQ(kCu128.tag(), "kCu128");
+  EXPECT_EQ(kCu128.tag(), "cu128");
   EXPECT_EQ(cu130.tag(), "cu130");
 }
 
@@ -199,7 +199,7 @@ TEST(Cell, LabelAndKey) {
   const Cell c{"3.11", t28, kCu128};
   EXPECT_EQ(c.label(), "cu128torch2.8");
   EXPECT_EQ(local_label(c), "cu128torch2.8");
-  EXPECT_EQ(c.key(), "py3.11-torch2.8-kCu128");
+  EXPECT_EQ(c.key(), "py3.11-torch2.8-cu128");
   EXPECT_EQ(local_label(Cell{"3.12", t211, cu130}), "cu130torch2.11");
   EXPECT_EQ(local_label(Cell{"3.9", t27, CudaVersion{11, 8}}), "cu118torch2.7");
 }
@@ -222,7 +222,7 @@ TEST(Cell, LabelMatches) {
   const Cell c{"3.11", t28, kCu128};
   EXPECT_TRUE(label_matches("cu128torch2.8", c));
   EXPECT_TRUE(label_matches("+cu128torch2.8", c));
-  EXPECT_TRUE(label_matches("kCu128.torch2.8", c));
+  EXPECT_TRUE(label_matches("cu128.torch2.8", c));
   EXPECT_TRUE(label_matches("cu128torch2.8.0", c));
   EXPECT_TRUE(label_matches("cu128torch280", c));
   EXPECT_TRUE(label_matches("pt28cu128", c));
@@ -234,11 +234,11 @@ TEST(Cell, LabelMatches) {
   EXPECT_FALSE(label_matches("cu130torch2.8", c));  // other major
   EXPECT_FALSE(label_matches("cu12torch2.8", c));   // major only
   EXPECT_FALSE(label_matches("cu128torch2.7", c));  // other torch
-  EXPECT_FALSE(label_matches("kCu128", c));         // no torch
+  EXPECT_FALSE(label_matches("cu128", c));          // no torch
   EXPECT_FALSE(label_matches("torch2.8", c));       // no cuda
   EXPECT_FALSE(label_matches("rocm6.4torch2.8", c));
   EXPECT_FALSE(label_matches("cpu.torch2.8", c));
-  EXPECT_FALSE(label_matches("kCu128.cu126torch2.8", c));  // contradictory
+  EXPECT_FALSE(label_matches("cu128.cu126torch2.8", c));  // contradictory
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -255,9 +255,9 @@ Matrix sample_matrix() {
 TEST(ExpandMatrix, CrossProductInListedOrder) {
   EXPECT_THAT(
       keys(expand_matrix(sample_matrix())),
-      ElementsAre("py3.10-torch2.8-kCu128", "py3.10-torch2.8-cu130", "py3.10-torch2.11-kCu128",
-                  "py3.10-torch2.11-cu130", "py3.11-torch2.8-kCu128", "py3.11-torch2.8-cu130",
-                  "py3.11-torch2.11-kCu128", "py3.11-torch2.11-cu130"));
+      ElementsAre("py3.10-torch2.8-cu128", "py3.10-torch2.8-cu130", "py3.10-torch2.11-cu128",
+                  "py3.10-torch2.11-cu130", "py3.11-torch2.8-cu128", "py3.11-torch2.8-cu130",
+                  "py3.11-torch2.11-cu128", "py3.11-torch2.11-cu130"));
 }
 
 TEST(ExpandMatrix, OrderFollowsTheConfigNotSorting) {
@@ -266,8 +266,8 @@ TEST(ExpandMatrix, OrderFollowsTheConfigNotSorting) {
   m.torch = {t28};
   m.cuda = {cu130, kCu126};
   EXPECT_THAT(keys(expand_matrix(m)),
-              ElementsAre("py3.12-torch2.8-cu130", "py3.12-torch2.8-kCu126",
-                          "py3.10-torch2.8-cu130", "py3.10-torch2.8-kCu126"));
+              ElementsAre("py3.12-torch2.8-cu130", "py3.12-torch2.8-cu126", "py3.10-torch2.8-cu130",
+                          "py3.10-torch2.8-cu126"));
 }
 
 TEST(ExpandMatrix, ExclusionsOfOneTwoAndThreeAxes) {
@@ -277,9 +277,8 @@ TEST(ExpandMatrix, ExclusionsOfOneTwoAndThreeAxes) {
       {"3.10", t211, std::nullopt},  // one python × torch pair
       {"3.11", t211, kCu128},        // a single cell
   };
-  EXPECT_THAT(
-      keys(expand_matrix(m)),
-      ElementsAre("py3.10-torch2.8-kCu128", "py3.11-torch2.8-kCu128", "py3.11-torch2.11-cu130"));
+  EXPECT_THAT(keys(expand_matrix(m)), ElementsAre("py3.10-torch2.8-cu128", "py3.11-torch2.8-cu128",
+                                                  "py3.11-torch2.11-cu130"));
   m.exclude = {{"3.10", std::nullopt, std::nullopt}};
   EXPECT_EQ(expand_matrix(m).size(), 4U);
 }
@@ -327,7 +326,7 @@ TEST(ExpandMatrix, DuplicatesYieldOneCell) {
   m.python = {"3.11", "3.11"};
   m.torch = {t28};
   m.cuda = {kCu128, kCu128};
-  EXPECT_THAT(keys(expand_matrix(m)), ElementsAre("py3.11-torch2.8-kCu128"));
+  EXPECT_THAT(keys(expand_matrix(m)), ElementsAre("py3.11-torch2.8-cu128"));
 }
 
 TEST(ValidateMatrix, AcceptsAValidMatrix) {
