@@ -103,7 +103,7 @@ struct FeedCallbacks {
     auto bytes = self->source_.read_at(self->position_, want);
     if (!bytes) {
       archive_set_error(a, EIO, "%s", bytes.error().message.c_str());
-      self->failure_ = std::move(bytes.error());
+      self->failure_ = bytes.error();
       return -1;
     }
     self->buffer_ = std::move(*bytes);
