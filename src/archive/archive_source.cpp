@@ -38,6 +38,33 @@ Result<OpenFile> open_archive_file(const std::filesystem::path& path) {
   return OpenFile{std::move(fd), static_cast<std::uint64_t>(st.st_size)};
 }
 
+namespace {
+
+// Seeking and skipping are the same for both feeds: they only move the position.
+la_int64_t seek_feed(struct ::archive* a, std::uint64_t& position, std::uint64_t size,
+                     la_int64_t offset, int whence) {
+  la_int64_t base = 0;
+  if (whence == SEEK_CUR) base = static_cast<la_int64_t>(position);
+  if (whence == SEEK_END) base = static_cast<la_int64_t>(size);
+  const la_int64_t target = base + offset;
+  if (target < 0) {
+    archive_set_error(a, EINVAL, "seek before the start of the file");
+    return ARCHIVE_FATAL;
+  }
+  position = static_cast<std::uint64_t>(target);
+  return target;
+}
+
+// Skipping past the end is clamped so that the next read reports the end of the file.
+la_int64_t skip_feed(std::uint64_t& position, std::uint64_t size, la_int64_t request) {
+  if (request <= 0 || position >= size) return 0;
+  const auto step = std::min(static_cast<std::uint64_t>(request), size - position);
+  position += step;
+  return static_cast<la_int64_t>(step);
+}
+
+}  // namespace
+
 struct FdSourceCallbacks {
   static la_ssize_t read(struct ::archive* a, void* data, const void** buffer) {
     auto* self = static_cast<FdSource*>(data);
@@ -58,25 +85,41 @@ struct FdSourceCallbacks {
 
   static la_int64_t seek(struct ::archive* a, void* data, la_int64_t offset, int whence) {
     auto* self = static_cast<FdSource*>(data);
-    la_int64_t base = 0;
-    if (whence == SEEK_CUR) base = static_cast<la_int64_t>(self->position_);
-    if (whence == SEEK_END) base = static_cast<la_int64_t>(self->size_);
-    const la_int64_t target = base + offset;
-    if (target < 0) {
-      archive_set_error(a, EINVAL, "seek before the start of the file");
-      return ARCHIVE_FATAL;
-    }
-    self->position_ = static_cast<std::uint64_t>(target);
-    return target;
+    return seek_feed(a, self->position_, self->size_, offset, whence);
   }
 
-  // Skipping past the end is clamped so that the next read reports the end of the file.
   static la_int64_t skip(struct ::archive*, void* data, la_int64_t request) {
     auto* self = static_cast<FdSource*>(data);
-    if (request <= 0 || self->position_ >= self->size_) return 0;
-    const auto step = std::min(static_cast<std::uint64_t>(request), self->size_ - self->position_);
-    self->position_ += step;
-    return static_cast<la_int64_t>(step);
+    return skip_feed(self->position_, self->size_, request);
+  }
+};
+
+struct FeedCallbacks {
+  static la_ssize_t read(struct ::archive* a, void* data, const void** buffer) {
+    auto* self = static_cast<ByteSourceFeed*>(data);
+    if (self->position_ >= self->size_) return 0;
+    const auto want = static_cast<std::size_t>(
+        std::min<std::uint64_t>(ByteSourceFeed::kBlockSize, self->size_ - self->position_));
+    auto bytes = self->source_.read_at(self->position_, want);
+    if (!bytes) {
+      archive_set_error(a, EIO, "%s", bytes.error().message.c_str());
+      self->failure_ = bytes.error();
+      return -1;
+    }
+    self->buffer_ = std::move(*bytes);
+    self->position_ += self->buffer_.size();
+    *buffer = self->buffer_.data();
+    return static_cast<la_ssize_t>(self->buffer_.size());
+  }
+
+  static la_int64_t seek(struct ::archive* a, void* data, la_int64_t offset, int whence) {
+    auto* self = static_cast<ByteSourceFeed*>(data);
+    return seek_feed(a, self->position_, self->size_, offset, whence);
+  }
+
+  static la_int64_t skip(struct ::archive*, void* data, la_int64_t request) {
+    auto* self = static_cast<ByteSourceFeed*>(data);
+    return skip_feed(self->position_, self->size_, request);
   }
 };
 
@@ -86,6 +129,16 @@ int FdSource::open(struct ::archive* a, Seeking seeking) {
   if (seeking == Seeking::yes) {
     archive_read_set_seek_callback(a, &FdSourceCallbacks::seek);
     archive_read_set_skip_callback(a, &FdSourceCallbacks::skip);
+  }
+  return archive_read_open1(a);
+}
+
+int ByteSourceFeed::open(struct ::archive* a, Seeking seeking) {
+  archive_read_set_callback_data(a, this);
+  archive_read_set_read_callback(a, &FeedCallbacks::read);
+  if (seeking == Seeking::yes) {
+    archive_read_set_seek_callback(a, &FeedCallbacks::seek);
+    archive_read_set_skip_callback(a, &FeedCallbacks::skip);
   }
   return archive_read_open1(a);
 }

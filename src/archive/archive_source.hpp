@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "wheelforge/archive/elf.hpp"
 #include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -61,6 +63,33 @@ class FdSource {
   std::uint64_t size_;
   std::uint64_t position_ = 0;
   std::vector<char> buffer_;
+};
+
+/// Feeds libarchive from a ByteSource (a blob read by ranges), in blocks of at most 64 KiB, as
+/// FdSource does from a descriptor. `source` must outlive it, and it the archive it is opened
+/// on.
+class ByteSourceFeed {
+ public:
+  explicit ByteSourceFeed(ByteSource& source) : source_(source), size_(source.size()) {}
+  ByteSourceFeed(const ByteSourceFeed&) = delete;
+  ByteSourceFeed& operator=(const ByteSourceFeed&) = delete;
+
+  /// As FdSource::open.
+  int open(struct ::archive* a, Seeking seeking);
+
+  /// The error of the source's last failed read, which libarchive only saw as a failed read;
+  /// nullopt while every read worked.
+  [[nodiscard]] const std::optional<Error>& failure() const { return failure_; }
+
+ private:
+  friend struct FeedCallbacks;
+  static constexpr std::size_t kBlockSize = std::size_t{64} * 1024U;
+
+  ByteSource& source_;
+  std::uint64_t size_;
+  std::uint64_t position_ = 0;
+  std::string buffer_;
+  std::optional<Error> failure_;
 };
 
 /// Reads the data of the member `a` is positioned on, whose header is `entry`. `what` names it

@@ -57,7 +57,34 @@ class FdRegionSource final : public ByteSource {
   std::uint64_t size_;
 };
 
+// [base, base + size) of another source.
+class SubrangeSource final : public ByteSource {
+ public:
+  SubrangeSource(ByteSource& parent, std::uint64_t base, std::uint64_t size)
+      : parent_(parent), base_(base), size_(size) {}
+
+  [[nodiscard]] std::uint64_t size() const override { return size_; }
+
+  [[nodiscard]] Result<std::string> read_at(std::uint64_t offset, std::size_t length) override {
+    if (!range_fits(offset, length, size_)) {
+      return invalid("bytes " + std::to_string(offset) + "+" + std::to_string(length) +
+                     " lie outside the " + std::to_string(size_) + "-byte member");
+    }
+    return parent_.read_at(base_ + offset, length);
+  }
+
+ private:
+  ByteSource& parent_;
+  std::uint64_t base_;
+  std::uint64_t size_;
+};
+
 }  // namespace
+
+std::unique_ptr<ByteSource> make_region_source(ByteSource& parent, std::uint64_t base,
+                                               std::uint64_t size) {
+  return std::make_unique<SubrangeSource>(parent, base, size);
+}
 
 std::unique_ptr<ByteSource> make_region_source(UniqueFd fd, std::uint64_t base,
                                                std::uint64_t size) {
@@ -69,8 +96,11 @@ std::unique_ptr<ByteSource> make_region_source(int fd, std::uint64_t base, std::
   return std::make_unique<FdRegionSource>(fd, UniqueFd(), base, size);
 }
 
-Result<std::uint64_t> member_data_offset(int fd, const ZipMember& member) {
-  auto header = pread_exact(fd, member.local_header_offset, kLocalHeaderSize);
+Result<std::uint64_t> member_data_offset(ByteSource& file, const ZipMember& member) {
+  if (!range_fits(member.local_header_offset, kLocalHeaderSize, file.size())) {
+    return invalid("member " + quote_name(member.name) + " has no local header");
+  }
+  auto header = file.read_at(member.local_header_offset, kLocalHeaderSize);
   if (!header) return header.error();
   const auto le16 = [&](std::size_t at) {
     return static_cast<std::uint64_t>(static_cast<unsigned char>((*header)[at]) |
@@ -82,41 +112,41 @@ Result<std::uint64_t> member_data_offset(int fd, const ZipMember& member) {
   return member.local_header_offset + kLocalHeaderSize + le16(26) + le16(28);
 }
 
+Result<std::uint64_t> member_data_offset(int fd, std::uint64_t file_size, const ZipMember& member) {
+  auto file = make_region_source(fd, 0, file_size);
+  return member_data_offset(*file, member);
+}
+
 // libarchive's input: the file from the member's local header on, in blocks.
 struct InflatingMemberSource::Feed {
-  int fd = -1;
+  ByteSource* file = nullptr;
   std::uint64_t position = 0;
   std::uint64_t end = 0;
-  std::vector<char> buffer = std::vector<char>(kBlock);
+  std::string buffer;
 
   static la_ssize_t read(struct ::archive* a, void* data, const void** out) {
     auto* self = static_cast<Feed*>(data);
     const auto want =
         static_cast<std::size_t>(std::min<std::uint64_t>(kBlock, self->end - self->position));
     if (want == 0) return 0;
-    while (true) {
-      const ssize_t n =
-          ::pread(self->fd, self->buffer.data(), want, static_cast<off_t>(self->position));
-      if (n >= 0) {
-        self->position += static_cast<std::uint64_t>(n);
-        *out = self->buffer.data();
-        return n;
-      }
-      if (errno != EINTR) {
-        archive_set_error(a, errno, "read failed");
-        return -1;
-      }
+    auto bytes = self->file->read_at(self->position, want);
+    if (!bytes) {
+      archive_set_error(a, EIO, "%s", bytes.error().message.c_str());
+      return -1;
     }
+    self->buffer = std::move(*bytes);
+    self->position += self->buffer.size();
+    *out = self->buffer.data();
+    return static_cast<la_ssize_t>(self->buffer.size());
   }
 };
 
-InflatingMemberSource::InflatingMemberSource(int fd, const ZipMember& member,
-                                             std::uint64_t file_end, InflateBudget& budget,
-                                             std::uint32_t max_passes)
-    : fd_(fd),
+InflatingMemberSource::InflatingMemberSource(ByteSource& file, const ZipMember& member,
+                                             InflateBudget& budget, std::uint32_t max_passes)
+    : file_(file),
       name_(member.name),
       begin_(member.local_header_offset),
-      end_(file_end),
+      end_(file.size()),
       size_(member.uncompressed_size),
       budget_(budget),
       max_passes_(max_passes) {}
@@ -131,7 +161,7 @@ Status InflatingMemberSource::start_pass() {
   ++passes_;
   reader_.reset();
   feed_ = std::make_unique<Feed>();
-  feed_->fd = fd_;
+  feed_->file = &file_;
   feed_->position = begin_;
   feed_->end = end_;
   reader_ = new_archive_reader();

@@ -1,7 +1,7 @@
 #pragma once
 // Byte sources (wheelforge/archive/elf.hpp) over files and zip members: a region of an open file
-// (a whole file, or a stored member read in place), and a deflated member inflated forward with
-// libarchive, keeping only what is asked for.
+// or of another source (a whole file, or a stored member read in place), and a deflated member
+// inflated forward with libarchive, keeping only what is asked for.
 
 #include <cstdint>
 #include <memory>
@@ -20,6 +20,10 @@ namespace wf::archive {
   return offset <= size && length <= size - offset;
 }
 
+/// A source over [base, base + size) of `parent` (which must outlive it).
+[[nodiscard]] std::unique_ptr<ByteSource> make_region_source(ByteSource& parent, std::uint64_t base,
+                                                             std::uint64_t size);
+
 /// A source over [base, base + size) of a descriptor it owns.
 [[nodiscard]] std::unique_ptr<ByteSource> make_region_source(UniqueFd fd, std::uint64_t base,
                                                              std::uint64_t size);
@@ -31,7 +35,10 @@ namespace wf::archive {
 /// Where a member's data begins: after its local header, name and extra field. The layout scan
 /// has checked the local header; fails with Errc::io on a read error, Errc::invalid when the
 /// header is not there.
-[[nodiscard]] Result<std::uint64_t> member_data_offset(int fd, const ZipMember& member);
+[[nodiscard]] Result<std::uint64_t> member_data_offset(ByteSource& file, const ZipMember& member);
+/// The same in the file open at `fd`, `file_size` bytes long.
+[[nodiscard]] Result<std::uint64_t> member_data_offset(int fd, std::uint64_t file_size,
+                                                       const ZipMember& member);
 
 /// Bytes that may still be inflated, shared by every member source of one wheel.
 struct InflateBudget {
@@ -48,10 +55,10 @@ struct InflateBudget {
 /// `max_passes` passes, beyond the budget, or when the stream is damaged or ends early.
 class InflatingMemberSource final : public ByteSource {
  public:
-  /// `file_end`: how far libarchive may read (the file's size: after the data it reads the data
-  /// descriptor, if any).
-  InflatingMemberSource(int fd, const ZipMember& member, std::uint64_t file_end,
-                        InflateBudget& budget, std::uint32_t max_passes);
+  /// libarchive may read `file` to its end (after the data it reads the data descriptor, if
+  /// any); `file` must outlive the source.
+  InflatingMemberSource(ByteSource& file, const ZipMember& member, InflateBudget& budget,
+                        std::uint32_t max_passes);
   ~InflatingMemberSource() override;
 
   [[nodiscard]] std::uint64_t size() const override { return size_; }
@@ -66,7 +73,7 @@ class InflatingMemberSource final : public ByteSource {
   Status start_pass();
   Status inflate_block();
 
-  int fd_;
+  ByteSource& file_;
   std::string name_;
   std::uint64_t begin_;  // local header offset
   std::uint64_t end_;

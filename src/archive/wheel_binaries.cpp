@@ -22,12 +22,8 @@ bool is_directory(const ZipMember& m) {
 
 }  // namespace
 
-Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(const std::filesystem::path& wheel,
+Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(ByteSource& file,
                                                               const InspectLimits& limits) {
-  auto file = open_archive_file(wheel);
-  if (!file) return file.error();
-  const int fd = file->fd.get();
-
   // The same layout checks as read_wheel: nothing is inflated from a zip that readers could
   // disagree about. The declared sizes are read_wheel's to judge (the archive policy); here
   // the inflate budget bounds the work.
@@ -36,7 +32,7 @@ Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(const std::filesys
   layout.max_inflated_bytes = UINT64_MAX;
   layout.max_compression_ratio = UINT64_MAX;
   CappedProblems problems;
-  auto members = scan_zip_layout(fd, file->size, layout, problems);
+  auto members = scan_zip_layout(file, layout, problems);
   if (!members) return members.error();
   if (!problems.empty()) return problems.to_error();
   std::sort(members->begin(), members->end(), [](const ZipMember& a, const ZipMember& b) {
@@ -47,7 +43,7 @@ Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(const std::filesys
   std::vector<core::WheelBinary> out;
   for (const ZipMember& m : *members) {
     if (is_directory(m) || m.uncompressed_size < kElfMagic.size()) continue;
-    auto data = member_data_offset(fd, m);
+    auto data = member_data_offset(file, m);
     if (!data) return data.error();
 
     std::unique_ptr<ByteSource> source;
@@ -56,10 +52,9 @@ Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(const std::filesys
         return make_error(Errc::invalid, "stored member " + quote_name(m.name) +
                                              " has different compressed and uncompressed sizes");
       }
-      source = make_region_source(fd, *data, m.uncompressed_size);
+      source = make_region_source(file, *data, m.uncompressed_size);
     } else {
-      source =
-          std::make_unique<InflatingMemberSource>(fd, m, file->size, budget, limits.max_passes);
+      source = std::make_unique<InflatingMemberSource>(file, m, budget, limits.max_passes);
     }
 
     // A member that cannot even be started is a damaged wheel, not a damaged binary.
@@ -87,16 +82,21 @@ Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(const std::filesys
   return out;
 }
 
-Result<std::vector<core::WheelMember>> list_wheel_members(const std::filesystem::path& wheel,
-                                                          std::uint64_t max_members) {
-  auto file = open_archive_file(wheel);
+Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(const std::filesystem::path& wheel,
+                                                              const InspectLimits& limits) {
+  auto file = open_file_source(wheel);
   if (!file) return file.error();
+  return inspect_wheel_binaries(**file, limits);
+}
+
+Result<std::vector<core::WheelMember>> list_wheel_members(ByteSource& file,
+                                                          std::uint64_t max_members) {
   Limits layout;
   layout.max_members = max_members;
   layout.max_inflated_bytes = UINT64_MAX;
   layout.max_compression_ratio = UINT64_MAX;
   CappedProblems problems;
-  auto members = scan_zip_layout(file->fd.get(), file->size, layout, problems);
+  auto members = scan_zip_layout(file, layout, problems);
   if (!members) return members.error();
   if (!problems.empty()) return problems.to_error();
   std::vector<core::WheelMember> out;
@@ -105,6 +105,13 @@ Result<std::vector<core::WheelMember>> list_wheel_members(const std::filesystem:
     out.push_back({m.name, m.uncompressed_size, m.compressed_size});
   }
   return out;
+}
+
+Result<std::vector<core::WheelMember>> list_wheel_members(const std::filesystem::path& wheel,
+                                                          std::uint64_t max_members) {
+  auto file = open_file_source(wheel);
+  if (!file) return file.error();
+  return list_wheel_members(**file, max_members);
 }
 
 }  // namespace wf::archive

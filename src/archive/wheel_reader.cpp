@@ -2,26 +2,32 @@
 #include <archive_entry.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "archive/archive_source.hpp"
 #include "archive/dist_info.hpp"
 #include "archive/member_checks.hpp"
+#include "archive/member_source.hpp"
 #include "archive/zip_layout.hpp"
 #include "wheelforge/archive/reader.hpp"
 
 namespace wf::archive {
+namespace {
 
-Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_view expected_name,
-                                 std::string_view expected_version, const Limits& limits) {
-  auto file = open_archive_file(path);
-  if (!file) return file.error();
-
+// read_wheel over `file`, whose bytes `feed` (FdSource or ByteSourceFeed, over the same bytes)
+// gives libarchive. A failed read of `file` is returned as it is (`failure`), not as a
+// damaged archive.
+template <typename Feed>
+Result<WheelContents> read_wheel_from(ByteSource& file, Feed& feed,
+                                      const std::optional<Error>& failure,
+                                      std::string_view expected_name,
+                                      std::string_view expected_version, const Limits& limits) {
   // Layout and names first, from our own reading of the zip structure, so that nothing is
   // decompressed from an archive that zip readers could disagree about.
   CappedProblems problems;
-  auto members = scan_zip_layout(file->fd.get(), file->size, limits, problems);
+  auto members = scan_zip_layout(file, limits, problems);
   if (!members) return members.error();
   const std::string dir = check_dist_info(*members, expected_name, expected_version, problems);
   if (!problems.empty()) return problems.to_error();
@@ -31,8 +37,12 @@ Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_
   // wheel costs one local-header read per member, not a pass over the data.
   const ArchiveReader reader = new_archive_reader();
   archive_read_support_format_zip_seekable(reader.get());
-  FdSource source(file->fd.get(), file->size);
-  if (source.open(reader.get(), Seeking::yes) != ARCHIVE_OK) {
+  const auto archive_failure = [&](std::string message) {
+    if (failure) return *failure;
+    return make_error(Errc::invalid, std::move(message) + archive_error(reader.get()));
+  };
+  if (feed.open(reader.get(), Seeking::yes) != ARCHIVE_OK) {
+    if (failure) return *failure;
     return make_error(Errc::invalid, "not a zip archive (" + archive_error(reader.get()) + ")");
   }
 
@@ -56,10 +66,7 @@ Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_
     // Warnings repeat what the layout scan has already checked against the raw headers, or
     // concern converting a non-ASCII name to the C locale; neither affects the two members
     // we read, whose names are ASCII.
-    if (status < ARCHIVE_WARN) {
-      return make_error(Errc::invalid,
-                        "cannot read the zip archive: " + archive_error(reader.get()));
-    }
+    if (status < ARCHIVE_WARN) return archive_failure("cannot read the zip archive: ");
     const char* raw_name = archive_entry_pathname(entry);
     if (raw_name == nullptr) continue;
     const std::string_view name(raw_name);
@@ -76,8 +83,7 @@ Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_
       seen = &have_variant;
     } else {
       if (archive_read_data_skip(reader.get()) < ARCHIVE_WARN) {
-        return make_error(Errc::invalid,
-                          "cannot read the zip archive: " + archive_error(reader.get()));
+        return archive_failure("cannot read the zip archive: ");
       }
       continue;
     }
@@ -85,7 +91,7 @@ Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_
       return make_error(Errc::invalid, std::string(name) + " is not a regular file");
     }
     auto data = read_member_data(reader.get(), entry, name, limits.max_metadata_bytes);
-    if (!data) return data.error();
+    if (!data) return failure ? *failure : data.error();
     *target = std::move(*data);
     *seen = true;
   }
@@ -99,6 +105,24 @@ Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_
     contents.variant_json = std::move(variant_json);
   }
   return contents;
+}
+
+}  // namespace
+
+Result<WheelContents> read_wheel(const std::filesystem::path& path, std::string_view expected_name,
+                                 std::string_view expected_version, const Limits& limits) {
+  auto file = open_archive_file(path);
+  if (!file) return file.error();
+  auto layout = make_region_source(file->fd.get(), 0, file->size);
+  FdSource feed(file->fd.get(), file->size);
+  const std::optional<Error> no_failure;
+  return read_wheel_from(*layout, feed, no_failure, expected_name, expected_version, limits);
+}
+
+Result<WheelContents> read_wheel(ByteSource& file, std::string_view expected_name,
+                                 std::string_view expected_version, const Limits& limits) {
+  ByteSourceFeed feed(file);
+  return read_wheel_from(file, feed, feed.failure(), expected_name, expected_version, limits);
 }
 
 }  // namespace wf::archive

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "archive/member_checks.hpp"
+#include "archive/member_source.hpp"
 #include "wheelforge/util/fs.hpp"
 
 namespace wf::archive {
@@ -57,27 +58,17 @@ std::uint64_t le64(std::string_view b, std::size_t at) {
 
 // Exactly `size` bytes at `offset`; reaching the end of the file first means the zip lies about
 // its own layout.
-Result<std::string> read_at(int fd, std::uint64_t offset, std::size_t size) {
-  std::string out(size, '\0');
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::pread(fd, out.data() + done, size - done,
-                              static_cast<off_t>(offset + static_cast<std::uint64_t>(done)));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_error(errno, "read");
-    }
-    if (n == 0) return invalid("the zip archive is truncated");
-    done += static_cast<std::size_t>(n);
-  }
-  return out;
+Result<std::string> read_at(ByteSource& file, std::uint64_t offset, std::size_t size) {
+  if (!range_fits(offset, size, file.size())) return invalid("the zip archive is truncated");
+  return file.read_at(offset, size);
 }
 
 // Sequential reads through [begin, end) in chunks: the central directory of a large wheel is
 // tens of megabytes, which we neither want in one allocation nor one syscall per field.
 class RegionReader {
  public:
-  RegionReader(int fd, std::uint64_t begin, std::uint64_t end) : fd_(fd), pos_(begin), end_(end) {}
+  RegionReader(ByteSource& file, std::uint64_t begin, std::uint64_t end)
+      : file_(file), pos_(begin), end_(end) {}
 
   // The next `n` bytes, valid until the next call.
   Result<std::string_view> take(std::size_t n) {
@@ -88,7 +79,7 @@ class RegionReader {
       const std::uint64_t buffered_end = pos_ + buffer_.size();
       const std::uint64_t want =
           std::min<std::uint64_t>(std::max(n - buffer_.size(), kReadChunk), end_ - buffered_end);
-      auto more = read_at(fd_, buffered_end, static_cast<std::size_t>(want));
+      auto more = read_at(file_, buffered_end, static_cast<std::size_t>(want));
       if (!more) return more.error();
       buffer_ += *more;
     }
@@ -101,7 +92,7 @@ class RegionReader {
   [[nodiscard]] std::uint64_t position() const { return pos_; }
 
  private:
-  int fd_;
+  ByteSource& file_;
   std::uint64_t pos_;
   std::uint64_t end_;
   std::string buffer_;
@@ -157,12 +148,12 @@ Error multi_volume() {
 // Finds the end records and returns where the central directory is. The end record must close
 // the file exactly (its comment included) and the central directory must end where the end
 // records begin: anything else means bytes that some zip readers see and others skip.
-Result<CentralDirectory> locate_central_directory(int fd, std::uint64_t file_size) {
+Result<CentralDirectory> locate_central_directory(ByteSource& file, std::uint64_t file_size) {
   if (file_size < kEndSize) return invalid("not a zip archive");
   const auto tail_size =
       static_cast<std::size_t>(std::min<std::uint64_t>(file_size, kEndSize + kMaxComment));
   const std::uint64_t tail_offset = file_size - tail_size;
-  auto tail = read_at(fd, tail_offset, tail_size);
+  auto tail = read_at(file, tail_offset, tail_size);
   if (!tail) return tail.error();
 
   std::optional<std::size_t> end_at;
@@ -193,7 +184,7 @@ Result<CentralDirectory> locate_central_directory(int fd, std::uint64_t file_siz
 
   std::optional<std::string> locator;
   if (end_offset >= kZip64LocatorSize) {
-    auto bytes = read_at(fd, end_offset - kZip64LocatorSize, kZip64LocatorSize);
+    auto bytes = read_at(file, end_offset - kZip64LocatorSize, kZip64LocatorSize);
     if (!bytes) return bytes.error();
     if (le32(*bytes, 0) == kZip64LocatorSignature) locator = std::move(*bytes);
   }
@@ -204,7 +195,7 @@ Result<CentralDirectory> locate_central_directory(int fd, std::uint64_t file_siz
     if (record_offset > locator_offset || locator_offset - record_offset < kZip64EndSize) {
       return invalid("the zip64 end record is not where its locator says");
     }
-    auto record = read_at(fd, record_offset, kZip64EndSize);
+    auto record = read_at(file, record_offset, kZip64EndSize);
     if (!record) return record.error();
     if (le32(*record, 0) != kZip64EndSignature ||
         le64(*record, 4) != locator_offset - record_offset - 12) {
@@ -231,11 +222,11 @@ Result<CentralDirectory> locate_central_directory(int fd, std::uint64_t file_siz
   return cd;
 }
 
-Result<std::vector<ZipMember>> read_central_directory(int fd, const CentralDirectory& cd,
+Result<std::vector<ZipMember>> read_central_directory(ByteSource& file, const CentralDirectory& cd,
                                                       CappedProblems& problems) {
   std::vector<ZipMember> members;
   members.reserve(static_cast<std::size_t>(cd.entries));
-  RegionReader reader(fd, cd.offset, cd.offset + cd.size);
+  RegionReader reader(file, cd.offset, cd.offset + cd.size);
   for (std::uint64_t i = 0; i < cd.entries; ++i) {
     auto fixed = reader.take(kCentralSize);
     if (!fixed) return fixed.error();
@@ -308,7 +299,7 @@ struct Extent {
 // Compares the local header with the central-directory entry: readers that stream a zip see
 // only local headers, readers that seek see the central directory, and both must see the same
 // member.
-Result<std::optional<Extent>> check_local_header(int fd, const ZipMember& m,
+Result<std::optional<Extent>> check_local_header(ByteSource& file, const ZipMember& m,
                                                  std::uint64_t directory_offset,
                                                  CappedProblems& problems) {
   if (m.local_header_offset == kUnknownOffset) return std::optional<Extent>{};
@@ -318,7 +309,7 @@ Result<std::optional<Extent>> check_local_header(int fd, const ZipMember& m,
     problems.add(who + " has its local header outside the member data");
     return std::optional<Extent>{};
   }
-  auto header = read_at(fd, m.local_header_offset, kLocalSize + m.name.size());
+  auto header = read_at(file, m.local_header_offset, kLocalSize + m.name.size());
   if (!header) return header.error();
   if (le32(*header, 0) != kLocalSignature) {
     problems.add(who + " has no local header at offset " + std::to_string(m.local_header_offset));
@@ -344,7 +335,7 @@ Result<std::optional<Extent>> check_local_header(int fd, const ZipMember& m,
   // With a data descriptor the local header carries zeros and the real values follow the data.
   if ((flags & kFlagDataDescriptor) == 0) {
     if (compressed == kMax32 || uncompressed == kMax32) {
-      auto extra = read_at(fd, m.local_header_offset + kLocalSize + name_size, extra_size);
+      auto extra = read_at(file, m.local_header_offset + kLocalSize + name_size, extra_size);
       if (!extra) return extra.error();
       if (!apply_zip64(*extra, uncompressed, compressed, nullptr)) {
         problems.add(who + " has a damaged zip64 extra field in its local header");
@@ -396,9 +387,10 @@ void check_extents(std::vector<Extent>& extents, std::uint64_t directory_offset,
 
 }  // namespace
 
-Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
-                                               const Limits& limits, CappedProblems& problems) {
-  auto cd = locate_central_directory(fd, file_size);
+Result<std::vector<ZipMember>> scan_zip_layout(ByteSource& file, const Limits& limits,
+                                               CappedProblems& problems) {
+  const std::uint64_t file_size = file.size();
+  auto cd = locate_central_directory(file, file_size);
   if (!cd) return cd.error();
   if (cd->entries > limits.max_members) return invalid(too_many_members(cd->entries, limits));
   if (cd->entries > cd->size / kCentralSize) {
@@ -409,7 +401,7 @@ Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
     problems.add(std::to_string(cd->offset) + " bytes of data before the end record");
   }
 
-  auto members = read_central_directory(fd, *cd, problems);
+  auto members = read_central_directory(file, *cd, problems);
   if (!members) return members.error();
   // From the declared sizes, before anything is inflated.
   std::uint64_t inflated = 0;
@@ -426,7 +418,7 @@ Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
   std::vector<Extent> extents;
   extents.reserve(members->size());
   for (const auto& m : *members) {
-    auto extent = check_local_header(fd, m, cd->offset, problems);
+    auto extent = check_local_header(file, m, cd->offset, problems);
     if (!extent) return extent.error();
     if (*extent) extents.push_back(**extent);
   }
@@ -434,17 +426,18 @@ Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
   return members;
 }
 
-Result<std::optional<std::uint64_t>> find_zip_end_record(int fd, std::uint64_t file_size) {
+Result<std::optional<std::uint64_t>> find_zip_end_record(ByteSource& file) {
+  const std::uint64_t file_size = file.size();
   using Found = std::optional<std::uint64_t>;
   if (file_size < kEndSize) return Found{};
   const auto tail_size =
       static_cast<std::size_t>(std::min<std::uint64_t>(file_size, kEndSize + kMaxComment));
   const std::uint64_t tail_offset = file_size - tail_size;
-  auto tail = read_at(fd, tail_offset, tail_size);
+  auto tail = read_at(file, tail_offset, tail_size);
   if (!tail) return tail.error();
   const auto central_signature_at = [&](std::uint64_t offset) -> Result<bool> {
     if (offset > file_size || file_size - offset < 4) return false;
-    auto bytes = read_at(fd, offset, 4);
+    auto bytes = read_at(file, offset, 4);
     if (!bytes) return bytes.error();
     return le32(*bytes, 0) == kCentralSignature;
   };
@@ -457,7 +450,7 @@ Result<std::optional<std::uint64_t>> find_zip_end_record(int fd, std::uint64_t f
     if (entries == 0 && size == 0) return Found{at};
     // Zip64: the 32-bit fields are saturated and the locator sits right before the record.
     if ((entries == kMax16 || size == kMax32 || offset == kMax32) && at >= kZip64LocatorSize) {
-      auto locator = read_at(fd, at - kZip64LocatorSize, 4);
+      auto locator = read_at(file, at - kZip64LocatorSize, 4);
       if (!locator) return locator.error();
       if (le32(*locator, 0) == kZip64LocatorSignature) return Found{at};
     }
@@ -471,6 +464,17 @@ Result<std::optional<std::uint64_t>> find_zip_end_record(int fd, std::uint64_t f
     }
   }
   return Found{};
+}
+
+Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
+                                               const Limits& limits, CappedProblems& problems) {
+  auto file = make_region_source(fd, 0, file_size);
+  return scan_zip_layout(*file, limits, problems);
+}
+
+Result<std::optional<std::uint64_t>> find_zip_end_record(int fd, std::uint64_t file_size) {
+  auto file = make_region_source(fd, 0, file_size);
+  return find_zip_end_record(*file);
 }
 
 }  // namespace wf::archive

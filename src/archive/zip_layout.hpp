@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "archive/member_checks.hpp"
+#include "wheelforge/archive/elf.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::archive {
@@ -31,8 +32,8 @@ struct ZipMember {
   std::uint64_t local_header_offset = 0;
 };
 
-/// Reads and checks the layout of the zip open at `fd`, which is `file_size` bytes long, with
-/// positional reads (the descriptor's offset is untouched). Returns the members in
+/// Reads and checks the layout of the zip `file` with positional reads (a descriptor's offset is
+/// untouched). Returns the members in
 /// central-directory order.
 /// Fails with Errc::invalid when the file is not a zip, has more than `limits.max_members`
 /// members, or its end records or central directory cannot be trusted (trailing or prepended
@@ -41,17 +42,21 @@ struct ZipMember {
 /// disagreeing with the central directory, overlapping members, unexplained bytes between
 /// members) and member sizes adding up to more than `limits` allow (inflated_size_problem) are
 /// added to `problems`; the members are still returned.
+[[nodiscard]] Result<std::vector<ZipMember>> scan_zip_layout(ByteSource& file, const Limits& limits,
+                                                             CappedProblems& problems);
+/// The same over the zip open at `fd`, `file_size` bytes long.
 [[nodiscard]] Result<std::vector<ZipMember>> scan_zip_layout(int fd, std::uint64_t file_size,
                                                              const Limits& limits,
                                                              CappedProblems& problems);
 
-/// Where a zip reader would find an end-of-central-directory record in the file open at `fd`
-/// (`file_size` bytes): the offset of a record in the last 64 KiB + 22 bytes whose central
-/// directory (at its recorded offset, or right before the record as readers that tolerate
-/// prepended data assume) starts with a central-directory signature, or that describes an
-/// empty zip. nullopt when there is none. For files that must not be zips: a signature alone,
-/// which compressed data contains by chance, is not enough. Fails with Errc::io on a read
-/// error.
+/// Where a zip reader would find an end-of-central-directory record in `file`: the offset of a
+/// record in the last 64 KiB + 22 bytes whose central directory (at its recorded offset, or right
+/// before the record as readers that tolerate prepended data assume) starts with a
+/// central-directory signature, or that describes an empty zip. nullopt when there is none. For
+/// files that must not be zips: a signature alone, which compressed data contains by chance, is not
+/// enough. Fails with Errc::io on a read error.
+[[nodiscard]] Result<std::optional<std::uint64_t>> find_zip_end_record(ByteSource& file);
+/// The same over the file open at `fd`, `file_size` bytes long.
 [[nodiscard]] Result<std::optional<std::uint64_t>> find_zip_end_record(int fd,
                                                                        std::uint64_t file_size);
 

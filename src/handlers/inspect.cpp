@@ -23,19 +23,18 @@ namespace {
 // once) is the server's problem, not the request's.
 Result<core::WheelInspection> inspect_stored(const core::FileRecord& file,
                                              const store::BlobStore& store) {
-  // A local file: the blob, or the read cache's copy of an object store's blob.
-  auto local = store.local_copy(file.sha256);
-  if (!local) {
-    return make_error(local.error().code == Errc::not_found ? Errc::internal : local.error().code,
-                      "cannot read the stored " + file.filename + ": " + local.error().message);
+  // The blob file, or ranged reads of an object store's blob: only the parts inspected.
+  auto reader = store.open_reader(file.sha256);
+  if (!reader) {
+    return make_error(reader.error().code == Errc::not_found ? Errc::internal : reader.error().code,
+                      "cannot read the stored " + file.filename + ": " + reader.error().message);
   }
-  const std::string path = local->string();
-  auto members = archive::list_wheel_members(path);
+  auto members = archive::list_wheel_members(**reader);
   if (!members) {
     return make_error(members.error().code == Errc::invalid ? Errc::internal : members.error().code,
                       "cannot read the stored " + file.filename + ": " + members.error().message);
   }
-  auto binaries = archive::inspect_wheel_binaries(path);
+  auto binaries = archive::inspect_wheel_binaries(**reader);
   if (!binaries) {
     return make_error(
         binaries.error().code == Errc::invalid ? Errc::internal : binaries.error().code,

@@ -251,14 +251,16 @@ Response handle_upstream_file(const Request& req, Context& ctx) {
     // The upstream offers no core metadata: read from the wheel once it is stored here
     // (bounded: archive::Limits), never fetched for it.
     if (parsed->kind != core::DistKind::wheel) return not_found("no metadata for this file");
-    // A local file: the blob, or the read cache's copy of an object store's blob.
-    auto wheel = store.local_copy(file.sha256);
+    // The blob file, or ranged reads of an object store's blob: only the parts read_wheel
+    // needs (docs/storage.md, "Reading parts of a blob").
+    auto wheel = store.open_reader(file.sha256);
     if (!wheel) {
       if (wheel.error().code == Errc::not_found) return not_found("no metadata for this file");
       return error_response(wheel.error());
     }
-    auto contents = archive::read_wheel(*wheel, project, parsed->version_text);
+    auto contents = archive::read_wheel(**wheel, project, parsed->version_text);
     if (!contents) {
+      if (contents.error().code == Errc::unavailable) return error_response(contents.error());
       return not_found("no metadata for this file: the stored wheel cannot be read: " +
                        contents.error().message);
     }

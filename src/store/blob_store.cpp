@@ -205,6 +205,26 @@ Result<fs::path> BlobStore::local_copy(std::string_view sha256) const {
   return fs::path(std::move(*copy));
 }
 
+Result<std::unique_ptr<BlobReader>> BlobStore::open_reader(std::string_view sha256) const {
+  if (!is_sha256_hex(sha256)) return make_error(Errc::not_found, "no such blob");
+  if (!objects_) {
+    auto path = local_copy(sha256);
+    if (!path) return path.error();
+    return make_file_reader(*path);
+  }
+  if (auto cached = cache_->lookup(sha256)) {
+    if (auto reader = make_file_reader(*cached)) return reader;
+    // Removed by another process meanwhile: read the object.
+  }
+  const std::string key = blob_key(sha256);
+  auto head = objects_->head(key);
+  if (!head) return object_error(head.error(), "check " + key);
+  if (!head->has_value()) {
+    return make_error(Errc::not_found, "no blob " + std::string(sha256) + " in " + describe());
+  }
+  return make_object_reader(*objects_, key, (*head)->size, describe());
+}
+
 std::optional<std::string> BlobStore::serving_path(std::string_view sha256) const {
   if (!objects_) return blob_file(sha256);
   return cache_->lookup(sha256);

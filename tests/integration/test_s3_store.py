@@ -12,6 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,39 @@ def test_proxy_serves_the_bytes_with_range_and_etag(harness, swift, artifacts): 
     assert r.status == 200 and r.header("Content-Length") == str(wheel.size)
     r = server.get(target + ".metadata")
     assert r.status == 200 and hashlib.sha256(r.body).hexdigest() == wheel.metadata_sha256
+
+
+def test_the_inspector_reads_ranges_of_an_object_not_a_copy(harness, swift, artifacts):  # noqa: F811
+    """A wheel not in the read cache is inspected by a few ranged GETs of its object: its
+    members and ELF facts as the wheel has them, and no copy made in the read cache."""
+    prefix = "idx-" + uuid.uuid4().hex[:8]
+    token = harness.token("upload")
+    server = harness.serve("--config", str(write_config(harness, swift, prefix, "redirect")))
+    lib = Path("/lib/x86_64-linux-gnu/libz.so.1").read_bytes()
+    wheel = make_wheel(artifacts, "wf-s3-inspect", "1.0", tag="cp311-cp311-linux_x86_64",
+                       padding=8_000_000, extra=(("wf_s3_inspect/_z.so", lib),))
+    assert server.put_file(wheel, token).status == 201
+
+    # The read cache is emptied behind the server's back: the parts come from the store.
+    shutil.rmtree(harness.data_dir / "cache" / "blobs")
+    gets = metric_sum(server, "wheelforge_object_store_request_duration_seconds_count",
+                      operation="get")
+    resp = server.get(f"/api/files/{wheel.sha256}/contents")
+    assert resp.status == 200, resp.text
+    made = metric_sum(server, "wheelforge_object_store_request_duration_seconds_count",
+                      operation="get") - gets
+    assert 1 <= made <= 20, made
+    doc = resp.json()
+    with zipfile.ZipFile(wheel.path) as z:
+        assert {m["name"]: m["size"] for m in doc["members"]} == {
+            i.filename: i.file_size for i in z.infolist()}
+    (binary,) = doc["binaries"]
+    assert binary["path"] == "wf_s3_inspect/_z.so" and binary["size"] == len(lib)
+    assert "deflate" in [e["name"] for e in binary["exported"]]
+    page = server.get(f"/inspect/{wheel.sha256}", {"Accept": "text/html"})
+    assert page.status == 200 and "wf_s3_inspect/_z.so" in page.text
+    assert not (harness.data_dir / "cache" / "blobs" / wheel.sha256[:2] / wheel.sha256[2:4]
+                / wheel.sha256).exists()
 
 
 def test_a_store_stopped_during_an_upload_answers_503_naming_it(harness, artifacts):

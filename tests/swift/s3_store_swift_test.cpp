@@ -17,7 +17,10 @@
 #include <string>
 #include <thread>
 
+#include "wheelforge/archive/elf.hpp"
+#include "wheelforge/archive/reader.hpp"
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/store/object_store.hpp"
 
 namespace wf::store {
@@ -235,6 +238,119 @@ int curl(const std::string& url, const fs::path& body, std::string* headers) {
   return std::atoi(out.c_str());
 }
 
+// A wheel of 24 MiB of stored noise, a small deflated ELF library and its .dist-info, written
+// by Python's zipfile.
+fs::path noisy_wheel() {
+  const fs::path noise = random_file("noise.bin", std::size_t{24} << 20U);
+  const fs::path wheel = Swift::dir / "demo-1.0-cp311-cp311-linux_x86_64.whl";
+  const std::string script =
+      "import sys, zipfile\n"
+      "with zipfile.ZipFile(sys.argv[1], 'w') as z:\n"
+      "    z.writestr('demo/__init__.py', 'x = 1\\n' * 100, zipfile.ZIP_DEFLATED)\n"
+      "    z.write(sys.argv[2], 'demo/noise.bin', zipfile.ZIP_STORED)\n"
+      "    z.write('/lib/x86_64-linux-gnu/libz.so.1', 'demo/_C.so', zipfile.ZIP_DEFLATED)\n"
+      "    z.writestr('demo-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: demo\\n"
+      "Version: 1.0\\n')\n"
+      "    z.writestr('demo-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: "
+      "false\\nTag: cp311-cp311-linux_x86_64\\n')\n"
+      "    z.writestr('demo-1.0.dist-info/RECORD', '')\n";
+  const fs::path py = Swift::dir / "make_wheel.py";
+  std::ofstream(py) << script;
+  int rc = -1;
+  const std::string out =
+      run("/usr/bin/python3 " + py.string() + " " + wheel.string() + " " + noise.string() + " 2>&1",
+          &rc);
+  EXPECT_EQ(rc, 0) << out;
+  return wheel;
+}
+
+// Kept for the last test, which stops Swift: a store holding the wheel, and a reader of it.
+struct Inspected {
+  static inline std::unique_ptr<BlobStore> store;
+  static inline std::string sha256;
+  static inline std::uint64_t size = 0;
+};
+
+TEST(SwiftS3, InspectionReadsOnlyThePartsOfAWheelItNeeds) {
+  ASSERT_TRUE(Swift::running);
+  std::shared_ptr<ObjectStore> objects = open();
+  const fs::path wheel = noisy_wheel();
+  const std::string bytes = file_bytes(wheel);
+  ASSERT_GT(bytes.size(), std::size_t{24} << 20U);
+
+  // One server uploads the wheel; another, with an empty read cache, inspects it.
+  auto uploader = BlobStore::open(Swift::dir / "inspect-up", {objects, std::uint64_t{1} << 30U});
+  ASSERT_TRUE(uploader.ok()) << uploader.error().message;
+  auto temp = (*uploader)->create_temp();
+  ASSERT_TRUE(temp.ok());
+  ASSERT_TRUE(temp->write(bytes.data(), bytes.size()).ok());
+  ASSERT_TRUE(temp->finish().ok());
+  const std::string sha = temp->sha256();
+  ASSERT_TRUE((*uploader)->commit(std::move(*temp)).ok());
+
+  auto reader_store =
+      BlobStore::open(Swift::dir / "inspect-read", {objects, std::uint64_t{1} << 30U});
+  ASSERT_TRUE(reader_store.ok()) << reader_store.error().message;
+  auto reader = (*reader_store)->open_reader(sha);
+  ASSERT_TRUE(reader.ok()) << reader.error().message;
+  EXPECT_EQ((*reader)->size(), bytes.size());
+  auto members = archive::list_wheel_members(**reader);
+  ASSERT_TRUE(members.ok()) << members.error().message;
+  auto binaries = archive::inspect_wheel_binaries(**reader);
+  ASSERT_TRUE(binaries.ok()) << binaries.error().message;
+
+  // The same answers as from the whole file on disk.
+  auto local_members = archive::list_wheel_members(wheel);
+  auto local_binaries = archive::inspect_wheel_binaries(wheel);
+  ASSERT_TRUE(local_members.ok() && local_binaries.ok());
+  ASSERT_EQ(members->size(), local_members->size());
+  for (std::size_t i = 0; i < members->size(); ++i) {
+    EXPECT_EQ((*members)[i].name, (*local_members)[i].name);
+    EXPECT_EQ((*members)[i].size, (*local_members)[i].size);
+    EXPECT_EQ((*members)[i].compressed_size, (*local_members)[i].compressed_size);
+  }
+  ASSERT_EQ(binaries->size(), local_binaries->size());
+  for (std::size_t i = 0; i < binaries->size(); ++i) {
+    EXPECT_EQ((*binaries)[i].path, (*local_binaries)[i].path);
+    EXPECT_EQ((*binaries)[i].elf, (*local_binaries)[i].elf);
+    EXPECT_EQ((*binaries)[i].problem, (*local_binaries)[i].problem);
+  }
+  ASSERT_EQ(binaries->size(), 1U);
+  EXPECT_EQ(binaries->front().path, "demo/_C.so");
+  EXPECT_TRUE(binaries->front().elf.has_value());
+
+  // Core metadata as an upstream wheel without a .metadata file gives it.
+  auto contents = archive::read_wheel(**reader, "demo", "1.0");
+  ASSERT_TRUE(contents.ok()) << contents.error().message;
+  EXPECT_EQ(contents->metadata, "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n");
+
+  // Ranges around the central directory, the local headers, the library and the metadata;
+  // not the noise, and nothing into the read cache.
+  std::printf("inspection fetched %llu bytes in %llu requests of a %zu-byte wheel\n",
+              static_cast<unsigned long long>((*reader)->fetched_bytes()),
+              static_cast<unsigned long long>((*reader)->requests()), bytes.size());
+  EXPECT_GT((*reader)->requests(), 0U);
+  EXPECT_LT((*reader)->fetched_bytes(), std::uint64_t{2} << 20U)
+      << (*reader)->fetched_bytes() << " bytes fetched of " << bytes.size();
+  EXPECT_FALSE((*reader_store)->serving_path(sha).has_value())
+      << "ranged reads put no copy into the read cache";
+  EXPECT_EQ((*reader_store)->read_cache()->files(), 0U);
+
+  // A blob in the read cache is read from there.
+  auto copy = (*uploader)->open_reader(sha);
+  ASSERT_TRUE(copy.ok()) << copy.error().message;
+  ASSERT_TRUE(archive::inspect_wheel_binaries(**copy).ok());
+  EXPECT_EQ((*copy)->requests(), 0U);
+
+  auto missing = (*reader_store)->open_reader(std::string(64, 'e'));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, Errc::not_found) << missing.error().message;
+
+  Inspected::store = std::move(*reader_store);
+  Inspected::sha256 = sha;
+  Inspected::size = bytes.size();
+}
+
 TEST(SwiftS3, PresignedGetsServeTheObjectUntilTheyExpire) {
   ASSERT_TRUE(Swift::running);
   auto store = open();
@@ -341,6 +457,27 @@ TEST(SwiftS3, ZzAStoppedStoreIsUnavailableNamingItself) {
     EXPECT_NE(e.message.find("s3://wheelforge/idx"), std::string::npos) << e.message;
   }
   EXPECT_LT(took, 5s);
+
+  // Reading parts of a blob: unavailable naming the store, not a damaged wheel.
+  if (Inspected::store) {
+    auto reader = Inspected::store->open_reader(Inspected::sha256);
+    ASSERT_FALSE(reader.ok());
+    EXPECT_EQ(reader.error().code, Errc::unavailable) << reader.error().message;
+    EXPECT_NE(reader.error().message.find("s3://wheelforge/idx"), std::string::npos)
+        << reader.error().message;
+    auto objects = open();
+    auto direct = make_object_reader(*objects, blob_key(Inspected::sha256), Inspected::size,
+                                     Inspected::store->describe());
+    auto members = archive::list_wheel_members(*direct);
+    ASSERT_FALSE(members.ok());
+    EXPECT_EQ(members.error().code, Errc::unavailable) << members.error().message;
+    EXPECT_NE(members.error().message.find("s3://wheelforge/idx"), std::string::npos)
+        << members.error().message;
+    auto contents = archive::read_wheel(*direct, "demo", "1.0");
+    ASSERT_FALSE(contents.ok());
+    EXPECT_EQ(contents.error().code, Errc::unavailable) << contents.error().message;
+    Inspected::store.reset();
+  }
 }
 
 TEST(SwiftS3, ConfigurationIsChecked) {

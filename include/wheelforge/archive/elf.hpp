@@ -130,6 +130,11 @@ struct InspectLimits {
 /// members are read).
 [[nodiscard]] Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(
     const std::filesystem::path& wheel, const InspectLimits& limits = {});
+/// The same over any source of the wheel's bytes (a blob in an object store read by ranges):
+/// only the end records, the central directory, the local headers and the parts of members
+/// named above are read.
+[[nodiscard]] Result<std::vector<core::WheelBinary>> inspect_wheel_binaries(
+    ByteSource& wheel, const InspectLimits& limits = {});
 
 /// The members of a wheel as its central directory declares them, in that order, after the
 /// layout checks of read_wheel (reader.hpp); nothing is inflated. Fails with Errc::invalid for a
@@ -137,5 +142,9 @@ struct InspectLimits {
 /// Blocks on file I/O.
 [[nodiscard]] Result<std::vector<core::WheelMember>> list_wheel_members(
     const std::filesystem::path& wheel, std::uint64_t max_members = 200'000);
+/// The same over any source of the wheel's bytes: reads the end records, the central directory
+/// and the local headers only.
+[[nodiscard]] Result<std::vector<core::WheelMember>> list_wheel_members(
+    ByteSource& wheel, std::uint64_t max_members = 200'000);
 
 }  // namespace wf::archive

@@ -13,6 +13,8 @@
 
 namespace wf::archive {
 
+class ByteSource;  // wheelforge/archive/elf.hpp
+
 /// What an archive may declare before it is refused. Each refusal names the limit and the
 /// setting that configures it (in parentheses), e.g. "(max_archive_members)".
 struct Limits {
@@ -70,6 +72,13 @@ struct WheelContents {
 /// Fails with Errc::io when the file cannot be opened or read.
 [[nodiscard]] Result<WheelContents> read_wheel(const std::filesystem::path& path,
                                                std::string_view expected_name,
+                                               std::string_view expected_version,
+                                               const Limits& limits = {});
+/// The same over any source of the wheel's bytes (a blob in an object store read by ranges):
+/// reads the end records, the central directory, the local headers and the members named
+/// above. A failed read of `file` is returned with its own code (unavailable for an object
+/// store that cannot be reached), not as a damaged archive.
+[[nodiscard]] Result<WheelContents> read_wheel(ByteSource& file, std::string_view expected_name,
                                                std::string_view expected_version,
                                                const Limits& limits = {});
 

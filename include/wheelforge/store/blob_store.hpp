@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "wheelforge/crypto/digest.hpp"
+#include "wheelforge/store/blob_reader.hpp"
 #include "wheelforge/store/object_store.hpp"
 #include "wheelforge/store/read_cache.hpp"
 #include "wheelforge/util/atomic_file.hpp"
@@ -223,6 +224,12 @@ class BlobStore {
   /// first when there is none (not_found when the store has no such object; unavailable
   /// naming the store when it cannot be read). Blocks (on the network): call from workers.
   [[nodiscard]] Result<std::filesystem::path> local_copy(std::string_view sha256) const;
+  /// Random access to the blob's bytes for a reader that needs parts of it (blob_reader.hpp):
+  /// the blob file, or the read cache's copy when there is one, else ranged reads of the object
+  /// (one HEAD now for its size; nothing is added to the read cache). not_found when there is
+  /// no such blob; unavailable naming the store when it cannot be reached. Blocks (on the
+  /// network): call from workers.
+  [[nodiscard]] Result<std::unique_ptr<BlobReader>> open_reader(std::string_view sha256) const;
   /// The file the serving path may send without blocking on the network: the blob file
   /// (whether or not it exists, as blob_file()), or the read cache's copy when there is one;
   /// nullopt when only local_copy() can make one.

@@ -875,10 +875,11 @@ TEST_F(WheelBinariesTest, ADeflatedMemberTakesTwoPasses) {
   auto members = scan_zip_layout(file->fd.get(), file->size, layout, problems);
   ASSERT_TRUE(members && problems.empty());
   const ZipMember& member = members->front();
-  auto data = member_data_offset(file->fd.get(), member);
+  auto data = member_data_offset(file->fd.get(), file->size, member);
   ASSERT_TRUE(data);
+  auto whole_file = make_region_source(file->fd.get(), 0, file->size);
   InflateBudget budget{std::uint64_t{1} << 30U, std::uint64_t{1} << 30U, false};
-  InflatingMemberSource source(file->fd.get(), member, file->size, budget, 4);
+  InflatingMemberSource source(*whole_file, member, budget, 4);
   auto info = read_elf(source);
   ASSERT_TRUE(info) << info.error().message;
   MemorySource whole(bytes);
