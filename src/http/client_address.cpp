@@ -17,7 +17,7 @@ bool is_space(char c) {
   return c == ' ' || c == '\t';
 }
 
-std::string_view trim_ows(std::string_view s) {
+std::string_view trim_header_ows(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
@@ -31,7 +31,7 @@ bool is_tchar(char c) {
 
 /// A port after a node's ':' : digits (1 to 5) or an obfuscated port ("_" and letters,
 /// digits, '.', '_', '-').
-bool is_port(std::string_view p) {
+bool is_node_port(std::string_view p) {
   if (p.empty()) return false;
   if (p.front() == '_') {
     return std::all_of(p.begin() + 1, p.end(), [](char c) {
@@ -50,13 +50,14 @@ std::optional<std::string_view> bare_node(std::string_view node) {
     const auto close = node.find(']');
     if (close == std::string_view::npos) return std::nullopt;
     const auto rest = node.substr(close + 1);
-    if (!rest.empty() && !(rest.front() == ':' && is_port(rest.substr(1)))) return std::nullopt;
+    if (!rest.empty() && !(rest.front() == ':' && is_node_port(rest.substr(1))))
+      return std::nullopt;
     return node.substr(1, close - 1);
   }
   const auto colon = node.find(':');
   // One colon: IPv4 (or a name) with a port; more: a bare IPv6 address.
   if (colon != std::string_view::npos && node.find(':', colon + 1) == std::string_view::npos) {
-    if (!is_port(node.substr(colon + 1))) return std::nullopt;
+    if (!is_node_port(node.substr(colon + 1))) return std::nullopt;
     return node.substr(0, colon);
   }
   return node;
@@ -126,7 +127,7 @@ bool IpRange::contains(const IpBytes& ip) const {
 }
 
 Result<IpRange> parse_ip_range(std::string_view text) {
-  const std::string_view t = trim_ows(text);
+  const std::string_view t = trim_header_ows(text);
   const auto bad = [&](std::string_view why) {
     return make_error(Errc::invalid, "'" + sanitize_for_log(t) + "' " + std::string(why));
   };
@@ -180,7 +181,7 @@ std::optional<std::vector<std::string>> forwarded_for_nodes(std::string_view val
   while (true) {
     std::optional<std::string> node;
     while (true) {
-      s = trim_ows(s);
+      s = trim_header_ows(s);
       std::size_t name_end = 0;
       while (name_end < s.size() && is_tchar(s[name_end])) ++name_end;
       if (name_end == 0 || name_end == s.size() || s[name_end] != '=') return std::nullopt;
@@ -206,7 +207,7 @@ std::optional<std::vector<std::string>> forwarded_for_nodes(std::string_view val
         if (node) return std::nullopt;  // two for= in one element
         node = std::move(v);
       }
-      s = trim_ows(s);
+      s = trim_header_ows(s);
       if (s.empty() || s.front() == ',') break;
       if (s.front() != ';') return std::nullopt;
       s.remove_prefix(1);
@@ -236,7 +237,8 @@ ClientAddress client_address(const IpBytes& peer, const TrustedProxies& trusted,
     std::size_t at = 0;
     while (true) {
       const auto comma = line.find(',', at);
-      const auto item = trim_ows(line.substr(at, comma == line.npos ? line.npos : comma - at));
+      const auto item =
+          trim_header_ows(line.substr(at, comma == line.npos ? line.npos : comma - at));
       const auto bare = bare_node(item);
       if (!bare) return fallback;
       nodes.emplace_back(*bare);
