@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from wfhelpers import make_wheel, metric_sum, wait_for
+from wfhelpers import make_wheel, metric_sum, upload_awaiting_body, wait_for
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 PROXY_SOURCE = "127.0.0.3"
@@ -93,20 +93,8 @@ class Haproxy:
     def hold_upload(self, filename: str, token: str, *, source: str) -> socket.socket:
         """A connection through haproxy whose upload's head has reached wheelforge, which
         waits for its body (answered 100 Continue): a request in progress."""
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=20,
-                                        source_address=(source, 0))
-        sock.sendall(
-            f"PUT /upload/{filename} HTTP/1.1\r\nHost: wheels\r\n"
-            f"Authorization: Bearer {token}\r\nContent-Length: 100000\r\n"
-            "Expect: 100-continue\r\n\r\n".encode()
-        )
-        interim = b""
-        while b"\r\n\r\n" not in interim:
-            chunk = sock.recv(1)
-            assert chunk, f"connection closed before 100 Continue: {interim!r}"
-            interim += chunk
-        assert interim.startswith(b"HTTP/1.1 100"), interim
-        return sock
+        return upload_awaiting_body(("127.0.0.1", self.port), "wheels", filename, token,
+                                    100000, source=source)
 
 
 @pytest.fixture
