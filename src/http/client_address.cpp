@@ -6,22 +6,13 @@
 #include <cctype>
 #include <cstring>
 
+#include "framing.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::http {
 namespace {
 
 constexpr std::size_t kMaxAddressText = 64;
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t';
-}
-
-std::string_view trim_header_ows(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 /// RFC 7230 tchar.
 bool is_tchar(char c) {
@@ -127,7 +118,7 @@ bool IpRange::contains(const IpBytes& ip) const {
 }
 
 Result<IpRange> parse_ip_range(std::string_view text) {
-  const std::string_view t = trim_header_ows(text);
+  const std::string_view t = trim_ows(text);
   const auto bad = [&](std::string_view why) {
     return make_error(Errc::invalid, "'" + sanitize_for_log(t) + "' " + std::string(why));
   };
@@ -181,7 +172,7 @@ std::optional<std::vector<std::string>> forwarded_for_nodes(std::string_view val
   while (true) {
     std::optional<std::string> node;
     while (true) {
-      s = trim_header_ows(s);
+      s = trim_ows(s);
       std::size_t name_end = 0;
       while (name_end < s.size() && is_tchar(s[name_end])) ++name_end;
       if (name_end == 0 || name_end == s.size() || s[name_end] != '=') return std::nullopt;
@@ -207,7 +198,7 @@ std::optional<std::vector<std::string>> forwarded_for_nodes(std::string_view val
         if (node) return std::nullopt;  // two for= in one element
         node = std::move(v);
       }
-      s = trim_header_ows(s);
+      s = trim_ows(s);
       if (s.empty() || s.front() == ',') break;
       if (s.front() != ';') return std::nullopt;
       s.remove_prefix(1);
@@ -237,8 +228,7 @@ ClientAddress client_address(const IpBytes& peer, const TrustedProxies& trusted,
     std::size_t at = 0;
     while (true) {
       const auto comma = line.find(',', at);
-      const auto item =
-          trim_header_ows(line.substr(at, comma == line.npos ? line.npos : comma - at));
+      const auto item = trim_ows(line.substr(at, comma == line.npos ? line.npos : comma - at));
       const auto bare = bare_node(item);
       if (!bare) return fallback;
       nodes.emplace_back(*bare);
