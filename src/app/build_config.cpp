@@ -425,6 +425,31 @@ const std::array kBuildKeys{
                 ProblemList& problems) {
                if (const auto b = read_bool(node, key, problems)) host.keep_failed_work_dirs = *b;
              }},
+    BuildKey{"lease",
+             [](const toml::node& node, const std::string& key, build::HostConfig& host,
+                ProblemList& problems) {
+               std::optional<std::chrono::seconds> d;
+               if (const auto i = node.value_exact<std::int64_t>(); i && *i > 0 && *i <= 86400) {
+                 d = std::chrono::seconds(*i);
+               } else if (const auto t = node.value_exact<std::string>()) {
+                 d = parse_duration(*t);
+               }
+               if (!d || d->count() < 1 || d->count() > 86400) {
+                 problems.push_back(key +
+                                    ": expected a duration from 1s to 24h such as \"60s\", got " +
+                                    spelled(node));
+                 return;
+               }
+               host.lease = *d;
+             }},
+    BuildKey{"run_jobs",
+             [](const toml::node& node, const std::string& key, build::HostConfig& host,
+                ProblemList& problems) {
+               if (const auto b = read_bool(node, key, problems)) {
+                 host.run_jobs =
+                     *b ? build::HostConfig::RunJobs::yes : build::HostConfig::RunJobs::no;
+               }
+             }},
     BuildKey{"system_torch",
              [](const toml::node& node, const std::string& key, build::HostConfig& host,
                 ProblemList& problems) {

@@ -55,7 +55,8 @@ bool same_host(const build::HostConfig& a, const build::HostConfig& b) {
          a.keep_failed_work_dirs == b.keep_failed_work_dirs && a.oom_retries == b.oom_retries &&
          a.pip_cache_bytes == b.pip_cache_bytes && a.compile_cache == b.compile_cache &&
          a.compile_cache_root == b.compile_cache_root &&
-         a.compile_cache_bytes == b.compile_cache_bytes;
+         a.compile_cache_bytes == b.compile_cache_bytes && a.lease == b.lease &&
+         a.run_jobs == b.run_jobs;
 }
 
 /// What keeps `fresh` recipes from applying to a runner started with `running`: a matrix
@@ -93,6 +94,73 @@ using detail::flush_logs;
 using detail::ingest_limits;
 using detail::open_data_dir;
 using detail::report;
+
+int runner(const Configuration& configuration) {
+  const Settings& settings = configuration.settings;
+  if (configuration.build.recipes.empty()) {
+    std::cerr << "error: no [recipes.NAME] in the configuration"
+              << (settings.config_file ? " " + settings.config_file->string()
+                                       : std::string(" (give --config FILE)"))
+              << ": a runner has nothing to build\n";
+    return 2;
+  }
+  for (const auto& p : build_host_problems(configuration.build.host)) {
+    log::warn("build runner: {}", p);
+  }
+  // The servers' URL, for torch_index's {server}: base_url, else what listen names.
+  std::string url = settings.base_url;
+  if (url.empty()) {
+    if (auto derived = server_url(settings)) url = *derived;
+  }
+  while (url.ends_with('/')) url.pop_back();
+  auto dir = open_data_dir(settings);
+  if (!dir) return report(dir.error(), 1);
+  auto jobs = catalog::open_job_store(settings.catalog, settings.data_dir);
+  if (!jobs) return report(jobs.error(), 1);
+  ingest::Ingestor ingestor(*dir->store, *dir->catalog, ingest_limits(settings));
+  const auto executor = build::make_executor(configuration.build.host.executor);
+  build::Runner runner(configuration.build, *executor, **jobs, *dir->catalog, *dir->store, ingestor,
+                       settings.data_dir);
+  runner.set_server_url(url);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (const int sig : {SIGTERM, SIGINT, SIGUSR2}) sigaddset(&signals, sig);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  if (auto st = runner.start(); !st) {
+    std::cerr << "error: build runner: " << st.error().message << "\n";
+    return 1;
+  }
+  log::info("runner {}: running jobs from {} (torch_index's {{server}}: {})", runner.id(),
+            catalog::describe_catalog_location(settings.catalog), url.empty() ? "unset" : url);
+  flush_logs();
+  std::printf("runner %s\n", runner.id().c_str());
+  std::fflush(stdout);
+  const Notifier notifier = Notifier::from_environment();
+  notifier.notify("READY=1\nSTATUS=Running jobs as " + runner.id());
+  while (true) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGUSR2) {
+      // A drain: no job starts; the running ones finish, then the runner ends.
+      log::info("received SIGUSR2, draining: stopping once {} running job(s) have finished",
+                runner.running_jobs());
+      notifier.notify("STATUS=Draining");
+      std::thread([&runner] {
+        if (runner.drain()) ::kill(::getpid(), SIGTERM);
+      }).detach();
+      continue;
+    }
+    log::info("received {}, stopping the runner", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    break;
+  }
+  notifier.notify("STOPPING=1");
+  runner.stop();
+  flush_logs();
+  return 0;
+}
 
 void init_logging() {
   // The log's lines, formatted and written by a LogOutput on stderr (its own format). Warnings
@@ -214,7 +282,12 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   flush_logs();
   std::printf("listening on %s://%s\n", scheme, bound->c_str());
   std::fflush(stdout);
-  if (runner) {
+  if (runner && configuration.build.host.run_jobs == build::HostConfig::RunJobs::no) {
+    // Builds are accepted, cancelled and served here; runners elsewhere run them.
+    log::info(
+        "build runner: this server runs no jobs ([build] run_jobs = false); they wait in "
+        "the catalog for a runner (`wheelforge runner` or a server that runs jobs)");
+  } else if (runner) {
     runner->set_server_url(settings.base_url.empty() ? std::string(scheme) + "://" + *bound
                                                      : settings.base_url);
     if (auto st = runner->start(); !st) {

@@ -101,7 +101,7 @@ bool JobContext::stopped() const {
 
 Status JobContext::advance(core::JobState to) {
   if (stopped()) return make_error(Errc::unavailable, "stopped");
-  auto t = services.jobs.transition(job.id, to);
+  auto t = services.jobs.transition_as(runner, job.id, to);
   if (!t) return t.error();
   job.state = to;
   return ok_status();

@@ -54,6 +54,9 @@ struct JobResources {
 struct StopFlags {
   std::atomic<bool> cancel{false};
   std::atomic<bool> interrupted{false};
+  /// The job's lease was lost (another runner took it over): its commands end (cancel is set
+  /// too) and nothing more is written to its record.
+  std::atomic<bool> lost{false};
 };
 
 struct JobContext {
@@ -102,6 +105,9 @@ struct JobContext {
   /// running for the next start to re-attach to (a server's runner); false: cancelled (a
   /// one-off runner, which nothing comes back to).
   bool leave_detached = false;
+  /// The runner that holds the job's claim (Runner::id()): state changes are written only
+  /// while it still holds it (JobStore::transition_as).
+  std::string runner;
 
   // ---- Found by the steps
   std::filesystem::path python;     ///< the configured interpreter of the cell

@@ -1,6 +1,9 @@
 #include "wheelforge/build/runner.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -48,7 +51,22 @@ Runner::Runner(RunnerConfig config, Executor& executor, catalog::JobStore& jobs,
       store_(store),
       ingestor_(ingestor),
       builds_dir_(absolute_or_same(data_dir) / "builds"),
-      on_ingested_(std::move(on_ingested)) {}
+      on_ingested_(std::move(on_ingested)) {
+  std::array<char, 256> host{};
+  if (::gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  const std::string name = host[0] == '\0' ? std::string("localhost") : std::string(host.data());
+  home_ = name + ":" + builds_dir_.string();
+  id_ = name + ":" + std::to_string(::getpid()) + ":" + builds_dir_.string();
+}
+
+bool Runner::same_home(const std::string& runner) const {
+  // HOST:PID:BUILDS_DIR against HOST:BUILDS_DIR.
+  const auto first = runner.find(':');
+  if (first == std::string::npos) return false;
+  const auto second = runner.find(':', first + 1);
+  if (second == std::string::npos) return false;
+  return runner.substr(0, first) + runner.substr(second) == home_;
+}
 
 Runner::~Runner() {
   stop();
@@ -157,6 +175,18 @@ Status Runner::start(Recovery recovery) {
     auto others = ledger_->view();
     if (!others) return others.error();
     std::set<std::int64_t> keep = others->jobs_of_others;
+    // Jobs that runners of other hosts or data directories claimed are theirs: their
+    // heartbeats keep them, and once a lease has passed the take-over requeues the job.
+    for (const auto state :
+         {core::JobState::preparing, core::JobState::building, core::JobState::retagging,
+          core::JobState::testing, core::JobState::ingesting}) {
+      auto jobs = jobs_.jobs_in_state(state);
+      if (!jobs) return jobs.error();
+      for (const auto& j : *jobs) {
+        if (!j.claimed_by.empty() && !same_home(j.claimed_by)) keep.insert(j.id);
+      }
+    }
+    const std::set<std::int64_t> foreign = keep;
     // On an executor whose builds outlive the server (all of them but a test's fake), a job
     // that got as far as its build is resumed where it was instead of run again.
     if (executor_.reattaches()) {
@@ -165,7 +195,7 @@ Status Runner::start(Recovery recovery) {
         auto jobs = jobs_.jobs_in_state(state);
         if (!jobs) return jobs.error();
         for (const auto& j : *jobs) {
-          if (keep.contains(j.id) || !config_.recipes.contains(j.recipe)) continue;
+          if (foreign.contains(j.id) || !config_.recipes.contains(j.recipe)) continue;
           if (!resumable(j.state, log_path(j.id).parent_path())) continue;
           keep.insert(j.id);
           resumed.push_back(j);
@@ -206,6 +236,9 @@ Status Runner::start(Recovery recovery) {
     std::lock_guard lock(mu_);
     stopping_ = false;
     for (const auto& j : resumed) {
+      if (auto st = jobs_.adopt(j.id, id_, lease_until()); !st) {
+        log::warn("job={} could not be claimed again: {}", j.id, st.error().message);
+      }
       const RecipeConfig& recipe = config_.recipes.at(j.recipe);
       // The job holds a grant again (the admission of a cluster job is its count).
       auto admission = ledger_->admit(demand_of(j, recipe), admission_limits(0),
@@ -220,7 +253,10 @@ Status Runner::start(Recovery recovery) {
       job_threads_.emplace_back([this, j, recipe, grant] { run_job(j, recipe, grant, true); });
     }
   }
+  log::info("build runner {}: leases of {}s, renewed every {}ms", id_, config_.host.lease.count(),
+            heartbeat_interval().count());
   scheduler_ = std::thread([this] { schedule_loop(); });
+  heartbeat_ = std::thread([this] { heartbeat_loop(); });
   return ok_status();
 }
 
@@ -308,6 +344,7 @@ void Runner::stop() {
   }
   cv_.notify_all();
   if (scheduler_.joinable()) scheduler_.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
   for (auto& t : job_threads_) {
     if (t.joinable()) t.join();
   }
@@ -394,6 +431,18 @@ Result<catalog::JobRecord> Runner::cancel(std::int64_t job_id) {
       return **job;  // the job thread records the cancellation once the tree is gone
     }
   }
+  auto found = jobs_.find_job(job_id);
+  if (!found) return found.error();
+  if (!found->has_value()) return make_error(Errc::not_found, "no such job");
+  const catalog::JobRecord& current = **found;
+  if (core::is_running(current.state) && !current.claimed_by.empty() && current.claimed_by != id_) {
+    // Another runner runs it: the job store says so, and that runner's heartbeat ends its
+    // commands and writes the log.
+    auto job = jobs_.transition(job_id, core::JobState::cancelled,
+                                "cancelled while running on runner " + current.claimed_by);
+    if (job) log::info("job={} cancelled; runner {} ends its commands", job_id, current.claimed_by);
+    return job;
+  }
   auto job = jobs_.transition(job_id, core::JobState::cancelled, "cancelled before it started");
   if (job) note_in_log(log_path(job_id), "cancelled");
   return job;
@@ -469,16 +518,23 @@ bool Runner::try_start(const catalog::JobRecord& job, const RecipeConfig& recipe
     return false;
   }
   waiting_noted_.erase(job.id);
-  // Claim the job: another runner on the same data directory may have taken it since it was
+  // Claim the job: another runner (on this host or another) may have taken it since it was
   // listed.
-  if (!jobs_.transition(job.id, core::JobState::preparing)) {
+  auto claimed = jobs_.claim(job.id, id_, lease_until());
+  if (!claimed || !claimed->has_value()) {
+    if (!claimed) log::warn("job={} could not be claimed: {}", job.id, claimed.error().message);
     (void)ledger_->release(job.id);
     return true;
+  }
+  catalog::JobRecord mine = **claimed;
+  if (mine.reason.starts_with("taken over from runner ")) {
+    note_in_log(log_path(job.id), mine.reason + "; started over on runner " + id_);
+    log::info("job={} {}; started over here", job.id, mine.reason);
   }
   running_[job.id] = std::make_shared<Running>();
   running_[job.id]->share_key = compile_share_key(job);
   job_threads_.emplace_back(
-      [this, job, recipe, p = *admission->grant] { run_job(job, recipe, p, false); });
+      [this, mine, recipe, p = *admission->grant] { run_job(mine, recipe, p, false); });
   return true;
 }
 
@@ -530,6 +586,7 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
   ctx.resources = resources;
   ctx.executor_job = job.executor_job;
   ctx.leave_detached = recovery_ == Recovery::requeue_interrupted;
+  ctx.runner = id_;
   if (resumed) {
     ctx.resume = true;
     ctx.attempts_before = std::max(0, job.attempts - 1);
@@ -576,6 +633,67 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
   cv_.notify_all();
 }
 
+std::chrono::milliseconds Runner::heartbeat_interval() const {
+  return std::max(std::chrono::milliseconds(100),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(config_.host.lease) / 3);
+}
+
+Micros Runner::lease_until() const {
+  return now_micros() +
+         std::chrono::duration_cast<std::chrono::microseconds>(config_.host.lease).count();
+}
+
+void Runner::heartbeat_loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    const std::vector<std::pair<std::int64_t, std::shared_ptr<Running>>> held(running_.begin(),
+                                                                              running_.end());
+    // A one-off runner (`wheelforge build`) touches no other job.
+    const bool taking = !draining_ && recovery_ == Recovery::requeue_interrupted;
+    lock.unlock();
+    const Micros until = lease_until();
+    for (const auto& [id, running] : held) {
+      auto lease = jobs_.renew_lease(id, id_, until);
+      if (!lease) {
+        log::warn("job={} lease not renewed: {}", id, lease.error().message);
+        continue;
+      }
+      if (*lease == catalog::Lease::cancelled && !running->stop.cancel.exchange(true)) {
+        log::info("job={} cancelled through another replica; ending its commands", id);
+      } else if (*lease == catalog::Lease::lost && !running->stop.lost.exchange(true)) {
+        running->stop.cancel = true;
+        log::warn(
+            "job={} is no longer this runner's (its lease passed and it was taken over); "
+            "ending its commands",
+            id);
+      }
+    }
+    if (taking) take_over_expired();
+    lock.lock();
+    cv_.wait_for(lock, heartbeat_interval(), [this] { return stopping_; });
+  }
+}
+
+void Runner::take_over_expired() {
+  auto expired = jobs_.requeue_expired(now_micros());
+  if (!expired) {
+    log::warn("build runner: looking for jobs whose lease passed: {}", expired.error().message);
+    return;
+  }
+  for (const auto& j : *expired) {
+    log::warn("job={} runner {} let its lease pass during {}; queued again", j.id, j.claimed_by,
+              core::state_name(j.state));
+    if (same_home(j.claimed_by)) {
+      // A runner of this data directory: what it left running here ends first.
+      const int killed = kill_job_processes(j.id);
+      executor_.release(job_placement(j), Executor::Release::abandoned);
+      if (killed > 0)
+        log::info("job={} ended {} process(es) left by {}", j.id, killed, j.claimed_by);
+    }
+  }
+  if (!expired->empty()) cv_.notify_all();
+}
+
 std::optional<catalog::CompileCacheStats> Runner::compile_cache_stats(std::int64_t job_id) const {
   auto text = read_small_file(log_path(job_id).parent_path() / kCompileCacheFile, 1U << 16U);
   if (!text.ok()) return std::nullopt;
@@ -595,8 +713,17 @@ void Runner::settle(const JobContext& ctx, core::JobState to, const std::string&
   // outcome: retried with growing pauses for about half a minute, unless the runner stops.
   auto pause = std::chrono::milliseconds(250);
   for (int attempt = 1;; ++attempt) {
-    auto done = jobs_.transition(id, to, reason);
+    auto done = jobs_.transition_as(id_, id, to, reason);
     if (done) return;
+    if (done.error().code == Errc::conflict) {
+      // Cancelled through another replica (the heartbeat ended the commands), or no longer
+      // this runner's.
+      auto now = jobs_.find_job(id);
+      if (now && now->has_value() && (*now)->state == to) return;
+      log::warn("job={} could not be marked {}: {}", id, core::state_name(to),
+                done.error().message);
+      return;
+    }
     const bool again =
         done.error().code == Errc::unavailable && attempt < 8 && !ctx.stop.interrupted.load();
     log::warn("job={} could not be marked {}: {}{}", id, core::state_name(to), done.error().message,
@@ -620,6 +747,14 @@ void Runner::finish_job(JobContext& ctx, const Status& result) {
   }
   // What the executor holds for the job ends before its work directory is cleaned.
   executor_.release(ctx.placement(), Executor::Release::finished);
+  if (ctx.stop.lost) {
+    // Another runner took it over: its record is that runner's now.
+    ctx.note(
+        "this runner lost the job's lease (another runner took it over); its commands "
+        "were ended");
+    log::warn("job={} lost to another runner; its commands were ended", id);
+    return;
+  }
   if (ctx.stop.cancel) {
     ctx.note("cancelled: the process tree was killed");
     settle(ctx, core::JobState::cancelled, "cancelled while running");

@@ -24,7 +24,7 @@ constexpr const char* kPgJobColumns =
     "id, build_id, recipe, version, python, torch, cuda, state, reason, attempts, max_jobs,"
     " nvcc_threads, wheel, created_at, started_at, finished_at, nvcc_path, nvcc_version,"
     " torch_version, torch_cuda, python_path, python_version, build_number, glibc_floor,"
-    " executor_job, image, image_digest, engine_command";
+    " executor_job, image, image_digest, engine_command, claimed_by, lease_expires_at";
 constexpr const char* kBuildColumns = "id, recipe, version, force, yank_superseded, created_at";
 
 std::vector<JobRecord> jobs_of(const Rows& rows) {
@@ -141,6 +141,83 @@ class PgJobStore final : public JobStore {
                                     [](const JobRecord&) { return true; });
   }
 
+  Result<JobRecord> transition_as(const std::string& runner, std::int64_t id, core::JobState to,
+                                  const std::string& reason) override {
+    std::lock_guard lock(mu_);
+    return conn_->write_transaction([&] { return transition_locked(id, to, reason, &runner); },
+                                    [](const JobRecord&) { return true; });
+  }
+
+  Result<std::optional<JobRecord>> claim(std::int64_t id, const std::string& runner,
+                                         Micros lease_until) override {
+    std::lock_guard lock(mu_);
+    // One statement: the row is locked and moved in one go, and a row another runner is
+    // claiming right now is skipped rather than waited for.
+    auto rows = conn_->exec(
+        "claim job",
+        std::string("UPDATE jobs SET state = 'preparing', started_at = $1,"
+                    " finished_at = NULL, claimed_by = $2, lease_expires_at = $3"
+                    " WHERE id = (SELECT id FROM jobs WHERE id = $4 AND state = 'queued'"
+                    " FOR UPDATE SKIP LOCKED) RETURNING ") +
+            kPgJobColumns,
+        Params().add(now_micros()).add(runner).add(lease_until).add(id));
+    if (!rows) return rows.error();
+    if (rows->empty()) return std::optional<JobRecord>();
+    return std::optional<JobRecord>(detail::job_from_row(Row(*rows, 0)));
+  }
+
+  Result<Lease> renew_lease(std::int64_t id, const std::string& runner,
+                            Micros lease_until) override {
+    std::lock_guard lock(mu_);
+    auto rows = conn_->exec("renew lease",
+                            "UPDATE jobs SET lease_expires_at = $1 WHERE id = $2 AND"
+                            " claimed_by = $3 AND state IN ('preparing', 'building', 'retagging',"
+                            " 'testing', 'ingesting') RETURNING id",
+                            Params().add(lease_until).add(id).add(runner));
+    if (!rows) return rows.error();
+    if (!rows->empty()) return Lease::held;
+    auto job = find_job_locked(id);
+    if (!job) return job.error();
+    if (job->has_value() && (*job)->state == core::JobState::cancelled &&
+        (*job)->claimed_by == runner) {
+      return Lease::cancelled;
+    }
+    return Lease::lost;
+  }
+
+  Status adopt(std::int64_t id, const std::string& runner, Micros lease_until) override {
+    return update("adopt job",
+                  "UPDATE jobs SET claimed_by = $1, lease_expires_at = $2 WHERE id = $3",
+                  Params().add(runner).add(lease_until).add(id));
+  }
+
+  Result<std::vector<JobRecord>> requeue_expired(Micros now) override {
+    std::lock_guard lock(mu_);
+    // One statement; rows another runner is taking over right now are skipped.
+    auto rows = conn_->exec(
+        "requeue jobs whose lease expired",
+        std::string("WITH expired AS (SELECT id AS expired_id, claimed_by AS old_runner,"
+                    " state AS old_state FROM jobs WHERE state IN ('preparing', 'building',"
+                    " 'retagging', 'testing', 'ingesting') AND lease_expires_at < $1"
+                    " FOR UPDATE SKIP LOCKED)"
+                    " UPDATE jobs SET state = 'queued', reason = 'taken over from runner ' ||"
+                    " old_runner || ': its lease expired during ' || old_state,"
+                    " started_at = NULL, finished_at = NULL, claimed_by = '',"
+                    " lease_expires_at = NULL FROM expired WHERE id = expired_id RETURNING ") +
+            kPgJobColumns + ", old_runner, old_state",
+        Params().add(now));
+    if (!rows) return rows.error();
+    std::vector<JobRecord> out;
+    for (int i = 0; i < rows->size(); ++i) {
+      const Row row(*rows, i);
+      JobRecord j = detail::job_from_row(row);
+      j.claimed_by = row.text(30);
+      j.state = core::parse_job_state(row.text(31)).value_or(core::JobState::preparing);
+      out.push_back(std::move(j));
+    }
+    return out;
+  }
+
   Status record_attempt(std::int64_t id, unsigned max_jobs, unsigned nvcc_threads) override {
     return update("record attempt",
                   "UPDATE jobs SET attempts = attempts + 1, max_jobs = $1, nvcc_threads = $2"
@@ -244,12 +321,20 @@ class PgJobStore final : public JobStore {
     return std::optional<JobRecord>(detail::job_from_row(Row(*rows, 0)));
   }
 
-  Result<JobRecord> transition_locked(std::int64_t id, core::JobState to,
-                                      const std::string& reason) {
-    auto job = find_job_locked(id);
-    if (!job) return job.error();
-    if (!job->has_value()) return make_error(Errc::not_found, "no such job: " + std::to_string(id));
-    JobRecord j = **job;
+  Result<JobRecord> transition_locked(std::int64_t id, core::JobState to, const std::string& reason,
+                                      const std::string* runner = nullptr) {
+    // The row is locked: a claim (which takes no write lock) cannot move it meanwhile.
+    auto rows =
+        conn_->exec("job lookup",
+                    std::string("SELECT ") + kPgJobColumns + " FROM jobs WHERE id = $1 FOR UPDATE",
+                    Params().add(id));
+    if (!rows) return rows.error();
+    if (rows->empty()) return make_error(Errc::not_found, "no such job: " + std::to_string(id));
+    JobRecord j = detail::job_from_row(Row(*rows, 0));
+    if (runner != nullptr && !j.claimed_by.empty() && j.claimed_by != *runner) {
+      return make_error(Errc::conflict, "job " + std::to_string(id) + " is held by runner " +
+                                            j.claimed_by + ", not " + *runner);
+    }
     if (!core::can_transition(j.state, to)) {
       return make_error(Errc::conflict, "job " + std::to_string(id) + " is " +
                                             std::string(core::state_name(j.state)) +
@@ -266,14 +351,19 @@ class PgJobStore final : public JobStore {
     if (!reason.empty() || to == core::JobState::queued || to == core::JobState::succeeded) {
       j.reason = reason;
     }
+    // A queued job is nobody's; an ended one keeps who ran it, without a lease.
+    if (to == core::JobState::queued) j.claimed_by.clear();
+    if (!core::is_running(to)) j.lease_expires_at.reset();
     auto u = conn_->exec("update job",
                          "UPDATE jobs SET state = $1, reason = $2, started_at = $3,"
-                         " finished_at = $4 WHERE id = $5",
+                         " finished_at = $4, claimed_by = $5, lease_expires_at = $6 WHERE id = $7",
                          Params()
                              .add(core::state_name(to))
                              .add(j.reason)
                              .add(j.started_at)
                              .add(j.finished_at)
+                             .add(j.claimed_by)
+                             .add(j.lease_expires_at)
                              .add(id));
     if (!u) return u.error();
     return j;

@@ -171,6 +171,16 @@ CREATE TRIGGER projects_upd AFTER UPDATE ON projects
 CREATE TRIGGER damaged_change AFTER INSERT OR UPDATE OR DELETE ON damaged_blobs
   FOR EACH ROW EXECUTE FUNCTION wheelforge_bump_generation();
 )sql",
+    // 4 (the job queue's leases; numbered 4, after the change feed (2) and trusted publishers
+    // (3)): which runner claimed each job, and until when its claim holds unless its heartbeat
+    // renews it. A running job whose lease has passed is taken over by another runner. The
+    // index serves the take-over's scan. IF NOT EXISTS: the statement may run on a database
+    // where it ran under another number.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS claimed_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS lease_expires_at BIGINT;
+CREATE INDEX IF NOT EXISTS jobs_lease ON jobs(lease_expires_at) WHERE lease_expires_at IS NOT NULL;
+)sql",
 };
 
 // The advisory lock that keeps two openers from migrating at once ("wfschem" in ASCII).

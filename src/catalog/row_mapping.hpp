@@ -143,6 +143,8 @@ JobRecord job_from_row(const Row& q) {
   j.provenance.image = q.text(25);
   j.provenance.image_digest = q.text(26);
   j.provenance.engine_command = q.text(27);
+  j.claimed_by = q.text(28);
+  j.lease_expires_at = q.opt_i64(29);
   return j;
 }
 

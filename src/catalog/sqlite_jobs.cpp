@@ -14,7 +14,7 @@ constexpr const char* kJobColumns =
     "id, build_id, recipe, version, python, torch, cuda, state, reason, attempts, max_jobs,"
     " nvcc_threads, wheel, created_at, started_at, finished_at, nvcc_path, nvcc_version,"
     " torch_version, torch_cuda, python_path, python_version, build_number, glibc_floor,"
-    " executor_job, image, image_digest, engine_command";
+    " executor_job, image, image_digest, engine_command, claimed_by, lease_expires_at";
 
 JobRecord read_job(const Stmt& q) {
   return detail::job_from_row(q);
@@ -147,6 +147,79 @@ class SqliteJobStore final : public JobStore {
                                  [](const JobRecord&) { return true; });
   }
 
+  Result<JobRecord> transition_as(const std::string& runner, std::int64_t id, core::JobState to,
+                                  const std::string& reason) override {
+    std::lock_guard lock(mu_);
+    return db_.write_transaction([&] { return transition_locked(id, to, reason, &runner); },
+                                 [](const JobRecord&) { return true; });
+  }
+
+  Result<std::optional<JobRecord>> claim(std::int64_t id, const std::string& runner,
+                                         Micros lease_until) override {
+    std::lock_guard lock(mu_);
+    // SQLite has one writer at a time: the state in the WHERE clause is the claim.
+    return db_.write_transaction(
+        [&]() -> Result<std::optional<JobRecord>> {
+          Stmt u(db_,
+                 "UPDATE jobs SET state = 'preparing', started_at = ?, finished_at = NULL,"
+                 " claimed_by = ?, lease_expires_at = ? WHERE id = ? AND state = 'queued'");
+          u.bind(1, now_micros()).bind(2, runner).bind(3, lease_until).bind(4, id);
+          if (auto st = run(db_, u, "claim job"); !st) return st.error();
+          if (db_.changes() == 0) return std::optional<JobRecord>();
+          return find_job_locked(id);
+        },
+        [](const std::optional<JobRecord>&) { return true; });
+  }
+
+  Result<Lease> renew_lease(std::int64_t id, const std::string& runner,
+                            Micros lease_until) override {
+    std::lock_guard lock(mu_);
+    Stmt u(db_,
+           "UPDATE jobs SET lease_expires_at = ? WHERE id = ? AND claimed_by = ? AND state IN"
+           " ('preparing', 'building', 'retagging', 'testing', 'ingesting')");
+    u.bind(1, lease_until).bind(2, id).bind(3, runner);
+    if (auto st = run(db_, u, "renew lease"); !st) return st.error();
+    if (db_.changes() > 0) return Lease::held;
+    auto job = find_job_locked(id);
+    if (!job) return job.error();
+    if (job->has_value() && (*job)->state == core::JobState::cancelled &&
+        (*job)->claimed_by == runner) {
+      return Lease::cancelled;
+    }
+    return Lease::lost;
+  }
+
+  Status adopt(std::int64_t id, const std::string& runner, Micros lease_until) override {
+    std::lock_guard lock(mu_);
+    Stmt u(db_, "UPDATE jobs SET claimed_by = ?, lease_expires_at = ? WHERE id = ?");
+    u.bind(1, runner).bind(2, lease_until).bind(3, id);
+    return run(db_, u, "adopt job");
+  }
+
+  Result<std::vector<JobRecord>> requeue_expired(Micros now) override {
+    std::lock_guard lock(mu_);
+    return db_.write_transaction(
+        [&]() -> Result<std::vector<JobRecord>> {
+          Stmt q(db_, std::string("SELECT ") + kJobColumns +
+                          " FROM jobs WHERE state IN ('preparing', 'building', 'retagging',"
+                          " 'testing', 'ingesting') AND lease_expires_at < ? ORDER BY id");
+          q.bind(1, now);
+          auto expired = read_rows(db_, q, &read_job, "list jobs whose lease expired");
+          if (!expired) return expired.error();
+          for (const auto& j : *expired) {
+            Stmt u(db_,
+                   "UPDATE jobs SET state = 'queued', reason = ?, started_at = NULL,"
+                   " finished_at = NULL, claimed_by = '', lease_expires_at = NULL WHERE id = ?");
+            u.bind(1, "taken over from runner " + j.claimed_by + ": its lease expired during " +
+                          std::string(core::state_name(j.state)))
+                .bind(2, j.id);
+            if (auto st = run(db_, u, "requeue job"); !st) return st.error();
+          }
+          return std::move(*expired);
+        },
+        [](const std::vector<JobRecord>&) { return true; });
+  }
+
   Status record_attempt(std::int64_t id, unsigned max_jobs, unsigned nvcc_threads) override {
     std::lock_guard lock(mu_);
     Stmt u(db_,
@@ -250,12 +323,16 @@ class SqliteJobStore final : public JobStore {
     return read_row(db_, q, &read_job, "job lookup");
   }
 
-  Result<JobRecord> transition_locked(std::int64_t id, core::JobState to,
-                                      const std::string& reason) {
+  Result<JobRecord> transition_locked(std::int64_t id, core::JobState to, const std::string& reason,
+                                      const std::string* runner = nullptr) {
     auto job = find_job_locked(id);
     if (!job) return job.error();
     if (!job->has_value()) return make_error(Errc::not_found, "no such job: " + std::to_string(id));
     JobRecord j = **job;
+    if (runner != nullptr && !j.claimed_by.empty() && j.claimed_by != *runner) {
+      return make_error(Errc::conflict, "job " + std::to_string(id) + " is held by runner " +
+                                            j.claimed_by + ", not " + *runner);
+    }
     if (!core::can_transition(j.state, to)) {
       return make_error(Errc::conflict, "job " + std::to_string(id) + " is " +
                                             std::string(core::state_name(j.state)) +
@@ -274,12 +351,18 @@ class SqliteJobStore final : public JobStore {
     if (!reason.empty() || to == core::JobState::queued || to == core::JobState::succeeded) {
       j.reason = reason;
     }
+    // A queued job is nobody's; an ended one keeps who ran it, without a lease.
+    if (to == core::JobState::queued) j.claimed_by.clear();
+    if (!core::is_running(to)) j.lease_expires_at.reset();
     Stmt u(db_,
-           "UPDATE jobs SET state = ?, reason = ?, started_at = ?, finished_at = ? WHERE id = ?");
+           "UPDATE jobs SET state = ?, reason = ?, started_at = ?, finished_at = ?,"
+           " claimed_by = ?, lease_expires_at = ? WHERE id = ?");
     u.bind(1, core::state_name(to)).bind(2, j.reason);
     if (j.started_at) u.bind(3, *j.started_at);
     if (j.finished_at) u.bind(4, *j.finished_at);
-    u.bind(5, id);
+    u.bind(5, j.claimed_by);
+    if (j.lease_expires_at) u.bind(6, *j.lease_expires_at);
+    u.bind(7, id);
     if (auto st = run(db_, u, "update job"); !st) return st.error();
     return j;
   }

@@ -243,6 +243,13 @@ ALTER TABLE jobs ADD COLUMN image TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN image_digest TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN engine_command TEXT NOT NULL DEFAULT '';
 )sql",
+    // 18 (the job queue's leases; numbered 18, after trusted publishers (17)): which runner
+    // claimed each job, and until when its claim holds unless its heartbeat renews it
+    // (jobs.hpp, JobStore::claim).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN claimed_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN lease_expires_at INTEGER;
+)sql",
 };
 
 }  // namespace

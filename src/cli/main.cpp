@@ -126,6 +126,12 @@ int run(int argc, char** argv) {
   auto* serve = app.add_subcommand("serve", "run the index server");
   serve_opts.add_to(serve, true);
 
+  Common runner_opts;
+  auto* runner_cmd = app.add_subcommand(
+      "runner",
+      "run build jobs from the catalog's job queue without serving (runners on many hosts)");
+  runner_opts.add_to(runner_cmd, false);
+
   Common ingest_opts;
   std::vector<std::string> ingest_paths;
   auto* ingest = app.add_subcommand("ingest", "import wheel and sdist files or directory trees");
@@ -486,6 +492,12 @@ int run(int argc, char** argv) {
       return wf::app::check_configuration(serve_opts.config_file(), serve_opts.overrides);
     };
     return wf::app::serve(*configuration, reload);
+  }
+  if (runner_cmd->parsed()) {
+    const auto configuration = runner_opts.configuration();
+    if (!configuration) return 2;
+    wf::app::init_logging();
+    return wf::app::runner(*configuration);
   }
   if (ingest->parsed()) {
     const auto settings = ingest_opts.settings();

@@ -69,6 +69,7 @@ Json job_json(const catalog::JobRecord& j) {
               {"glibc_floor", j.glibc_floor.empty() ? Json(nullptr) : Json(j.glibc_floor)},
               {"toolchain", toolchain_json(j.toolchain)},
               {"executor_job", j.executor_job},
+              {"runner", j.claimed_by},
               {"container", provenance_json(j.provenance)},
               {"compile_cache", compile_cache_json(j.compile_cache)},
               {"created_at", iso8601_micros(j.created_at)},

@@ -267,6 +267,14 @@ void init_logging();
 /// not applied, and each problem is logged. Then it reloads the catalog.
 int serve(const Configuration& config, const std::function<ConfigCheck()>& reload = {});
 
+/// `wheelforge runner`: runs build jobs from the catalog's job queue without serving HTTP
+/// (docs/runner.md, "Runners on many hosts"): claims queued jobs with a lease its heartbeat
+/// renews, takes over jobs whose runner let its lease pass, and publishes into the catalog and
+/// blob store of the configuration. Prints "runner ID" once it runs. SIGTERM/SIGINT stop it
+/// (its running jobs are left for the next start of this data directory, or for another
+/// runner once their leases pass); SIGUSR2 drains it. Exits 2 without recipes.
+int runner(const Configuration& config);
+
 /// `wheelforge ingest`: imports files and directory trees (*.whl, *.tar.gz found in them).
 int ingest(const Settings& settings, const std::vector<std::filesystem::path>& paths);
 

@@ -86,6 +86,15 @@ struct HostConfig {
   std::filesystem::path compile_cache_root;
   /// The most disk each recipe's compile cache may take (ccache's max_size).
   std::uint64_t compile_cache_bytes = 10ULL << 30U;
+  /// `[build] lease`: how long a runner's claim on a running job holds without its heartbeat
+  /// (renewed every third of it). A job whose lease has passed (its runner died or lost the
+  /// database) is taken over by another runner and started over.
+  std::chrono::seconds lease{60};
+  /// `[build] run_jobs`: whether a server runs jobs from the queue (`wheelforge runner` always
+  /// does). A server that does not accepts build requests, cancels and retries jobs and serves
+  /// what they published; runners on other hosts run them.
+  enum class RunJobs { yes, no };
+  RunJobs run_jobs = RunJobs::yes;
 };
 
 struct RunnerConfig {
@@ -111,6 +120,10 @@ class Runner {
 
   /// The URL {server} stands for in torch_index (e.g. "http://127.0.0.1:8080").
   void set_server_url(std::string url);
+
+  /// Who claims jobs in the job store: "HOST:PID:BUILDS_DIR" (JobRecord::claimed_by). Runners
+  /// of one HOST and BUILDS_DIR share a data directory (and its admission ledger).
+  [[nodiscard]] const std::string& id() const { return id_; }
 
   /// Replaces the recipes (a configuration reload): builds submitted from now on and jobs that
   /// start from now on use them; running jobs keep the recipe they started with, and queued
@@ -162,7 +175,9 @@ class Runner {
   /// recipe says.
   [[nodiscard]] Result<std::pair<catalog::BuildRecord, std::vector<catalog::JobRecord>>> submit(
       const core::BuildRequest& request);
-  /// Cancels a queued or running job (a running one's process tree is killed).
+  /// Cancels a queued or running job (a running one's process tree is killed; a job another
+  /// runner runs is marked cancelled, and that runner ends its commands at its next
+  /// heartbeat).
   [[nodiscard]] Result<catalog::JobRecord> cancel(std::int64_t job_id);
   /// Queues a failed, cancelled or interrupted job again.
   [[nodiscard]] Result<catalog::JobRecord> retry(std::int64_t job_id);
@@ -202,6 +217,14 @@ class Runner {
   [[nodiscard]] std::string job_tag(std::int64_t job_id) const;
   int kill_job_processes(std::int64_t job_id) const;
   void schedule_loop();
+  /// Renews the leases of the jobs this runner runs (ending those cancelled elsewhere or lost
+  /// to another runner) and takes over jobs whose lease has passed, every third of a lease.
+  void heartbeat_loop();
+  void take_over_expired();
+  [[nodiscard]] std::chrono::milliseconds heartbeat_interval() const;
+  [[nodiscard]] Micros lease_until() const;
+  /// True when `runner` (a claimed_by) is a runner of this host and data directory.
+  [[nodiscard]] bool same_home(const std::string& runner) const;
   bool try_start(const catalog::JobRecord& job, const RecipeConfig& recipe);
   void run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallelism grant, bool resumed);
   [[nodiscard]] Demand demand_of(const catalog::JobRecord& job, const RecipeConfig& recipe) const;
@@ -233,6 +256,9 @@ class Runner {
   std::string server_url_;
   std::map<std::int64_t, std::shared_ptr<Running>> running_;
   std::thread scheduler_;
+  std::thread heartbeat_;
+  std::string id_;    // id()
+  std::string home_;  // HOST:BUILDS_DIR
   std::vector<std::thread> job_threads_;
   std::optional<std::int64_t> only_build_;
   bool only_build_reserved_ = false;

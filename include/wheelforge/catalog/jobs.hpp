@@ -103,6 +103,19 @@ struct JobRecord {
   Micros created_at = 0;
   std::optional<Micros> started_at;
   std::optional<Micros> finished_at;
+  /// The runner that claimed the job (build::Runner::id(), "HOST:PID:BUILDS_DIR"); empty while
+  /// it is queued, and for jobs claimed before claims were recorded. Kept once the job ended.
+  std::string claimed_by;
+  /// Until when the claim holds unless its runner renews it (its heartbeat); once it has
+  /// passed, another runner takes the job over. nullopt when the job is not running.
+  std::optional<Micros> lease_expires_at;
+};
+
+/// What renewing a lease found (JobStore::renew_lease).
+enum class Lease {
+  held,       ///< renewed: the job is still the runner's and still running
+  cancelled,  ///< the job was cancelled meanwhile (through any replica): end its commands
+  lost,       ///< the job is no longer the runner's (taken over after its lease ran out)
 };
 
 class JobStore {
@@ -124,6 +137,34 @@ class JobStore {
   /// timestamps. Errc::conflict when the transition is not allowed from the stored state.
   [[nodiscard]] virtual Result<JobRecord> transition(std::int64_t id, core::JobState to,
                                                      const std::string& reason = {}) = 0;
+  /// transition(), only while `runner` holds the job's claim (JobRecord::claimed_by; a job
+  /// without one is anybody's): Errc::conflict when another runner holds it (this one lost it
+  /// when its lease ran out) or when the transition is not allowed.
+  [[nodiscard]] virtual Result<JobRecord> transition_as(const std::string& runner, std::int64_t id,
+                                                        core::JobState to,
+                                                        const std::string& reason = {}) = 0;
+
+  /// Claims a queued job for `runner` until `lease_until`: it becomes preparing (started_at
+  /// set). Of several runners claiming one job, exactly one gets it; the others, and a claim of
+  /// a job that is no longer queued, get nullopt. On PostgreSQL the row is taken with
+  /// `FOR UPDATE SKIP LOCKED` in one statement, without the catalog's write lock.
+  [[nodiscard]] virtual Result<std::optional<JobRecord>> claim(std::int64_t id,
+                                                               const std::string& runner,
+                                                               Micros lease_until) = 0;
+  /// The heartbeat of a running job: extends `runner`'s lease to `lease_until` and says
+  /// whether the job is still the runner's (Lease).
+  [[nodiscard]] virtual Result<Lease> renew_lease(std::int64_t id, const std::string& runner,
+                                                  Micros lease_until) = 0;
+  /// Makes `runner` the holder of a running job whatever held it (a restarted server resuming
+  /// the jobs of its own data directory).
+  [[nodiscard]] virtual Status adopt(std::int64_t id, const std::string& runner,
+                                     Micros lease_until) = 0;
+  /// Take-over: every job in a running state whose lease ran out before `now` (its runner
+  /// died or lost the database) is queued again, its claim dropped and its reason naming the
+  /// runner that held it. Returns those jobs as they were (claimed_by: the runner that lost
+  /// them). Rows another runner is taking over at the same moment are skipped.
+  [[nodiscard]] virtual Result<std::vector<JobRecord>> requeue_expired(Micros now) = 0;
+
   /// Records the parallelism of the attempt about to run and counts the attempt.
   [[nodiscard]] virtual Status record_attempt(std::int64_t id, unsigned max_jobs,
                                               unsigned nvcc_threads) = 0;

@@ -1179,6 +1179,27 @@ class FlakyJobs final : public catalog::JobStore {
     }
     return real_.transition(id, to, reason);
   }
+  Result<catalog::JobRecord> transition_as(const std::string& runner, std::int64_t id,
+                                           core::JobState to, const std::string& reason) override {
+    if (core::is_terminal(to) && final_attempts.fetch_add(1) < outages_) {
+      return make_error(Errc::unavailable, "PostgreSQL at 127.0.0.1:1/wf: connection lost");
+    }
+    return real_.transition_as(runner, id, to, reason);
+  }
+  Result<std::optional<catalog::JobRecord>> claim(std::int64_t id, const std::string& runner,
+                                                  Micros lease_until) override {
+    return real_.claim(id, runner, lease_until);
+  }
+  Result<catalog::Lease> renew_lease(std::int64_t id, const std::string& runner,
+                                     Micros lease_until) override {
+    return real_.renew_lease(id, runner, lease_until);
+  }
+  Status adopt(std::int64_t id, const std::string& runner, Micros lease_until) override {
+    return real_.adopt(id, runner, lease_until);
+  }
+  Result<std::vector<catalog::JobRecord>> requeue_expired(Micros now) override {
+    return real_.requeue_expired(now);
+  }
   Status record_attempt(std::int64_t id, unsigned max_jobs, unsigned nvcc_threads) override {
     return real_.record_attempt(id, max_jobs, nvcc_threads);
   }

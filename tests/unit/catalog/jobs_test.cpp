@@ -116,6 +116,73 @@ TEST_P(JobStoreTest, RecoveryRequeuesInterruptedJobsButNotThoseStillRunning) {
   EXPECT_EQ((*jobs->find_job(list[2].id))->state, core::JobState::queued);
 }
 
+TEST_P(JobStoreTest, EachQueuedJobIsClaimedByExactlyOneRunner) {
+  auto jobs = open();
+  auto other = open();  // a second process on the same catalog
+  auto created = jobs->create_build(build(), cells(1));
+  ASSERT_TRUE(created);
+  const auto id = created->second.front().id;
+  const Micros until = now_micros() + 60'000'000;
+  auto first = jobs->claim(id, "a:1:/a", until);
+  auto second = other->claim(id, "b:2:/b", until);
+  ASSERT_TRUE(first && second);
+  ASSERT_TRUE(first->has_value());
+  EXPECT_FALSE(second->has_value());
+  EXPECT_EQ((*first)->state, core::JobState::preparing);
+  EXPECT_EQ((*first)->claimed_by, "a:1:/a");
+  EXPECT_EQ((*first)->lease_expires_at, until);
+  EXPECT_TRUE((*first)->started_at.has_value());
+  // Only the holder moves it on; the heartbeat says whose it is.
+  EXPECT_EQ(other->transition_as("b:2:/b", id, core::JobState::building).error().code,
+            Errc::conflict);
+  ASSERT_TRUE(jobs->transition_as("a:1:/a", id, core::JobState::building));
+  EXPECT_EQ(*jobs->renew_lease(id, "a:1:/a", until + 1), Lease::held);
+  EXPECT_EQ(*other->renew_lease(id, "b:2:/b", until + 1), Lease::lost);
+  EXPECT_EQ((*jobs->find_job(id))->lease_expires_at, until + 1);
+  // A cancellation through any process reaches the holder at its next heartbeat.
+  ASSERT_TRUE(other->transition(id, core::JobState::cancelled, "cancelled while running"));
+  EXPECT_EQ(*jobs->renew_lease(id, "a:1:/a", until + 2), Lease::cancelled);
+  const auto ended = *jobs->find_job(id);
+  EXPECT_EQ(ended->claimed_by, "a:1:/a");  // who ran it stays
+  EXPECT_FALSE(ended->lease_expires_at.has_value());
+  // Retried: queued and nobody's again.
+  ASSERT_TRUE(jobs->transition(id, core::JobState::queued, "retried"));
+  EXPECT_EQ((*jobs->find_job(id))->claimed_by, "");
+  EXPECT_TRUE(*other->claim(id, "b:2:/b", until));
+}
+
+TEST_P(JobStoreTest, AJobWhoseLeasePassedIsQueuedAgainNamingItsRunner) {
+  auto jobs = open();
+  auto created = jobs->create_build(build(), cells(2));
+  ASSERT_TRUE(created);
+  const auto expired = created->second[0].id;
+  const auto live = created->second[1].id;
+  const Micros now = now_micros();
+  ASSERT_TRUE(*jobs->claim(expired, "dead:7:/d", now - 1'000'000));
+  ASSERT_TRUE(jobs->transition_as("dead:7:/d", expired, core::JobState::building));
+  ASSERT_TRUE(*jobs->claim(live, "alive:8:/l", now + 60'000'000));
+  auto taken = jobs->requeue_expired(now);
+  ASSERT_TRUE(taken);
+  ASSERT_EQ(taken->size(), 1U);
+  EXPECT_EQ(taken->front().id, expired);
+  EXPECT_EQ(taken->front().claimed_by, "dead:7:/d");
+  EXPECT_EQ(taken->front().state, core::JobState::building);
+  const auto requeued = *jobs->find_job(expired);
+  EXPECT_EQ(requeued->state, core::JobState::queued);
+  EXPECT_EQ(requeued->claimed_by, "");
+  EXPECT_EQ(requeued->reason,
+            "taken over from runner dead:7:/d: its lease expired during building");
+  EXPECT_EQ((*jobs->find_job(live))->state, core::JobState::preparing);
+  // The dead runner, back, finds it lost and cannot write its state.
+  EXPECT_EQ(*jobs->renew_lease(expired, "dead:7:/d", now + 60'000'000), Lease::lost);
+  auto claimed = jobs->claim(expired, "alive:8:/l", now + 60'000'000);
+  ASSERT_TRUE(claimed && claimed->has_value());
+  EXPECT_EQ((*claimed)->reason, requeued->reason);
+  EXPECT_EQ(jobs->transition_as("dead:7:/d", expired, core::JobState::failed).error().code,
+            Errc::conflict);
+  EXPECT_TRUE(jobs->requeue_expired(now)->empty());
+}
+
 TEST_F(SqliteJobStoreTest, JobsOfADatabaseWithoutToolchainColumnsSurviveTheMigration) {
   {
     auto jobs = open();
