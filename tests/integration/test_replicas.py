@@ -93,11 +93,11 @@ def test_upload_yank_and_revoke_reach_every_replica_within_a_second(harness, rep
     assert made.status in (200, 201), made.text
     fresh = made.json()["token"]
     fresh_id = made.json()["id"]
-    third = make_wheel(artifacts, "feed-demo", "1.2", value="three")
+    third = make_wheel(artifacts, "feed-token-demo", "1.0", value="three")
     assert within(lambda: b.put_file(third, fresh).status == 201)
     revoked = admin_post(a, f"/admin/tokens/{fresh_id}/revoke", admin)
     assert revoked.status == 200, revoked.text
-    fourth = make_wheel(artifacts, "feed-demo", "1.3", value="four")
+    fourth = make_wheel(artifacts, "feed-token-demo", "1.1", value="four")
     for other in (b, c):
         assert within(lambda o=other: o.put_file(fourth, fresh).status == 401), other.log_tail()
 
