@@ -57,8 +57,8 @@ class PgChangeFeed final : public ChangeFeed {
   }
 
   Result<ChangeBatch> read(std::uint64_t from) override {
-    auto rows = conn_->exec("read the change feed", kReadFeed,
-                            pg::Params().add(std::to_string(from)));
+    auto rows =
+        conn_->exec("read the change feed", kReadFeed, pg::Params().add(std::to_string(from)));
     if (!rows) return rows.error();
     ChangeBatch batch;
     batch.position = from;
@@ -67,7 +67,7 @@ class PgChangeFeed final : public ChangeFeed {
       if (rows->null(i, 1)) continue;  // the LEFT JOIN's row when there is no entry
       Change c;
       const std::string kind = rows->text(i, 1);
-      c.kind = kind == "project" ? ChangeKind::project
+      c.kind = kind == "project"  ? ChangeKind::project
                : kind == "tokens" ? ChangeKind::tokens
                                   : ChangeKind::all;
       c.project = rows->text(i, 2);

@@ -217,12 +217,12 @@ CREATE TRIGGER files_feed AFTER INSERT OR UPDATE OR DELETE ON files
 CREATE TRIGGER projects_feed AFTER UPDATE ON projects
   FOR EACH ROW EXECUTE FUNCTION wheelforge_feed_project();
 CREATE TRIGGER tokens_feed_ins_del AFTER INSERT OR DELETE ON tokens
-  FOR EACH STATEMENT EXECUTE FUNCTION wheelforge_feed_tokens();
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_feed_tokens();
 CREATE TRIGGER tokens_feed_upd AFTER UPDATE OF hash, scope, project, description, created_at,
   revoked_at, expires_at, created_by ON tokens
-  FOR EACH STATEMENT EXECUTE FUNCTION wheelforge_feed_tokens();
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_feed_tokens();
 CREATE TRIGGER damaged_feed AFTER INSERT OR UPDATE OR DELETE ON damaged_blobs
-  FOR EACH STATEMENT EXECUTE FUNCTION wheelforge_feed_all();
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_feed_all();
 )sql",
 };
 

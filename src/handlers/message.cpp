@@ -166,8 +166,9 @@ Result<std::optional<std::uint64_t>> requested_position(const Request& req) {
   const auto* end = value.data() + value.size();
   const auto [ptr, ec] = std::from_chars(value.data(), end, n);
   if (value.empty() || ec != std::errc() || ptr != end) {
-    return make_error(Errc::invalid, "X-Wheelforge-Min-Position: expected a catalog position"
-                                     " (a decimal number, as X-Wheelforge-Position gives it)");
+    return make_error(Errc::invalid,
+                      "X-Wheelforge-Min-Position: expected a catalog position"
+                      " (a decimal number, as X-Wheelforge-Position gives it)");
   }
   return std::optional<std::uint64_t>(n);
 }

@@ -140,8 +140,7 @@ void Server::Impl::wake_positions(bool stopping) {
     std::lock_guard lock(position_mu);
     auto keep = std::partition(position_waiters.begin(), position_waiters.end(),
                                [&](const PositionWaiter& w) {
-                                 return !stopping && !w.wait->done.load() &&
-                                        w.position > applied;
+                                 return !stopping && !w.wait->done.load() && w.position > applied;
                                });
     due.assign(std::make_move_iterator(keep), std::make_move_iterator(position_waiters.end()));
     position_waiters.erase(keep, position_waiters.end());

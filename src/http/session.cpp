@@ -410,8 +410,7 @@ void Session<Stream>::run(std::unique_ptr<handlers::UploadedBody> upload) {
         done.response = route->handler(req, ctx);
         done.snapshot = srv.reload_after(*route, ctx, done.response.status);
         // Read your writes: the position this change reached, for X-Wheelforge-Min-Position.
-        if (route->changes_catalog &&
-            (done.response.status < 300 || done.response.status == 303)) {
+        if (route->changes_catalog && (done.response.status < 300 || done.response.status == 303)) {
           if (auto pos = srv.env.services.catalog->position()) {
             done.response.set(handlers::kPositionHeader, std::to_string(*pos));
           }
