@@ -6,20 +6,26 @@ the others within a second; a write's answer carries the catalog position it rea
 (X-Wheelforge-Min-Position) answers only once it has applied it; two replicas racing for one
 file name with different bytes have exactly one winner; the feed's LISTEN connection
 terminated by the database (pg_terminate_backend) leaves the replicas converging by polling
-and listening again. Real PostgreSQL 15, Swift's S3 API, twine and wheelforge processes on
+and listening again; haproxy with docs/scale.md's rules in front of them lets pip install what
+twine uploaded a moment before (read your writes through the load balancer); a replica killed
+mid-upload leaves nothing visible, and a PostgreSQL restart loses nothing acknowledged.
+Real PostgreSQL 15, haproxy, Swift's S3 API, twine and wheelforge processes on
 loopback; runs under WF_TEST_BACKEND=pg-s3 (ctest integration-backends)."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import time
+from pathlib import Path
 
 import pytest
 
 import wfbackend
 from test_claims import admin_post
+from haproxy import Haproxy, documented_backend
+from test_pip import pip_python_or_skip
 from test_publish import output_of, twine
-from wfhelpers import make_wheel, wait_for
+from wfhelpers import clean_env, make_wheel, pip_args, run, upload_awaiting_body, wait_for
 
 pytestmark = pytest.mark.skipif(
     wfbackend.BACKEND != "pg-s3",
@@ -29,6 +35,7 @@ pytestmark = pytest.mark.skipif(
 # within a second.
 WITHIN = 1.0
 JSON = {"Accept": "application/vnd.pypi.simple.v1+json"}
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def listing(server, project: str) -> dict[str, dict]:
@@ -149,3 +156,84 @@ def test_replicas_converge_after_their_listen_connections_are_terminated(harness
     for other in (a, b):
         assert within(lambda o=other: second.filename in listing(o, "relisten-demo")), \
             other.log_tail()
+
+
+def test_twine_then_pip_through_haproxy_read_their_own_write(harness, replicas, artifacts):
+    """haproxy, with the rules docs/scale.md gives operators, in front of the three replicas:
+    pip installs what twine uploaded a moment before, and every request of pip's reached its
+    replica asking for the upload's catalog position."""
+    python = pip_python_or_skip("24.2")
+    token = harness.token("upload")
+    proxy = Haproxy(harness.root, [s.url.removeprefix("http://") for s in replicas],
+                    forwardfor=False, backend_rules=documented_backend(DOCS / "scale.md"))
+    try:
+        wheel = make_wheel(artifacts, "lb-ryw-demo", "1.0", value="through haproxy")
+        proc = twine(harness, proxy.url + "/legacy/", token, [wheel.path])
+        assert proc.returncode == 0, f"twine upload failed:\n{output_of(proc)}"
+        uploaded = len(proxy.requests())
+        target = harness.path("target")
+        proc = run([python, "-m", "pip", "install", "--no-deps", "--target", target,
+                    *pip_args(proxy.url + "/simple/"), "lb-ryw-demo==1.0"],
+                   timeout=120, cwd=harness.path("pip-cwd"))
+        assert proc.returncode == 0, f"pip install failed:\n{proc.stdout}\n{proc.stderr}"
+        check = run([python, "-c", "import lb_ryw_demo; print(lb_ryw_demo.VALUE)"],
+                    timeout=60, cwd=harness.path("pip-cwd"), env=clean_env(PYTHONPATH=str(target)))
+        assert check.stdout.strip() == "through haproxy", check.stdout + check.stderr
+    finally:
+        proxy.stop()
+    log = proxy.requests()
+    written = [r for r in log[:uploaded] if r.method == "POST" and r.position != "-"]
+    assert len(written) == 1 and written[0].status < 300, log
+    position = int(written[0].position)
+    reads = log[uploaded:]
+    assert any(r.target == "/simple/lb-ryw-demo/" for r in reads), reads
+    for r in reads:
+        assert r.min_position != "-" and int(r.min_position) >= position, (position, r)
+    # Round robin: the upload and pip's requests were spread over the replicas.
+    assert len({r.server for r in log}) >= 2, log
+
+
+def test_a_replica_killed_mid_upload_leaves_nothing_and_a_database_restart_loses_nothing(
+        harness, replicas, artifacts, pg_cluster):
+    a, b, c = replicas
+    token = harness.token("upload")
+    backend = wfbackend.active()
+    kept = make_wheel(artifacts, "kill-demo", "1.0", value="kept")
+    assert a.put_file(kept, token).status == 201
+    before = backend.blobs(harness.data_dir)
+
+    # kill -9 of A while half of an upload's body has reached it.
+    held = make_wheel(artifacts, "kill-demo", "1.1", value="held", padding=400_000)
+    host, port = a.url.removeprefix("http://").rsplit(":", 1)
+    sock = upload_awaiting_body((host, int(port)), host, held.filename, token, held.size)
+    sock.sendall(held.data[: held.size // 2])
+    a.stopped_by_us = True
+    a.proc.kill()
+    a.proc.wait(10)
+    sock.close()
+    for other in (b, c):
+        files = listing(other, "kill-demo")
+        assert kept.filename in files and held.filename not in files, files
+    assert backend.blobs(harness.data_dir) == before
+    rows = backend.sql(harness.data_dir,
+                       f"SELECT count(*) FROM files WHERE filename = '{held.filename}'")
+    assert rows == [["0"]], rows
+
+    # PostgreSQL restarted: B and C keep serving their pages meanwhile, and afterwards every
+    # acknowledged file is listed, by them and by A started again, and new uploads spread.
+    pg_cluster.stop()
+    try:
+        for other in (b, c):
+            assert kept.filename in listing(other, "kill-demo")
+    finally:
+        pg_cluster.start()
+    after = make_wheel(artifacts, "kill-demo", "1.2", value="after")
+    answer = wait_for(lambda: (r := b.put_file(after, token)).status != 503 and r, timeout=20)
+    assert answer and answer.status == 201, (answer.status, answer.text) if answer else b.log_tail()
+    restarted = harness.serve()
+    assert wait_for(lambda: restarted.get("/readyz").status == 200, timeout=10), \
+        restarted.log_tail()
+    for server in (b, c, restarted):
+        assert wait_for(lambda s=server: {kept.filename, after.filename} <= set(
+            listing(s, "kill-demo")), timeout=5), server.log_tail()
+        assert held.filename not in listing(server, "kill-demo")
