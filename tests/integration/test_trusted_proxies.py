@@ -9,20 +9,16 @@ besides 127.0.0.4, an "outer" proxy; clients connect from 127.0.0.5, 127.0.0.6 a
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import re
-import shutil
 import socket
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from haproxy import HAPROXY, Haproxy
 from wfhelpers import make_wheel, metric_sum, upload_awaiting_body, wait_for
 
-HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 PROXY_SOURCE = "127.0.0.3"
 OUTER_PROXY = "127.0.0.4"
 CLIENT = "127.0.0.5"
@@ -31,70 +27,11 @@ OTHER_CLIENT = "127.0.0.6"
 pytestmark = pytest.mark.skipif(not Path(HAPROXY).exists(), reason="haproxy is not installed")
 
 
-def free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Haproxy:
-    """haproxy in the foreground on 127.0.0.1:<free port>, forwarding to `backend`."""
-
-    def __init__(self, root: Path, backend: str):
-        self.port = free_port()
-        self.config = root / "haproxy.cfg"
-        self.log_path = root / "haproxy.log"
-        self.config.write_text(
-            "global\n"
-            "  maxconn 200\n"
-            "defaults\n"
-            "  mode http\n"
-            "  option forwardfor\n"
-            "  timeout connect 5s\n"
-            "  timeout client 30s\n"
-            "  timeout server 30s\n"
-            "frontend front\n"
-            f"  bind 127.0.0.1:{self.port}\n"
-            "  default_backend wheelforge\n"
-            "backend wheelforge\n"
-            f"  server wf {backend} source {PROXY_SOURCE}\n"
-        )
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([HAPROXY, "-db", "-f", str(self.config)],
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        deadline = time.monotonic() + 10
-        while True:
-            assert self.proc.poll() is None, f"haproxy exited: {self.log_path.read_text()}"
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            assert time.monotonic() < deadline, "haproxy did not listen within 10 s"
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-
-    def request(self, method: str, target: str, *, source: str, headers=None, body=None):
-        """One request through haproxy from `source`: (status, headers, body)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15,
-                                          source_address=(source, 0))
-        try:
-            conn.request(method, target, body=body, headers=headers or {})
-            resp = conn.getresponse()
-            return resp.status, resp.msg, resp.read()
-        finally:
-            conn.close()
-
-    def hold_upload(self, filename: str, token: str, *, source: str) -> socket.socket:
-        """A connection through haproxy whose upload's head has reached wheelforge, which
-        waits for its body (answered 100 Continue): a request in progress."""
-        return upload_awaiting_body(("127.0.0.1", self.port), "wheels", filename, token,
-                                    100000, source=source)
+def hold_upload(proxy: Haproxy, filename: str, token: str, *, source: str) -> socket.socket:
+    """A connection through haproxy whose upload's head has reached wheelforge, which waits
+    for its body (answered 100 Continue): a request in progress."""
+    return upload_awaiting_body(("127.0.0.1", proxy.port), "wheels", filename, token, 100000,
+                                source=source)
 
 
 @pytest.fixture
@@ -102,7 +39,7 @@ def proxied(harness, tokens):
     """(server, haproxy): wheelforge trusting haproxy's source and the outer proxy."""
     server = harness.serve("--trusted-proxies", f"{PROXY_SOURCE},{OUTER_PROXY}/32",
                            "--max-connections-per-client", "2")
-    proxy = Haproxy(harness.root, server.url.removeprefix("http://"))
+    proxy = Haproxy(harness.root, [server.url.removeprefix("http://")], source=PROXY_SOURCE)
     try:
         yield server, proxy
     finally:
@@ -187,7 +124,7 @@ def test_the_per_client_cap_counts_each_client_behind_the_proxy(harness, tokens,
     server, proxy = proxied
     token = tokens["upload"]
     # The cap is 2: two uploads of CLIENT in progress through haproxy fill it.
-    held = [proxy.hold_upload(f"cap_pkg-1.{i}-py3-none-any.whl", token, source=CLIENT)
+    held = [hold_upload(proxy, f"cap_pkg-1.{i}-py3-none-any.whl", token, source=CLIENT)
             for i in range(2)]
     try:
         status, headers, body = proxy.request("GET", "/simple/", source=CLIENT)
