@@ -141,6 +141,7 @@ int runner(const Configuration& configuration) {
   std::fflush(stdout);
   const Notifier notifier = Notifier::from_environment();
   notifier.notify("READY=1\nSTATUS=Running jobs as " + runner.id());
+  std::thread drain_thread;
   while (true) {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -149,16 +150,19 @@ int runner(const Configuration& configuration) {
       log::info("received SIGUSR2, draining: stopping once {} running job(s) have finished",
                 runner.running_jobs());
       notifier.notify("STATUS=Draining");
-      std::thread([&runner] {
-        if (runner.drain()) ::kill(::getpid(), SIGTERM);
-      }).detach();
+      if (!drain_thread.joinable()) {
+        drain_thread = std::thread([&runner] {
+          if (runner.drain()) ::kill(::getpid(), SIGTERM);
+        });
+      }
       continue;
     }
     log::info("received {}, stopping the runner", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     break;
   }
   notifier.notify("STOPPING=1");
-  runner.stop();
+  runner.stop();  // ends a drain that still waits
+  if (drain_thread.joinable()) drain_thread.join();
   flush_logs();
   return 0;
 }
