@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
