@@ -72,45 +72,42 @@ bool Server::Impl::apply_changes(const catalog::ChangePlan& plan) {
   return false;
 }
 
+Status Server::Impl::catch_up() {
+  auto batch = config.feed->read(feed_from);
+  if (!batch) return batch.error();
+  if (!batch->changes.empty()) {
+    const auto plan = catalog::plan_changes(batch->changes, kMaxProjectReloads);
+    if (!apply_changes(plan)) {
+      return make_error(Errc::unavailable, "the catalog's changes could not be loaded");
+    }
+    std::int64_t newest = 0;
+    for (const auto& c : batch->changes) newest = std::max(newest, c.at_micros);
+    status.feed_lag_micros.store(std::max<std::int64_t>(0, now_micros() - newest));
+    log::info("catalog feed: {} change(s) applied, position {}", batch->changes.size(),
+              batch->position);
+  }
+  feed_from = batch->position;
+  status.feed_read_at.store(now_micros());
+  status.feed_position.store(batch->position);
+  status.feed_caught_up.store(true);
+  wake_positions();
+  return ok_status();
+}
+
 void Server::Impl::follow_feed() {
-  catalog::ChangeFeed& feed = *config.feed;
   bool healthy = true;
   while (!follower_sleep(std::chrono::milliseconds(0))) {
-    auto woken = feed.wait(kFeedPoll);
-    if (!woken) {
-      if (healthy) log::warn("catalog feed: {}; polling", woken.error().message);
+    auto woken = config.feed->wait(kFeedPoll);
+    Status st = woken ? catch_up() : Status(woken.error());
+    if (!st) {
+      if (healthy) log::warn("catalog feed: {}; polling", st.error().message);
       healthy = false;
-      note_readiness(handlers::Readiness::Part::catalog, Status(woken.error()));
+      note_readiness(handlers::Readiness::Part::catalog, st);
       if (follower_sleep(kFeedPoll)) return;
-      continue;
+      continue;  // read again from the same position
     }
-    auto batch = feed.read(feed_from);
-    if (!batch) {
-      if (healthy) log::warn("catalog feed: {}", batch.error().message);
-      healthy = false;
-      note_readiness(handlers::Readiness::Part::catalog, Status(batch.error()));
-      if (follower_sleep(kFeedPoll)) return;
-      continue;
-    }
-    if (!healthy) log::info("catalog feed: following again at position {}", batch->position);
+    if (!healthy) log::info("catalog feed: following again at position {}", feed_from);
     healthy = true;
-    if (!batch->changes.empty()) {
-      const auto plan = catalog::plan_changes(batch->changes, kMaxProjectReloads);
-      if (!apply_changes(plan)) {
-        if (follower_sleep(kFeedPoll)) return;
-        continue;  // read again from the same position
-      }
-      std::int64_t newest = 0;
-      for (const auto& c : batch->changes) newest = std::max(newest, c.at_micros);
-      status.feed_lag_micros.store(std::max<std::int64_t>(0, now_micros() - newest));
-      log::info("catalog feed: {} change(s) applied, position {}", batch->changes.size(),
-                batch->position);
-    }
-    feed_from = batch->position;
-    status.feed_read_at.store(now_micros());
-    status.feed_position.store(batch->position);
-    status.feed_caught_up.store(true);
-    wake_positions();
   }
 }
 
