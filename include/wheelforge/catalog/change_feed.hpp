@@ -32,7 +32,7 @@ enum class ChangeKind : std::uint8_t {
 
 struct Change {
   ChangeKind kind = ChangeKind::all;
-  std::string project;  ///< for ChangeKind::project: its canonical name
+  std::string project;         ///< for ChangeKind::project: its canonical name
   std::int64_t at_micros = 0;  ///< when the row was written (database clock)
 };
 
@@ -53,8 +53,7 @@ struct ChangePlan {
 /// Pure: the reload that applies `changes`. Everything when an entry says so, when more than
 /// `max_projects` projects changed (one full load is cheaper), or when the tokens changed
 /// (tokens come with every load; a project reload reloads them too).
-[[nodiscard]] ChangePlan plan_changes(const std::vector<Change>& changes,
-                                      std::size_t max_projects);
+[[nodiscard]] ChangePlan plan_changes(const std::vector<Change>& changes, std::size_t max_projects);
 
 /// One replica's reader of the feed, over a connection of its own. Blocking; one thread uses
 /// it (the server's follower).
