@@ -17,6 +17,10 @@ namespace {
 constexpr std::chrono::milliseconds kFeedPoll{500};
 // More projects than this in one batch: one full load instead of a reload per project.
 constexpr std::size_t kMaxProjectReloads = 16;
+// Feed entries are kept a day; each replica prunes older ones once an hour (a replica that
+// was cut off from the database for longer reloads everything when it is back).
+constexpr std::chrono::hours kFeedKeep{24};
+constexpr std::chrono::hours kFeedPruneEvery{1};
 
 }  // namespace
 
@@ -96,9 +100,18 @@ Status Server::Impl::catch_up() {
 
 void Server::Impl::follow_feed() {
   bool healthy = true;
+  auto prune_at = std::chrono::steady_clock::now();
   while (!follower_sleep(std::chrono::milliseconds(0))) {
     auto woken = config.feed->wait(kFeedPoll);
     Status st = woken ? catch_up() : Status(woken.error());
+    if (st && std::chrono::steady_clock::now() >= prune_at) {
+      prune_at = std::chrono::steady_clock::now() + kFeedPruneEvery;
+      if (auto pruned = config.feed->prune(kFeedKeep); !pruned) {
+        log::warn("catalog feed: entries not pruned: {}", pruned.error().message);
+      } else if (*pruned > 0) {
+        log::info("catalog feed: {} entries older than {} h pruned", *pruned, kFeedKeep.count());
+      }
+    }
     if (!st) {
       if (healthy) log::warn("catalog feed: {}; polling", st.error().message);
       healthy = false;

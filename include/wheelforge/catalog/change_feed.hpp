@@ -65,6 +65,10 @@ class ChangeFeed {
   /// The entries from `from` on, in commit-safe order, and the position reached (never below
   /// `from`). Errc::unavailable naming the database when it cannot be reached.
   [[nodiscard]] virtual Result<ChangeBatch> read(std::uint64_t from) = 0;
+  /// Deletes the entries written more than `keep` ago by finished transactions; a reader
+  /// whose position is below them is then told to reload everything (a ChangeKind::all
+  /// entry). The number of entries deleted. Any replica may call it at any time.
+  [[nodiscard]] virtual Result<std::uint64_t> prune(std::chrono::microseconds keep) = 0;
   /// Waits up to `timeout` for another process's NOTIFY (listening again after a lost
   /// connection). True when woken, false on timeout.
   [[nodiscard]] virtual Result<bool> wait(std::chrono::milliseconds timeout) = 0;
