@@ -351,6 +351,12 @@ def git_commit():
     if not head.startswith("ref:"):
         return head
     ref = head.split(None, 1)[1]
+    # A worktree's branches live in the main repository's directory (its `commondir`).
+    try:
+        with open(os.path.join(gitdir, "commondir")) as f:
+            gitdir = os.path.join(gitdir, f.read().strip())
+    except OSError:
+        pass
     try:
         with open(os.path.join(gitdir, ref)) as f:
             return f.read().strip()

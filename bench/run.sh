@@ -8,7 +8,10 @@
 # generates the corpora and the static trees under bench/.work/ (kept between runs), then runs
 # bench/bench.py: wrk against wheelforge and nginx, downloads, upload, startup, memory, pip,
 # micro-benchmarks; then bench/upstream.py: the upstream proxy (a merged page and a cached upstream
-# file against nginx, RSS after many distinct upstream projects). Prints markdown reports, also
+# file against nginx, RSS after many distinct upstream projects); then bench/backends.py
+# (PostgreSQL + S3 against SQLite + files) and bench/replicas.py (three replicas on one
+# PostgreSQL catalog behind haproxy: reads against nginx, uploads, the change feed's lag).
+# Prints markdown reports, also
 # written to bench/.work/results.md and upstream.md (the raw numbers to results.json and
 # upstream.json).
 #
@@ -56,7 +59,9 @@ packages=(
   libboost-dev libssl-dev libarchive-dev libsqlite3-dev zlib1g-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
   libkainjow-mustache-dev libcmark-dev libpq-dev
-  # backends.py: a throwaway PostgreSQL cluster and OpenStack Swift's S3 API (the test harness's)
+  # backends.py, replicas.py: a throwaway PostgreSQL cluster and OpenStack Swift's S3 API (the
+  # test harness's); replicas.py: haproxy in front of the replicas
+  haproxy
   postgresql python3-pytest swift swift-proxy swift-object swift-container swift-account
   python3-swift
 )
@@ -106,5 +111,9 @@ if [ "$smoke" = 1 ]; then upstream_opts=(--smoke); fi
 
 echo "==> catalog and blob store backends: PostgreSQL + S3 against SQLite + files ($bin)"
 /usr/bin/python3 "$here/backends.py" --bin "$bin" --work "$work/backends" --note "$note" \
+  "${upstream_opts[@]}" || status=$?
+
+echo "==> replicas behind haproxy: reads over 1-3 replicas against nginx, uploads, feed lag ($bin)"
+/usr/bin/python3 "$here/replicas.py" --bin "$bin" --work "$work/replicas" --note "$note" \
   "${upstream_opts[@]}" || status=$?
 exit "$status"

@@ -9,6 +9,7 @@
 
 #include "catalog/pg_conn.hpp"
 #include "wheelforge/catalog/change_feed.hpp"
+#include "wheelforge/util/time.hpp"
 
 namespace wf::catalog {
 
@@ -38,12 +39,24 @@ ChangePlan plan_changes(const std::vector<Change>& changes, std::size_t max_proj
 
 namespace {
 
-// One statement, so that the boundary and the rows come from one snapshot: the rows of the
-// transactions in [$1, xmin), every one of which has finished.
+// One statement, so that the boundary, the pruned boundary and the rows come from one
+// snapshot: the rows of the transactions in [$1, xmin), every one of which has finished, and
+// whether entries at or above $1 were pruned (then the rows are not read: everything is).
 constexpr const char* kReadFeed =
-    "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS upto) "
-    "SELECT s.upto::text, c.kind, c.project, c.at FROM s LEFT JOIN changes c "
-    "ON c.xid >= $1::text::xid8 AND c.xid < s.upto ORDER BY c.id";
+    "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS upto,"
+    " (SELECT below FROM changes_pruned WHERE id = 1) > $1::text::xid8 AS gap) "
+    "SELECT s.upto::text, s.gap, c.kind, c.project, c.at FROM s LEFT JOIN changes c "
+    "ON NOT s.gap AND c.xid >= $1::text::xid8 AND c.xid < s.upto ORDER BY c.id";
+
+// Deletes the entries of finished transactions written before $1 (microseconds) and moves the
+// pruned boundary past them, in one transaction: a reader sees both or neither.
+constexpr const char* kPruneFeed =
+    "WITH gone AS (DELETE FROM changes WHERE at < $1"
+    " AND xid < pg_snapshot_xmin(pg_current_snapshot()) RETURNING xid) "
+    "UPDATE changes_pruned SET below = greatest(below,"
+    " (SELECT (max(xid)::text::numeric + 1)::text::xid8 FROM gone))"
+    " WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) "
+    "RETURNING (SELECT count(*) FROM gone)";
 
 class PgChangeFeed final : public ChangeFeed {
  public:
@@ -63,18 +76,32 @@ class PgChangeFeed final : public ChangeFeed {
     ChangeBatch batch;
     batch.position = from;
     for (int i = 0; i < rows->size(); ++i) {
-      if (i == 0) batch.position = std::max<std::uint64_t>(from, std::stoull(rows->text(0, 0)));
-      if (rows->null(i, 1)) continue;  // the LEFT JOIN's row when there is no entry
+      if (i == 0) {
+        batch.position = std::max<std::uint64_t>(from, std::stoull(rows->text(0, 0)));
+        // Entries this reader has not read were pruned: it cannot know what changed.
+        if (rows->text(0, 1) == "t") {
+          batch.changes.push_back(Change{ChangeKind::all, "", now_micros()});
+          break;
+        }
+      }
+      if (rows->null(i, 2)) continue;  // the LEFT JOIN's row when there is no entry
       Change c;
-      const std::string kind = rows->text(i, 1);
+      const std::string kind = rows->text(i, 2);
       c.kind = kind == "project"  ? ChangeKind::project
                : kind == "tokens" ? ChangeKind::tokens
                                   : ChangeKind::all;
-      c.project = rows->text(i, 2);
-      c.at_micros = rows->i64(i, 3);
+      c.project = rows->text(i, 3);
+      c.at_micros = rows->i64(i, 4);
       batch.changes.push_back(std::move(c));
     }
     return batch;
+  }
+
+  Result<std::uint64_t> prune(std::chrono::microseconds keep) override {
+    const std::int64_t before = now_micros() - keep.count();
+    auto rows = conn_->exec("prune the change feed", kPruneFeed, pg::Params().add(before));
+    if (!rows) return rows.error();
+    return rows->empty() ? 0 : static_cast<std::uint64_t>(rows->i64(0, 0));
   }
 
   Result<bool> wait(std::chrono::milliseconds timeout) override {

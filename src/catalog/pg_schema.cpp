@@ -187,6 +187,11 @@ CREATE TABLE changes (
   project TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX changes_xid ON changes(xid);
+CREATE INDEX changes_at ON changes(at);
+-- Entries older than a day are pruned (ChangeFeed::prune); a reader whose position is below
+-- what was pruned reloads everything.
+CREATE TABLE changes_pruned (id INTEGER PRIMARY KEY CHECK (id = 1), below xid8 NOT NULL);
+INSERT INTO changes_pruned (id, below) VALUES (1, '0');
 CREATE FUNCTION wheelforge_feed_file() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP <> 'INSERT' THEN

@@ -17,6 +17,10 @@ namespace {
 constexpr std::chrono::milliseconds kFeedPoll{500};
 // More projects than this in one batch: one full load instead of a reload per project.
 constexpr std::size_t kMaxProjectReloads = 16;
+// Feed entries are kept a day; each replica prunes older ones once an hour (a replica that
+// was cut off from the database for longer reloads everything when it is back).
+constexpr std::chrono::hours kFeedKeep{24};
+constexpr std::chrono::hours kFeedPruneEvery{1};
 
 }  // namespace
 
@@ -72,45 +76,51 @@ bool Server::Impl::apply_changes(const catalog::ChangePlan& plan) {
   return false;
 }
 
+Status Server::Impl::catch_up() {
+  auto batch = config.feed->read(feed_from);
+  if (!batch) return batch.error();
+  if (!batch->changes.empty()) {
+    const auto plan = catalog::plan_changes(batch->changes, kMaxProjectReloads);
+    if (!apply_changes(plan)) {
+      return make_error(Errc::unavailable, "the catalog's changes could not be loaded");
+    }
+    std::int64_t newest = 0;
+    for (const auto& c : batch->changes) newest = std::max(newest, c.at_micros);
+    status.feed_lag_micros.store(std::max<std::int64_t>(0, now_micros() - newest));
+    log::info("catalog feed: {} change(s) applied, position {}", batch->changes.size(),
+              batch->position);
+  }
+  feed_from = batch->position;
+  status.feed_read_at.store(now_micros());
+  status.feed_position.store(batch->position);
+  status.feed_caught_up.store(true);
+  wake_positions();
+  return ok_status();
+}
+
 void Server::Impl::follow_feed() {
-  catalog::ChangeFeed& feed = *config.feed;
   bool healthy = true;
+  auto prune_at = std::chrono::steady_clock::now();
   while (!follower_sleep(std::chrono::milliseconds(0))) {
-    auto woken = feed.wait(kFeedPoll);
-    if (!woken) {
-      if (healthy) log::warn("catalog feed: {}; polling", woken.error().message);
-      healthy = false;
-      note_readiness(handlers::Readiness::Part::catalog, Status(woken.error()));
-      if (follower_sleep(kFeedPoll)) return;
-      continue;
-    }
-    auto batch = feed.read(feed_from);
-    if (!batch) {
-      if (healthy) log::warn("catalog feed: {}", batch.error().message);
-      healthy = false;
-      note_readiness(handlers::Readiness::Part::catalog, Status(batch.error()));
-      if (follower_sleep(kFeedPoll)) return;
-      continue;
-    }
-    if (!healthy) log::info("catalog feed: following again at position {}", batch->position);
-    healthy = true;
-    if (!batch->changes.empty()) {
-      const auto plan = catalog::plan_changes(batch->changes, kMaxProjectReloads);
-      if (!apply_changes(plan)) {
-        if (follower_sleep(kFeedPoll)) return;
-        continue;  // read again from the same position
+    auto woken = config.feed->wait(kFeedPoll);
+    Status st = woken ? catch_up() : Status(woken.error());
+    if (st && std::chrono::steady_clock::now() >= prune_at) {
+      prune_at = std::chrono::steady_clock::now() + kFeedPruneEvery;
+      if (auto pruned = config.feed->prune(kFeedKeep); !pruned) {
+        log::warn("catalog feed: entries not pruned: {}", pruned.error().message);
+      } else if (*pruned > 0) {
+        log::info("catalog feed: {} entries older than {} h pruned", *pruned, kFeedKeep.count());
       }
-      std::int64_t newest = 0;
-      for (const auto& c : batch->changes) newest = std::max(newest, c.at_micros);
-      status.feed_lag_micros.store(std::max<std::int64_t>(0, now_micros() - newest));
-      log::info("catalog feed: {} change(s) applied, position {}", batch->changes.size(),
-                batch->position);
     }
-    feed_from = batch->position;
-    status.feed_read_at.store(now_micros());
-    status.feed_position.store(batch->position);
-    status.feed_caught_up.store(true);
-    wake_positions();
+    if (!st) {
+      if (healthy) log::warn("catalog feed: {}; polling", st.error().message);
+      healthy = false;
+      note_readiness(handlers::Readiness::Part::catalog, st);
+      if (follower_sleep(kFeedPoll)) return;
+      continue;  // read again from the same position
+    }
+    if (!healthy) log::info("catalog feed: following again at position {}", feed_from);
+    healthy = true;
   }
 }
 

@@ -134,7 +134,11 @@ Result<SnapshotPtr> Server::Impl::load_snapshot_after(const std::string& project
   }
   auto contents = env.services.catalog->load_project(project);
   if (!contents) return contents.error();
-  if (current && contents->generation == current->generation() + changes) {
+  // On a shared catalog the change feed applies what other processes changed, so this
+  // process's own write reloads its project alone, however far their writes moved the
+  // generation meanwhile (a full load per upload would grow with the catalog).
+  if (current &&
+      (config.feed != nullptr || contents->generation == current->generation() + changes)) {
     return snapshot::Snapshot::update(*current, project, std::move(*contents));
   }
   return load_snapshot();
@@ -381,6 +385,11 @@ Result<std::string> Server::start() {
   auto loaded = s.load_snapshot();
   if (!loaded) return loaded.error();
   s.install(*loaded);
+  // Caught up before the first request: what was written between the feed's position and the
+  // load is applied now, so /readyz answers ready from the start.
+  if (s.config.feed != nullptr) {
+    if (auto st = s.catch_up(); !st) log::warn("catalog feed: {}; polling", st.error().message);
+  }
   // Loading the catalog leaves freed memory behind (the rows before indexing): give it back.
   ::malloc_trim(0);
 

@@ -8,8 +8,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <condition_variable>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <ctime>
 #include <functional>
@@ -203,12 +203,16 @@ struct Server::Impl {
   std::thread follower;
   std::mutex follower_mu;
   std::condition_variable follower_cv;
-  bool follower_stop = false;  ///< under follower_mu
+  bool follower_stop = false;   ///< under follower_mu
   std::uint64_t feed_from = 0;  ///< the position the follower reads from (its thread)
   std::mutex position_mu;
   std::vector<PositionWaiter> position_waiters;
-  /// The follower's loop: wait for a NOTIFY or the poll interval, read, apply, wake waiters.
+  /// The follower's loop: wait for a NOTIFY or the poll interval, then catch_up().
   void follow_feed();
+  /// Reads the feed from feed_from, applies it to the snapshot and wakes the waiters whose
+  /// position it reached (the follower's thread, or start() before it runs). An error (the
+  /// database unreachable) leaves the position where it was.
+  Status catch_up();
   /// Applies one batch to the snapshot (the follower's thread); false when a load failed.
   bool apply_changes(const catalog::ChangePlan& plan);
   /// Sleeps up to `d` unless the follower is being stopped; true when it is.

@@ -56,21 +56,24 @@ class Logged:
 
 class Haproxy:
     """haproxy on 127.0.0.1:<free port>, forwarding to `servers` ("host:port", round robin),
-    from the local address `source` when given, with `backend_rules` before the servers."""
+    from the local address `source` when given, with `backend_rules` before the servers.
+    `log_requests=False` logs nothing per request and `maxconn` caps the connections (the
+    benchmarks, bench/replicas.py, put it under load)."""
 
     def __init__(self, root: Path, servers: list[str], *, source: str | None = None,
-                 forwardfor: bool = True, backend_rules: list[str] | None = None):
+                 forwardfor: bool = True, backend_rules: list[str] | None = None,
+                 log_requests: bool = True, maxconn: int = 200):
         self.port = free_port()
         self.config = root / "haproxy.cfg"
         self.log_path = root / "haproxy.log"
         via = f" source {source}" if source else ""
         lines = [
             "global",
-            "  maxconn 200",
+            f"  maxconn {maxconn}",
             "  log stdout format raw local0",
             "defaults",
             "  mode http",
-            "  log global",
+            *(["  log global"] if log_requests else []),
             *(["  option forwardfor"] if forwardfor else []),
             "  timeout connect 5s",
             "  timeout client 30s",

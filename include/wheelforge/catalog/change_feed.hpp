@@ -32,7 +32,7 @@ enum class ChangeKind : std::uint8_t {
 
 struct Change {
   ChangeKind kind = ChangeKind::all;
-  std::string project;  ///< for ChangeKind::project: its canonical name
+  std::string project;         ///< for ChangeKind::project: its canonical name
   std::int64_t at_micros = 0;  ///< when the row was written (database clock)
 };
 
@@ -53,8 +53,7 @@ struct ChangePlan {
 /// Pure: the reload that applies `changes`. Everything when an entry says so, when more than
 /// `max_projects` projects changed (one full load is cheaper), or when the tokens changed
 /// (tokens come with every load; a project reload reloads them too).
-[[nodiscard]] ChangePlan plan_changes(const std::vector<Change>& changes,
-                                      std::size_t max_projects);
+[[nodiscard]] ChangePlan plan_changes(const std::vector<Change>& changes, std::size_t max_projects);
 
 /// One replica's reader of the feed, over a connection of its own. Blocking; one thread uses
 /// it (the server's follower).
@@ -66,6 +65,10 @@ class ChangeFeed {
   /// The entries from `from` on, in commit-safe order, and the position reached (never below
   /// `from`). Errc::unavailable naming the database when it cannot be reached.
   [[nodiscard]] virtual Result<ChangeBatch> read(std::uint64_t from) = 0;
+  /// Deletes the entries written more than `keep` ago by finished transactions; a reader
+  /// whose position is below them is then told to reload everything (a ChangeKind::all
+  /// entry). The number of entries deleted. Any replica may call it at any time.
+  [[nodiscard]] virtual Result<std::uint64_t> prune(std::chrono::microseconds keep) = 0;
   /// Waits up to `timeout` for another process's NOTIFY (listening again after a lost
   /// connection). True when woken, false on timeout.
   [[nodiscard]] virtual Result<bool> wait(std::chrono::milliseconds timeout) = 0;

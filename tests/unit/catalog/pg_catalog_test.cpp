@@ -282,5 +282,49 @@ TEST_F(PgCatalogTest, TheFeedNeverSkipsAnEntryThatCommitsLate) {
   ASSERT_EQ(tokens->changes.size(), 1U);
   EXPECT_EQ(tokens->changes[0].kind, catalog::ChangeKind::tokens);
 }
+
+TEST_F(PgCatalogTest, PrunedEntriesMakeAReaderBehindThemReloadEverything) {
+  auto cat = open_catalog(uri_, dir_);
+  ASSERT_TRUE(cat) << cat.error().message;
+  auto feed = open_change_feed(uri_);
+  ASSERT_NE(feed, nullptr);
+  auto behind = feed->start();
+  ASSERT_TRUE(behind) << behind.error().message;
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", 'a')));
+  auto current = feed->read(*behind);
+  ASSERT_TRUE(current) << current.error().message;
+  ASSERT_FALSE(current->changes.empty());
+
+  // Nothing is old enough yet: nothing pruned, nothing changes for either reader.
+  auto none = feed->prune(std::chrono::hours(1));
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(*none, 0U);
+  auto again = feed->read(*behind);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->changes.size(), current->changes.size());
+
+  // The entries written two hours ago: pruned; a reader behind them reloads everything, a
+  // reader past them reads on as before.
+  auto aged = pg::Conn::open(uri_);
+  ASSERT_TRUE(aged) << aged.error().message;
+  ASSERT_TRUE((*aged)->script("age", "UPDATE changes SET at = at - 7200000000"));
+  auto pruned = feed->prune(std::chrono::hours(1));
+  ASSERT_TRUE(pruned) << pruned.error().message;
+  EXPECT_EQ(*pruned, current->changes.size());
+  auto gap = feed->read(*behind);
+  ASSERT_TRUE(gap) << gap.error().message;
+  ASSERT_EQ(gap->changes.size(), 1U);
+  EXPECT_EQ(gap->changes[0].kind, catalog::ChangeKind::all);
+  EXPECT_GE(gap->position, current->position);
+  EXPECT_EQ(plan_changes(gap->changes, 16).load, ChangePlan::Load::everything);
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.1-py3-none-any.whl", 'b')));
+  auto on = feed->read(current->position);
+  ASSERT_TRUE(on) << on.error().message;
+  ASSERT_FALSE(on->changes.empty());
+  for (const auto& c : on->changes) {
+    EXPECT_EQ(c.kind, catalog::ChangeKind::project);
+    EXPECT_EQ(c.project, "demo-pkg");
+  }
+}
 }  // namespace
 }  // namespace wf::catalog
