@@ -39,6 +39,7 @@ inline std::string undo_migrations_after(int version) {
       {16,
        "ALTER TABLE jobs DROP COLUMN image; ALTER TABLE jobs DROP COLUMN image_digest;"
        " ALTER TABLE jobs DROP COLUMN engine_command;"},
+      {17, "DROP TABLE oidc_jtis; DROP TABLE trusted_publishers;"},
   };
   std::string sql;
   for (auto it = kUndo.rbegin(); it != kUndo.rend() && it->first > version; ++it) {
