@@ -770,14 +770,18 @@ TEST(ConfigDocs, EveryKeyIsInTheConfigurationReferenceUnderItsTable) {
   const std::string build = reference_part(reference, "[build]");
   const std::string recipes = reference_part(reference, "[recipes.NAME]");
   const std::string upstream = reference_part(reference, "[[upstream]]");
+  const std::string oidc = reference_part(reference, "[[oidc_issuer]]");
   const std::string s3 = reference_part(reference, "[s3]");
-  for (const auto* part : {&top, &build, &recipes, &upstream, &s3}) ASSERT_FALSE(part->empty());
+  for (const auto* part : {&top, &build, &recipes, &upstream, &oidc, &s3}) {
+    ASSERT_FALSE(part->empty());
+  }
   for (const auto& key : configuration_keys()) {
-    const std::string& part = key.starts_with("build.")      ? build
-                              : key.starts_with("recipes.")  ? recipes
-                              : key.starts_with("upstream.") ? upstream
-                              : key.starts_with("s3.")       ? s3
-                                                             : top;
+    const std::string& part = key.starts_with("build.")         ? build
+                              : key.starts_with("recipes.")     ? recipes
+                              : key.starts_with("upstream.")    ? upstream
+                              : key.starts_with("oidc_issuer.") ? oidc
+                              : key.starts_with("s3.")          ? s3
+                                                                : top;
     const std::string name = leaf(key);
     const bool in_table = part.find("`" + name + "`") != std::string::npos;
     EXPECT_TRUE(in_table || names_key(part, name))
