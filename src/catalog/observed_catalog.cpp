@@ -147,8 +147,8 @@ class ObservedCatalog final : public Catalog {
   Result<bool> is_reserved(std::string_view filename) override {
     return timed(CallKind::read, [&](Excluded&) { return inner_->is_reserved(filename); });
   }
-  Status check_uploader(const NewFile& file) override {
-    return timed(CallKind::read, [&](Excluded&) { return inner_->check_uploader(file); });
+  Result<std::optional<Inserted>> precheck(const NewFile& file) override {
+    return timed(CallKind::read, [&](Excluded&) { return inner_->precheck(file); });
   }
   Result<std::optional<DeletedFile>> find_reservation(std::string_view filename) override {
     return timed(CallKind::read, [&](Excluded&) { return inner_->find_reservation(filename); });

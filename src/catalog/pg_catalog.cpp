@@ -174,12 +174,45 @@ Status PgCatalog::check_actor_token_locked(const Actor& by) {
   return ok_status();
 }
 
-Status PgCatalog::check_uploader(const NewFile& nf) {
+Result<std::optional<Catalog::Inserted>> PgCatalog::precheck(const NewFile& nf) {
   std::lock_guard lock(mu_);
   if (auto st = check_actor_token_locked(nf.actor); !st) return st.error();
   auto claim = project_claim_locked(nf.file.project);
   if (!claim) return claim.error();
-  return uploader_may_publish(*claim, nf);
+  return refusal_locked(nf, *claim);
+}
+
+Result<std::optional<Catalog::Inserted>> PgCatalog::refusal_locked(
+    const NewFile& nf, const std::optional<core::ProjectClaim>& claim) {
+  using Refusal = std::optional<Inserted>;
+  const core::FileRecord& f = nf.file;
+  if (core::decide_upload(claim, nf.uploader, f.project) == core::ClaimDecision::forbidden) {
+    return Refusal(std::pair{InsertOutcome::forbidden, f});
+  }
+  auto existing = find_canonical_locked(f.filename, f.sha256);
+  if (!existing) return existing.error();
+  if (existing->has_value()) {
+    const auto outcome =
+        (*existing)->sha256 == f.sha256 ? InsertOutcome::identical : InsertOutcome::conflict;
+    return Refusal(std::pair{outcome, **existing});
+  }
+  auto reserved = find_reservation_locked(f.filename);
+  if (!reserved) return reserved.error();
+  if (reserved->has_value()) {
+    core::FileRecord deleted;
+    deleted.filename = (*reserved)->filename;
+    deleted.project = (*reserved)->project;
+    deleted.sha256 = (*reserved)->sha256;
+    return Refusal(std::pair{InsertOutcome::reserved, std::move(deleted)});
+  }
+  if (f.variant) {
+    auto clash = variant_clash_locked(f);
+    if (!clash) return clash.error();
+    if (clash->has_value()) {
+      return Refusal(std::pair{InsertOutcome::variant_conflict, std::move(**clash)});
+    }
+  }
+  return Refusal();
 }
 
 Result<PgCatalog::Inserted> PgCatalog::insert_file_locked(const NewFile& nf,
@@ -190,29 +223,10 @@ Result<PgCatalog::Inserted> PgCatalog::insert_file_locked(const NewFile& nf,
   if (auto st = check_actor_token_locked(nf.actor); !st) return st.error();
   auto claim = project_claim_locked(f.project);
   if (!claim) return claim.error();
+  auto refusal = refusal_locked(nf, *claim);
+  if (!refusal) return refusal.error();
+  if (refusal->has_value()) return std::move(**refusal);
   const auto decision = core::decide_upload(*claim, nf.uploader, f.project);
-  if (decision == core::ClaimDecision::forbidden) return std::pair{InsertOutcome::forbidden, f};
-  auto existing = find_canonical_locked(f.filename, f.sha256);
-  if (!existing) return existing.error();
-  if (existing->has_value()) {
-    const auto outcome =
-        (*existing)->sha256 == f.sha256 ? InsertOutcome::identical : InsertOutcome::conflict;
-    return std::pair{outcome, **existing};
-  }
-  auto reserved = find_reservation_locked(f.filename);
-  if (!reserved) return reserved.error();
-  if (reserved->has_value()) {
-    core::FileRecord deleted;
-    deleted.filename = (*reserved)->filename;
-    deleted.project = (*reserved)->project;
-    deleted.sha256 = (*reserved)->sha256;
-    return std::pair{InsertOutcome::reserved, std::move(deleted)};
-  }
-  if (f.variant) {
-    auto clash = variant_clash_locked(f);
-    if (!clash) return clash.error();
-    if (clash->has_value()) return std::pair{InsertOutcome::variant_conflict, std::move(**clash)};
-  }
   if (publish) {
     if (auto st = publish(); !st) return st.error();
   }

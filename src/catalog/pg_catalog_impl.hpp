@@ -58,7 +58,7 @@ class PgCatalog final : public Catalog {
   Result<core::FileRecord> delete_file(std::string_view filename, const Actor& by) override;
   Result<bool> is_reserved(std::string_view filename) override;
   Result<std::optional<DeletedFile>> find_reservation(std::string_view filename) override;
-  Status check_uploader(const NewFile& file) override;
+  Result<std::optional<Inserted>> precheck(const NewFile& file) override;
   Result<std::vector<DeletedFile>> deleted_files(std::string_view project) override;
   Result<TokenRecord> revoke_token(std::int64_t id, const Actor& by) override;
   Result<TokenRecord> insert_token(const TokenRecord& token, const Actor& by) override;
@@ -104,6 +104,11 @@ class PgCatalog final : public Catalog {
   Result<Inserted> insert_file_locked(const NewFile& nf, const std::function<Status()>& publish);
   Status check_actor_token_locked(const Actor& by);
   Result<std::optional<core::FileRecord>> variant_clash_locked(const core::FileRecord& f);
+  // The outcome of an insert that stores nothing (the claim refuses the uploader, the name is
+  // taken or reserved, the variant contradicts the release), nullopt when the file may be
+  // stored; `claim` is the project's, read under the same lock.
+  Result<std::optional<Inserted>> refusal_locked(const NewFile& nf,
+                                                 const std::optional<core::ProjectClaim>& claim);
   Result<core::FileRecord> delete_file_locked(std::string_view filename);
   Result<std::optional<core::ProjectClaim>> project_claim_locked(std::string_view project);
   static core::ProjectClaim read_claim(const pg::Rows& rows, int row, int col);

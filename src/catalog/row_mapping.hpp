@@ -189,14 +189,4 @@ inline std::string publisher_detail(const PublisherRecord& p) {
   return d;
 }
 
-/// Forbidden when the project's claim keeps the new file's uploader out (the same decision
-/// the write transaction makes again); ok otherwise.
-inline Status uploader_may_publish(const std::optional<core::ProjectClaim>& claim,
-                                   const NewFile& nf) {
-  if (core::decide_upload(claim, nf.uploader, nf.file.project) == core::ClaimDecision::forbidden) {
-    return make_error(Errc::forbidden, core::not_owner_message(nf.file.project));
-  }
-  return ok_status();
-}
-
 }  // namespace wf::catalog::detail

@@ -60,7 +60,7 @@ class SqliteCatalog final : public Catalog {
   Result<core::FileRecord> delete_file(std::string_view filename, const Actor& by) override;
   Result<bool> is_reserved(std::string_view filename) override;
   Result<std::optional<DeletedFile>> find_reservation(std::string_view filename) override;
-  Status check_uploader(const NewFile& file) override;
+  Result<std::optional<Inserted>> precheck(const NewFile& file) override;
   Result<std::vector<DeletedFile>> deleted_files(std::string_view project) override;
   Result<TokenRecord> revoke_token(std::int64_t id, const Actor& by) override;
   Result<TokenRecord> insert_token(const TokenRecord& token, const Actor& by) override;
@@ -123,6 +123,11 @@ class SqliteCatalog final : public Catalog {
   /// not revoked and has not expired now; Errc::unauthorized saying which otherwise.
   Status check_actor_token_locked(const Actor& by);
   Result<std::optional<core::FileRecord>> variant_clash_locked(const core::FileRecord& f);
+  // The outcome of an insert that stores nothing (the claim refuses the uploader, the name is
+  // taken or reserved, the variant contradicts the release), nullopt when the file may be
+  // stored; `claim` is the project's, read under the same lock.
+  Result<std::optional<Inserted>> refusal_locked(const NewFile& nf,
+                                                 const std::optional<core::ProjectClaim>& claim);
   Result<core::FileRecord> delete_file_locked(std::string_view filename);
   /// A project's claim; nullopt when the project does not exist.
   Result<std::optional<core::ProjectClaim>> project_claim_locked(std::string_view project);

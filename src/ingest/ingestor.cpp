@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
+#include <set>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -282,8 +285,10 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
 // lost race publishes nothing.
 //
 // An object store's blobs are uploaded (and verified) before the transaction begins: an upload
-// takes round trips to the store, and other writers must not wait for them. A file the catalog
-// then refuses leaves its objects behind as orphans for gc, which spares objects younger than
+// takes round trips to the store, and other writers must not wait for them. The catalog is
+// asked first what it would answer (Catalog::precheck), so a file it refuses (or holds
+// already) uploads nothing; a file that only the transaction refuses (a race with another
+// writer) leaves its objects behind as orphans for gc, which spares objects younger than
 // its grace period. They are never withdrawn here: outside the write lock, another upload of
 // the same bytes (or of the same METADATA, which the wheels of one release for several
 // platforms share) may be recording a row that references them.
@@ -341,6 +346,18 @@ Result<Ingested> to_ingested(const catalog::Catalog::Inserted& inserted,
   return make_error(Errc::conflict, already_exists_message(nf.file.filename, inserted.second));
 }
 
+// One file to an object store: the catalog asked first, the blobs uploaded, then the row.
+Result<Ingested> ingest_ahead(catalog::Catalog& catalog, const store::BlobStore& store,
+                              Prepared& p) {
+  auto refusal = catalog.precheck(p.nf);
+  if (!refusal) return refusal.error();
+  if (refusal->has_value()) return to_ingested(**refusal, p.nf);
+  if (auto st = publish(store, p, store::Sync::now, Publish::ahead); !st) return st.error();
+  auto inserted = catalog.insert_file(p.nf);
+  if (!inserted) return inserted.error();
+  return to_ingested(*inserted, p.nf);
+}
+
 // Heals a damaged file: its blobs published again (with their own syncs), its damage
 // records dropped, in one catalog transaction.
 Result<Ingested> restore(catalog::Catalog& catalog, const store::BlobStore& store, Prepared& p) {
@@ -361,17 +378,11 @@ Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filenam
   if (auto* done = std::get_if<Ingested>(&*prepared)) return std::move(*done);
   auto& p = std::get<Prepared>(*prepared);
   if (p.restore) return restore(catalog_, store_, p);
-  const Publish mode = publish_mode(store_);
-  if (mode == Publish::ahead) {
-    // The uploader is asked about before its bytes go to the store: a token revoked while the
-    // body arrived, or a project claimed by another uploader, uploads no object (the
-    // transaction decides again; a refusal that only it sees leaves orphans for gc).
-    if (auto st = catalog_.check_uploader(p.nf); !st) return st.error();
-    if (auto st = publish(store_, p, store::Sync::now, mode); !st) return st.error();
-  }
-  auto inserted = catalog_.insert_file(p.nf, [&]() -> Status {
-    return mode == Publish::ahead ? ok_status() : publish(store_, p, store::Sync::now);
-  });
+  // On an object store, a token revoked while the body arrived, a project claimed by another
+  // uploader or a release the file contradicts uploads no object.
+  if (publish_mode(store_) == Publish::ahead) return ingest_ahead(catalog_, store_, p);
+  auto inserted =
+      catalog_.insert_file(p.nf, [&]() -> Status { return publish(store_, p, store::Sync::now); });
   if (!inserted) return inserted.error();
   return to_ingested(*inserted, p.nf);
 }
@@ -425,11 +436,28 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
     results[restore_index[k]] = restore(catalog_, store_, restores[k]);
   if (pending.empty()) return results;
   const Publish mode = publish_mode(store_);
+  // A second file of this batch under a name already in it waits for the batch's transaction
+  // (on an object store), so that the catalog's answer for it is known before its upload.
+  std::vector<std::size_t> later_index;
+  std::vector<Prepared> later;
   if (mode == Publish::ahead) {
-    // Uploaded one by one before the transaction; a file whose upload failed is not recorded.
+    // Asked about and uploaded one by one before the transaction; a file the catalog refuses
+    // or whose upload failed is not uploaded or not recorded.
     std::vector<std::size_t> kept_index;
     std::vector<Prepared> kept;
+    std::set<std::string, std::less<>> names;
     for (std::size_t k = 0; k < pending.size(); ++k) {
+      if (!names.insert(core::canonical_file_key(pending[k].nf.file.filename)).second) {
+        later_index.push_back(pending_index[k]);
+        later.push_back(std::move(pending[k]));
+        continue;
+      }
+      auto refusal = catalog_.precheck(pending[k].nf);
+      if (!refusal || refusal->has_value()) {
+        results[pending_index[k]] =
+            refusal ? to_ingested(**refusal, pending[k].nf) : Result<Ingested>(refusal.error());
+        continue;
+      }
       if (auto st = publish(store_, pending[k], store::Sync::now, mode); !st) {
         results[pending_index[k]] = st.error();
         continue;
@@ -439,8 +467,14 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
     }
     pending_index = std::move(kept_index);
     pending = std::move(kept);
-    if (pending.empty()) return results;
   }
+  const auto ingest_later = [&] {
+    for (std::size_t k = 0; k < later.size(); ++k) {
+      results[later_index[k]] = ingest_ahead(catalog_, store_, later[k]);
+    }
+    return results;
+  };
+  if (pending.empty()) return ingest_later();
   std::vector<catalog::NewFile> files;
   files.reserve(pending.size());
   for (auto& p : pending) files.push_back(std::move(p.nf));
@@ -453,13 +487,13 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
       [&] { return store_.flush(); });
   if (!inserted) {
     fail_pending(inserted.error());
-    return results;
+    return ingest_later();
   }
   for (std::size_t k = 0; k < pending.size(); ++k) {
     auto& r = (*inserted)[k];
     results[pending_index[k]] = r ? to_ingested(*r, files[k]) : Result<Ingested>(r.error());
   }
-  return results;
+  return ingest_later();
 }
 
 Status Ingestor::check(const std::filesystem::path& file, std::string_view filename) const {

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import wfbackend
 
 from wfhelpers import (
     Server,
@@ -62,7 +63,7 @@ def test_private_reads_need_a_read_token(private_server):
     assert server.get("/readyz").status == 200
     url = "/files/" + wheel.sha256 + "/" + wheel.filename
     assert server.get(url).status == 401
-    assert server.get(url, basic(tokens["read"])).body == wheel.data
+    assert server.get_file(url, basic(tokens["read"])).body == wheel.data
 
 
 def _pip_install(index_url: str, target: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -147,8 +148,8 @@ def _make_cert(directory: Path) -> tuple[Path, Path]:
 def _start_tls(harness, cert: Path, key: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     log = harness.root / "tls.log"
     proc = subprocess.Popen(
-        [str(harness.binary), "serve", "--data-dir", str(harness.data_dir), "--listen",
-         "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key), *extra],
+        wfbackend.command([harness.binary, "serve", "--data-dir", harness.data_dir, "--listen",
+                           "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, *extra]),
         stdout=subprocess.PIPE, stderr=open(log, "ab"), env=clean_env(),
     )
     line = proc.stdout.readline().decode().strip()

@@ -229,12 +229,13 @@ class Catalog {
   [[nodiscard]] virtual Result<Inserted> insert_file(
       const NewFile& file, const std::function<Status()>& publish = {}) = 0;
 
-  /// The checks insert_file() makes first, made now as a read (without the write lock), for
-  /// callers that do slow work before insert_file() (an object store's upload): Errc::
-  /// unauthorized when `file.actor`'s token was revoked, expired or is gone (the message of
-  /// insert_file()'s refusal); Errc::forbidden with core::not_owner_message() when the
-  /// project is claimed by another uploader; ok otherwise. insert_file() decides again.
-  [[nodiscard]] virtual Status check_uploader(const NewFile& file) = 0;
+  /// What insert_file() would answer now, asked as a read (without the write lock) by callers
+  /// that do slow work before insert_file() (an object store's upload): Errc::unauthorized
+  /// when `file.actor`'s token was revoked, expired or is gone (insert_file()'s message); the
+  /// outcome when it would not store the file (forbidden, identical, conflict, reserved,
+  /// variant_conflict, with insert_file()'s record); nullopt when it would store it.
+  /// insert_file() decides again inside its transaction.
+  [[nodiscard]] virtual Result<std::optional<Inserted>> precheck(const NewFile& file) = 0;
 
   /// insert_file() for many files in one write transaction. One result per file, in order,
   /// as insert_file() calls one after another would give them (a file sees the ones before

@@ -130,5 +130,31 @@ TEST_P(VariantCatalogTest, RefusesALabelDefinedDifferentlyInTheRelease) {
   EXPECT_EQ((*cat)->insert_file(other)->first, InsertOutcome::inserted);
 }
 
+TEST_P(VariantCatalogTest, PrecheckAnswersAsTheInsertWouldAndStoresNothing) {
+  auto cat = open_cat();
+  ASSERT_TRUE(cat) << cat.error().message;
+  const NewFile stored = variant_wheel("cu128", "12.8", 'a');
+  ASSERT_EQ((*cat)->insert_file(stored)->first, InsertOutcome::inserted);
+  const auto before = (*cat)->generation();
+
+  auto fresh = (*cat)->precheck(variant_wheel("cu128", "12.8", 'b', "cp311"));
+  ASSERT_TRUE(fresh) << fresh.error().message;
+  EXPECT_FALSE(fresh->has_value());
+  auto clash = (*cat)->precheck(variant_wheel("cu128", "12.6", 'c', "cp310"));
+  ASSERT_TRUE(clash) << clash.error().message;
+  ASSERT_TRUE(clash->has_value());
+  EXPECT_EQ((*clash)->first, InsertOutcome::variant_conflict);
+  EXPECT_EQ((*clash)->second.filename, stored.file.filename);
+  auto same = (*cat)->precheck(stored);
+  ASSERT_TRUE(same && same->has_value());
+  EXPECT_EQ((*same)->first, InsertOutcome::identical);
+  auto taken = (*cat)->precheck(variant_wheel("cu128", "12.8", 'd'));
+  ASSERT_TRUE(taken && taken->has_value());
+  EXPECT_EQ((*taken)->first, InsertOutcome::conflict);
+
+  EXPECT_EQ((*cat)->generation().value(), before.value());
+  EXPECT_EQ((*cat)->load()->files.size(), 1U);
+}
+
 }  // namespace
 }  // namespace wf::catalog
