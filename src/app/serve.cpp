@@ -202,6 +202,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   config.idle_timeout = settings.idle_timeout;
   config.max_connections = settings.max_connections;
   config.max_connections_per_client = settings.max_connections_per_client;
+  config.trusted_proxies = settings.trusted_proxies;
+  config.forwarded_header = settings.forwarded_header;
   config.shutdown_grace = settings.shutdown_grace;
   config.access_log = settings.access_log;
   config.private_reads = settings.private_reads;

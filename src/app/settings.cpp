@@ -30,6 +30,8 @@ constexpr seconds kMaxTimeout{3600};
 constexpr unsigned kTomlString = 1U;
 constexpr unsigned kTomlInteger = 2U;
 constexpr unsigned kTomlBool = 4U;
+// An array of strings, passed on as its items separated by ", ".
+constexpr unsigned kTomlStrings = 8U;
 
 /// Parses `text` into its field of Settings; returns why it is invalid, or nullopt.
 using ApplyFn = std::optional<std::string> (*)(Settings&, std::string_view text);
@@ -203,6 +205,38 @@ const std::array kSpecs{
            return apply_count(s.max_connections_per_client, text, 1, 1'000'000);
          },
          [](const Settings& s) { return std::to_string(s.max_connections_per_client); }},
+    Spec{"trusted_proxies", &Overrides::trusted_proxies, kTomlStrings | kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           auto parsed = http::parse_trusted_proxies(text);
+           if (!parsed) return parsed.error().message;
+           s.trusted_proxies = std::move(*parsed);
+           return std::nullopt;
+         },
+         [](const Settings& s) {
+           std::string out = "[";
+           for (const auto& r : s.trusted_proxies.ranges) {
+             if (out.size() > 1) out += ", ";
+             out += toml_quote(r.text);
+           }
+           return out + "]";
+         }},
+    Spec{"forwarded_header", &Overrides::forwarded_header, kTomlString, false,
+         [](Settings& s, std::string_view text) -> std::optional<std::string> {
+           const std::string value = to_lower(trim(text));
+           if (value == "x-forwarded-for") {
+             s.forwarded_header = http::ForwardedHeader::x_forwarded_for;
+           } else if (value == "forwarded") {
+             s.forwarded_header = http::ForwardedHeader::forwarded;
+           } else {
+             return "expected \"x-forwarded-for\" or \"forwarded\", got " + quoted(text);
+           }
+           return std::nullopt;
+         },
+         [](const Settings& s) {
+           return toml_quote(s.forwarded_header == http::ForwardedHeader::forwarded
+                                 ? "forwarded"
+                                 : "x-forwarded-for");
+         }},
     Spec{"shutdown_grace", &Overrides::shutdown_grace, kTomlString | kTomlInteger, false,
          [](Settings& s, std::string_view text) {
            return apply_duration(s.shutdown_grace, text, seconds{0}, kMaxTimeout);
@@ -392,7 +426,7 @@ std::string expected_types(unsigned types) {
   std::string out;
   for (const auto& [bit, what] :
        {std::pair{kTomlString, "a string"}, std::pair{kTomlInteger, "an integer"},
-        std::pair{kTomlBool, "a boolean"}}) {
+        std::pair{kTomlBool, "a boolean"}, std::pair{kTomlStrings, "an array of strings"}}) {
     if ((types & bit) == 0) continue;
     if (!out.empty()) out += " or ";
     out += what;
@@ -451,6 +485,17 @@ void read_top_level(const toml::table& table, const fs::path& path,
       text = std::to_string(n);
     } else if ((types & kTomlBool) != 0 && node.is_boolean()) {
       text = *node.value<bool>() ? "true" : "false";
+    } else if ((types & kTomlStrings) != 0 && node.is_array()) {
+      const toml::array& items = *node.as_array();
+      std::string joined;
+      if (std::all_of(items.begin(), items.end(),
+                      [](const toml::node& n) { return n.is_string(); })) {
+        for (const auto& item : items) {
+          if (!joined.empty()) joined += ", ";
+          joined += *item.value<std::string>();
+        }
+        text = std::move(joined);
+      }
     }
     if (!text) {
       problems.push_back(std::string(k) + ": expected " + expected_types(types) + " (in " +

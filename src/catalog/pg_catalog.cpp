@@ -199,11 +199,7 @@ Result<std::optional<Catalog::Inserted>> PgCatalog::refusal_locked(
   auto reserved = find_reservation_locked(f.filename);
   if (!reserved) return reserved.error();
   if (reserved->has_value()) {
-    core::FileRecord deleted;
-    deleted.filename = (*reserved)->filename;
-    deleted.project = (*reserved)->project;
-    deleted.sha256 = (*reserved)->sha256;
-    return Refusal(std::pair{InsertOutcome::reserved, std::move(deleted)});
+    return Refusal(std::pair{InsertOutcome::reserved, reserved_record(**reserved)});
   }
   if (f.variant) {
     auto clash = variant_clash_locked(f);

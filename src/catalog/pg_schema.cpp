@@ -171,7 +171,13 @@ CREATE TRIGGER projects_upd AFTER UPDATE ON projects
 CREATE TRIGGER damaged_change AFTER INSERT OR UPDATE OR DELETE ON damaged_blobs
   FOR EACH ROW EXECUTE FUNCTION wheelforge_bump_generation();
 )sql",
-    // 2: SQLite's migration 17 (trusted publishers, used OIDC token ids). The primary key of
+    // 2: the change feed's slot (its migration is written on the branch that brings the feed).
+    // Migrations are numbered by their position here, so this placeholder keeps trusted
+    // publishers at 3. It does nothing; when the feed's migration arrives it REPLACES this entry
+    // (nothing else moves). No released wheelforge has recorded version 2 or 3, so no database
+    // skips the feed's tables by having run the placeholder.
+    "SELECT 1",
+    // 3: SQLite's migration 17 (trusted publishers, used OIDC token ids). The primary key of
     // oidc_jtis is what keeps two servers on this catalog from both accepting one token.
     R"sql(
 CREATE TABLE trusted_publishers (

@@ -189,4 +189,14 @@ inline std::string publisher_detail(const PublisherRecord& p) {
   return d;
 }
 
+/// The record insert_file() returns with InsertOutcome::reserved: the deleted file whose
+/// name (and bytes) the new one would take.
+inline core::FileRecord reserved_record(const DeletedFile& d) {
+  core::FileRecord r;
+  r.filename = d.filename;
+  r.project = d.project;
+  r.sha256 = d.sha256;
+  return r;
+}
+
 }  // namespace wf::catalog::detail

@@ -49,6 +49,12 @@ struct Common {
       cmd->add_option("--max-connections-per-client", overrides.max_connections_per_client,
                       "connections served at once from one client address, an IPv6 /64 "
                       "(default 256)");
+      cmd->add_option("--trusted-proxies", overrides.trusted_proxies,
+                      "load balancers whose forwarding header names the client: addresses or "
+                      "CIDR ranges separated by commas, e.g. 10.0.0.0/8,::1 (default: none)");
+      cmd->add_option("--forwarded-header", overrides.forwarded_header,
+                      "the header trusted proxies write: x-forwarded-for or forwarded "
+                      "(default x-forwarded-for)");
       cmd->add_option("--shutdown-grace", overrides.shutdown_grace,
                       "how long a stop waits for in-flight requests (default 10s)");
       cmd->add_option("--access-log", overrides.access_log,

@@ -540,6 +540,9 @@ Response handle_metrics(const Request& /*req*/, Context& ctx) {
     gauges.emplace("wheelforge_connections_open", load(status->open_connections));
     gauges.emplace("wheelforge_connections_refused", load(status->refused_connections));
     gauges.emplace("wheelforge_connections_evicted", load(status->evicted_connections));
+    gauges.emplace("wheelforge_requests_forwarded", load(status->forwarded_requests));
+    gauges.emplace("wheelforge_requests_forwarded_malformed", load(status->forwarded_malformed));
+    gauges.emplace("wheelforge_requests_refused_per_client", load(status->refused_forwarded));
     gauges.emplace("wheelforge_catalog_reachable",
                    status->readiness.reachable(Readiness::Part::catalog) ? 1 : 0);
     gauges.emplace("wheelforge_blob_store_reachable",

@@ -4,12 +4,14 @@
 
 namespace wf::http {
 
-void append_access_line(std::string& out, std::uint64_t id, std::string_view method,
-                        std::string_view target, int status, std::uint64_t length,
-                        std::uint64_t micros, std::string_view failure) {
+void append_access_line(std::string& out, std::uint64_t id, std::string_view client,
+                        std::string_view method, std::string_view target, int status,
+                        std::uint64_t length, std::uint64_t micros, std::string_view failure) {
   constexpr std::size_t kMaxTarget = 300;
   out += "req=";
   append_decimal(out, id);
+  out.push_back(' ');
+  out += client.empty() ? std::string_view("-") : client;
   out.push_back(' ');
   out += method;
   out.push_back(' ');

@@ -9,10 +9,12 @@
 namespace wf::http {
 
 /// Appends the access-log line of one request to `out`:
-/// "req=ID METHOD TARGET -> STATUS LENGTHB MILLISms[ (write failed: WHY)]". The target is cut
-/// at 300 bytes and its unprintable bytes become '?'; tokens in it are redacted.
-void append_access_line(std::string& out, std::uint64_t id, std::string_view method,
-                        std::string_view target, int status, std::uint64_t length,
-                        std::uint64_t micros, std::string_view failure = {});
+/// "req=ID CLIENT METHOD TARGET -> STATUS LENGTHB MILLISms[ (write failed: WHY)]". CLIENT is
+/// the client's address (behind a trusted proxy, the one its header names; "-" when unknown).
+/// The target is cut at 300 bytes and its unprintable bytes become '?'; tokens in it are
+/// redacted.
+void append_access_line(std::string& out, std::uint64_t id, std::string_view client,
+                        std::string_view method, std::string_view target, int status,
+                        std::uint64_t length, std::uint64_t micros, std::string_view failure = {});
 
 }  // namespace wf::http

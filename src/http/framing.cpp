@@ -7,16 +7,6 @@
 namespace wf::http {
 namespace {
 
-bool is_ows(char c) {
-  return c == ' ' || c == '\t';
-}
-
-std::string_view trim_ows(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 bool is_alnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
@@ -59,6 +49,13 @@ bool is_port(std::string_view s) {
 }
 
 }  // namespace
+
+std::string_view trim_ows(std::string_view s) {
+  const auto is_ows = [](char c) { return c == ' ' || c == '\t'; };
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
+  return s;
+}
 
 bool is_chunked_alone(std::string_view value) {
   bool chunked = false;

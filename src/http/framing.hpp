@@ -24,6 +24,9 @@ struct HeadFraming {
   std::string_view host;               ///< the first one's value
 };
 
+/// `s` without the optional whitespace (spaces and tabs, RFC 9110 OWS) at either end.
+[[nodiscard]] std::string_view trim_ows(std::string_view s);
+
 /// True when a Transfer-Encoding value names the chunked coding and nothing else (any case,
 /// optional whitespace, empty list elements ignored). wheelforge decodes no other coding, so
 /// "gzip, chunked" is refused as well as "chunked, gzip" (whose body length is unknowable).

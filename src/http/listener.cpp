@@ -102,7 +102,12 @@ void Server::Impl::admit(NetThread& target, Socket socket,
                          std::chrono::steady_clock::time_point accepted) {
   const auto limit = static_cast<std::uint32_t>(
       std::min<std::size_t>(config.max_connections_per_client, UINT32_MAX));
-  const auto slot = clients.acquire(client_key(accept_peer.address()), limit);
+  // A trusted proxy's connections carry many clients: each of its requests is counted against
+  // its own client instead (Session::count_client).
+  const bool proxy = !config.trusted_proxies.empty() &&
+                     config.trusted_proxies.trusts(ip_bytes(accept_peer.address()));
+  const auto slot = proxy ? std::optional<ClientCounts::Slot>(ClientCounts::kUncounted)
+                          : clients.acquire(client_key(accept_peer.address()), limit);
   if (!slot) {
     return refuse(target, std::move(socket), tls_now,
                   "connection limit of " + std::to_string(limit) + " per client reached by " +

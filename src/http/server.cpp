@@ -61,7 +61,9 @@ Server::Impl::Impl(ServerConfig c, Services s)
       poll_timer(ioc),
       grace_timer(ioc),
       token_timer(ioc),
-      clients(config.max_connections) {}
+      // Behind proxies, requests passed on by them are counted too: one per connection more.
+      clients(config.trusted_proxies.empty() ? config.max_connections
+                                             : 2 * config.max_connections) {}
 
 const SnapshotPtr& Server::Impl::snapshot() const {
   if (t_snapshot.owner != this ||

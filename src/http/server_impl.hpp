@@ -97,6 +97,12 @@ struct NetThread {
   std::unordered_map<const std::string*, PageFile> pages;
 };
 
+/// An address in the form client_address.hpp compares (IPv4 as IPv4-mapped IPv6).
+inline IpBytes ip_bytes(const asio::ip::address& a) {
+  if (a.is_v6()) return a.to_v6().to_bytes();
+  return asio::ip::make_address_v6(asio::ip::v4_mapped, a.to_v4()).to_bytes();
+}
+
 /// The network thread the calling code runs on (null elsewhere).
 extern constinit thread_local NetThread* t_net_thread;
 

@@ -61,7 +61,12 @@ Session<Stream>::Session(Server::Impl& srv, Socket socket, std::shared_ptr<asio:
   // The client's address, for the audit trail of the requests that change the catalog.
   beast::error_code ec;
   const auto peer = lowest().socket().remote_endpoint(ec);
-  if (!ec) req_.peer = peer.address().to_string();
+  if (!ec) {
+    peer_ip_ = ip_bytes(peer.address());
+    peer_text_ = ip_to_string(peer_ip_);
+    from_proxy_ = srv_.config.trusted_proxies.trusts(peer_ip_);
+  }
+  req_.peer = peer_text_;
 }
 
 template <class Stream>
@@ -75,6 +80,7 @@ Session<Stream>::~Session() {
     return;
   }
   srv_.clients.release(slot_);
+  srv_.clients.release(request_slot_);
   srv_.status.open_connections.fetch_sub(1);
   srv_.maybe_finish_stop();
 }
@@ -235,6 +241,7 @@ void Session<Stream>::on_header(beast::error_code ec) {
   started_ = std::chrono::steady_clock::now();
   route_ = nullptr;
   label_ = "other";
+  if (from_proxy_) req_.peer = peer_text_;  // until this request's header names its client
   if (ec) {
     // The client went away (or never finished its head): nothing to answer.
     if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
@@ -284,6 +291,7 @@ void Session<Stream>::on_header(beast::error_code ec) {
     }
   }
   req_.headers.resize(fields);
+  if (from_proxy_) find_client();
   if (auto bad = check_head(framing)) {
     // Where this body ends (if it has one) is unknown: never read on, answer and close.
     drain_on_close_ = true;
@@ -304,7 +312,74 @@ void Session<Stream>::on_header(beast::error_code ec) {
     return send(handlers::wrong_method(match, req_.method));
   }
   route_ = match.route;
+  if (from_proxy_) return count_client();
   admit();
+}
+
+template <class Stream>
+void Session<Stream>::find_client() {
+  const std::string_view name = srv_.config.forwarded_header == ForwardedHeader::forwarded
+                                    ? std::string_view("forwarded")
+                                    : std::string_view("x-forwarded-for");
+  thread_local std::vector<std::string_view> values;
+  values.clear();
+  for (const auto& [field, value] : req_.headers) {
+    if (field == name) values.emplace_back(value);
+  }
+  const ClientAddress client =
+      client_address(peer_ip_, srv_.config.trusted_proxies, srv_.config.forwarded_header, values);
+  client_ip_ = client.address;
+  switch (client.source) {
+    case ClientSource::peer:
+      req_.peer = peer_text_;
+      return;
+    case ClientSource::forwarded:
+      srv_.status.forwarded_requests.fetch_add(1, std::memory_order_relaxed);
+      req_.peer = ip_to_string(client.address);
+      return;
+    case ClientSource::malformed:
+      srv_.status.forwarded_malformed.fetch_add(1, std::memory_order_relaxed);
+      log::debug(
+          "req={} {} header from trusted proxy {} names no client address ('{}'); the "
+          "proxy is taken for the client",
+          id_, name, peer_text_, sanitize_for_log(values.empty() ? "" : values.back(), 200));
+      req_.peer = peer_text_;
+      return;
+  }
+}
+
+template <class Stream>
+void Session<Stream>::count_client() {
+  const auto key = ClientCounts::ipv6(client_ip_);
+  const auto limit = static_cast<std::uint32_t>(
+      std::min<std::size_t>(srv_.config.max_connections_per_client, UINT32_MAX));
+  asio::post(srv_.threads.front()->ioc, [self = self(), key, limit] {
+    auto slot = self->srv_.clients.acquire(key, limit);
+    asio::post(self->home_.ioc, [self, slot] { self->client_counted(slot); });
+  });
+}
+
+template <class Stream>
+void Session<Stream>::client_counted(std::optional<ClientCounts::Slot> slot) {
+  if (!slot) {
+    srv_.status.refused_forwarded.fetch_add(1, std::memory_order_relaxed);
+    log::debug("req={} refused: {} has {} requests in progress through proxies and connections",
+               id_, req_.peer, srv_.config.max_connections_per_client);
+    Response r = error_response(
+        make_error(Errc::unavailable, "too many requests from your address at once: the limit is " +
+                                          std::to_string(srv_.config.max_connections_per_client) +
+                                          " per client; retry later"));
+    r.set("Retry-After", "1");
+    return send(std::move(r));
+  }
+  request_slot_ = *slot;
+  admit();
+}
+
+template <class Stream>
+void Session<Stream>::release_request_slot() {
+  srv_.clients.release(request_slot_);
+  request_slot_ = ClientCounts::kUncounted;
 }
 
 /// The route's credentials, then its body policy; then the body is read and the handler run.
@@ -454,12 +529,14 @@ void Session<Stream>::responded(int status, std::uint64_t length, beast::error_c
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now() - started_)
                         .count();
+    release_request_slot();
     srv_.status.metrics.request(label_, status, static_cast<double>(us) / 1e6, length);
     if (srv_.config.access_log || ec) {
       thread_local std::string line;
       line.clear();
-      append_access_line(line, id_, handlers::method_name(req_.method), req_.target, status, length,
-                         static_cast<std::uint64_t>(us), ec ? ec.message() : std::string());
+      append_access_line(line, id_, req_.peer, handlers::method_name(req_.method), req_.target,
+                         status, length, static_cast<std::uint64_t>(us),
+                         ec ? ec.message() : std::string());
       // Logged as it is: the line needs no formatting.
       log::write(log::Level::info, line);
     }

@@ -101,6 +101,15 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void wait_for_header_until(std::chrono::steady_clock::time_point deadline);
   void arm_header_timer(std::chrono::steady_clock::time_point at);
   void on_header_timer();
+  /// The request's client, from the peer or (from a trusted proxy) the proxy's header: into
+  /// req_.peer.
+  void find_client();
+  /// A request passed on by a trusted proxy counts against its client's cap while it is
+  /// served: counted on the acceptor's thread (ClientCounts has one writer), then admitted or
+  /// answered 503 back on this one.
+  void count_client();
+  void client_counted(std::optional<ClientCounts::Slot> slot);
+  void release_request_slot();
   void admit();
   void refuse_request(const Error& e);
   void run(std::unique_ptr<handlers::UploadedBody> upload);
@@ -148,6 +157,13 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool idle_ = true;
   char first_byte_ = 0;  // where the first byte is peeked at (it stays in the socket)
   ClientCounts::Slot slot_ = ClientCounts::kUncounted;
+  // The TCP peer; whether it is a trusted proxy; the slot of the current request's client
+  // (requests from a trusted proxy only).
+  IpBytes peer_ip_{};
+  std::string peer_text_;
+  bool from_proxy_ = false;
+  IpBytes client_ip_{};
+  ClientCounts::Slot request_slot_ = ClientCounts::kUncounted;
   std::string refusal_;          // a connection refused at the door: the 503's message
   bool rechecked_ = false;       // this request's token was looked up in the catalog again
   bool drain_on_close_ = false;  // read what the client still sends before closing

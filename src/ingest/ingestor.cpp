@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <variant>
@@ -347,12 +348,22 @@ Result<Ingested> to_ingested(const catalog::Catalog::Inserted& inserted,
 }
 
 // One file to an object store: the catalog asked first, the blobs uploaded, then the row.
+// The part before the row: the answer when the file is settled without one (the catalog
+// refuses it or holds it already, or the upload failed), nothing once its blobs are uploaded.
+std::optional<Result<Ingested>> upload_ahead(catalog::Catalog& catalog,
+                                             const store::BlobStore& store, Prepared& p) {
+  auto refusal = catalog.precheck(p.nf);
+  if (!refusal) return Result<Ingested>(refusal.error());
+  if (refusal->has_value()) return to_ingested(**refusal, p.nf);
+  if (auto st = publish(store, p, store::Sync::now, Publish::ahead); !st) {
+    return Result<Ingested>(st.error());
+  }
+  return std::nullopt;
+}
+
 Result<Ingested> ingest_ahead(catalog::Catalog& catalog, const store::BlobStore& store,
                               Prepared& p) {
-  auto refusal = catalog.precheck(p.nf);
-  if (!refusal) return refusal.error();
-  if (refusal->has_value()) return to_ingested(**refusal, p.nf);
-  if (auto st = publish(store, p, store::Sync::now, Publish::ahead); !st) return st.error();
+  if (auto settled = upload_ahead(catalog, store, p)) return std::move(*settled);
   auto inserted = catalog.insert_file(p.nf);
   if (!inserted) return inserted.error();
   return to_ingested(*inserted, p.nf);
@@ -452,14 +463,8 @@ std::vector<Result<Ingested>> Ingestor::ingest_paths(
         later.push_back(std::move(pending[k]));
         continue;
       }
-      auto refusal = catalog_.precheck(pending[k].nf);
-      if (!refusal || refusal->has_value()) {
-        results[pending_index[k]] =
-            refusal ? to_ingested(**refusal, pending[k].nf) : Result<Ingested>(refusal.error());
-        continue;
-      }
-      if (auto st = publish(store_, pending[k], store::Sync::now, mode); !st) {
-        results[pending_index[k]] = st.error();
+      if (auto settled = upload_ahead(catalog_, store_, pending[k])) {
+        results[pending_index[k]] = std::move(*settled);
         continue;
       }
       kept_index.push_back(pending_index[k]);

@@ -732,9 +732,18 @@ def put_awaiting_body(server: Server, filename: str, token: str, length: int,
     """A connection that sent the head of `PUT /upload/<filename>` with `Expect: 100-continue`
     and got 100 Continue: the server checked the token and waits for `length` body bytes."""
     host, port = server.host.split(":")
-    sock = socket.create_connection((host, int(port)), timeout=timeout)
+    return upload_awaiting_body((host, int(port)), server.host, filename, token, length, timeout)
+
+
+def upload_awaiting_body(address: tuple[str, int], host: str, filename: str, token: str,
+                         length: int, timeout: float = 20,
+                         source: str | None = None) -> socket.socket:
+    """put_awaiting_body() through any address (a proxy in front of the server), from the
+    local address `source` when given."""
+    sock = socket.create_connection(address, timeout=timeout,
+                                    source_address=(source, 0) if source else None)
     sock.sendall(
-        f"PUT /upload/{filename} HTTP/1.1\r\nHost: {server.host}\r\n"
+        f"PUT /upload/{filename} HTTP/1.1\r\nHost: {host}\r\n"
         f"Authorization: Bearer {token}\r\nContent-Length: {length}\r\n"
         "Expect: 100-continue\r\n\r\n".encode()
     )

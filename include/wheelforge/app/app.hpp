@@ -15,6 +15,7 @@
 #include "wheelforge/core/build.hpp"
 #include "wheelforge/core/records.hpp"
 #include "wheelforge/core/upstream.hpp"
+#include "wheelforge/http/client_address.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::app {
@@ -37,6 +38,8 @@ struct Overrides {
   std::optional<std::string> idle_timeout;
   std::optional<std::string> max_connections;
   std::optional<std::string> max_connections_per_client;
+  std::optional<std::string> trusted_proxies;
+  std::optional<std::string> forwarded_header;
   std::optional<std::string> shutdown_grace;
   std::optional<std::string> access_log;
   std::optional<std::string> private_reads;
@@ -111,6 +114,11 @@ struct Settings {
   /// Connections served at once from one client address (an IPv6 /64), so that one client
   /// cannot take them all; more are answered 503 with Retry-After.
   std::size_t max_connections_per_client = 256;
+  /// Load balancers and reverse proxies whose `forwarded_header` names the client
+  /// (docs/configuration.md, "Behind a load balancer"). Empty: nobody's header is believed.
+  http::TrustedProxies trusted_proxies;
+  /// The header they write: X-Forwarded-For or Forwarded (RFC 7239).
+  http::ForwardedHeader forwarded_header = http::ForwardedHeader::x_forwarded_for;
   /// How long a graceful stop waits for in-flight requests.
   std::chrono::seconds shutdown_grace{10};
   /// One log line per request.

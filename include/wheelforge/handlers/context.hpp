@@ -66,6 +66,13 @@ struct ServerStatus {
   std::atomic<std::uint64_t> refused_connections{0};
   /// Closed at the connection cap to make room for a new one (docs/security.md).
   std::atomic<std::uint64_t> evicted_connections{0};
+  /// Requests from a trusted proxy (trusted_proxies) whose client its header named, and those
+  /// whose header could not be read (the proxy is then taken for the client).
+  std::atomic<std::uint64_t> forwarded_requests{0};
+  std::atomic<std::uint64_t> forwarded_malformed{0};
+  /// Requests through a trusted proxy refused with 503: their client had
+  /// max_connections_per_client requests in progress already.
+  std::atomic<std::uint64_t> refused_forwarded{0};
   Metrics metrics;
   Readiness readiness;
 };

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "wheelforge/handlers/context.hpp"
+#include "wheelforge/http/client_address.hpp"
 #include "wheelforge/util/result.hpp"
 
 namespace wf::http {
@@ -50,6 +51,13 @@ struct ServerConfig {
   /// Connections open at once from one client address (IPv6: one /64); more are answered 503
   /// with Retry-After and closed.
   std::size_t max_connections_per_client = 256;
+  /// Load balancers and reverse proxies whose `forwarded_header` names the client
+  /// (client_address()). Their connections are not counted per address; each request they
+  /// pass on counts, while it is served, against its client's max_connections_per_client
+  /// (answered 503 with Retry-After beyond it). The client is also the address of the access
+  /// log and of the audit trail. Empty: every peer is the client.
+  TrustedProxies trusted_proxies;
+  ForwardedHeader forwarded_header = ForwardedHeader::x_forwarded_for;
   std::size_t max_header_bytes = 16 * 1024;
   std::size_t max_target_bytes = 4 * 1024;
   /// Deadline for receiving a request's headers, and for each chunk of an upload body. A new

@@ -21,7 +21,7 @@ constexpr const char* kVariables[] = {
     "WHEELFORGE_READ_TIMEOUT",       "WHEELFORGE_IDLE_TIMEOUT",
     "WHEELFORGE_MAX_CONNECTIONS",    "WHEELFORGE_SHUTDOWN_GRACE",
     "WHEELFORGE_ACCESS_LOG",         "WHEELFORGE_MAX_CONNECTIONS_PER_CLIENT",
-    "WHEELFORGE_FIRST_BYTE_TIMEOUT",
+    "WHEELFORGE_FIRST_BYTE_TIMEOUT", "WHEELFORGE_TRUSTED_PROXIES",
 };
 
 class SettingsTest : public ::testing::Test {
@@ -174,6 +174,52 @@ TEST_F(SettingsTest, ConnectionsPerClient) {
         << problems[0];
     EXPECT_NE(problems[0].find("(from --max-connections-per-client)"), std::string::npos);
   }
+}
+
+TEST_F(SettingsTest, TrustedProxies) {
+  auto s = load_settings(std::nullopt, {});
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE(s->trusted_proxies.empty());
+  EXPECT_EQ(s->forwarded_header, http::ForwardedHeader::x_forwarded_for);
+  EXPECT_NE(settings_to_toml(*s).find("\ntrusted_proxies = []\n"), std::string::npos);
+  EXPECT_NE(settings_to_toml(*s).find("\nforwarded_header = \"x-forwarded-for\"\n"),
+            std::string::npos);
+
+  const auto path = write_config(
+      "trusted_proxies = [\"10.0.0.0/8\", \"::1\"]\nforwarded_header = \"Forwarded\"\n");
+  s = load_settings(path, {});
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_EQ(s->trusted_proxies.ranges.size(), 2U);
+  EXPECT_TRUE(s->trusted_proxies.trusts(*http::parse_ip("10.2.3.4")));
+  EXPECT_FALSE(s->trusted_proxies.trusts(*http::parse_ip("11.2.3.4")));
+  EXPECT_EQ(s->forwarded_header, http::ForwardedHeader::forwarded);
+  EXPECT_NE(settings_to_toml(*s).find("\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n"),
+            std::string::npos);
+  // A string is a list too (the flag's and the variable's form).
+  ::setenv("WHEELFORGE_TRUSTED_PROXIES", "192.168.0.0/16 127.0.0.1", 1);
+  EXPECT_EQ(load_settings(path, {})->trusted_proxies.ranges.size(), 2U);
+  EXPECT_TRUE(load_settings(path, {})->trusted_proxies.trusts(*http::parse_ip("127.0.0.1")));
+  ::unsetenv("WHEELFORGE_TRUSTED_PROXIES");
+  Overrides flags;
+  flags.trusted_proxies = "127.0.0.1,fd00::/8";
+  EXPECT_TRUE(load_settings(path, flags)->trusted_proxies.trusts(*http::parse_ip("fd00::7")));
+
+  flags.trusted_proxies = "127.0.0.1,10.0.0.1/8";
+  auto problems = problems_of(check_configuration(path, flags));
+  ASSERT_EQ(problems.size(), 1U);
+  EXPECT_TRUE(has_problem_starting(problems, "trusted_proxies: '10.0.0.1/8' has address bits"))
+      << problems[0];
+  EXPECT_NE(problems[0].find("(from --trusted-proxies)"), std::string::npos);
+  flags = {};
+  flags.forwarded_header = "x-real-ip";
+  problems = problems_of(check_configuration(path, flags));
+  ASSERT_EQ(problems.size(), 1U);
+  EXPECT_TRUE(has_problem_starting(problems, "forwarded_header: expected")) << problems[0];
+
+  const auto numbers = write_config("trusted_proxies = [1, 2]\n");
+  problems = problems_of(check_configuration(numbers, {}));
+  ASSERT_EQ(problems.size(), 1U);
+  EXPECT_TRUE(has_problem_starting(problems, "trusted_proxies: expected")) << problems[0];
 }
 
 TEST_F(SettingsTest, FirstByteTimeout) {
