@@ -6,6 +6,7 @@
 
 #include "config_readers.hpp"
 #include "config_tables.hpp"
+#include "wheelforge/app/app.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::app::detail {
@@ -73,6 +74,21 @@ const std::array kIssuerKeys{
               [](const toml::node& node, const std::string& key, Issuer& e, ProblemList& p) {
                 if (auto url = issuer_url(node, key, p)) e.jwks_url = std::move(*url);
               }},
+    IssuerKey{"jwks_refetch_interval",
+              [](const toml::node& node, const std::string& key, Issuer& e, ProblemList& p) {
+                std::optional<std::chrono::seconds> d;
+                if (const auto i = node.value_exact<std::int64_t>(); i && *i >= 0) {
+                  d = std::chrono::seconds{*i};
+                } else if (const auto t = node.value_exact<std::string>()) {
+                  d = parse_duration(*t);
+                }
+                if (!d || *d > std::chrono::seconds{3600}) {
+                  p.push_back(key + ": expected a duration from 0s to 1h such as \"1m\", got " +
+                              spelled(node));
+                  return;
+                }
+                e.jwks_refetch_interval = *d;
+              }},
 };
 
 }  // namespace
@@ -125,3 +141,17 @@ std::vector<std::string> oidc_keys() {
 }
 
 }  // namespace wf::app::detail
+
+namespace wf::app {
+
+std::string oidc_summary(const std::vector<auth::oidc::IssuerConfig>& issuers) {
+  std::string out;
+  for (const auto& i : issuers) {
+    out += "# oidc_issuer " + i.name + ": " + i.url + ", audience " + i.audience + ", keys from " +
+           (i.jwks_url.empty() ? std::string("its discovery document") : i.jwks_url) +
+           ", jwks_refetch_interval " + std::to_string(i.jwks_refetch_interval.count()) + "s\n";
+  }
+  return out;
+}
+
+}  // namespace wf::app

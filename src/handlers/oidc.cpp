@@ -17,6 +17,7 @@
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/render/oidc.hpp"
+#include "wheelforge/util/log.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::handlers {
@@ -66,12 +67,18 @@ Result<std::string> OidcIssuers::fetch_json(const std::string& url, std::string_
   return std::move(got->body);
 }
 
-Result<auth::oidc::KeySet> OidcIssuers::keys(const auth::oidc::IssuerConfig& issuer, bool refresh) {
+Result<auth::oidc::KeySet> OidcIssuers::keys(const auth::oidc::IssuerConfig& issuer, KeyFetch how) {
   const auto index = static_cast<std::size_t>(&issuer - issuers_.data());
   if (index >= issuers_.size()) return make_error(Errc::internal, "not a configured issuer");
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
-    if (cache_[index].loaded && !refresh) return cache_[index].keys;
+    Cached& c = cache_[index];
+    if (c.loaded) {
+      if (how == KeyFetch::kept) return c.keys;
+      if (c.fetched && now - *c.fetched < issuer.jwks_refetch_interval) return c.keys;
+    }
+    c.fetched = now;  // callers within the interval take the kept set meanwhile
   }
   std::string jwks_url = issuer.jwks_url;
   if (jwks_url.empty()) {
@@ -95,8 +102,11 @@ Result<auth::oidc::KeySet> OidcIssuers::keys(const auth::oidc::IssuerConfig& iss
   if (!set) {
     return make_error(Errc::unavailable, "issuer " + issuer.name + ": " + set.error().message);
   }
+  log::info("oidc issuer {}: {} signing key(s) fetched from {}", issuer.name, set->size(),
+            sanitize_for_log(jwks_url, 200));
   std::lock_guard lock(mu_);
-  cache_[index] = Cached{true, *set};
+  cache_[index].loaded = true;
+  cache_[index].keys = *set;
   return std::move(*set);
 }
 
@@ -132,13 +142,20 @@ Response handle_oidc_mint(const Request& req, Context& ctx) {
         ctx, "invalid-token",
         "wrong issuer: '" + sanitize_for_log(jwt->issuer, 200) + "' is not a configured issuer");
   }
-  auto keys = ctx.env.oidc->keys(*issuer, false);
+  auto keys = ctx.env.oidc->keys(*issuer, handlers::KeyFetch::kept);
   if (keys && !jwt->kid.empty() && !keys->has(jwt->kid)) {
-    keys = ctx.env.oidc->keys(*issuer, true);  // a key the kept set lacks: rotated keys
+    // A key the kept set lacks: the issuer may have rotated its keys.
+    keys = ctx.env.oidc->keys(*issuer, handlers::KeyFetch::unknown_key);
   }
   if (!keys) return mint_refused(ctx, "issuer-unavailable", keys.error().message);
   if (auto st = keys->verify(*jwt); !st) {
-    return mint_refused(ctx, "invalid-token", st.error().message);
+    std::string why = st.error().message;
+    if (!jwt->kid.empty() && !keys->has(jwt->kid)) {
+      why += ": not in the JWKS of issuer " + issuer->name +
+             " (fetched again for an unknown key id at most once per " +
+             std::to_string(issuer->jwks_refetch_interval.count()) + " s)";
+    }
+    return mint_refused(ctx, "invalid-token", why);
   }
   const Micros now = now_micros();
   auth::oidc::Expectations expect{issuer->url, issuer->audience, now / 1'000'000, kLeeway};

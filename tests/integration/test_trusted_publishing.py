@@ -4,12 +4,14 @@ match; twine uploads with that token. Two local OIDC issuers on loopback (a disc
 and a JWKS served by http.server; RSA and P-256 keys made here with `cryptography`) sign
 GitHub- and GitLab-shaped tokens. Every refusal is checked: wrong audience or issuer, expired,
 not yet valid, alg none, a disallowed algorithm, an unknown key (after one refetch of the
-JWKS), no matching publisher, a token id used before. Publishers are managed with the CLI and
-the admin API, both written to the audit trail."""
+JWKS, at most once per jwks_refetch_interval), a signature that does not verify, no matching
+publisher, a token id used before (on PostgreSQL also at a second server). Publishers are
+managed with the CLI and the admin API, both written to the audit trail."""
 
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import http.server
 import json
 import threading
@@ -150,11 +152,17 @@ def gitlab_claims(issuer: Issuer, **over) -> dict:
     return claims
 
 
+# GitHub's JWKS is fetched again for every unknown key id (the rotation below is found at
+# once); GitLab's at most once an hour, so an unknown key id of GitLab's fetches nothing.
+REFETCH_INTERVAL = {"github": "0s", "gitlab": "1h"}
+
+
 def write_config(harness, issuers: dict) -> Path:
     path = harness.root / "wheelforge.toml"
     lines = []
     for name, issuer in issuers.items():
-        lines += ["[[oidc_issuer]]", f'name = "{name}"', f'url = "{issuer.url}"']
+        lines += ["[[oidc_issuer]]", f'name = "{name}"', f'url = "{issuer.url}"',
+                  f'jwks_refetch_interval = "{REFETCH_INTERVAL[name]}"']
     path.write_text("\n".join(lines) + "\n")
     wfbackend.config_changed(path)
     return path
@@ -245,13 +253,26 @@ def test_ci_tokens_mint_upload_tokens_for_their_project_and_every_refusal(harnes
             "'none' is not allowed")
     refused(jwt(key, github_claims(github), alg="HS256"), "invalid-token",
             "'HS256' is not allowed")
-    # A token signed by GitLab's key but claiming to be GitHub's: the signature fails.
+    # A token signed by GitLab's key but claiming to be GitHub's: the key's type differs.
     refused(jwt(gitlab.keys[0], github_claims(github), kid="gh-1"), "invalid-token",
             "not a ES256 key")
+    # Signed by another RSA key under GitHub's key id, or altered after signing.
+    forger = Key("RS256", "gh-1")
+    refused(jwt(forger, github_claims(github)), "invalid-token",
+            "signature does not verify")
+    head, _, sig = jwt(key, github_claims(github)).rpartition(".")
+    altered = head.split(".")[0] + "." + b64url(json.dumps(
+        github_claims(github, ref="refs/tags/v9.9")).encode()) + "." + sig
+    refused(altered, "invalid-token", "signature does not verify")
     fetches = github.jwks_fetches
     stranger = Key("RS256", "gh-unknown")
     refused(jwt(stranger, github_claims(github)), "invalid-token", "unknown signing key")
     assert github.jwks_fetches == fetches + 1  # fetched again once, still unknown
+    # GitLab's keys were fetched less than jwks_refetch_interval ago: not again.
+    gl_fetches = gitlab.jwks_fetches
+    refused(jwt(Key("ES256", "gl-unknown"), gitlab_claims(gitlab)), "invalid-token",
+            "at most once per 3600 s")
+    assert gitlab.jwks_fetches == gl_fetches
     refused(jwt(key, github_claims(github, repository="example-org/other",
                                    sub="repo:example-org/other:environment:release")),
             "invalid-publisher", "no trusted publisher")
@@ -262,6 +283,21 @@ def test_ci_tokens_mint_upload_tokens_for_their_project_and_every_refusal(harnes
     rotated = Key("RS256", "gh-2")
     github.keys.append(rotated)
     assert mint(server, jwt(rotated, github_claims(github))).status == 200
+
+    if wfbackend.BACKEND == "pg-s3":
+        # A second server on the same PostgreSQL catalog: a token exchanged at one is refused
+        # at the other, and one sent to both at once is exchanged by exactly one.
+        other_server = harness.serve("--config", str(config))
+        once = jwt(key, github_claims(github))
+        assert mint(server, once).status == 200
+        again = mint(other_server, once)
+        assert again.status == 422 and again.json()["errors"][0]["code"] == \
+            "invalid-reuse-token", again.text
+        for _ in range(3):
+            raced = jwt(key, github_claims(github))
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                answers = list(pool.map(lambda s: mint(s, raced), (server, other_server)))
+            assert sorted(a.status for a in answers) == [200, 422], [a.text for a in answers]
 
 
 def test_admin_api_and_cli_manage_publishers_with_audit(harness, issuers):

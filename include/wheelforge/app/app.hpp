@@ -230,6 +230,10 @@ struct ConfigCheck {
 /// `config check`; never a password.
 [[nodiscard]] std::string upstream_summary(const std::vector<core::UpstreamConfig>& upstreams);
 
+/// The [[oidc_issuer]] tables as TOML comment lines ("# oidc_issuer github: URL, audience ...,
+/// keys from ..., jwks_refetch_interval 60s"), for `config check`.
+[[nodiscard]] std::string oidc_summary(const std::vector<auth::oidc::IssuerConfig>& issuers);
+
 /// The URL the server described by `settings` is reached at: base_url when set, else
 /// http(s)://HOST:PORT from `listen` (https when tls_cert is set; a wildcard host 0.0.0.0 or
 /// [::] becomes the loopback address of its family). Fails with invalid when listen has port 0

@@ -3,6 +3,7 @@
 // signed with RS256 or ES256 by a configured issuer) and the matching of its claims against a
 // project's trusted publishers. No I/O: the issuer's keys (JWKS) are fetched by the caller.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -22,6 +23,8 @@ struct IssuerConfig {
   std::string url;                      ///< the issuer (`iss`), without a trailing '/'
   std::string audience = "wheelforge";  ///< the `aud` its tokens must carry
   std::string jwks_url;                 ///< "": the discovery document's jwks_uri
+  /// A token naming a key id the kept JWKS lacks fetches it again at most this often.
+  std::chrono::seconds jwks_refetch_interval{60};
   bool operator==(const IssuerConfig&) const = default;
 };
 
