@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "wheelforge/util/strings.hpp"
@@ -86,10 +87,11 @@ TestKey ec_key(std::string kid) {
       "ES256", std::move(kid)};
 }
 
+/// A JWT signed by `key`; its header's alg is `alg_override` when given (even "").
 std::string make_jwt(const TestKey& key, const std::string& payload,
-                     const std::string& alg_override = "") {
-  const std::string header = R"({"alg":")" + (alg_override.empty() ? key.alg : alg_override) +
-                             R"(","kid":")" + key.kid + R"("})";
+                     const std::optional<std::string>& alg_override = std::nullopt) {
+  const std::string header =
+      R"({"alg":")" + alg_override.value_or(key.alg) + R"(","kid":")" + key.kid + R"("})";
   const std::string input = b64url(header) + "." + b64url(payload);
   return input + "." + b64url(key.sign(input));
 }
