@@ -23,6 +23,7 @@
 #include "wheelforge/app/systemd.hpp"
 #include "wheelforge/build/executor.hpp"
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/catalog/change_feed.hpp"
 #include "wheelforge/catalog/jobs.hpp"
 #include "wheelforge/http/fetcher.hpp"
 #include "wheelforge/http/server.hpp"
@@ -213,6 +214,9 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   config.tls_cert_file = settings.tls_cert;
   config.tls_key_file = settings.tls_key;
   if (const auto fd = activated_socket()) config.listen_fd = *fd;
+  // A shared catalog (PostgreSQL): other replicas' changes come through its change feed.
+  const auto feed = catalog::open_change_feed(settings.catalog);
+  config.feed = feed.get();
   http::Server server(config, http::Services{dir->catalog.get(), dir->store.get(), &ingestor,
                                              runner.get(), store_metrics.get()});
   on_ingested = [&server] { server.reload_catalog([](const Status&) {}); };

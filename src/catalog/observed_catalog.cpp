@@ -71,6 +71,9 @@ class ObservedCatalog final : public Catalog {
   Result<std::uint64_t> generation() override {
     return timed(CallKind::read, [&](Excluded&) { return inner_->generation(); });
   }
+  Result<std::uint64_t> position() override {
+    return timed(CallKind::read, [&](Excluded&) { return inner_->position(); });
+  }
   Result<Contents> load() override {
     return timed(CallKind::read, [&](Excluded&) { return inner_->load(); });
   }

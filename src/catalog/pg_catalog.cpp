@@ -101,6 +101,16 @@ Result<std::uint64_t> PgCatalog::generation() {
   return generation_locked();
 }
 
+Result<std::uint64_t> PgCatalog::position() {
+  std::lock_guard lock(mu_);
+  // Every transaction that committed before this statement has an id below its snapshot's
+  // xmax: a replica whose feed boundary reached xmax has applied them all.
+  auto rows = conn_->exec("read the catalog position",
+                          "SELECT pg_snapshot_xmax(pg_current_snapshot())::text");
+  if (!rows) return rows.error();
+  return std::stoull(rows->text(0, 0));
+}
+
 Result<Contents> PgCatalog::load() {
   std::lock_guard lock(mu_);
   return conn_->read_transaction([&] { return load_locked(); });

@@ -46,6 +46,7 @@ class PgCatalog final : public Catalog {
       const std::vector<NewFile>& files, const std::function<Status(std::size_t)>& publish,
       const std::function<Status()>& before_commit) override;
   Result<std::uint64_t> generation() override;
+  Result<std::uint64_t> position() override;
   Result<Contents> load() override;
   Result<Contents> load_project(std::string_view project) override;
   Result<std::vector<std::string>> set_yanked(std::string_view project,

@@ -1,6 +1,7 @@
 #include "catalog/pg_conn.hpp"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <cstdlib>
 #include <optional>
@@ -214,6 +215,11 @@ Result<std::unique_ptr<Conn>> Conn::open(std::string uri) {
   return conn;
 }
 
+std::unique_ptr<Conn> Conn::lazy(std::string uri) {
+  std::string name = describe(uri);
+  return std::unique_ptr<Conn>(new Conn(std::move(uri), std::move(name)));
+}
+
 Conn::~Conn() {
   if (conn_ != nullptr) PQfinish(conn_);
 }
@@ -241,7 +247,41 @@ Status Conn::ensure_connected() {
     return make_error(Errc::unavailable, name_ + " is unavailable: " + why);
   }
   PQsetNoticeProcessor(conn_, &quiet_notices, nullptr);
+  ++connects_;
   return ok_status();
+}
+
+void Conn::after_commit() {
+  if (after_commit_.empty() || conn_ == nullptr) return;
+  PQclear(PQexec(conn_, after_commit_.c_str()));
+}
+
+Result<bool> Conn::wait_notification(std::chrono::milliseconds timeout) {
+  if (auto st = ensure_connected(); !st) return st.error();
+  const auto lost = [this](const char* what) -> Error {
+    std::string why = trimmed(PQerrorMessage(conn_));
+    PQfinish(conn_);
+    conn_ = nullptr;
+    return make_error(Errc::unavailable, name_ + " is unavailable (" + what + "): " + why);
+  };
+  const auto drain = [this]() {
+    bool any = false;
+    while (PGnotify* n = PQnotifies(conn_)) {
+      any = true;
+      PQfreemem(n);
+    }
+    return any;
+  };
+  if (PQconsumeInput(conn_) == 0) return lost("read notifications");
+  if (drain()) return true;
+  pollfd pfd{PQsocket(conn_), POLLIN, 0};
+  const int ready = ::poll(&pfd, 1, static_cast<int>(timeout.count()));
+  if (ready < 0) return false;  // a signal: the caller looks again
+  if (ready == 0) return false;
+  if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) != CONNECTION_OK) {
+    return lost("read notifications");
+  }
+  return drain();
 }
 
 Error Conn::failure(std::string_view what, pg_result* res) {

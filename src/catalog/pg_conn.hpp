@@ -7,6 +7,7 @@
 // (the server restarted, the network dropped) fails its call with Errc::unavailable naming the
 // database; the next call connects again.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -103,6 +104,8 @@ class Conn {
   /// Connects to `uri` (a libpq URI; connect_timeout defaults to 5 s). Errc::unavailable
   /// naming the database when it cannot be reached or refuses the connection.
   [[nodiscard]] static Result<std::unique_ptr<Conn>> open(std::string uri);
+  /// A Conn to `uri` that connects at its first call.
+  [[nodiscard]] static std::unique_ptr<Conn> lazy(std::string uri);
 
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
@@ -123,6 +126,20 @@ class Conn {
   /// writers, e.g. "SELECT 1 FROM meta WHERE id = 1 FOR UPDATE"); empty: none.
   void set_write_lock(std::string sql) { write_lock_ = std::move(sql); }
 
+  /// SQL run after each committed write transaction, outside it (the change feed's NOTIFY);
+  /// its failure is ignored (readers also poll). Empty: none.
+  void set_after_commit(std::string sql) { after_commit_ = std::move(sql); }
+
+  /// How many times this Conn has connected: a LISTEN is lost with the connection, so a
+  /// listener compares this number to the one it listened on.
+  [[nodiscard]] std::uint64_t connects() const { return connects_; }
+
+  /// Waits up to `timeout` for a notification on a channel this connection LISTENs on, and
+  /// consumes every one that arrived (many become one wake-up). True when at least one came,
+  /// false on timeout; Errc::unavailable when the connection is lost (the next exec() connects
+  /// again).
+  [[nodiscard]] Result<bool> wait_notification(std::chrono::milliseconds timeout);
+
   /// Runs `body` (which returns a Result or Status) inside a READ COMMITTED transaction that
   /// first takes the write lock; commits when it succeeded and `keep(value)` says so, rolls
   /// back otherwise. A serialization failure or deadlock runs the body again (at most 5
@@ -142,6 +159,7 @@ class Conn {
         if (retryable() && attempt < kAttempts) continue;
         return st.error();
       }
+      after_commit();
       return result;
     }
   }
@@ -166,12 +184,16 @@ class Conn {
   Status begin(bool read_only);
   Status commit();
   Status rollback();
+  /// Runs after_commit_ (if any), ignoring its failure.
+  void after_commit();
   /// True when the last failure was a serialization failure or a deadlock.
   [[nodiscard]] bool retryable() const;
 
   std::string uri_;
   std::string name_;
   std::string write_lock_;
+  std::string after_commit_;
+  std::uint64_t connects_ = 0;
   std::string last_sqlstate_;
   bool in_tx_ = false;  ///< between BEGIN and COMMIT/ROLLBACK: no silent reconnect
   pg_conn* conn_ = nullptr;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "catalog/pg_catalog_impl.hpp"
+#include "wheelforge/catalog/change_feed.hpp"
 
 namespace wf::catalog::detail {
 
@@ -171,12 +172,58 @@ CREATE TRIGGER projects_upd AFTER UPDATE ON projects
 CREATE TRIGGER damaged_change AFTER INSERT OR UPDATE OR DELETE ON damaged_blobs
   FOR EACH ROW EXECUTE FUNCTION wheelforge_bump_generation();
 )sql",
-    // 2: the change feed's slot (its migration is written on the branch that brings the feed).
-    // Migrations are numbered by their position here, so this placeholder keeps trusted
-    // publishers at 3. It does nothing; when the feed's migration arrives it REPLACES this entry
-    // (nothing else moves). No released wheelforge has recorded version 2 or 3, so no database
-    // skips the feed's tables by having run the placeholder.
-    "SELECT 1",
+    // 2: the change feed (change_feed.hpp). Every change a page or the token index depends on
+    // appends a row in the writing transaction (the same triggers' tables), with the writer's
+    // transaction id: readers take only rows of transactions that finished (xid below their
+    // snapshot's xmin), so a row that commits late is never skipped. No lock is added: the
+    // identity and pg_current_xact_id() need none. SQLite has no feed (one writer process
+    // watches its own generation); its schema version is its own.
+    R"sql(
+CREATE TABLE changes (
+  id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+  at BIGINT NOT NULL DEFAULT (extract(epoch FROM clock_timestamp()) * 1000000)::BIGINT,
+  kind TEXT NOT NULL CHECK (kind IN ('project', 'tokens', 'all')),
+  project TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX changes_xid ON changes(xid);
+CREATE FUNCTION wheelforge_feed_file() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP <> 'INSERT' THEN
+    INSERT INTO changes (kind, project) SELECT 'project', name FROM projects WHERE id = OLD.project_id;
+  END IF;
+  IF TG_OP <> 'DELETE' THEN
+    INSERT INTO changes (kind, project) SELECT 'project', name FROM projects WHERE id = NEW.project_id;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE FUNCTION wheelforge_feed_project() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO changes (kind, project) VALUES ('project', NEW.name);
+  RETURN NULL;
+END $$;
+CREATE FUNCTION wheelforge_feed_tokens() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO changes (kind) VALUES ('tokens');
+  RETURN NULL;
+END $$;
+CREATE FUNCTION wheelforge_feed_all() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO changes (kind) VALUES ('all');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER files_feed AFTER INSERT OR UPDATE OR DELETE ON files
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_feed_file();
+CREATE TRIGGER projects_feed AFTER UPDATE ON projects
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_feed_project();
+CREATE TRIGGER tokens_feed_ins_del AFTER INSERT OR DELETE ON tokens
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_feed_tokens();
+CREATE TRIGGER tokens_feed_upd AFTER UPDATE OF hash, scope, project, description, created_at,
+  revoked_at, expires_at, created_by ON tokens
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_feed_tokens();
+CREATE TRIGGER damaged_feed AFTER INSERT OR UPDATE OR DELETE ON damaged_blobs
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_feed_all();
+)sql",
     // 3: SQLite's migration 17 (trusted publishers, used OIDC token ids). The primary key of
     // oidc_jtis is what keeps two servers on this catalog from both accepting one token.
     R"sql(
@@ -257,6 +304,9 @@ namespace wf::catalog {
 Result<std::unique_ptr<Catalog>> open_postgres_catalog(std::string_view uri) {
   auto conn = detail::open_pg(uri);
   if (!conn) return conn.error();
+  // Replicas are woken after each commit (outside the transaction: NOTIFY inside one would
+  // serialize commits on the notification queue's lock); the feed's read finds the rows.
+  (*conn)->set_after_commit(std::string("NOTIFY ") + kChangeChannel);
   return std::unique_ptr<Catalog>(std::make_unique<detail::PgCatalog>(std::move(*conn)));
 }
 

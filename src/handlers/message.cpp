@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 #include "wheelforge/util/strings.hpp"
 
@@ -152,6 +153,34 @@ int status_for(Errc code) {
       return 500;
   }
   return 500;
+}
+
+Result<std::optional<std::uint64_t>> requested_position(const Request& req) {
+  std::string value(req.header(kMinPositionHeader));
+  if (value.empty()) {
+    auto param = req.find_query_param("min_position");
+    if (!param) return std::optional<std::uint64_t>();
+    value = *param;
+  }
+  std::uint64_t n = 0;
+  const auto* end = value.data() + value.size();
+  const auto [ptr, ec] = std::from_chars(value.data(), end, n);
+  if (value.empty() || ec != std::errc() || ptr != end) {
+    return make_error(Errc::invalid,
+                      "X-Wheelforge-Min-Position: expected a catalog position"
+                      " (a decimal number, as X-Wheelforge-Position gives it)");
+  }
+  return std::optional<std::uint64_t>(n);
+}
+
+Response position_lag_response(std::uint64_t applied, std::uint64_t wanted) {
+  Response r = error_response(make_error(
+      Errc::unavailable, "this replica has applied catalog position " + std::to_string(applied) +
+                             ", not yet " + std::to_string(wanted) + " (" +
+                             std::to_string(wanted - std::min(wanted, applied)) +
+                             " behind); try again"));
+  r.set("Retry-After", "1");
+  return r;
 }
 
 Response error_response(const Error& error) {

@@ -18,6 +18,7 @@
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/render/api.hpp"
 #include "wheelforge/util/strings.hpp"
+#include "wheelforge/util/time.hpp"
 
 namespace wf::handlers {
 namespace {
@@ -521,6 +522,9 @@ Response handle_readyz(const Request& /*req*/, Context& ctx) {
   // What the server's latest looks at the stores found (Readiness): no store is asked here.
   std::string problems = status->readiness.problems();
   if (!problems.empty()) return text(503, "not ready: a store is unreachable\n" + problems);
+  if (status->feed.load() && !status->feed_caught_up.load()) {
+    return text(503, "not ready: the catalog's change feed has not caught up yet\n");
+  }
   return text(200, "ready\n");
 }
 
@@ -543,6 +547,14 @@ Response handle_metrics(const Request& /*req*/, Context& ctx) {
     gauges.emplace("wheelforge_requests_forwarded", load(status->forwarded_requests));
     gauges.emplace("wheelforge_requests_forwarded_malformed", load(status->forwarded_malformed));
     gauges.emplace("wheelforge_requests_refused_per_client", load(status->refused_forwarded));
+    if (status->feed.load()) {
+      gauges.emplace("wheelforge_feed_position", load(status->feed_position));
+      gauges.emplace("wheelforge_feed_lag_seconds",
+                     static_cast<double>(status->feed_lag_micros.load()) / 1e6);
+      const std::int64_t read_at = status->feed_read_at.load();
+      gauges.emplace("wheelforge_feed_age_seconds",
+                     read_at == 0 ? 0.0 : static_cast<double>(now_micros() - read_at) / 1e6);
+    }
     gauges.emplace("wheelforge_catalog_reachable",
                    status->readiness.reachable(Readiness::Part::catalog) ? 1 : 0);
     gauges.emplace("wheelforge_blob_store_reachable",

@@ -76,11 +76,17 @@ const SnapshotPtr& Server::Impl::snapshot() const {
   return t_snapshot.snapshot;
 }
 
-void Server::Impl::install(SnapshotPtr s) {
+bool Server::Impl::install(SnapshotPtr s, std::optional<std::uint64_t> after) {
   SnapshotPtr old;
   {
     std::lock_guard lock(snapshot_mu);
-    if (!s || (snapshot_ && s->generation() <= snapshot_->generation())) return;
+    if (!s) return false;
+    if (after) {
+      if (installed.load() != *after) return false;
+      if (snapshot_ && s->generation() < snapshot_->generation()) return false;
+    } else if (snapshot_ && s->generation() <= snapshot_->generation()) {
+      return false;
+    }
     // Tokens' last uses go on in the new snapshot (flush_token_uses() writes them).
     if (snapshot_) s->tokens().adopt_uses(snapshot_->tokens());
     old = std::exchange(snapshot_, std::move(s));
@@ -100,6 +106,9 @@ void Server::Impl::install(SnapshotPtr s) {
       release_on_worker(std::move(mine));
     });
   }
+  // Without a feed the position is the generation: requests waiting for it go on now.
+  if (config.feed == nullptr) wake_positions();
+  return true;
 }
 
 void Server::Impl::release_on_worker(SnapshotPtr old) {
@@ -262,6 +271,13 @@ void Server::Impl::schedule_poll() {
     offload(
         [this] {
           flush_token_uses();
+          // With a change feed its follower applies every change; the poll only looks.
+          if (config.feed != nullptr) {
+            auto gen = env.services.catalog->generation();
+            note_readiness(handlers::Readiness::Part::catalog,
+                           gen ? ok_status() : Status(gen.error()));
+            return SnapshotPtr();
+          }
           return load_if_changed();
         },
         [this](SnapshotPtr s) {
@@ -278,6 +294,7 @@ void Server::Impl::begin_stop() {
   beast::error_code ec;
   acceptor.close(ec);
   poll_timer.cancel();
+  wake_positions(/*stopping=*/true);
   for (auto& t : threads) {
     asio::post(t->ioc, [t = t.get()] {
       for (SessionBase* s : t->sessions) s->close_if_idle();
@@ -306,6 +323,7 @@ Server::Server(ServerConfig config, Services services)
     : impl_(std::make_unique<Impl>(std::move(config), services)) {}
 
 Server::~Server() {
+  impl_->stop_follower();
   impl_->workers.join();
   if (impl_->upstream_workers) impl_->upstream_workers->join();
   impl_->tearing_down = true;
@@ -353,6 +371,14 @@ Result<std::string> Server::start() {
   auto tls = load_tls(s.config);
   if (!tls) return tls.error();
   s.tls = std::move(*tls);
+  // The feed's position is read before the snapshot is loaded: every change below it is in
+  // the snapshot, and the follower reads on from there.
+  if (s.config.feed != nullptr) {
+    auto from = s.config.feed->start();
+    if (!from) return from.error();
+    s.feed_from = *from;
+    s.status.feed = true;
+  }
   auto loaded = s.load_snapshot();
   if (!loaded) return loaded.error();
   s.install(*loaded);
@@ -386,6 +412,7 @@ Result<std::string> Server::start() {
   if (bound.address().is_v6()) host = "[" + host + "]";
   s.accept();
   s.schedule_poll();
+  if (s.config.feed != nullptr) s.follower = std::thread([&s] { s.follow_feed(); });
   return host + ":" + std::to_string(bound.port());
 }
 

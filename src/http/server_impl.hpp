@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <condition_variable>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -16,12 +17,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "client_counts.hpp"
 #include "transport.hpp"
+#include "wheelforge/catalog/change_feed.hpp"
 #include "wheelforge/handlers/context.hpp"
 #include "wheelforge/handlers/routes.hpp"
 #include "wheelforge/http/server.hpp"
@@ -185,6 +188,44 @@ struct Server::Impl {
   auth::UseRecorder token_uses;
   SnapshotPtr uses_seen;
 
+  // The change feed's follower (feed.cpp): a thread of its own that applies the feed to the
+  // snapshot, and the requests waiting for a catalog position (network threads).
+  struct PositionWait {
+    std::atomic<bool> done{false};
+    std::optional<asio::steady_timer> timer;
+    std::function<void(bool)> then;
+  };
+  struct PositionWaiter {
+    std::uint64_t position = 0;
+    asio::io_context* home = nullptr;
+    std::shared_ptr<PositionWait> wait;
+  };
+  std::thread follower;
+  std::mutex follower_mu;
+  std::condition_variable follower_cv;
+  bool follower_stop = false;  ///< under follower_mu
+  std::uint64_t feed_from = 0;  ///< the position the follower reads from (its thread)
+  std::mutex position_mu;
+  std::vector<PositionWaiter> position_waiters;
+  /// The follower's loop: wait for a NOTIFY or the poll interval, read, apply, wake waiters.
+  void follow_feed();
+  /// Applies one batch to the snapshot (the follower's thread); false when a load failed.
+  bool apply_changes(const catalog::ChangePlan& plan);
+  /// Sleeps up to `d` unless the follower is being stopped; true when it is.
+  bool follower_sleep(std::chrono::milliseconds d);
+  void stop_follower();
+  /// The catalog position this replica has applied: the feed's, else its snapshot's
+  /// generation (SQLite, where Catalog::position() is the generation).
+  [[nodiscard]] std::uint64_t applied_position() const {
+    return config.feed != nullptr ? status.feed_position.load() : generation.load();
+  }
+  /// Calls `then(true)` on the calling network thread once this replica has applied
+  /// `position`, or `then(false)` after config.position_wait.
+  void wait_for_position(std::uint64_t position, std::function<void(bool)> then);
+  /// Runs the waiters whose position has been applied (any thread); all of them with false
+  /// when the server stops.
+  void wake_positions(bool stopping = false);
+
   // The listener (listener.cpp).
   void accept();
   /// The network thread for the next connection (spread.hpp; first thread only).
@@ -225,8 +266,11 @@ struct Server::Impl {
   /// new snapshot was installed since the thread last looked.
   const SnapshotPtr& snapshot() const;
 
-  /// Installs a snapshot if it is newer than the current one (any thread).
-  void install(SnapshotPtr s);
+  /// Installs a snapshot if it is newer than the current one (any thread). With `after`
+  /// (the follower): only while the installed snapshot is still that install's (else false),
+  /// and also at the same generation (a project reloaded from the feed whose change moved no
+  /// generation past the one a previous reload already took).
+  bool install(SnapshotPtr s, std::optional<std::uint64_t> after = std::nullopt);
   void release_on_worker(SnapshotPtr old);
 
   /// Loads a fresh snapshot (worker thread; blocks on SQLite).

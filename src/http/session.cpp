@@ -274,6 +274,7 @@ void Session<Stream>::on_header(beast::error_code ec) {
   req_.tls = kTls;
   keep_alive_ = msg.keep_alive();
   rechecked_ = false;
+  position_waited_ = false;
   // The previous request's strings are reused (assign keeps their capacity).
   std::size_t fields = 0;
   HeadFraming framing;
@@ -455,6 +456,19 @@ void Session<Stream>::body_received(std::unique_ptr<handlers::UploadedBody> uplo
 
 template <class Stream>
 void Session<Stream>::run(std::unique_ptr<handlers::UploadedBody> upload) {
+  // Read your writes: a request naming a catalog position waits (without holding this thread)
+  // until this replica has applied it, at most ServerConfig::position_wait.
+  if (!position_waited_ && upload == nullptr) {
+    position_waited_ = true;
+    auto wanted = handlers::requested_position(req_);
+    if (!wanted) return send(error_response(wanted.error()));
+    if (*wanted && srv_.applied_position() < **wanted) {
+      return srv_.wait_for_position(**wanted, [self = self(), want = **wanted](bool reached) {
+        if (reached) return self->run(nullptr);
+        self->send(handlers::position_lag_response(self->srv_.applied_position(), want));
+      });
+    }
+  }
   if (route_->thread == handlers::Thread::network) {
     handlers::Context ctx(*srv_.snapshot(), srv_.env);
     auto response = route_->handler(req_, ctx);
@@ -470,6 +484,12 @@ void Session<Stream>::run(std::unique_ptr<handlers::UploadedBody> upload) {
         Handled done;
         done.response = route->handler(req, ctx);
         done.snapshot = srv.reload_after(*route, ctx, done.response.status);
+        // Read your writes: the position this change reached, for X-Wheelforge-Min-Position.
+        if (route->changes_catalog && (done.response.status < 300 || done.response.status == 303)) {
+          if (auto pos = srv.env.services.catalog->position()) {
+            done.response.set(handlers::kPositionHeader, std::to_string(*pos));
+          }
+        }
         done.follow = ctx.follow;
         done.growing = std::move(ctx.growing);
         // The download a growing answer streams: on a thread of its own, not this one, so

@@ -166,6 +166,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   ClientCounts::Slot request_slot_ = ClientCounts::kUncounted;
   std::string refusal_;          // a connection refused at the door: the 503's message
   bool rechecked_ = false;       // this request's token was looked up in the catalog again
+  bool position_waited_ = false;  // this request's X-Wheelforge-Min-Position was looked at
   bool drain_on_close_ = false;  // read what the client still sends before closing
   bool draining_ = false;
   std::uint64_t drained_ = 0;

@@ -251,6 +251,11 @@ class Catalog {
   /// tokens. Cheap; used to notice changes made by other processes.
   [[nodiscard]] virtual Result<std::uint64_t> generation() = 0;
 
+  /// A catalog position at or past every change committed before this call (change_feed.hpp):
+  /// a replica that has applied it shows those changes. The generation where there is no feed
+  /// (SQLite).
+  [[nodiscard]] virtual Result<std::uint64_t> position() { return generation(); }
+
   /// Loads projects, files and tokens.
   [[nodiscard]] virtual Result<Contents> load() = 0;
 

@@ -75,6 +75,17 @@ struct ServerStatus {
   std::atomic<std::uint64_t> refused_forwarded{0};
   Metrics metrics;
   Readiness readiness;
+  /// The change feed (docs/scale.md), with a shared catalog only: whether this replica follows
+  /// one, whether it has caught up once since it started (/readyz), the position it has
+  /// applied, the entries behind it at its last read, and the age of the newest entry it
+  /// applied when it applied it (feed lag, microseconds).
+  std::atomic<bool> feed{false};
+  std::atomic<bool> feed_caught_up{false};
+  std::atomic<std::uint64_t> feed_position{0};
+  std::atomic<std::int64_t> feed_lag_micros{0};
+  /// When the feed was last read successfully (microseconds since the epoch): how old the
+  /// pages may be while the database is unreachable.
+  std::atomic<std::int64_t> feed_read_at{0};
 };
 
 /// How file URLs are answered when the blobs live in an object store (docs/storage.md,

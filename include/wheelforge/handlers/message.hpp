@@ -89,6 +89,20 @@ struct Response {
 /// sleep for whatever it is told (docs/clients.md, "pip" and "twine, poetry, pdm").
 [[nodiscard]] Response error_response(const Error& error);
 
+/// The answer header that carries the catalog position a write reached (docs/scale.md,
+/// "Read your writes"), and the request header (or query parameter `min_position`) that asks
+/// a replica to answer only once it has applied a position.
+inline constexpr const char* kPositionHeader = "X-Wheelforge-Position";
+inline constexpr const char* kMinPositionHeader = "x-wheelforge-min-position";
+
+/// The position a request asks for (header first, then the query parameter); nullopt when it
+/// asks for none. Errc::invalid when the value is not a decimal number.
+[[nodiscard]] Result<std::optional<std::uint64_t>> requested_position(const Request& req);
+
+/// 503 with Retry-After for a request that waited for position `wanted` while this replica
+/// had applied only `applied`: names the lag.
+[[nodiscard]] Response position_lag_response(std::uint64_t applied, std::uint64_t wanted);
+
 /// The 405 answer: an error response with the `Allow` header naming the methods the address
 /// answers ("GET, HEAD").
 [[nodiscard]] Response method_not_allowed(std::string_view allow);

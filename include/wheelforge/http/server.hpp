@@ -15,6 +15,10 @@
 #include "wheelforge/http/client_address.hpp"
 #include "wheelforge/util/result.hpp"
 
+namespace wf::catalog {
+class ChangeFeed;
+}  // namespace wf::catalog
+
 namespace wf::http {
 
 struct ServerConfig {
@@ -76,6 +80,12 @@ struct ServerConfig {
   std::chrono::seconds write_timeout{60};
   /// How often the catalog is checked for changes made by other processes.
   std::chrono::milliseconds catalog_poll_interval{500};
+  /// A shared catalog's change feed (docs/scale.md), owned by the caller; null (SQLite): the
+  /// catalog is polled for its generation instead.
+  catalog::ChangeFeed* feed = nullptr;
+  /// How long a request naming a catalog position this replica has not applied yet
+  /// (X-Wheelforge-Min-Position) waits for it before 503.
+  std::chrono::milliseconds position_wait{5000};
   /// How long a graceful stop waits for in-flight requests.
   std::chrono::seconds shutdown_grace{10};
 };

@@ -10,12 +10,15 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backends.hpp"
+#include "catalog/pg_conn.hpp"
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/catalog/change_feed.hpp"
 #include "wheelforge/catalog/jobs.hpp"
 
 namespace wf::catalog {
@@ -195,5 +198,89 @@ TEST(CatalogLocation, OnlySqliteOrALibpqUriIsAccepted) {
             "postgresql://db.example/index?user=wf");
 }
 
+// The change feed (change_feed.hpp): what a batch reloads, and the commit-safe order of reads.
+
+TEST(ChangePlan, ProjectsTokensOrEverything) {
+  using catalog::Change;
+  using catalog::ChangeKind;
+  using catalog::ChangePlan;
+  EXPECT_EQ(catalog::plan_changes({}, 4).load, ChangePlan::Load::nothing);
+  auto plan = catalog::plan_changes(
+      {Change{ChangeKind::project, "a", 0}, Change{ChangeKind::project, "b", 0},
+       Change{ChangeKind::project, "a", 0}},
+      4);
+  EXPECT_EQ(plan.load, ChangePlan::Load::projects);
+  EXPECT_EQ(plan.projects, (std::set<std::string>{"a", "b"}));
+  EXPECT_FALSE(plan.tokens);
+  plan = catalog::plan_changes({Change{ChangeKind::tokens, "", 0}}, 4);
+  EXPECT_EQ(plan.load, ChangePlan::Load::projects);
+  EXPECT_TRUE(plan.tokens);
+  EXPECT_TRUE(plan.projects.empty());
+  plan = catalog::plan_changes(
+      {Change{ChangeKind::project, "a", 0}, Change{ChangeKind::all, "", 0}}, 4);
+  EXPECT_EQ(plan.load, ChangePlan::Load::everything);
+  plan = catalog::plan_changes(
+      {Change{ChangeKind::project, "a", 0}, Change{ChangeKind::project, "b", 0},
+       Change{ChangeKind::project, "c", 0}},
+      2);
+  EXPECT_EQ(plan.load, ChangePlan::Load::everything);
+  EXPECT_TRUE(plan.projects.empty());
+}
+
+TEST_F(PgCatalogTest, TheFeedNeverSkipsAnEntryThatCommitsLate) {
+  auto cat = open_catalog(uri_, dir_);
+  ASSERT_TRUE(cat) << cat.error().message;
+  auto feed = open_change_feed(uri_);
+  ASSERT_NE(feed, nullptr);
+  EXPECT_EQ(open_change_feed("sqlite"), nullptr);
+  auto from = feed->start();
+  ASSERT_TRUE(from) << from.error().message;
+
+  // A writer that began first (its transaction id is lower) and commits last.
+  auto late = pg::Conn::open(uri_);
+  ASSERT_TRUE(late) << late.error().message;
+  ASSERT_TRUE((*late)->script("begin", "BEGIN"));
+  ASSERT_TRUE(
+      (*late)->script("write", "INSERT INTO changes (kind, project) VALUES ('project', 'late')"));
+  // A later writer commits first: its upload is in the feed, with a higher id.
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", 'a')));
+  auto first = feed->read(*from);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_TRUE(first->changes.empty());  // behind the running transaction: not yet
+  auto position = (*cat)->position();
+  ASSERT_TRUE(position);
+  EXPECT_LT(first->position, *position);
+
+  ASSERT_TRUE((*late)->script("commit", "COMMIT"));
+  auto second = feed->read(first->position);
+  ASSERT_TRUE(second) << second.error().message;
+  std::set<std::string> seen;
+  for (const auto& c : second->changes) {
+    EXPECT_EQ(c.kind, catalog::ChangeKind::project);
+    seen.insert(c.project);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"late", "demo-pkg"}));
+  EXPECT_GE(second->position, *position);
+  // Read on from there: nothing twice.
+  auto third = feed->read(second->position);
+  ASSERT_TRUE(third);
+  EXPECT_TRUE(third->changes.empty());
+
+  // A token's change is one entry; a NOTIFY after the commit wakes a listener.
+  auto armed = feed->wait(std::chrono::milliseconds(0));  // the first wait LISTENs
+  ASSERT_TRUE(armed) << armed.error().message;
+  TokenRecord t;
+  t.hash = "feed-token-hash";
+  t.scope = Scope::upload;
+  t.created_at = 1;
+  ASSERT_TRUE((*cat)->insert_token(t, Actor{}));
+  auto woken = feed->wait(std::chrono::milliseconds(5000));
+  ASSERT_TRUE(woken) << woken.error().message;
+  EXPECT_TRUE(*woken);
+  auto tokens = feed->read(third->position);
+  ASSERT_TRUE(tokens);
+  ASSERT_EQ(tokens->changes.size(), 1U);
+  EXPECT_EQ(tokens->changes[0].kind, catalog::ChangeKind::tokens);
+}
 }  // namespace
 }  // namespace wf::catalog
