@@ -16,6 +16,7 @@
 
 #include "command_support.hpp"
 #include "wheelforge/app/app.hpp"
+#include "wheelforge/auth/oidc.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/catalog/jobs.hpp"
@@ -212,6 +213,62 @@ int token_revoke(const Settings& settings, std::int64_t id) {
   auto revoked = dir->catalog->revoke_token(id, local_actor());
   if (!revoked) return report(revoked.error(), 1);
   std::cout << "revoked token #" << id << " (" << catalog::scope_name(revoked->scope) << ")\n";
+  return 0;
+}
+
+int publisher_add(const Configuration& configuration, const std::string& project,
+                  const std::string& issuer, const std::vector<std::string>& claims,
+                  const std::string& description) {
+  std::vector<std::pair<std::string, std::string>> fields{
+      {"project", project}, {"issuer", issuer}, {"description", description}};
+  for (const auto& c : claims) fields.emplace_back("claim", c);
+  std::vector<std::string> issuers;
+  for (const auto& i : configuration.oidc_issuers) issuers.push_back(i.name);
+  auto record = auth::oidc::decode_publisher_request(fields, issuers, now_micros());
+  if (!record) {
+    std::cerr << "error: " << record.error().message << "\n";
+    return 2;
+  }
+  auto dir = open_data_dir(configuration.settings);
+  if (!dir) return report(dir.error(), 1);
+  auto stored = dir->catalog->insert_publisher(*record, local_actor());
+  if (!stored) return report(stored.error(), 1);
+  std::cout << "added publisher #" << stored->id << " for project " << stored->project
+            << " (issuer " << stored->issuer << ")\n";
+  return 0;
+}
+
+int publisher_list(const Settings& settings, const std::optional<std::string>& project) {
+  if (project && !core::is_valid_project_name(*project)) {
+    std::cerr << "error: --project: '" << escape_control(*project)
+              << "' is not a valid project name\n";
+    return 2;
+  }
+  auto dir = open_data_dir(settings);
+  if (!dir) return report(dir.error(), 1);
+  auto all = dir->catalog->publishers();
+  if (!all) return report(all.error(), 1);
+  std::printf("%-5s %-20s %-12s %-21s %-14s %s\n", "ID", "PROJECT", "ISSUER", "CREATED",
+              "CREATED-BY", "CLAIMS / DESCRIPTION");
+  for (const auto& p : *all) {
+    if (project && p.project != core::normalize_name(*project)) continue;
+    std::string claims;
+    for (const auto& [k, v] : p.claims) claims += (claims.empty() ? "" : " ") + k + "=" + v;
+    if (!p.description.empty()) claims += " # " + p.description;
+    std::printf("%-5lld %-20s %-12s %-21s %-14s %s\n", static_cast<long long>(p.id),
+                p.project.c_str(), p.issuer.c_str(),
+                (iso8601_micros(p.created_at).substr(0, 19) + "Z").c_str(),
+                p.created_by.empty() ? "-" : p.created_by.c_str(), escape_control(claims).c_str());
+  }
+  return 0;
+}
+
+int publisher_remove(const Settings& settings, std::int64_t id) {
+  auto dir = open_data_dir(settings);
+  if (!dir) return report(dir.error(), 1);
+  auto removed = dir->catalog->remove_publisher(id, local_actor());
+  if (!removed) return report(removed.error(), 1);
+  std::cout << "removed publisher #" << id << " of project " << removed->project << "\n";
   return 0;
 }
 

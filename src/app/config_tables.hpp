@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wheelforge/auth/oidc.hpp"
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/core/upstream.hpp"
 
@@ -39,6 +40,14 @@ void read_build_tables(const toml::table& root, build::RunnerConfig& config,
 /// files and the environment.
 void read_upstream_tables(const toml::table& root, std::vector<core::UpstreamConfig>& upstreams,
                           std::vector<std::string>& problems);
+
+/// Reads the [[oidc_issuer]] tables of the parsed file (oidc_config.cpp), adding every problem
+/// (each starts with "oidc_issuer.NAME.KEY"); only tables without problems are kept.
+void read_oidc_tables(const toml::table& root, std::vector<auth::oidc::IssuerConfig>& issuers,
+                      std::vector<std::string>& problems);
+
+/// The keys read_oidc_tables() accepts ("oidc_issuer.url").
+[[nodiscard]] std::vector<std::string> oidc_keys();
 
 /// The keys read_upstream_tables() accepts ("upstream.url").
 [[nodiscard]] std::vector<std::string> upstream_keys();

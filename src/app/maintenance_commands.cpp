@@ -282,7 +282,8 @@ int config_check(const std::optional<fs::path>& config_file, const Overrides& ov
   }
   if (!checked.config || !host_problems.empty()) return 2;
   std::cout << settings_to_toml(checked.config->settings) << build_summary(checked.config->build)
-            << upstream_summary(checked.config->upstreams);
+            << upstream_summary(checked.config->upstreams)
+            << oidc_summary(checked.config->oidc_issuers);
   // What only the executor can tell: the engine and images are there, a batch job sees the
   // builds directory.
   const build::ExecutorConfig& executor_config = checked.config->build.host.executor;

@@ -248,8 +248,23 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
     }
   }
 
+  // Trusted publishing: the issuers' keys are fetched through the same outbound client.
+  std::unique_ptr<handlers::OidcIssuers> oidc;
+  if (!configuration.oidc_issuers.empty()) {
+    if (!fetcher) {
+      auto made = http::make_fetcher(http::FetcherConfig{});
+      if (!made) return report(made.error(), 1);
+      fetcher = std::move(*made);
+    }
+    oidc = std::make_unique<handlers::OidcIssuers>(configuration.oidc_issuers, *fetcher);
+    for (const auto& i : configuration.oidc_issuers) {
+      log::info("oidc issuer {}: {} (audience {})", i.name, i.url, i.audience);
+    }
+  }
+
   http::ServerConfig config;
   config.upstreams = upstreams.get();
+  config.oidc = oidc.get();
   config.host = listen->first;
   config.port = listen->second;
   config.worker_threads = settings.worker_threads;
@@ -382,6 +397,9 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
                 now.upstream_file_cache != settings.upstream_file_cache ||
                 now.upstream_page_disk_cache != settings.upstream_page_disk_cache) {
               outcome += " ([[upstream]] and upstream cache changes need a restart)";
+            }
+            if (fresh.config->oidc_issuers != configuration.oidc_issuers) {
+              outcome += " ([[oidc_issuer]] changes need a restart)";
             }
             if (runner) {
               for (const auto& p : fresh.host_problems) log::warn("SIGHUP: build runner: {}", p);

@@ -90,6 +90,20 @@ class ObservedCatalog final : public Catalog {
   Result<TokenRecord> revoke_token(std::int64_t id, const Actor& by) override {
     return timed(CallKind::write, [&](Excluded&) { return inner_->revoke_token(id, by); });
   }
+  Result<PublisherRecord> insert_publisher(const PublisherRecord& publisher,
+                                           const Actor& by) override {
+    return timed(CallKind::write,
+                 [&](Excluded&) { return inner_->insert_publisher(publisher, by); });
+  }
+  Result<PublisherRecord> remove_publisher(std::int64_t id, const Actor& by) override {
+    return timed(CallKind::write, [&](Excluded&) { return inner_->remove_publisher(id, by); });
+  }
+  Result<std::vector<PublisherRecord>> publishers() override {
+    return timed(CallKind::read, [&](Excluded&) { return inner_->publishers(); });
+  }
+  Result<TokenRecord> mint_token(const MintRequest& req, const Actor& by) override {
+    return timed(CallKind::write, [&](Excluded&) { return inner_->mint_token(req, by); });
+  }
   Result<std::vector<TokenRecord>> tokens() override {
     return timed(CallKind::read, [&](Excluded&) { return inner_->tokens(); });
   }

@@ -225,3 +225,117 @@ Result<std::vector<AuditRecord>> PgCatalog::audit(const AuditQuery& query) {
 }
 
 }  // namespace wf::catalog::detail
+
+// Trusted publishers and minted tokens (SqliteCatalog's semantics: sqlite_audit.cpp).
+namespace wf::catalog::detail {
+
+Result<PublisherRecord> PgCatalog::insert_publisher(const PublisherRecord& publisher,
+                                                    const Actor& by) {
+  std::lock_guard lock(mu_);
+  return conn_->write_transaction(
+      [&]() -> Result<PublisherRecord> {
+        PublisherRecord stored = publisher;
+        stored.claims = decode_claims(encode_claims(publisher.claims));
+        stored.created_by = by.label();
+        auto ins = conn_->exec("insert publisher",
+                               "INSERT INTO trusted_publishers (project, issuer, claims,"
+                               " description, created_at, created_by)"
+                               " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                               Params()
+                                   .add(stored.project)
+                                   .add(stored.issuer)
+                                   .add(encode_claims(stored.claims))
+                                   .add(stored.description)
+                                   .add(stored.created_at)
+                                   .add(stored.created_by));
+        if (!ins) return ins.error();
+        stored.id = ins->i64(0, 0);
+        if (auto st = append_audit_locked(AuditRecord{0, stored.created_at, "publisher-add", by,
+                                                      stored.project, publisher_target(stored.id),
+                                                      publisher_detail(stored)});
+            !st) {
+          return st.error();
+        }
+        return stored;
+      },
+      kKeep);
+}
+
+Result<PublisherRecord> PgCatalog::remove_publisher(std::int64_t id, const Actor& by) {
+  std::lock_guard lock(mu_);
+  return conn_->write_transaction(
+      [&]() -> Result<PublisherRecord> {
+        auto d =
+            conn_->exec("remove publisher",
+                        std::string("DELETE FROM trusted_publishers WHERE id = $1 RETURNING ") +
+                            kPublisherColumns,
+                        Params().add(id));
+        if (!d) return d.error();
+        if (d->empty()) return make_error(Errc::not_found, "no publisher #" + std::to_string(id));
+        PublisherRecord p = publisher_from_row(Row(*d, 0));
+        if (auto st = append_audit_locked(AuditRecord{0, 0, "publisher-remove", by, p.project,
+                                                      publisher_target(id), publisher_detail(p)});
+            !st) {
+          return st.error();
+        }
+        return p;
+      },
+      kKeep);
+}
+
+Result<std::vector<PublisherRecord>> PgCatalog::publishers() {
+  std::lock_guard lock(mu_);
+  auto rows = conn_->exec("list publishers", std::string("SELECT ") + kPublisherColumns +
+                                                 " FROM trusted_publishers ORDER BY id");
+  if (!rows) return rows.error();
+  std::vector<PublisherRecord> out;
+  for (int i = 0; i < rows->size(); ++i) out.push_back(publisher_from_row(Row(*rows, i)));
+  return out;
+}
+
+Result<TokenRecord> PgCatalog::mint_token(const MintRequest& req, const Actor& by) {
+  std::lock_guard lock(mu_);
+  return conn_->write_transaction(
+      [&]() -> Result<TokenRecord> {
+        auto forget =
+            conn_->exec("forget expired token ids", "DELETE FROM oidc_jtis WHERE expires_at < $1",
+                        Params().add(req.token.created_at));
+        if (!forget) return forget.error();
+        // A second server inserting the same id waits for the first one's commit, then
+        // inserts nothing: only one of them mints.
+        auto j = conn_->exec("record token id",
+                             "INSERT INTO oidc_jtis (jti, expires_at) VALUES ($1, $2)"
+                             " ON CONFLICT (jti) DO NOTHING RETURNING jti",
+                             Params().add(req.jti_key).add(req.jti_until));
+        if (!j) return j.error();
+        if (j->empty()) {
+          return make_error(Errc::conflict, "this OIDC token (its jti) was exchanged before");
+        }
+        TokenRecord stored = req.token;
+        stored.created_by = by.label();
+        auto ins = conn_->exec("insert token",
+                               "INSERT INTO tokens (hash, scope, project, description, created_at,"
+                               " expires_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                               " RETURNING id",
+                               Params()
+                                   .add(stored.hash)
+                                   .add(scope_name(stored.scope))
+                                   .add(stored.project)
+                                   .add(stored.description)
+                                   .add(stored.created_at)
+                                   .add(stored.expires_at)
+                                   .add(stored.created_by));
+        if (!ins) return ins.error();
+        stored.id = ins->i64(0, 0);
+        if (auto st = append_audit_locked(
+                AuditRecord{0, stored.created_at, "token-create", by, stored.project.value_or(""),
+                            token_target(stored.id), token_detail(stored) + " " + req.detail});
+            !st) {
+          return st.error();
+        }
+        return stored;
+      },
+      kKeep);
+}
+
+}  // namespace wf::catalog::detail

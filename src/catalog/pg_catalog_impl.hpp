@@ -63,6 +63,11 @@ class PgCatalog final : public Catalog {
   Result<std::vector<DeletedFile>> deleted_files(std::string_view project) override;
   Result<TokenRecord> revoke_token(std::int64_t id, const Actor& by) override;
   Result<TokenRecord> insert_token(const TokenRecord& token, const Actor& by) override;
+  Result<PublisherRecord> insert_publisher(const PublisherRecord& publisher,
+                                           const Actor& by) override;
+  Result<PublisherRecord> remove_publisher(std::int64_t id, const Actor& by) override;
+  Result<std::vector<PublisherRecord>> publishers() override;
+  Result<TokenRecord> mint_token(const MintRequest& req, const Actor& by) override;
   Result<std::vector<TokenRecord>> tokens() override;
   Status record_token_uses(const std::vector<std::pair<std::int64_t, Micros>>& uses) override;
   Status record_upstream_blob(const UpstreamBlob& blob) override;

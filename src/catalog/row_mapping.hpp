@@ -167,6 +167,30 @@ inline std::string token_detail(const TokenRecord& t) {
   return d;
 }
 
+/// The columns publisher_from_row() reads, in its order.
+inline constexpr const char* kPublisherColumns =
+    "id, project, issuer, claims, description, created_at, created_by";
+
+/// A trusted_publishers row (kPublisherColumns).
+template <class Row>
+PublisherRecord publisher_from_row(const Row& q) {
+  return PublisherRecord{q.i64(0),  q.text(1), q.text(2), decode_claims(q.text(3)),
+                         q.text(4), q.i64(5),  q.text(6)};
+}
+
+/// The audit trail's target for a publisher: "publisher #ID".
+inline std::string publisher_target(std::int64_t id) {
+  return "publisher #" + std::to_string(id);
+}
+
+/// What a publisher's audit entry says about it: its issuer and claims.
+inline std::string publisher_detail(const PublisherRecord& p) {
+  std::string d = "issuer=" + p.issuer;
+  for (const auto& [k, v] : p.claims) d += " " + k + "=" + v;
+  if (!p.description.empty()) d += " description=" + p.description;
+  return d;
+}
+
 /// The record insert_file() returns with InsertOutcome::reserved: the deleted file whose
 /// name (and bytes) the new one would take.
 inline core::FileRecord reserved_record(const DeletedFile& d) {

@@ -1,5 +1,6 @@
 // Tokens (creation, revocation, last use) and the audit trail.
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -250,6 +251,140 @@ Result<std::vector<AuditRecord>> SqliteCatalog::audit(const AuditQuery& query) {
   }
   if (rc != SQLITE_DONE) return db_.error("audit query");
   return out;
+}
+
+}  // namespace wf::catalog::detail
+
+// Trusted publishers and minted tokens (docs/publishing.md, "Trusted publishing").
+namespace wf::catalog {
+
+std::string encode_claims(const std::vector<std::pair<std::string, std::string>>& c) {
+  auto sorted = c;
+  std::sort(sorted.begin(), sorted.end());
+  std::string out;
+  for (const auto& [k, v] : sorted) out += k + "=" + v + "\n";
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> decode_claims(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    const auto eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    out.emplace_back(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
+  }
+  return out;
+}
+
+}  // namespace wf::catalog
+
+namespace wf::catalog::detail {
+
+Result<PublisherRecord> SqliteCatalog::insert_publisher(const PublisherRecord& publisher,
+                                                        const Actor& by) {
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Result<PublisherRecord> {
+        PublisherRecord stored = publisher;
+        stored.claims = decode_claims(encode_claims(publisher.claims));
+        stored.created_by = by.label();
+        Stmt s(db_,
+               "INSERT INTO trusted_publishers (project, issuer, claims, description, created_at,"
+               " created_by) VALUES (?, ?, ?, ?, ?, ?)");
+        if (!s.valid()) return db_.error("prepare publisher insert");
+        s.bind(1, stored.project)
+            .bind(2, stored.issuer)
+            .bind(3, encode_claims(stored.claims))
+            .bind(4, stored.description)
+            .bind(5, stored.created_at)
+            .bind(6, stored.created_by);
+        if (s.step() != SQLITE_DONE) return db_.error("insert publisher");
+        stored.id = db_.last_insert_rowid();
+        if (auto st = append_audit_locked(AuditRecord{0, stored.created_at, "publisher-add", by,
+                                                      stored.project, publisher_target(stored.id),
+                                                      publisher_detail(stored)});
+            !st) {
+          return st.error();
+        }
+        return stored;
+      },
+      [](const auto&) { return true; });
+}
+
+Result<PublisherRecord> SqliteCatalog::remove_publisher(std::int64_t id, const Actor& by) {
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Result<PublisherRecord> {
+        Stmt s(db_, std::string("SELECT ") + kPublisherColumns +
+                        " FROM trusted_publishers WHERE id = ?");
+        s.bind(1, id);
+        if (s.step() != SQLITE_ROW) {
+          return make_error(Errc::not_found, "no publisher #" + std::to_string(id));
+        }
+        PublisherRecord p = publisher_from_row(s);
+        Stmt d(db_, "DELETE FROM trusted_publishers WHERE id = ?");
+        d.bind(1, id);
+        if (d.step() != SQLITE_DONE) return db_.error("remove publisher");
+        if (auto st = append_audit_locked(AuditRecord{0, 0, "publisher-remove", by, p.project,
+                                                      publisher_target(id), publisher_detail(p)});
+            !st) {
+          return st.error();
+        }
+        return p;
+      },
+      [](const auto&) { return true; });
+}
+
+Result<std::vector<PublisherRecord>> SqliteCatalog::publishers() {
+  std::lock_guard lock(mu_);
+  Stmt s(db_, std::string("SELECT ") + kPublisherColumns + " FROM trusted_publishers ORDER BY id");
+  if (!s.valid()) return db_.error("prepare publisher list");
+  std::vector<PublisherRecord> out;
+  int rc = SQLITE_ROW;
+  while ((rc = s.step()) == SQLITE_ROW) out.push_back(publisher_from_row(s));
+  if (rc != SQLITE_DONE) return db_.error("list publishers");
+  return out;
+}
+
+Result<TokenRecord> SqliteCatalog::mint_token(const MintRequest& req, const Actor& by) {
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Result<TokenRecord> {
+        Stmt forget(db_, "DELETE FROM oidc_jtis WHERE expires_at < ?");
+        forget.bind(1, req.token.created_at);
+        if (forget.step() != SQLITE_DONE) return db_.error("forget expired token ids");
+        Stmt j(db_, "INSERT INTO oidc_jtis (jti, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING");
+        j.bind(1, req.jti_key).bind(2, req.jti_until);
+        if (j.step() != SQLITE_DONE) return db_.error("record token id");
+        if (db_.changes() == 0) {
+          return make_error(Errc::conflict, "this OIDC token (its jti) was exchanged before");
+        }
+        Stmt s(db_,
+               "INSERT INTO tokens (hash, scope, project, description, created_at, expires_at,"
+               " created_by) VALUES (?, ?, ?, ?, ?, ?, ?)");
+        TokenRecord stored = req.token;
+        stored.created_by = by.label();
+        s.bind(1, stored.hash)
+            .bind(2, scope_name(stored.scope))
+            .bind(3, stored.project)
+            .bind(4, stored.description)
+            .bind(5, stored.created_at)
+            .bind(6, stored.expires_at)
+            .bind(7, stored.created_by);
+        if (s.step() != SQLITE_DONE) return db_.error("insert token");
+        stored.id = db_.last_insert_rowid();
+        if (auto st = append_audit_locked(
+                AuditRecord{0, stored.created_at, "token-create", by, stored.project.value_or(""),
+                            token_target(stored.id), token_detail(stored) + " " + req.detail});
+            !st) {
+          return st.error();
+        }
+        return stored;
+      },
+      [](const auto&) { return true; });
 }
 
 }  // namespace wf::catalog::detail

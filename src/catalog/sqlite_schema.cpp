@@ -243,9 +243,28 @@ ALTER TABLE jobs ADD COLUMN image TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN image_digest TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN engine_command TEXT NOT NULL DEFAULT '';
 )sql",
-    // 18 (the job queue's leases; numbered 18, after trusted publishers (17)): which runner
-    // claimed each job, and until when its claim holds unless its heartbeat renews it
-    // (jobs.hpp, JobStore::claim).
+    // 17: trusted publishing (docs/publishing.md): the CI identities allowed to mint upload
+    // tokens per project, and the ids (`jti`) of the OIDC tokens already exchanged, kept until
+    // those tokens expire so that none is exchanged twice. Neither changes a page.
+    R"sql(
+CREATE TABLE trusted_publishers (
+  id INTEGER PRIMARY KEY,
+  project TEXT NOT NULL,
+  issuer TEXT NOT NULL,
+  claims TEXT NOT NULL,
+  description TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  created_by TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX trusted_publishers_project ON trusted_publishers(project);
+CREATE TABLE oidc_jtis (
+  jti TEXT PRIMARY KEY,
+  expires_at INTEGER NOT NULL
+);
+CREATE INDEX oidc_jtis_expires ON oidc_jtis(expires_at);
+)sql",
+    // 18: the job queue's leases: which runner claimed each job, and until when its claim
+    // holds unless its heartbeat renews it (jobs.hpp, JobStore::claim).
     R"sql(
 ALTER TABLE jobs ADD COLUMN claimed_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN lease_expires_at INTEGER;

@@ -128,6 +128,11 @@ inline const std::vector<ExportTable>& export_tables() {
                "finished_at", "nvcc_path",      "nvcc_version",  "torch_version", "torch_cuda",
                "python_path", "python_version", "glibc_floor",   "build_number",  "executor_job",
                "image",       "image_digest",   "engine_command"})});
+    t.push_back({"trusted_publishers", "id",
+                 cols({"id", "created_at"}, {"id", "project", "issuer", "claims", "description",
+                                             "created_at", "created_by"})});
+    // Exchanged OIDC token ids: a copy keeps refusing them until their tokens expire.
+    t.push_back({"oidc_jtis", "jti", cols({"expires_at"}, {"jti", "expires_at"})});
     return t;
   }();
   return tables;

@@ -318,6 +318,39 @@ int run(int argc, char** argv) {
   token_revoke_opts.add_to(token_revoke, false);
   token_revoke->add_option("id", token_revoke_id, "token id (see token list)")->required();
 
+  // Trusted publishers: CI identities that exchange OIDC tokens for upload tokens.
+  auto* publisher = app.add_subcommand(
+      "publisher", "manage trusted publishers (CI jobs that upload without stored tokens)");
+  publisher->require_subcommand(1);
+  Common publisher_add_opts;
+  std::string publisher_project;
+  std::string publisher_issuer;
+  std::vector<std::string> publisher_claims;
+  std::string publisher_description;
+  auto* publisher_add = publisher->add_subcommand(
+      "add", "let a CI identity of a configured [[oidc_issuer]] upload to one project");
+  publisher_add_opts.add_to(publisher_add, false);
+  publisher_add->add_option("project", publisher_project, "project name")->required();
+  publisher_add->add_option("--issuer", publisher_issuer, "an [[oidc_issuer]] name")->required();
+  publisher_add
+      ->add_option("--claim", publisher_claims,
+                   "NAME=VALUE a token must carry, e.g. repository=org/repo (repeatable)")
+      ->required();
+  publisher_add->add_option("--description", publisher_description,
+                            "a note shown in publisher listings");
+  Common publisher_list_opts;
+  std::optional<std::string> publisher_list_project;
+  auto* publisher_list = publisher->add_subcommand("list", "list trusted publishers");
+  publisher_list_opts.add_to(publisher_list, false);
+  publisher_list->add_option("--project", publisher_list_project, "only this project's");
+  Common publisher_remove_opts;
+  std::int64_t publisher_remove_id = 0;
+  auto* publisher_remove =
+      publisher->add_subcommand("remove", "remove a trusted publisher by its id");
+  publisher_remove_opts.add_to(publisher_remove, false);
+  publisher_remove->add_option("id", publisher_remove_id, "publisher id (see publisher list)")
+      ->required();
+
   // Project claims: who may upload to a project besides admins.
   auto* project_cmd = app.add_subcommand("project", "list projects and manage their claims");
   project_cmd->require_subcommand(1);
@@ -383,6 +416,23 @@ int run(int argc, char** argv) {
                           : wf::core::ProjectClaim{wf::core::ClaimKind::admin, 0};
     }
     return wf::app::project_claim(*settings, release ? release_name : claim_name, claim);
+  }
+
+  if (publisher_add->parsed()) {
+    const auto configuration = publisher_add_opts.configuration();
+    if (!configuration) return 2;
+    return wf::app::publisher_add(*configuration, publisher_project, publisher_issuer,
+                                  publisher_claims, publisher_description);
+  }
+  if (publisher_list->parsed()) {
+    const auto settings = publisher_list_opts.settings();
+    if (!settings) return 2;
+    return wf::app::publisher_list(*settings, publisher_list_project);
+  }
+  if (publisher_remove->parsed()) {
+    const auto settings = publisher_remove_opts.settings();
+    if (!settings) return 2;
+    return wf::app::publisher_remove(*settings, publisher_remove_id);
   }
 
   if (token_list->parsed()) {

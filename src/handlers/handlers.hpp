@@ -106,6 +106,14 @@ Response handle_revoke_token(const Request& req, Context& ctx);
 /// GET /admin/audit?project=&since=&limit=: the audit trail, newest first.
 Response handle_audit(const Request& req, Context& ctx);
 
+// ---- trusted publishing (oidc.cpp) -----------------------------------------------------------
+Response handle_pytp_discovery(const Request& req, Context& ctx);
+Response handle_oidc_audience(const Request& req, Context& ctx);
+Response handle_oidc_mint(const Request& req, Context& ctx);
+Response handle_list_publishers(const Request& req, Context& ctx);
+Response handle_add_publisher(const Request& req, Context& ctx);
+Response handle_remove_publisher(const Request& req, Context& ctx);
+
 // ---- web UI (ui_pages.cpp, ui_builds.cpp): on a worker; each checks its caller --------------
 
 Response handle_home(const Request& req, Context& ctx);

@@ -42,6 +42,11 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/upload/*",                         kPut,    handle_put_upload,        file,  handler, worker,  kChanges, "upload"},
     {"/legacy",                           kPost,   handle_form_upload,       form,  upload,  worker,  kChanges, "legacy_upload"},
     {"/legacy/",                          kPost,   handle_form_upload,       form,  upload,  worker,  kChanges, "legacy_upload"},
+    // Trusted publishing (docs/publishing.md): open, the OIDC token is the credential.
+    {"/.well-known/pytp",                 kGet,    handle_pytp_discovery,    none,  open,    network, kReads,   "oidc"},
+    {"/.well-known/pytp/*",               kGet,    handle_pytp_discovery,    none,  open,    network, kReads,   "oidc"},
+    {"/_/oidc/audience",                  kGet,    handle_oidc_audience,     none,  open,    network, kReads,   "oidc"},
+    {"/_/oidc/mint-token",                kPost,   handle_oidc_mint,         small, open,    worker,  kChanges, "oidc"},
     // The admin API.
     // Yanks take upload tokens too: the handler allows them their own project's files.
     {"/admin/yank",                       kPost,   handle_yank,              small, upload,  worker,  kChanges, "admin"},
@@ -53,6 +58,9 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/admin/tokens",                     kPost,   handle_create_token,      small, admin,   worker,  kChanges, "admin"},
     {"/admin/tokens/{id}/revoke",         kPost,   handle_revoke_token,      small, admin,   worker,  kChanges, "admin"},
     {"/admin/audit",                      kGet,    handle_audit,             small, admin,   worker,  kReads,   "admin"},
+    {"/admin/publishers",                 kGet,    handle_list_publishers,   small, admin,   worker,  kReads,   "admin"},
+    {"/admin/publishers",                 kPost,   handle_add_publisher,     small, admin,   worker,  kChanges, "admin"},
+    {"/admin/publishers/{id}",            kDelete, handle_remove_publisher,  small, admin,   worker,  kChanges, "admin"},
     {"/admin/builds",                     kGet,    handle_list_builds,       small, admin,   worker,  kReads,   "admin"},
     {"/admin/builds",                     kPost,   handle_submit_build,      small, admin,   worker,  kReads,   "admin"},
     {"/admin/builds/{id}",                kGet,    handle_show_build,        small, admin,   worker,  kReads,   "admin"},

@@ -1,9 +1,9 @@
 """`wheelforge migrate` (docs/operations.md, "Moving an index"): an index built on SQLite + files
-with twine (uploads, a yank, a token that claimed its project) is copied into PostgreSQL + an S3
-store (pg_cluster.py, swift_s3.py), interrupted by SIGKILL after two blobs and run again; a
-server on the copy serves the same pages and hashes, keeps the yank, takes the token, and pip
-installs through the store's redirect; the copy is migrated back into a fresh SQLite + files
-data directory that holds every row of the original and passes fsck. A source blob whose bytes
+with twine (uploads, a yank, a token that claimed its project, a trusted publisher) is copied
+into PostgreSQL + an S3 store (pg_cluster.py, swift_s3.py), interrupted by SIGKILL after two
+blobs and run again; a server on the copy serves the same pages and hashes, keeps the yank,
+takes the token, and pip installs through the store's redirect; the copy is migrated back into
+a fresh SQLite + files data directory that holds every row of the original and passes fsck. A source blob whose bytes
 do not match its sha256 is refused, named, before any row is copied; a target that is the
 source is refused."""
 
@@ -20,7 +20,7 @@ from test_publish import output_of, twine
 from wfhelpers import clean_env, make_wheel, pip_args, run
 
 TABLES = ["tokens", "projects", "files", "deleted_files", "damaged_blobs", "upstream_blobs",
-          "audit", "builds", "jobs"]
+          "audit", "builds", "jobs", "trusted_publishers", "oidc_jtis"]
 
 
 def s3_config(harness, store: dict) -> Path:
@@ -64,8 +64,15 @@ def test_sqlite_files_to_postgres_s3_and_back(harness, pg_database, swift, artif
     data = str(harness.data_dir)
     yank = harness.cli("yank", "--data-dir", data, "mig-app", "1.0", "--reason", "broken")
     assert yank.returncode == 0, yank.stderr
+    issuer = harness.root / "issuer.toml"
+    issuer.write_text('[[oidc_issuer]]\nname = "github"\n'
+                      'url = "https://token.actions.githubusercontent.com"\n')
+    publisher = harness.cli("publisher", "add", "mig-app", "--issuer", "github", "--claim",
+                            "repository=example-org/mig-app", "--config", str(issuer),
+                            "--data-dir", data)
+    assert publisher.returncode == 0, publisher.stderr
     original = rows(harness.data_dir / "wheelforge.db")
-    assert original["audit"] and original["tokens"]
+    assert original["audit"] and original["tokens"] and original["trusted_publishers"]
 
     config = str(s3_config(harness, swift))
     prefix = "mig-" + uuid.uuid4().hex[:8]

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "wheelforge/auth/oidc.hpp"
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/core/build.hpp"
 #include "wheelforge/core/records.hpp"
@@ -172,6 +173,8 @@ struct Configuration {
   build::RunnerConfig build;
   /// [[upstream]] tables, in file order; none by default (docs/upstreams.md).
   std::vector<core::UpstreamConfig> upstreams;
+  /// [[oidc_issuer]] tables, in file order; none by default (docs/publishing.md).
+  std::vector<auth::oidc::IssuerConfig> oidc_issuers;
 };
 
 /// The outcome of loading the configuration.
@@ -226,6 +229,10 @@ struct ConfigCheck {
 /// The upstreams as TOML comment lines ("# upstream pypi: https://pypi.org/simple/, ..."), for
 /// `config check`; never a password.
 [[nodiscard]] std::string upstream_summary(const std::vector<core::UpstreamConfig>& upstreams);
+
+/// The [[oidc_issuer]] tables as TOML comment lines ("# oidc_issuer github: URL, audience ...,
+/// keys from ..., jwks_refetch_interval 60s"), for `config check`.
+[[nodiscard]] std::string oidc_summary(const std::vector<auth::oidc::IssuerConfig>& issuers);
 
 /// The URL the server described by `settings` is reached at: base_url when set, else
 /// http(s)://HOST:PORT from `listen` (https when tls_cert is set; a wildcard host 0.0.0.0 or
@@ -290,6 +297,18 @@ int token_revoke(const Settings& settings, std::int64_t id);
 int token_create(const Settings& settings, const std::string& scope,
                  const std::optional<std::string>& project, const std::string& description,
                  const std::optional<std::string>& expires);
+
+/// `wheelforge publisher add PROJECT --issuer NAME --claim NAME=VALUE...`: a trusted publisher
+/// of the project (docs/publishing.md); the issuer must be one of `configuration`'s
+/// [[oidc_issuer]] tables. Bad arguments exit 2.
+int publisher_add(const Configuration& configuration, const std::string& project,
+                  const std::string& issuer, const std::vector<std::string>& claims,
+                  const std::string& description);
+/// `wheelforge publisher list [--project NAME]`: id, project, issuer, claims, created (and by
+/// whom), description.
+int publisher_list(const Settings& settings, const std::optional<std::string>& project);
+/// `wheelforge publisher remove ID`.
+int publisher_remove(const Settings& settings, std::int64_t id);
 
 /// `wheelforge audit`: the audit trail, newest first: time, action, actor, address, project,
 /// target, detail. `since`: auth::parse_since's forms; a bad value or project exits 2.

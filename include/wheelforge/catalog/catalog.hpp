@@ -40,6 +40,35 @@ struct TokenRecord {
   [[nodiscard]] bool expired(Micros now) const { return expires_at && now >= *expires_at; }
 };
 
+/// A trusted publisher: a CI identity (an OIDC issuer and the claims its tokens must carry)
+/// allowed to exchange its OIDC token for a short-lived upload token of one project
+/// (docs/publishing.md, "Trusted publishing").
+struct PublisherRecord {
+  std::int64_t id = 0;
+  std::string project;  ///< normalized
+  std::string issuer;   ///< the name of a configured [[oidc_issuer]]
+  /// Claim name and the value a token must carry for it, all of them; sorted by name.
+  std::vector<std::pair<std::string, std::string>> claims;
+  std::string description;
+  Micros created_at = 0;
+  std::string created_by;  ///< Actor::label() of the admin who added it
+};
+
+/// The claims of a publisher in their stored form: "name=value" lines, sorted by name.
+[[nodiscard]] std::string encode_claims(const std::vector<std::pair<std::string, std::string>>& c);
+/// The stored form back (lines without '=' are skipped).
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> decode_claims(std::string_view text);
+
+/// A token minted for a trusted publisher (Catalog::mint_token): the token, the OIDC token's id
+/// that it used up, and until when that id must be remembered.
+struct MintRequest {
+  TokenRecord token;
+  std::string jti_key;   ///< the issuer and the OIDC token's `jti` (one key per token)
+  Micros jti_until = 0;  ///< the OIDC token's expiry: an id is forgotten after it
+  std::int64_t publisher_id = 0;
+  std::string detail;  ///< the audit entry's detail (the publisher, the claims that matched)
+};
+
 /// Who changes the catalog, as the audit trail records it.
 struct Actor {
   std::int64_t token_id = 0;  ///< the token that authenticated an HTTP request; 0: none
@@ -250,6 +279,20 @@ class Catalog {
 
   /// Every token (revoked ones too), with its last use, by id.
   [[nodiscard]] virtual Result<std::vector<TokenRecord>> tokens() = 0;
+
+  /// Adds a trusted publisher (audit action "publisher-add"); its `created_by` is `by`'s label.
+  [[nodiscard]] virtual Result<PublisherRecord> insert_publisher(const PublisherRecord& publisher,
+                                                                 const Actor& by) = 0;
+  /// Removes a trusted publisher (audit action "publisher-remove"). Errc::not_found if absent.
+  [[nodiscard]] virtual Result<PublisherRecord> remove_publisher(std::int64_t id,
+                                                                 const Actor& by) = 0;
+  /// Every trusted publisher, by id.
+  [[nodiscard]] virtual Result<std::vector<PublisherRecord>> publishers() = 0;
+  /// In one write transaction: forgets OIDC token ids whose tokens expired, records
+  /// `req.jti_key` (Errc::conflict when it is already recorded: the OIDC token was used
+  /// before, here or by another server on the same catalog), inserts `req.token` and appends
+  /// its "token-create" audit entry with `req.detail`. Returns the stored token.
+  [[nodiscard]] virtual Result<TokenRecord> mint_token(const MintRequest& req, const Actor& by) = 0;
 
   /// Records when tokens were last used (id, time; a time older than the recorded one is
   /// ignored). Does not move the generation: pages do not depend on it.

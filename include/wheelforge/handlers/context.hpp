@@ -16,6 +16,7 @@
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/handlers/legacy_upload.hpp"
 #include "wheelforge/handlers/metrics.hpp"
+#include "wheelforge/handlers/oidc.hpp"
 #include "wheelforge/handlers/ui_sessions.hpp"
 #include "wheelforge/handlers/upload.hpp"
 #include "wheelforge/handlers/upstreams.hpp"
@@ -106,6 +107,8 @@ struct Environment {
   /// With an object store: how file URLs are answered, and how long a presigned URL lives.
   FileServing file_serving = FileServing::redirect;
   std::chrono::seconds presign_expiry{300};
+  /// The issuers of trusted publishing; null when none is configured (docs/publishing.md).
+  OidcIssuers* oidc = nullptr;
 };
 
 /// The body of an upload route once it has arrived in full.

@@ -35,6 +35,8 @@ struct ServerConfig {
   /// With blobs in an object store: how file URLs are answered (docs/storage.md).
   handlers::FileServing file_serving = handlers::FileServing::redirect;
   std::chrono::seconds presign_expiry{300};
+  /// The issuers of trusted publishing (docs/publishing.md); null: none configured.
+  handlers::OidcIssuers* oidc = nullptr;
   /// HTTPS: PEM certificate chain and private key. Both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -699,6 +700,63 @@ TEST_F(ConfigTest, UpstreamPageDiskCacheIsASizeOneGigabyteByDefault) {
       << checked.problems[0];
 }
 
+TEST_F(ConfigTest, OidcIssuersWithTheirDefaultsAndEveryProblemNamed) {
+  auto checked = check_configuration(write(R"(
+[[oidc_issuer]]
+name = "github"
+url = "https://token.actions.githubusercontent.com/"
+
+[[oidc_issuer]]
+name = "k8s"
+url = "https://kubernetes.default.svc"
+audience = "wheels"
+jwks_url = "https://keys.example.com/k8s/jwks"
+jwks_refetch_interval = "5m"
+)"),
+                                     {});
+  for (const auto& p : checked.problems) ADD_FAILURE() << p;
+  ASSERT_TRUE(checked.config);
+  const auto& issuers = checked.config->oidc_issuers;
+  ASSERT_EQ(issuers.size(), 2U);
+  EXPECT_EQ(issuers[0].url, "https://token.actions.githubusercontent.com");
+  EXPECT_EQ(issuers[0].audience, "wheelforge");
+  EXPECT_EQ(issuers[0].jwks_url, "");
+  EXPECT_EQ(issuers[0].jwks_refetch_interval, std::chrono::seconds{60});
+  EXPECT_EQ(issuers[1].audience, "wheels");
+  EXPECT_EQ(issuers[1].jwks_refetch_interval, std::chrono::seconds{300});
+  EXPECT_EQ(oidc_summary(issuers),
+            "# oidc_issuer github: https://token.actions.githubusercontent.com, audience "
+            "wheelforge, keys from its discovery document, jwks_refetch_interval 60s\n"
+            "# oidc_issuer k8s: https://kubernetes.default.svc, audience wheels, keys from "
+            "https://keys.example.com/k8s/jwks, jwks_refetch_interval 300s\n");
+
+  checked = check_configuration(write(R"(
+[[oidc_issuer]]
+name = "GitHub"
+url = "ftp://example.com"
+jwks_refetch_interval = "2h"
+jwks = "x"
+
+[[oidc_issuer]]
+name = "gitlab"
+url = "https://gitlab.com"
+
+[[oidc_issuer]]
+name = "gitlab"
+url = "https://gitlab.com"
+jwks_refetch_interval = -1
+)"),
+                                {});
+  EXPECT_FALSE(checked.config);
+  expect_problems(checked.problems,
+                  {"oidc_issuer.GitHub.name: expected lower-case letters",
+                   "oidc_issuer.GitHub.url: expected an http:// or https:// URL",
+                   "oidc_issuer.GitHub.jwks_refetch_interval: expected a duration from 0s to 1h",
+                   "unknown setting 'jwks'", "oidc_issuer.gitlab.name: another [[oidc_issuer]]",
+                   "oidc_issuer.gitlab.url: another [[oidc_issuer]]",
+                   "oidc_issuer.gitlab.jwks_refetch_interval: expected a duration"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Documentation: every key the loader accepts is in the example file and in the table of its
 // part of docs/configuration.md, whose top-level defaults are those `config check` prints; the
@@ -770,14 +828,18 @@ TEST(ConfigDocs, EveryKeyIsInTheConfigurationReferenceUnderItsTable) {
   const std::string build = reference_part(reference, "[build]");
   const std::string recipes = reference_part(reference, "[recipes.NAME]");
   const std::string upstream = reference_part(reference, "[[upstream]]");
+  const std::string oidc = reference_part(reference, "[[oidc_issuer]]");
   const std::string s3 = reference_part(reference, "[s3]");
-  for (const auto* part : {&top, &build, &recipes, &upstream, &s3}) ASSERT_FALSE(part->empty());
+  for (const auto* part : {&top, &build, &recipes, &upstream, &oidc, &s3}) {
+    ASSERT_FALSE(part->empty());
+  }
   for (const auto& key : configuration_keys()) {
-    const std::string& part = key.starts_with("build.")      ? build
-                              : key.starts_with("recipes.")  ? recipes
-                              : key.starts_with("upstream.") ? upstream
-                              : key.starts_with("s3.")       ? s3
-                                                             : top;
+    const std::string& part = key.starts_with("build.")         ? build
+                              : key.starts_with("recipes.")     ? recipes
+                              : key.starts_with("upstream.")    ? upstream
+                              : key.starts_with("oidc_issuer.") ? oidc
+                              : key.starts_with("s3.")          ? s3
+                                                                : top;
     const std::string name = leaf(key);
     const bool in_table = part.find("`" + name + "`") != std::string::npos;
     EXPECT_TRUE(in_table || names_key(part, name))

@@ -84,6 +84,70 @@ INSTANTIATE_TEST_SUITE_P(Backends, AuditTest,
                                            backends::Backend::postgresql),
                          backends::BackendName());
 
+TEST_P(AuditTest, PublishersAndMintedTokensAreRecordedAndATokenIdIsUsedOnce) {
+  auto cat = open_cat();
+  ASSERT_TRUE(cat);
+  PublisherRecord p;
+  p.project = "demo-pkg";
+  p.issuer = "github";
+  p.claims = {{"repository", "o/demo"}, {"environment", "release"}};
+  p.created_at = now_micros();
+  auto added = (*cat)->insert_publisher(p, Actor{});
+  ASSERT_TRUE(added) << added.error().message;
+  EXPECT_EQ(added->created_by, "cli");
+  // Stored sorted by claim name.
+  EXPECT_EQ(added->claims.front().first, "environment");
+  auto listed = (*cat)->publishers();
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->size(), 1U);
+  EXPECT_EQ(listed->front().claims, added->claims);
+
+  // A second catalog on the same database stands for another server.
+  auto other = open_cat();
+  ASSERT_TRUE(other);
+  MintRequest mint;
+  mint.token = token("wf_minted", Scope::upload);
+  mint.token.project = "demo-pkg";
+  mint.token.expires_at = mint.token.created_at + 900'000'000;
+  mint.jti_key = "https://issuer.example jti-1";
+  mint.jti_until = mint.token.created_at + 300'000'000;
+  mint.detail = "origin=oidc publisher=#1";
+  Actor oidc;
+  oidc.origin = "oidc";
+  auto minted = (*cat)->mint_token(mint, oidc);
+  ASSERT_TRUE(minted) << minted.error().message;
+  mint.token.hash = "hash-of-another";
+  auto again = (*other)->mint_token(mint, oidc);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, Errc::conflict);
+  // Ids of expired tokens are forgotten at the next mint.
+  mint.jti_key = "https://issuer.example jti-2";
+  mint.jti_until = mint.token.created_at - 1;
+  ASSERT_TRUE((*other)->mint_token(mint, oidc));
+  mint.token.hash = "hash-of-a-third";  // same time: the id expired before it
+  ASSERT_TRUE((*cat)->mint_token(mint, oidc));
+
+  auto removed = (*cat)->remove_publisher(added->id, Actor{});
+  ASSERT_TRUE(removed);
+  EXPECT_EQ((*cat)->remove_publisher(added->id, Actor{}).error().code, Errc::not_found);
+  AuditQuery q;
+  q.project = "demo-pkg";
+  q.limit = 100;
+  auto trail = (*cat)->audit(q);
+  ASSERT_TRUE(trail);
+  std::string actions;
+  for (const auto& e : *trail) actions = e.action + (actions.empty() ? "" : " ") + actions;
+  EXPECT_EQ(actions, "publisher-add token-create token-create token-create publisher-remove");
+  bool origin_named = false;
+  for (const auto& e : *trail) {
+    if (e.action == "token-create") {
+      origin_named = origin_named || (e.detail.find("origin=oidc") != std::string::npos &&
+                                      e.actor.origin == "oidc");
+    }
+  }
+  EXPECT_TRUE(origin_named);
+}
+
 /// Tests of SQLite internals (older schemas).
 using SqliteAuditTest = AuditTestBase;
 

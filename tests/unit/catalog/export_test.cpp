@@ -1,6 +1,7 @@
-// Catalog::export_rows and import_rows (`wheelforge migrate`): every table copied from one
-// backend into the other, equal after the copy; a second import skips every row; ids kept and
-// later ids after them; a row held with other values is a conflict naming it.
+// Catalog::export_rows and import_rows (`wheelforge migrate`): every table (trusted publishers
+// and exchanged OIDC token ids too) copied from one backend into the other, equal after the
+// copy; a second import skips every row; ids kept and later ids after them; a row held with
+// other values is a conflict naming it.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -84,6 +85,24 @@ class ExportTest : public ::testing::TestWithParam<Backend> {
     ASSERT_TRUE(source_->delete_file("demo_pkg-1.0-1-py3-none-any.whl", Actor{}));
     ASSERT_TRUE(source_->record_upstream_blob(
         UpstreamBlob{std::string(64, 'u'), "pypi", "six-1.16.0-py2.py3-none-any.whl", 7, 1, 2}));
+    PublisherRecord p;
+    p.project = "demo-pkg";
+    p.issuer = "github";
+    p.claims = {{"repository", "example-org/demo-pkg"}, {"environment", "release"}};
+    p.description = "release job";
+    p.created_at = now_micros();
+    auto publisher = source_->insert_publisher(p, Actor{});
+    ASSERT_TRUE(publisher) << publisher.error().message;
+    MintRequest mint;
+    mint.token.hash = std::string(64, 'o');
+    mint.token.scope = Scope::upload;
+    mint.token.project = "demo-pkg";
+    mint.token.created_at = now_micros();
+    mint.token.expires_at = mint.token.created_at + 900'000'000;
+    mint.jti_key = "https://issuer.example jti-1";
+    mint.jti_until = mint.token.created_at + 600'000'000;
+    mint.publisher_id = publisher->id;
+    ASSERT_TRUE(source_->mint_token(mint, Actor{}));
   }
 
   fs::path dir_;
@@ -95,7 +114,7 @@ TEST_P(ExportTest, CopiesEveryTableIntoTheOtherBackendAndAgainSkipsEveryRow) {
   fill_source();
   auto tables = source_->export_rows();
   ASSERT_TRUE(tables) << tables.error().message;
-  ASSERT_EQ(tables->size(), 9U);
+  ASSERT_EQ(tables->size(), 11U);
   std::size_t rows = 0;
   for (const auto& t : *tables) {
     auto counts = target_->import_rows(t);
@@ -104,7 +123,8 @@ TEST_P(ExportTest, CopiesEveryTableIntoTheOtherBackendAndAgainSkipsEveryRow) {
     EXPECT_EQ(counts->skipped, 0U) << t.table;
     rows += t.rows.size();
   }
-  EXPECT_GE(rows, 8U);  // token, project, file, deleted file, upstream blob, 3+ audit rows
+  EXPECT_GE(rows,
+            10U);  // tokens, project, file, deleted file, upstream blob, publisher, jti, audit
 
   auto copied = target_->export_rows();
   ASSERT_TRUE(copied) << copied.error().message;
@@ -117,6 +137,20 @@ TEST_P(ExportTest, CopiesEveryTableIntoTheOtherBackendAndAgainSkipsEveryRow) {
   EXPECT_EQ(contents->files[0].yanked, std::optional<std::string>("broken"));
   ASSERT_EQ(contents->projects.size(), 1U);
   EXPECT_EQ(contents->projects[0].claim.kind, core::ClaimKind::token);
+  // Trusted publishers are copied, and an exchanged OIDC token id stays used.
+  auto publishers = target_->publishers();
+  ASSERT_TRUE(publishers) << publishers.error().message;
+  ASSERT_EQ(publishers->size(), 1U);
+  EXPECT_EQ((*publishers)[0].project, "demo-pkg");
+  EXPECT_EQ((*publishers)[0].claims.size(), 2U);
+  MintRequest replay;
+  replay.token.hash = std::string(64, 'r');
+  replay.token.created_at = now_micros();
+  replay.jti_key = "https://issuer.example jti-1";
+  replay.jti_until = replay.token.created_at + 600'000'000;
+  auto replayed = target_->mint_token(replay, Actor{});
+  ASSERT_FALSE(replayed);
+  EXPECT_EQ(replayed.error().code, Errc::conflict);
   auto reserved = target_->is_reserved("demo_pkg-1.0-1-py3-none-any.whl");
   ASSERT_TRUE(reserved);
   EXPECT_TRUE(*reserved);

@@ -39,8 +39,8 @@ inline std::string undo_migrations_after(int version) {
       {16,
        "ALTER TABLE jobs DROP COLUMN image; ALTER TABLE jobs DROP COLUMN image_digest;"
        " ALTER TABLE jobs DROP COLUMN engine_command;"},
-      // The job queue's leases: SQLite migration 18 once trusted publishers (17) are before it.
-      {17,
+      {17, "DROP TABLE oidc_jtis; DROP TABLE trusted_publishers;"},
+      {18,
        "ALTER TABLE jobs DROP COLUMN claimed_by; ALTER TABLE jobs DROP COLUMN lease_expires_at;"},
   };
   std::string sql;

@@ -1,0 +1,157 @@
+// The [[oidc_issuer]] tables: the OIDC issuers whose tokens trusted publishing exchanges for
+// upload tokens (docs/publishing.md, docs/configuration.md "[[oidc_issuer]]").
+
+#include <algorithm>
+#include <array>
+
+#include "config_readers.hpp"
+#include "config_tables.hpp"
+#include "wheelforge/app/app.hpp"
+#include "wheelforge/util/strings.hpp"
+
+namespace wf::app::detail {
+namespace {
+
+using Issuer = auth::oidc::IssuerConfig;
+using IssuerReadFn = void (*)(const toml::node&, const std::string& key, Issuer&, ProblemList&);
+
+struct IssuerKey {
+  std::string_view name;
+  IssuerReadFn read;
+};
+
+bool valid_issuer_name(std::string_view name) {
+  if (name.empty() || name.size() > 64 || name.front() == '-') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+// An http(s) URL without query or fragment, its trailing '/' removed; nullopt otherwise.
+std::optional<std::string> issuer_url(const toml::node& node, const std::string& key,
+                                      ProblemList& p) {
+  auto v = read_string(node, key, p);
+  if (!v) return std::nullopt;
+  std::string url(trim(*v));
+  if (!http_url_rest(url)) {
+    p.push_back(key + ": expected an http:// or https:// URL without query or fragment, got '" +
+                clean(*v) + "'");
+    return std::nullopt;
+  }
+  while (url.ends_with('/')) url.pop_back();
+  return url;
+}
+
+const std::array kIssuerKeys{
+    IssuerKey{"name",
+              [](const toml::node& node, const std::string& key, Issuer& e, ProblemList& p) {
+                auto v = read_string(node, key, p);
+                if (!v) return;
+                if (!valid_issuer_name(*v)) {
+                  p.push_back(key +
+                              ": expected lower-case letters, digits and '-' (at most 64, not "
+                              "starting with '-'), got '" +
+                              clean(*v) + "'");
+                  return;
+                }
+                e.name = std::move(*v);
+              }},
+    IssuerKey{"url",
+              [](const toml::node& node, const std::string& key, Issuer& e, ProblemList& p) {
+                if (auto url = issuer_url(node, key, p)) e.url = std::move(*url);
+              }},
+    IssuerKey{"audience",
+              [](const toml::node& node, const std::string& key, Issuer& e, ProblemList& p) {
+                auto v = read_string(node, key, p);
+                if (!v) return;
+                if (v->empty() || v->size() > 200) {
+                  p.push_back(key + ": expected 1 to 200 characters");
+                  return;
+                }
+                e.audience = std::move(*v);
+              }},
+    IssuerKey{"jwks_url",
+              [](const toml::node& node, const std::string& key, Issuer& e, ProblemList& p) {
+                if (auto url = issuer_url(node, key, p)) e.jwks_url = std::move(*url);
+              }},
+    IssuerKey{"jwks_refetch_interval",
+              [](const toml::node& node, const std::string& key, Issuer& e, ProblemList& p) {
+                std::optional<std::chrono::seconds> d;
+                if (const auto i = node.value_exact<std::int64_t>(); i && *i >= 0) {
+                  d = std::chrono::seconds{*i};
+                } else if (const auto t = node.value_exact<std::string>()) {
+                  d = parse_duration(*t);
+                }
+                if (!d || *d > std::chrono::seconds{3600}) {
+                  p.push_back(key + ": expected a duration from 0s to 1h such as \"1m\", got " +
+                              spelled(node));
+                  return;
+                }
+                e.jwks_refetch_interval = *d;
+              }},
+};
+
+}  // namespace
+
+void read_oidc_tables(const toml::table& root, std::vector<auth::oidc::IssuerConfig>& issuers,
+                      ProblemList& problems) {
+  const auto* node = root.get("oidc_issuer");
+  if (node == nullptr) return;
+  const auto* array = node->as_array();
+  if (array == nullptr || !array->is_array_of_tables()) {
+    problems.push_back("oidc_issuer: expected [[oidc_issuer]] tables, got " + spelled(*node));
+    return;
+  }
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    const auto* table = (*array)[i].as_table();
+    Issuer e;
+    std::string where = "oidc_issuer[" + std::to_string(i) + "]";
+    if (const auto* n = table->get("name"); n != nullptr && n->is_string()) {
+      where = "oidc_issuer." + clean(*n->value<std::string>());
+    }
+    const std::size_t before = problems.size();
+    for (const auto& [k, value] : *table) {
+      const std::string name(k.str());
+      const auto row = std::find_if(kIssuerKeys.begin(), kIssuerKeys.end(),
+                                    [&](const IssuerKey& r) { return r.name == name; });
+      if (row == kIssuerKeys.end()) {
+        problems.push_back(unknown_key(name, "[[oidc_issuer]] " + where, row_names(kIssuerKeys)));
+      } else {
+        row->read(value, where + "." + name, e, problems);
+      }
+    }
+    if (table->get("name") == nullptr) problems.push_back(where + ".name: required");
+    if (table->get("url") == nullptr) problems.push_back(where + ".url: required");
+    for (const auto& other : issuers) {
+      if (!e.name.empty() && other.name == e.name) {
+        problems.push_back(where + ".name: another [[oidc_issuer]] has this name");
+      }
+      if (!e.url.empty() && other.url == e.url) {
+        problems.push_back(where + ".url: another [[oidc_issuer]] has this issuer URL");
+      }
+    }
+    if (problems.size() == before) issuers.push_back(std::move(e));
+  }
+}
+
+std::vector<std::string> oidc_keys() {
+  std::vector<std::string> keys;
+  for (const auto& row : kIssuerKeys) keys.push_back("oidc_issuer." + std::string(row.name));
+  return keys;
+}
+
+}  // namespace wf::app::detail
+
+namespace wf::app {
+
+std::string oidc_summary(const std::vector<auth::oidc::IssuerConfig>& issuers) {
+  std::string out;
+  for (const auto& i : issuers) {
+    out += "# oidc_issuer " + i.name + ": " + i.url + ", audience " + i.audience + ", keys from " +
+           (i.jwks_url.empty() ? std::string("its discovery document") : i.jwks_url) +
+           ", jwks_refetch_interval " + std::to_string(i.jwks_refetch_interval.count()) + "s\n";
+  }
+  return out;
+}
+
+}  // namespace wf::app
