@@ -136,6 +136,7 @@ void read_oidc_tables(const toml::table& root, std::vector<auth::oidc::IssuerCon
 
 std::vector<std::string> oidc_keys() {
   std::vector<std::string> keys;
+  keys.reserve(kIssuerKeys.size());
   for (const auto& row : kIssuerKeys) keys.push_back("oidc_issuer." + std::string(row.name));
   return keys;
 }

@@ -289,6 +289,7 @@ Result<std::vector<PublisherRecord>> PgCatalog::publishers() {
                                                  " FROM trusted_publishers ORDER BY id");
   if (!rows) return rows.error();
   std::vector<PublisherRecord> out;
+  out.reserve(static_cast<std::size_t>(rows->size()));
   for (int i = 0; i < rows->size(); ++i) out.push_back(publisher_from_row(Row(*rows, i)));
   return out;
 }
