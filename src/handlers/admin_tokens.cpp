@@ -21,15 +21,6 @@ constexpr std::size_t kMaxDescription = 200;
 constexpr std::size_t kAuditLimit = 1000;
 constexpr std::size_t kMaxAuditLimit = 10000;
 
-Response json_no_store(int status, std::string body) {
-  Response r;
-  r.status = status;
-  r.set("Content-Type", "application/json");
-  r.set("Cache-Control", "no-store");
-  r.body = std::move(body);
-  return r;
-}
-
 }  // namespace
 
 const catalog::TokenRecord* caller_token(const Request& req, const snapshot::Snapshot& snap) {

@@ -14,6 +14,15 @@ namespace wf::handlers {
 [[nodiscard]] inline Response not_found(std::string message) {
   return error_response(make_error(Errc::not_found, std::move(message)));
 }
+/// A JSON answer that no cache keeps (tokens, refusals that concern them).
+[[nodiscard]] inline Response json_no_store(int status, std::string body) {
+  Response r;
+  r.status = status;
+  r.set("Content-Type", "application/json");
+  r.set("Cache-Control", "no-store");
+  r.body = std::move(body);
+  return r;
+}
 /// The query's parameters, then the form body's.
 [[nodiscard]] inline std::vector<std::pair<std::string, std::string>> request_parameters(
     const Request& req) {

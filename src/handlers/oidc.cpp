@@ -28,19 +28,10 @@ constexpr Micros kMintedLifetime = 15LL * 60 * 1'000'000;
 /// Clock skew allowed between the issuer and this server, in seconds.
 constexpr std::int64_t kLeeway = 60;
 
-Response oidc_json(int status, std::string body) {
-  Response r;
-  r.status = status;
-  r.set("Content-Type", "application/json");
-  r.set("Cache-Control", "no-store");
-  r.body = std::move(body);
-  return r;
-}
-
 // Warehouse's refusal: 422 {"message": ..., "errors": [{"code": ..., "description": ...}]}.
 Response mint_refused(Context& ctx, std::string_view code, const std::string& description) {
   ctx.note = "trusted publishing refused: " + std::string(code) + ": " + description;
-  return oidc_json(422, render::render_mint_refusal(code, description));
+  return json_no_store(422, render::render_mint_refusal(code, description));
 }
 
 }  // namespace
@@ -112,14 +103,14 @@ Result<auth::oidc::KeySet> OidcIssuers::keys(const auth::oidc::IssuerConfig& iss
 
 Response handle_pytp_discovery(const Request& req, Context& ctx) {
   if (ctx.env.oidc == nullptr) return not_found("trusted publishing is not configured here");
-  return oidc_json(200, render::render_pytp_discovery(base_url(req)));
+  return json_no_store(200, render::render_pytp_discovery(base_url(req)));
 }
 
 Response handle_oidc_audience(const Request& /*req*/, Context& ctx) {
   if (ctx.env.oidc == nullptr || ctx.env.oidc->issuers().empty()) {
     return not_found("trusted publishing is not configured here");
   }
-  return oidc_json(200, render::render_oidc_audience(ctx.env.oidc->issuers().front().audience));
+  return json_no_store(200, render::render_oidc_audience(ctx.env.oidc->issuers().front().audience));
 }
 
 Response handle_oidc_mint(const Request& req, Context& ctx) {
@@ -205,7 +196,7 @@ Response handle_oidc_mint(const Request& req, Context& ctx) {
   ctx.changed = Changed::everything;
   ctx.note = "token #" + std::to_string(stored->id) + " minted for " + match->project +
              " (trusted publisher #" + std::to_string(match->id) + ")";
-  return oidc_json(200, render::render_minted_token(secret, *stored->expires_at / 1'000'000));
+  return json_no_store(200, render::render_minted_token(secret, *stored->expires_at / 1'000'000));
 }
 
 Response handle_list_publishers(const Request& req, Context& ctx) {
@@ -224,7 +215,7 @@ Response handle_list_publishers(const Request& req, Context& ctx) {
   for (auto& p : *all) {
     if (!project || p.project == *project) shown.push_back(std::move(p));
   }
-  return oidc_json(200, render::render_publishers(shown));
+  return json_no_store(200, render::render_publishers(shown));
 }
 
 Response handle_add_publisher(const Request& req, Context& ctx) {
@@ -244,7 +235,7 @@ Response handle_add_publisher(const Request& req, Context& ctx) {
   if (!stored) return error_response(stored.error());
   ctx.changed = Changed::nothing;
   ctx.note = "publisher #" + std::to_string(stored->id) + " added for " + stored->project;
-  return oidc_json(201, render::render_publisher(*stored));
+  return json_no_store(201, render::render_publisher(*stored));
 }
 
 Response handle_remove_publisher(const Request& req, Context& ctx) {
@@ -255,7 +246,7 @@ Response handle_remove_publisher(const Request& req, Context& ctx) {
   if (!removed) return error_response(removed.error());
   ctx.changed = Changed::nothing;
   ctx.note = "publisher #" + std::to_string(removed->id) + " removed";
-  return oidc_json(200, render::render_publisher(*removed));
+  return json_no_store(200, render::render_publisher(*removed));
 }
 
 }  // namespace wf::handlers
