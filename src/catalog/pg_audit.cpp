@@ -103,7 +103,7 @@ Status PgCatalog::record_token_uses(const std::vector<std::pair<std::int64_t, Mi
         }
         return ok_status();
       },
-      kKeep);
+      kKeep, pg::Conn::WriteLock::shared);
 }
 
 Status PgCatalog::record_upstream_blob(const UpstreamBlob& blob) {

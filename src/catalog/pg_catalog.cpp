@@ -2,6 +2,7 @@
 // pg_catalog_impl.hpp; yanks, claims and damage records in pg_edits.cpp; tokens and the audit
 // trail in pg_audit.cpp; the schema in pg_schema.cpp).
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -60,8 +61,13 @@ Result<PgCatalog::Inserted> PgCatalog::insert_file(const NewFile& nf,
                                                    const std::function<Status()>& publish) {
   std::lock_guard lock(mu_);
   // Only a new row is committed; identical and conflict answers change nothing.
-  return conn_->write_transaction([&] { return insert_file_locked(nf, publish); },
-                                  [](const auto& r) { return r.first == InsertOutcome::inserted; });
+  return conn_->write_transaction(
+      [&]() -> Result<Inserted> {
+        if (auto st = lock_projects_locked({nf.file.project}); !st) return st.error();
+        return insert_file_locked(nf, publish);
+      },
+      [](const auto& r) { return r.first == InsertOutcome::inserted; },
+      pg::Conn::WriteLock::shared);
 }
 
 Result<std::vector<Result<PgCatalog::Inserted>>> PgCatalog::insert_files(
@@ -73,6 +79,10 @@ Result<std::vector<Result<PgCatalog::Inserted>>> PgCatalog::insert_files(
   return conn_->write_transaction(
       [&]() -> Result<Results> {
         wrote = false;
+        std::vector<std::string> projects;
+        projects.reserve(files.size());
+        for (const auto& nf : files) projects.push_back(nf.file.project);
+        if (auto st = lock_projects_locked(std::move(projects)); !st) return st.error();
         Results results;
         results.reserve(files.size());
         for (std::size_t i = 0; i < files.size(); ++i) {
@@ -93,7 +103,23 @@ Result<std::vector<Result<PgCatalog::Inserted>>> PgCatalog::insert_files(
         }
         return results;
       },
-      [&](const Results&) { return wrote; });
+      [&](const Results&) { return wrote; }, pg::Conn::WriteLock::shared);
+}
+
+Status PgCatalog::lock_projects_locked(std::vector<std::string> projects) {
+  // One order for every transaction (sorted names): two writers of the same projects never
+  // wait for each other in a cycle. A hash collision only makes two projects wait in turn.
+  std::sort(projects.begin(), projects.end());
+  projects.erase(std::unique(projects.begin(), projects.end()), projects.end());
+  for (const auto& name : projects) {
+    // The two-key advisory locks ("wfpj", the name's hash) are apart from the one-key write
+    // and migration locks.
+    auto r =
+        conn_->exec("lock project '" + name + "'",
+                    "SELECT pg_advisory_xact_lock(2003202154, hashtext($1))", Params().add(name));
+    if (!r) return r.error();
+  }
+  return ok_status();
 }
 
 Result<std::uint64_t> PgCatalog::generation() {
@@ -309,9 +335,13 @@ Result<PgCatalog::Inserted> PgCatalog::insert_file_locked(const NewFile& nf,
 }
 
 Result<std::uint64_t> PgCatalog::generation_locked() {
-  auto rows = conn_->exec("read generation", "SELECT generation FROM meta WHERE id = 1");
+  // Each committed change adds one to one counter (migration 5): the sum moves with every
+  // change and never goes back.
+  auto rows = conn_->exec("read generation", "SELECT sum(n)::BIGINT FROM generations");
   if (!rows) return rows.error();
-  if (rows->empty()) return make_error(Errc::internal, conn_->name() + ": no generation row");
+  if (rows->empty() || rows->null(0, 0)) {
+    return make_error(Errc::internal, conn_->name() + ": no generation counters");
+  }
   return static_cast<std::uint64_t>(rows->i64(0, 0));
 }
 

@@ -3,11 +3,14 @@
 // (pg_catalog.cpp: files, projects and snapshots; pg_edits.cpp: yanks, claims, deletions,
 // damage records and findings; pg_audit.cpp: tokens, upstream blobs and the audit trail;
 // pg_schema.cpp: migrations and the openers). The semantics are SqliteCatalog's, statement for
-// statement: every write transaction first locks the one row of `meta` (Conn::set_write_lock),
-// so that writers from every process run one after another, as SQLite's BEGIN IMMEDIATE makes
-// them, and each check (one file per canonical name, claims, reservations, the uploader's
-// token) sees every commit before it. Reads run in one REPEATABLE READ snapshot. Every
-// function blocks on the database; one mutex serializes the connection.
+// statement, without SQLite's one writer at a time: a write that changes one project's files
+// (an upload, a yank, a claim, a deletion) runs beside the writes of other projects, and waits
+// only for those of its own project (an advisory lock per project name, lock_projects_locked),
+// so each of its checks (one file per canonical name, claims, reservations, variant
+// conflicts) sees every commit before it. The rest (tokens, imports, damage records) runs
+// alone, as before (Conn::WriteLock). The generation is the sum of 64 counters that triggers
+// move, each project on its own (PostgreSQL migration 5). Reads run in one REPEATABLE READ
+// snapshot. Every function blocks on the database; one mutex serializes the connection.
 
 #include <cstdint>
 #include <functional>
@@ -31,8 +34,11 @@ Status pg_migrate(pg::Conn& conn);
 /// Connects to `uri` and migrates its schema; the connection serializes writers.
 Result<std::unique_ptr<pg::Conn>> open_pg(std::string_view uri);
 
-/// The SQL that serializes writers (the row lock on `meta`).
-inline constexpr const char* kPgWriteLock = "SELECT generation FROM meta WHERE id = 1 FOR UPDATE";
+/// The write locks (Conn::set_write_locks): one advisory lock ("wfwrite" in ASCII), taken
+/// exclusively by a write that must run alone, shared by those that lock their projects.
+inline constexpr const char* kPgExclusiveWrite = "SELECT pg_advisory_xact_lock(33608185435223141)";
+inline constexpr const char* kPgSharedWrite =
+    "SELECT pg_advisory_xact_lock_shared(33608185435223141)";
 
 class PgCatalog final : public Catalog {
  public:
@@ -104,6 +110,9 @@ class PgCatalog final : public Catalog {
   Result<std::optional<DeletedFile>> find_reservation_locked(std::string_view filename);
   Result<Inserted> insert_file_locked(const NewFile& nf, const std::function<Status()>& publish);
   Status check_actor_token_locked(const Actor& by);
+  /// Waits for the writers of these projects (canonical names) and keeps new ones waiting
+  /// until this transaction ends; in a shared write transaction, before its first check.
+  Status lock_projects_locked(std::vector<std::string> projects);
   Result<std::optional<core::FileRecord>> variant_clash_locked(const core::FileRecord& f);
   // The outcome of an insert that stores nothing (the claim refuses the uploader, the name is
   // taken or reserved, the variant contradicts the release), nullopt when the file may be

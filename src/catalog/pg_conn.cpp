@@ -331,7 +331,7 @@ Status Conn::script(std::string_view what, const std::string& sql) {
   return e;
 }
 
-Status Conn::begin(bool read_only) {
+Status Conn::begin(bool read_only, WriteLock mode) {
   last_sqlstate_.clear();
   if (auto st = script("begin", read_only ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
                                           : "BEGIN ISOLATION LEVEL READ COMMITTED");
@@ -339,8 +339,9 @@ Status Conn::begin(bool read_only) {
     return st;
   }
   in_tx_ = true;
-  if (!read_only && !write_lock_.empty()) {
-    if (auto r = exec("take the write lock", write_lock_); !r) {
+  const std::string& lock = mode == WriteLock::exclusive ? exclusive_lock_ : shared_lock_;
+  if (!read_only && !lock.empty()) {
+    if (auto r = exec("take the write lock", lock); !r) {
       (void)rollback();
       return r.error();
     }

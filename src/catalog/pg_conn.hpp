@@ -122,9 +122,17 @@ class Conn {
   /// Runs SQL without parameters (may hold several statements).
   [[nodiscard]] Status script(std::string_view what, const std::string& sql);
 
-  /// SQL run right after BEGIN in every write transaction (a row lock that serializes
-  /// writers, e.g. "SELECT 1 FROM meta WHERE id = 1 FOR UPDATE"); empty: none.
-  void set_write_lock(std::string sql) { write_lock_ = std::move(sql); }
+  /// How a write transaction keeps out the others. `exclusive`: it waits for every other
+  /// writer and runs alone. `shared`: it runs beside other shared writers (each locks what its
+  /// checks depend on itself) and only an exclusive one keeps it waiting.
+  enum class WriteLock { exclusive, shared };
+
+  /// SQL run right after BEGIN in every write transaction, per WriteLock (e.g. an advisory
+  /// lock taken exclusively or shared); empty: none.
+  void set_write_locks(std::string exclusive, std::string shared) {
+    exclusive_lock_ = std::move(exclusive);
+    shared_lock_ = std::move(shared);
+  }
 
   /// SQL run after each committed write transaction, outside it (the change feed's NOTIFY);
   /// its failure is ignored (readers also poll). Empty: none.
@@ -141,13 +149,14 @@ class Conn {
   [[nodiscard]] Result<bool> wait_notification(std::chrono::milliseconds timeout);
 
   /// Runs `body` (which returns a Result or Status) inside a READ COMMITTED transaction that
-  /// first takes the write lock; commits when it succeeded and `keep(value)` says so, rolls
-  /// back otherwise. A serialization failure or deadlock runs the body again (at most 5
-  /// times). Returns the body's result, or the BEGIN or COMMIT error.
+  /// first takes the write lock in `mode`; commits when it succeeded and `keep(value)` says
+  /// so, rolls back otherwise. A serialization failure or deadlock runs the body again (at
+  /// most 5 times). Returns the body's result, or the BEGIN or COMMIT error.
   template <class Body, class Keep>
-  auto write_transaction(Body&& body, Keep&& keep) -> decltype(body()) {
+  auto write_transaction(Body&& body, Keep&& keep, WriteLock mode = WriteLock::exclusive)
+      -> decltype(body()) {
     for (int attempt = 1;; ++attempt) {
-      if (auto st = begin(false); !st) return st.error();
+      if (auto st = begin(false, mode); !st) return st.error();
       auto result = body();
       if (!result || !keep(*result)) {
         (void)rollback();
@@ -168,7 +177,7 @@ class Conn {
   /// snapshot.
   template <class Body>
   auto read_transaction(Body&& body) -> decltype(body()) {
-    if (auto st = begin(true); !st) return st.error();
+    if (auto st = begin(true, WriteLock::shared); !st) return st.error();
     auto result = body();
     (void)commit();
     return result;
@@ -181,7 +190,7 @@ class Conn {
   Status ensure_connected();
   /// The Error of the failed call, classified; drops a broken connection.
   Error failure(std::string_view what, pg_result* res);
-  Status begin(bool read_only);
+  Status begin(bool read_only, WriteLock mode);
   Status commit();
   Status rollback();
   /// Runs after_commit_ (if any), ignoring its failure.
@@ -191,7 +200,8 @@ class Conn {
 
   std::string uri_;
   std::string name_;
-  std::string write_lock_;
+  std::string exclusive_lock_;
+  std::string shared_lock_;
   std::string after_commit_;
   std::uint64_t connects_ = 0;
   std::string last_sqlstate_;

@@ -35,7 +35,11 @@ Result<std::vector<std::string>> PgCatalog::set_yanked(std::string_view project,
   }
   std::lock_guard lock(mu_);
   return conn_->write_transaction(
-      [&] { return set_yanked_locked(project, wanted, filename, reason, by); }, kKeepEvery);
+      [&]() -> Result<std::vector<std::string>> {
+        if (auto st = lock_projects_locked({std::string(project)}); !st) return st.error();
+        return set_yanked_locked(project, wanted, filename, reason, by);
+      },
+      kKeepEvery, pg::Conn::WriteLock::shared);
 }
 
 Result<std::vector<std::string>> PgCatalog::set_yanked_locked(
@@ -83,6 +87,7 @@ Result<core::ProjectRecord> PgCatalog::set_claim(std::string_view project,
   std::lock_guard lock(mu_);
   return conn_->write_transaction(
       [&]() -> Result<core::ProjectRecord> {
+        if (auto st = lock_projects_locked({std::string(project)}); !st) return st.error();
         auto updated = set_claim_locked(project, claim);
         if (!updated) return updated;
         const bool release = claim.kind == core::ClaimKind::unclaimed;
@@ -94,7 +99,7 @@ Result<core::ProjectRecord> PgCatalog::set_claim(std::string_view project,
         }
         return updated;
       },
-      kKeepEvery);
+      kKeepEvery, pg::Conn::WriteLock::shared);
 }
 
 Result<core::ProjectRecord> PgCatalog::set_claim_locked(std::string_view project,
@@ -167,6 +172,13 @@ Result<core::FileRecord> PgCatalog::delete_file(std::string_view filename, const
   std::lock_guard lock(mu_);
   return conn_->write_transaction(
       [&]() -> Result<core::FileRecord> {
+        // The file's project first (a file never moves to another project), then the file
+        // again under that project's lock.
+        auto found = find_file_locked(filename);
+        if (!found) return found.error();
+        if (found->has_value()) {
+          if (auto st = lock_projects_locked({(*found)->project}); !st) return st.error();
+        }
         auto deleted = delete_file_locked(filename);
         if (!deleted) return deleted;
         if (auto st =
@@ -177,7 +189,7 @@ Result<core::FileRecord> PgCatalog::delete_file(std::string_view filename, const
         }
         return deleted;
       },
-      kKeepEvery);
+      kKeepEvery, pg::Conn::WriteLock::shared);
 }
 
 Result<core::FileRecord> PgCatalog::delete_file_locked(std::string_view filename) {

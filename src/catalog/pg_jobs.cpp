@@ -83,7 +83,7 @@ class PgJobStore final : public JobStore {
           }
           return Created{std::move(b), std::move(jobs)};
         },
-        [](const Created&) { return true; });
+        [](const Created&) { return true; }, pg::Conn::WriteLock::shared);
   }
 
   Result<std::vector<BuildRecord>> list_builds(std::size_t limit) override {
@@ -138,14 +138,16 @@ class PgJobStore final : public JobStore {
                                const std::string& reason) override {
     std::lock_guard lock(mu_);
     return conn_->write_transaction([&] { return transition_locked(id, to, reason); },
-                                    [](const JobRecord&) { return true; });
+                                    [](const JobRecord&) { return true; },
+                                    pg::Conn::WriteLock::shared);
   }
 
   Result<JobRecord> transition_as(const std::string& runner, std::int64_t id, core::JobState to,
                                   const std::string& reason) override {
     std::lock_guard lock(mu_);
     return conn_->write_transaction([&] { return transition_locked(id, to, reason, &runner); },
-                                    [](const JobRecord&) { return true; });
+                                    [](const JobRecord&) { return true; },
+                                    pg::Conn::WriteLock::shared);
   }
 
   Result<std::optional<JobRecord>> claim(std::int64_t id, const std::string& runner,

@@ -256,6 +256,45 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS claimed_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS lease_expires_at BIGINT;
 CREATE INDEX IF NOT EXISTS jobs_lease ON jobs(lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 )sql",
+    // 5: no global write lock (pg_catalog_impl.hpp). The generation was one row that every
+    // change updated, so writers of different projects waited for each other's commits; it is
+    // now the sum of 64 counters, and a change moves the one of its project (files and
+    // projects), token or blob, which goes on from the old value. The write lock is an
+    // advisory lock (writers of one project lock that project), so `meta` is read no more.
+    R"sql(
+CREATE TABLE generations (shard INTEGER PRIMARY KEY, n BIGINT NOT NULL);
+INSERT INTO generations (shard, n)
+  SELECT s, CASE WHEN s = 0 THEN (SELECT generation FROM meta WHERE id = 1) ELSE 0 END
+  FROM generate_series(0, 63) AS s;
+CREATE OR REPLACE FUNCTION wheelforge_bump_generation() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  k TEXT;
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    k := to_jsonb(OLD) ->> TG_ARGV[0];
+  ELSE
+    k := to_jsonb(NEW) ->> TG_ARGV[0];
+  END IF;
+  UPDATE generations SET n = n + 1 WHERE shard = (hashtext(coalesce(k, '')) & 63);
+  RETURN NULL;
+END $$;
+DROP TRIGGER files_change ON files;
+CREATE TRIGGER files_change AFTER INSERT OR UPDATE OR DELETE ON files
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_bump_generation('project_id');
+DROP TRIGGER tokens_ins_del ON tokens;
+CREATE TRIGGER tokens_ins_del AFTER INSERT OR DELETE ON tokens
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_bump_generation('id');
+DROP TRIGGER tokens_upd ON tokens;
+CREATE TRIGGER tokens_upd AFTER UPDATE OF hash, scope, project, description, created_at,
+  revoked_at, expires_at, created_by ON tokens
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_bump_generation('id');
+DROP TRIGGER projects_upd ON projects;
+CREATE TRIGGER projects_upd AFTER UPDATE ON projects
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_bump_generation('id');
+DROP TRIGGER damaged_change ON damaged_blobs;
+CREATE TRIGGER damaged_change AFTER INSERT OR UPDATE OR DELETE ON damaged_blobs
+  FOR EACH ROW EXECUTE FUNCTION wheelforge_bump_generation('sha256');
+)sql",
 };
 
 // The advisory lock that keeps two openers from migrating at once ("wfschem" in ASCII).
@@ -306,7 +345,7 @@ Result<std::unique_ptr<pg::Conn>> open_pg(std::string_view uri) {
   auto conn = pg::Conn::open(std::string(uri));
   if (!conn) return conn.error();
   if (auto st = pg_migrate(**conn); !st) return st.error();
-  (*conn)->set_write_lock(kPgWriteLock);
+  (*conn)->set_write_locks(kPgExclusiveWrite, kPgSharedWrite);
   return std::move(*conn);
 }
 

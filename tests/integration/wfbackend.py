@@ -108,15 +108,16 @@ class PgS3:
 
     def sql(self, data_dir: Path, query: str) -> list[list[str]] | None:
         """Rows of a query on the data directory's database (None before it has one). A write
-        first takes the lock every write transaction of wheelforge takes first (the `meta` row),
-        in one transaction with it, so that it never deadlocks with a server's write."""
+        first takes wheelforge's write lock exclusively (the advisory lock every write transaction
+        takes first), in one transaction with it, so that it never deadlocks with a server's
+        write."""
         known = self.known(data_dir)
         if known is None:
             return None
         commands = ["-c", query]
         if re.match(r"\s*(UPDATE|INSERT|DELETE)\b", query, re.IGNORECASE):
             commands = ["-1", "-c", r"\o /dev/null", "-c",
-                        "SELECT generation FROM meta WHERE id = 1 FOR UPDATE", "-c", r"\o",
+                        "SELECT pg_advisory_xact_lock(33608185435223141)", "-c", r"\o",
                         *commands]
         proc = subprocess.run(
             [str(self.pg.bin / "psql"), "-X", "-A", "-t", "-F", "\x1f", "-R", "\x1e", "-v", "ON_ERROR_STOP=1",

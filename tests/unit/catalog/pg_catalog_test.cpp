@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <set>
 #include <string>
@@ -135,6 +136,67 @@ TEST_F(PgCatalogTest, ConcurrentOpenersOfAFreshDatabaseMigrateItOnce) {
   auto inserted = (*cat)->insert_file(wheel("demo_pkg-1.0-py3-none-any.whl", 'a'));
   ASSERT_TRUE(inserted) << inserted.error().message;
   EXPECT_EQ(inserted->first, InsertOutcome::inserted);
+}
+
+NewFile project_wheel(const std::string& project, const std::string& version, char sha) {
+  NewFile nf = wheel(project + "-" + version + "-py3-none-any.whl", sha);
+  nf.file.project = nf.display_name = project;
+  nf.file.version = version;
+  return nf;
+}
+
+// No global write lock: while one connection's upload to `alpha` is inside its transaction
+// (its publish step waits), another connection's upload to `beta` commits, and an upload to
+// `alpha` waits for the first one's commit. Each stored file moves the generation by one.
+TEST_F(PgCatalogTest, WritersOfOtherProjectsDoNotWaitForEachOther) {
+  auto a = open_catalog(uri_, dir_);
+  auto b = open_catalog(uri_, dir_);
+  auto c = open_catalog(uri_, dir_);
+  ASSERT_TRUE(a && b && c);
+  auto before = (*a)->generation();
+  ASSERT_TRUE(before) << before.error().message;
+
+  std::promise<void> inside;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto held = std::async(std::launch::async, [&] {
+    return (*a)->insert_file(project_wheel("alpha", "1.0", 'a'), [&]() -> Status {
+      inside.set_value();
+      released.wait();
+      return ok_status();
+    });
+  });
+  ASSERT_EQ(inside.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "the upload to alpha never reached its publish step";
+  auto other = std::async(std::launch::async,
+                          [&] { return (*b)->insert_file(project_wheel("beta", "1.0", 'b')); });
+  auto same = std::async(std::launch::async,
+                         [&] { return (*c)->insert_file(project_wheel("alpha", "2.0", 'c')); });
+  const bool other_done = other.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  const bool same_waited =
+      same.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout;
+  release.set_value();  // whatever happened, let every writer finish
+  EXPECT_TRUE(other_done) << "an upload to another project waited for alpha's transaction";
+  EXPECT_TRUE(same_waited) << "an upload to alpha did not wait for alpha's transaction";
+  for (auto* f : {&held, &other, &same}) {
+    auto r = f->get();
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->first, InsertOutcome::inserted);
+  }
+  auto after = (*a)->generation();
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_EQ(*after, *before + 3);
+  // An answer that stores nothing moves nothing.
+  auto again = (*b)->insert_file(project_wheel("beta", "1.0", 'b'));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->first, InsertOutcome::identical);
+  auto still = (*c)->generation();
+  ASSERT_TRUE(still);
+  EXPECT_EQ(*still, *after);
+  auto contents = (*c)->load();
+  ASSERT_TRUE(contents);
+  EXPECT_EQ(contents->generation, *after);
+  EXPECT_EQ(contents->files.size(), 3U);
 }
 
 TEST_F(PgCatalogTest, ALostConnectionIsUnavailableNamingTheDatabaseAndReconnects) {
