@@ -25,6 +25,7 @@
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/catalog/change_feed.hpp"
 #include "wheelforge/catalog/jobs.hpp"
+#include "wheelforge/catalog/shared_pages.hpp"
 #include "wheelforge/http/fetcher.hpp"
 #include "wheelforge/http/server.hpp"
 #include "wheelforge/ingest/ingestor.hpp"
@@ -243,6 +244,8 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
                                                       settings.upstream_page_cache);
     upstreams->set_file_cache_limit(settings.upstream_file_cache);
     upstreams->set_page_disk_limit(settings.upstream_page_disk_cache);
+    // On a shared catalog the servers share their upstream pages (docs/scale.md).
+    upstreams->share_pages(catalog::open_shared_pages(settings.catalog));
     for (const auto& u : configuration.upstreams) {
       log::info("upstream {}: {}", u.name, u.url);
     }

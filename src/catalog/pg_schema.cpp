@@ -295,6 +295,17 @@ DROP TRIGGER damaged_change ON damaged_blobs;
 CREATE TRIGGER damaged_change AFTER INSERT OR UPDATE OR DELETE ON damaged_blobs
   FOR EACH ROW EXECUTE FUNCTION wheelforge_bump_generation('sha256');
 )sql",
+    // 6: upstream pages shared by the servers (shared_pages.hpp): the copy one server fetched
+    // (the text of its disk copy) and until when a server's claim to fetch it runs.
+    R"sql(
+CREATE TABLE upstream_pages (
+  key TEXT PRIMARY KEY,
+  body TEXT,
+  validated BIGINT NOT NULL DEFAULT 0,
+  fetching_until BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX upstream_pages_validated ON upstream_pages(validated);
+)sql",
 };
 
 // The advisory lock that keeps two openers from migrating at once ("wfschem" in ASCII).

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <thread>
 
 #include "wheelforge/core/name.hpp"
 #include "wheelforge/render/upstream.hpp"
@@ -353,8 +355,15 @@ fs::path Upstreams::disk_path(const core::UpstreamConfig& u, std::string_view pr
 std::shared_ptr<const UpstreamPageEntry> Upstreams::read_disk(const core::UpstreamConfig& u,
                                                               std::string_view project) const {
   auto text = read_small_file(disk_path(u, project), core::kMaxUpstreamPageBytes + 4096);
-  if (!text || !text->starts_with(kDiskMagic)) return nullptr;
-  std::string_view rest = std::string_view(*text).substr(kDiskMagic.size());
+  if (!text) return nullptr;
+  return parse_copy(u, project, *text);
+}
+
+std::shared_ptr<const UpstreamPageEntry> Upstreams::parse_copy(const core::UpstreamConfig& u,
+                                                               std::string_view project,
+                                                               std::string_view text) const {
+  if (!text.starts_with(kDiskMagic)) return nullptr;
+  std::string_view rest = text.substr(kDiskMagic.size());
   const auto end = rest.find("\n\n");
   if (end == std::string_view::npos) return nullptr;
   const std::string_view head = rest.substr(0, end + 1);
@@ -393,9 +402,9 @@ std::shared_ptr<const UpstreamPageEntry> Upstreams::read_disk(const core::Upstre
   return entry;
 }
 
-void Upstreams::write_disk(const core::UpstreamConfig& u, std::string_view project,
-                           const UpstreamPageEntry& entry, std::string_view url,
-                           std::string_view content_type, std::string_view body) {
+std::string Upstreams::write_disk(const core::UpstreamConfig& u, std::string_view project,
+                                  const UpstreamPageEntry& entry, std::string_view url,
+                                  std::string_view content_type, std::string_view body) {
   std::string out(kDiskMagic);
   put_line(out, "status", entry.found ? "200" : "404");
   put_line(out, "url", url);
@@ -405,14 +414,20 @@ void Upstreams::write_disk(const core::UpstreamConfig& u, std::string_view proje
   put_line(out, "validated", std::to_string(entry.validated));
   out += '\n';
   out += body;
-  if (auto st = write_file_atomic(disk_path(u, project), out); !st) {
+  store_copy(u, project, out);
+  return out;
+}
+
+void Upstreams::store_copy(const core::UpstreamConfig& u, std::string_view project,
+                           const std::string& text) {
+  if (auto st = write_file_atomic(disk_path(u, project), text); !st) {
     // The memory copy still serves; the next fetch tries again.
     log::warn("upstream {}: cannot write the cached page of {}: {}", u.name, project,
               st.error().message);
     return;
   }
   const std::string key = u.name + '\n' + std::string(project);
-  note_disk_use(key, now_micros(), on_disk(out.size()));
+  note_disk_use(key, now_micros(), on_disk(text.size()));
   trim_disk(key);
 }
 
@@ -455,7 +470,8 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
     it->second = flight = std::make_shared<InFlight>();
   }
   counters.misses.fetch_add(1, std::memory_order_relaxed);
-  listing = fetch_page(index, project, now, std::move(cached));
+  listing = shared_ ? fetch_shared(index, project, now, std::move(cached))
+                    : fetch_page(index, project, now, std::move(cached));
   {
     std::lock_guard lock(mu_);
     flight->result = listing;
@@ -466,8 +482,92 @@ Upstreams::Listing Upstreams::page_of(std::size_t index, std::string_view projec
   return listing;
 }
 
+Upstreams::Listing Upstreams::fetch_shared(std::size_t index, std::string_view project, Micros now,
+                                           std::shared_ptr<const UpstreamPageEntry> cached) {
+  const core::UpstreamConfig& u = configs_[index];
+  const std::string key = u.name + '\n' + std::string(project);
+  const Micros ttl = static_cast<Micros>(u.metadata_ttl.count()) * 1'000'000;
+  const auto timeout = std::chrono::duration_cast<std::chrono::microseconds>(u.page_timeout);
+  // Another server's fetch is waited for as long as a fetch may take, then this one fetches.
+  const Micros give_up = now_micros() + timeout.count() + 1'000'000;
+  bool from_shared = false;
+  bool waited = false;
+  for (;;) {
+    const Micros at = now_micros();
+    auto look = shared_->look(key, now - ttl, at + timeout.count() + 5'000'000, at);
+    if (!look) {
+      // The catalog does not answer: this server fetches alone (its pages stay its own).
+      log::warn("upstream {}: shared page of {} not looked up: {}", u.name, project,
+                look.error().message);
+      return fetch_page(index, project, now, std::move(cached));
+    }
+    if (look->copy) {
+      auto theirs = parse_copy(u, project, look->copy->text);
+      if (theirs && (!cached || theirs->validated > cached->validated)) {
+        store_copy(u, project, look->copy->text);
+        note_known(index, project, *theirs);
+        remember(key, theirs);
+        cached = std::move(theirs);
+        from_shared = true;
+      } else if (theirs && cached && theirs->validated == cached->validated) {
+        from_shared = true;
+      }
+    }
+    if (cached && now - cached->validated < ttl) {
+      Listing listing;
+      listing.upstream = &u;
+      listing.entry = std::move(cached);
+      return listing;
+    }
+    if (look->fetch && waited) {
+      // The fetch this server waited for ended without a fresh copy: the upstream failed that
+      // server just now. The stale copy (if any) is served as a failed fetch serves it,
+      // rather than each server trying in turn.
+      if (auto st = shared_->release(key); !st) {
+        log::warn("upstream {}: shared page of {} not released: {}", u.name, project,
+                  st.error().message);
+      }
+      Listing listing;
+      listing.upstream = &u;
+      listing.error = make_error(Errc::upstream, u.name + " did not answer another server for " +
+                                                     std::string(project) + " just now");
+      if (cached) {
+        listing.stale_age = std::chrono::seconds((now - cached->validated) / 1'000'000);
+        listing.entry = std::move(cached);
+      }
+      return listing;
+    }
+    if (look->fetch) {
+      std::string copy;
+      bool confirmed = false;
+      Listing listing = fetch_page(index, project, now, cached, &copy, &confirmed);
+      Status shared = ok_status();
+      if (!copy.empty()) {
+        shared = shared_->put(key, catalog::SharedPages::Copy{std::move(copy), now});
+      } else if (confirmed && from_shared) {
+        shared = shared_->renew(key, now);
+      } else {
+        shared = shared_->release(key);
+      }
+      if (!shared) {
+        log::warn("upstream {}: shared page of {} not updated: {}", u.name, project,
+                  shared.error().message);
+      }
+      return listing;
+    }
+    if (now_micros() >= give_up) {
+      log::warn("upstream {}: the page of {} another server fetches did not come; fetching it",
+                u.name, project);
+      return fetch_page(index, project, now, std::move(cached));
+    }
+    waited = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 Upstreams::Listing Upstreams::fetch_page(std::size_t index, std::string_view project, Micros now,
-                                         std::shared_ptr<const UpstreamPageEntry> cached) {
+                                         std::shared_ptr<const UpstreamPageEntry> cached,
+                                         std::string* copy, bool* confirmed) {
   const core::UpstreamConfig& u = configs_[index];
   UpstreamCounters& counters = *counters_[index];
   Listing listing;
@@ -501,6 +601,7 @@ Upstreams::Listing Upstreams::fetch_page(std::size_t index, std::string_view pro
   counters.bytes.fetch_add(got->body_bytes, std::memory_order_relaxed);
   const int status = got->status;
   if (status == 304 && cached) {
+    if (confirmed != nullptr) *confirmed = true;
     auto renewed = std::make_shared<UpstreamPageEntry>(*cached);
     renewed->validated = now;
     remember(key, renewed);
@@ -528,8 +629,9 @@ Upstreams::Listing Upstreams::fetch_page(std::size_t index, std::string_view pro
   }
   entry->page.name = std::string(project);
   entry->cost = cost_of(*entry);
-  write_disk(u, project, *entry, got->url.empty() ? req.url : got->url, got->header("content-type"),
-             entry->found ? got->body : "");
+  std::string text = write_disk(u, project, *entry, got->url.empty() ? req.url : got->url,
+                                got->header("content-type"), entry->found ? got->body : "");
+  if (copy != nullptr) *copy = std::move(text);
   note_known(index, project, *entry);
   remember(key, entry);
   listing.entry = std::move(entry);

@@ -8,13 +8,14 @@ file name with different bytes have exactly one winner; the feed's LISTEN connec
 terminated by the database (pg_terminate_backend) leaves the replicas converging by polling
 and listening again; haproxy with docs/scale.md's rules in front of them lets pip install what
 twine uploaded a moment before (read your writes through the load balancer); a replica killed
-mid-upload leaves nothing visible, and a PostgreSQL restart loses nothing acknowledged.
-Real PostgreSQL 15, haproxy, Swift's S3 API, twine and wheelforge processes on
-loopback; runs under WF_TEST_BACKEND=pg-s3 (ctest integration-backends)."""
+mid-upload leaves nothing visible, and a PostgreSQL restart loses nothing acknowledged; five
+concurrent misses of one upstream page over three replicas make one upstream fetch. Real
+PostgreSQL 15, haproxy, Swift's S3 API, twine and wheelforge processes on loopback; runs under WF_TEST_BACKEND=pg-s3 (ctest integration-backends)."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import shutil
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from test_claims import admin_post
 from haproxy import Haproxy, documented_backend
 from test_pip import pip_python_or_skip
 from test_publish import output_of, twine
+from test_upstream import RecordingUpstream, write_config
 from wfhelpers import clean_env, make_wheel, pip_args, run, upload_awaiting_body, wait_for
 
 pytestmark = pytest.mark.skipif(
@@ -237,3 +239,36 @@ def test_a_replica_killed_mid_upload_leaves_nothing_and_a_database_restart_loses
         assert wait_for(lambda s=server: {kept.filename, after.filename} <= set(
             listing(s, "kill-demo")), timeout=5), server.log_tail()
         assert held.filename not in listing(server, "kill-demo")
+
+
+def test_five_misses_of_one_upstream_page_over_three_replicas_make_one_fetch(harness):
+    # An upstream that takes a second to answer: every request below misses while the first
+    # fetch runs. Alone, each replica would fetch the page once (its own misses share a fetch).
+    upstream = RecordingUpstream()
+    upstream.delay = 1.0
+    wheel = "shared_dep-1.0-py3-none-any.whl"
+    upstream.routes["/simple/shared-dep/"] = (
+        200, {"Content-Type": "text/html"},
+        f'<html><body><a href="../../files/{wheel}#sha256={"5" * 64}">{wheel}</a></body></html>'
+        .encode())
+    try:
+        config = write_config(harness, [{"name": "up", "url": upstream.url + "/simple/"}])
+        servers = [harness.serve("--config", str(config)) for _ in range(3)]
+        for s in servers:
+            assert wait_for(lambda s=s: s.get("/readyz").status == 200, timeout=10), s.log_tail()
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            pages = list(pool.map(lambda i: listing(servers[i % 3], "shared-dep"), range(5)))
+        assert all(list(p) == [wheel] for p in pages), pages
+        fetches = [path for path, _ in upstream.requests() if path == "/simple/shared-dep/"]
+        assert len(fetches) == 1, f"{len(fetches)} upstream fetches for five concurrent misses"
+        # The copy is the catalog's: a replica started now, with no disk copy of its own (the
+        # replicas of this test share one data directory: it is removed), lists the page
+        # without a fetch.
+        shutil.rmtree(harness.data_dir / "upstream" / "pages")
+        late = harness.serve("--config", str(config))
+        assert wait_for(lambda: late.get("/readyz").status == 200, timeout=10), late.log_tail()
+        assert list(listing(late, "shared-dep")) == [wheel]
+        fetches = [path for path, _ in upstream.requests() if path == "/simple/shared-dep/"]
+        assert len(fetches) == 1, fetches
+    finally:
+        upstream.stop()

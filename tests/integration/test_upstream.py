@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -849,11 +850,13 @@ def test_fetches_from_an_upstream_use_one_kept_connection(harness, artifacts, up
 class RecordingUpstream:
     """An HTTP server in this process that answers from `routes` (path -> (status, extra
     headers, body)) and records the Authorization header of every request (None when absent).
-    With `credentials` ("user:password"), a request without them gets 401."""
+    With `credentials` ("user:password"), a request without them gets 401. Each answer waits
+    `delay` seconds first (0: none)."""
 
     def __init__(self, credentials: str | None = None):
         self.routes: dict[str, tuple[int, dict[str, str], bytes]] = {}
         self.seen: list[tuple[str, str | None]] = []
+        self.delay = 0.0
         self._lock = threading.Lock()
         expected = None
         if credentials is not None:
@@ -877,6 +880,8 @@ class RecordingUpstream:
                     status, headers, body = 404, {}, b""
                 else:
                     status, headers, body = route
+                if upstream.delay:
+                    time.sleep(upstream.delay)
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)

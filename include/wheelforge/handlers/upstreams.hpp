@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/catalog/shared_pages.hpp"
 #include "wheelforge/core/upstream.hpp"
 #include "wheelforge/handlers/fetcher.hpp"
 #include "wheelforge/snapshot/snapshot.hpp"
@@ -236,6 +237,11 @@ class Upstreams {
   [[nodiscard]] std::size_t count_known(std::size_t index,
                                         const std::function<bool(std::string_view)>& pred) const;
 
+  /// Pages shared with the other servers of a PostgreSQL catalog (catalog/shared_pages.hpp):
+  /// a page this process misses is looked up there, and fetched by one server at a time.
+  /// Null (the default): this process fetches alone. Call at start, before any request.
+  void share_pages(std::unique_ptr<catalog::SharedPages> shared) { shared_ = std::move(shared); }
+
   /// The bound on the bytes of upstream files kept (Settings::upstream_file_cache; 0: none).
   void set_file_cache_limit(std::uint64_t bytes) { file_cache_limit_ = bytes; }
   [[nodiscard]] std::uint64_t file_cache_limit() const { return file_cache_limit_; }
@@ -245,8 +251,16 @@ class Upstreams {
 
  private:
   Listing page_of(std::size_t index, std::string_view project, Micros now);
+  /// Asks the upstream for the page (conditionally, when `cached`). `copy`, when given, is
+  /// set to the text of the disk copy written for a new answer; `confirmed` to true when the
+  /// upstream answered 304 for `cached`.
   Listing fetch_page(std::size_t index, std::string_view project, Micros now,
-                     std::shared_ptr<const UpstreamPageEntry> cached);
+                     std::shared_ptr<const UpstreamPageEntry> cached, std::string* copy = nullptr,
+                     bool* confirmed = nullptr);
+  /// page_of()'s miss with shared pages: the shared copy when it is fresh, else one fetch
+  /// among the servers (this one's when it claims the page, another's that it waits for).
+  Listing fetch_shared(std::size_t index, std::string_view project, Micros now,
+                       std::shared_ptr<const UpstreamPageEntry> cached);
   /// A page being fetched: the others that miss it wait for this answer.
   struct InFlight {
     std::condition_variable cv;
@@ -269,12 +283,20 @@ class Upstreams {
                                                 std::string_view project) const;
   std::shared_ptr<const UpstreamPageEntry> read_disk(const core::UpstreamConfig& u,
                                                      std::string_view project) const;
-  void write_disk(const core::UpstreamConfig& u, std::string_view project,
-                  const UpstreamPageEntry& entry, std::string_view url,
-                  std::string_view content_type, std::string_view body);
+  /// A page from the text of its disk copy; null when the text is not one.
+  std::shared_ptr<const UpstreamPageEntry> parse_copy(const core::UpstreamConfig& u,
+                                                      std::string_view project,
+                                                      std::string_view text) const;
+  /// Writes the disk copy (its text) and returns that text.
+  std::string write_disk(const core::UpstreamConfig& u, std::string_view project,
+                         const UpstreamPageEntry& entry, std::string_view url,
+                         std::string_view content_type, std::string_view body);
+  /// Writes `text` as the disk copy of the page, within the disk bound.
+  void store_copy(const core::UpstreamConfig& u, std::string_view project, const std::string& text);
 
   std::vector<core::UpstreamConfig> configs_;
   Fetcher& fetcher_;
+  std::unique_ptr<catalog::SharedPages> shared_;
   std::filesystem::path cache_dir_;
   std::uint64_t memory_limit_;
   std::vector<std::unique_ptr<UpstreamCounters>> counters_;

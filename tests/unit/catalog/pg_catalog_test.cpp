@@ -21,6 +21,7 @@
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/catalog/change_feed.hpp"
 #include "wheelforge/catalog/jobs.hpp"
+#include "wheelforge/catalog/shared_pages.hpp"
 
 namespace wf::catalog {
 namespace {
@@ -197,6 +198,71 @@ TEST_F(PgCatalogTest, WritersOfOtherProjectsDoNotWaitForEachOther) {
   ASSERT_TRUE(contents);
   EXPECT_EQ(contents->generation, *after);
   EXPECT_EQ(contents->files.size(), 3U);
+}
+
+// Upstream pages shared by servers: of two servers that miss a page, one claims it; the
+// other finds the claim and no copy, then the copy the first one stored; an old copy is
+// claimed again (with that copy, for a conditional fetch), a released or expired claim too.
+TEST_F(PgCatalogTest, SharedUpstreamPagesAreFetchedByOneServerAtATime) {
+  ASSERT_TRUE(open_catalog(uri_, dir_));  // migrates
+  EXPECT_EQ(open_shared_pages("sqlite"), nullptr);
+  auto one = open_shared_pages(uri_);
+  auto two = open_shared_pages(uri_);
+  ASSERT_TRUE(one && two);
+  const std::string key = "pypi\ndemo";
+  constexpr Micros kMinute = 60'000'000;
+  const Micros t = 1'000 * kMinute;
+
+  auto first = one->look(key, t - 10 * kMinute, t + kMinute, t);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_TRUE(first->fetch);
+  EXPECT_FALSE(first->copy);
+  auto second = two->look(key, t - 10 * kMinute, t + kMinute, t);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_FALSE(second->fetch);
+  EXPECT_FALSE(second->copy);
+
+  ASSERT_TRUE(one->put(key, SharedPages::Copy{"page text", t}));
+  auto fresh = two->look(key, t - 10 * kMinute, t + kMinute, t + 1);
+  ASSERT_TRUE(fresh);
+  EXPECT_FALSE(fresh->fetch);
+  ASSERT_TRUE(fresh->copy);
+  EXPECT_EQ(fresh->copy->text, "page text");
+  EXPECT_EQ(fresh->copy->validated, t);
+
+  // Ten minutes on, the copy is old: one server claims it and gets it for revalidation.
+  const Micros later = t + 11 * kMinute;
+  auto old = two->look(key, later - 10 * kMinute, later + kMinute, later);
+  ASSERT_TRUE(old);
+  EXPECT_TRUE(old->fetch);
+  ASSERT_TRUE(old->copy);
+  EXPECT_EQ(old->copy->text, "page text");
+  auto meanwhile = one->look(key, later - 10 * kMinute, later + kMinute, later);
+  ASSERT_TRUE(meanwhile);
+  EXPECT_FALSE(meanwhile->fetch);
+  ASSERT_TRUE(two->renew(key, later));  // a 304
+  auto renewed = one->look(key, later - 10 * kMinute, later + kMinute, later + 1);
+  ASSERT_TRUE(renewed);
+  EXPECT_FALSE(renewed->fetch);
+  ASSERT_TRUE(renewed->copy);
+  EXPECT_EQ(renewed->copy->validated, later);
+
+  // A released claim, and a claim whose server died (past its deadline), are claimed again.
+  const Micros much_later = later + 20 * kMinute;
+  auto claimed = one->look(key, much_later - 10 * kMinute, much_later + kMinute, much_later);
+  ASSERT_TRUE(claimed && claimed->fetch);
+  ASSERT_TRUE(one->release(key));
+  auto again = two->look(key, much_later - 10 * kMinute, much_later + kMinute, much_later);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->fetch);
+  auto before_deadline =
+      one->look(key, much_later - 10 * kMinute, much_later + 2 * kMinute, much_later + 1);
+  ASSERT_TRUE(before_deadline);
+  EXPECT_FALSE(before_deadline->fetch);
+  auto past_deadline =
+      one->look(key, much_later - 10 * kMinute, much_later + 3 * kMinute, much_later + kMinute);
+  ASSERT_TRUE(past_deadline);
+  EXPECT_TRUE(past_deadline->fetch);
 }
 
 TEST_F(PgCatalogTest, ALostConnectionIsUnavailableNamingTheDatabaseAndReconnects) {
