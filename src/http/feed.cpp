@@ -21,8 +21,20 @@ constexpr std::size_t kMaxProjectReloads = 16;
 // was cut off from the database for longer reloads everything when it is back).
 constexpr std::chrono::hours kFeedKeep{24};
 constexpr std::chrono::hours kFeedPruneEvery{1};
+// A feed not read for this long (ten polls) is the database out of reach, not a slow read:
+// answers then say how old the pages may be.
+constexpr std::int64_t kFeedStaleAfterMicros = 5'000'000;
 
 }  // namespace
+
+void Server::Impl::note_catalog_age(handlers::Response& r) const {
+  if (config.feed == nullptr) return;
+  const std::int64_t read_at = status.feed_read_at.load(std::memory_order_relaxed);
+  if (read_at == 0) return;
+  const std::int64_t age = now_micros() - read_at;
+  if (age < kFeedStaleAfterMicros) return;
+  r.set(handlers::kCatalogStaleHeader, "age=" + std::to_string(age / 1'000'000));
+}
 
 bool Server::Impl::follower_sleep(std::chrono::milliseconds d) {
   std::unique_lock lock(follower_mu);

@@ -223,6 +223,9 @@ struct Server::Impl {
   [[nodiscard]] std::uint64_t applied_position() const {
     return config.feed != nullptr ? status.feed_position.load() : generation.load();
   }
+  /// Adds Wheelforge-Catalog-Stale to `r` when this replica follows a change feed that it has
+  /// not read for kFeedStaleAfter (any thread; two atomic loads otherwise).
+  void note_catalog_age(handlers::Response& r) const;
   /// Calls `then(true)` on the calling network thread once this replica has applied
   /// `position`, or `then(false)` after config.position_wait.
   void wait_for_position(std::uint64_t position, std::function<void(bool)> then);

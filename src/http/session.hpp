@@ -66,7 +66,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   [[nodiscard]] bool keep_alive() const;
 
   /// Answers the current request (through the writer).
-  void send(Response r) { writer_.send(std::move(r)); }
+  void send(Response r) {
+    srv_.note_catalog_age(r);
+    writer_.send(std::move(r));
+  }
   /// Starts a chunked answer whose body the caller writes (through the writer).
   void write_chunked_head(const Response& meta, std::function<void(beast::error_code)> then) {
     writer_.write_chunked_head(meta, std::move(then));

@@ -221,14 +221,23 @@ def test_a_replica_killed_mid_upload_leaves_nothing_and_a_database_restart_loses
                        f"SELECT count(*) FROM files WHERE filename = '{held.filename}'")
     assert rows == [["0"]], rows
 
-    # PostgreSQL restarted: B and C keep serving their pages meanwhile, and afterwards every
-    # acknowledged file is listed, by them and by A started again, and new uploads spread.
+    # PostgreSQL restarted: B and C keep serving their pages meanwhile, saying how old they
+    # may be once their feed has gone unread for 5 s, and afterwards every acknowledged file
+    # is listed, by them and by A started again, and new uploads spread.
+    assert b.get("/simple/kill-demo/").header("Wheelforge-Catalog-Stale") is None
     pg_cluster.stop()
     try:
         for other in (b, c):
             assert kept.filename in listing(other, "kill-demo")
+        stale = wait_for(lambda: (r := b.get("/simple/kill-demo/")).header(
+            "Wheelforge-Catalog-Stale") and r, timeout=15)
+        assert stale and stale.status == 200 and kept.filename in stale.text, b.log_tail()
+        age = stale.header("Wheelforge-Catalog-Stale")
+        assert age.startswith("age=") and int(age[4:]) >= 5, age
     finally:
         pg_cluster.start()
+    assert wait_for(lambda: b.get("/simple/kill-demo/").header("Wheelforge-Catalog-Stale") is None,
+                    timeout=15), b.log_tail()
     after = make_wheel(artifacts, "kill-demo", "1.2", value="after")
     answer = wait_for(lambda: (r := b.put_file(after, token)).status != 503 and r, timeout=20)
     assert answer and answer.status == 201, (answer.status, answer.text) if answer else b.log_tail()

@@ -94,6 +94,10 @@ struct Response {
 /// a replica to answer only once it has applied a position.
 inline constexpr const char* kPositionHeader = "X-Wheelforge-Position";
 inline constexpr const char* kMinPositionHeader = "x-wheelforge-min-position";
+/// The answer header of a replica whose change feed has not been read for a while (the
+/// database is unreachable): `age=SECONDS` since it last was, how old its pages may be
+/// (docs/scale.md, "Operations").
+inline constexpr const char* kCatalogStaleHeader = "Wheelforge-Catalog-Stale";
 
 /// The position a request asks for (header first, then the query parameter); nullopt when it
 /// asks for none. Errc::invalid when the value is not a decimal number.

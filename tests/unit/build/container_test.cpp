@@ -204,20 +204,22 @@ class ContainerExecutorTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(work_ / "src");
     const fs::path engine = dir_ / "engine";
-    std::ofstream(engine) << "#!/bin/bash\n"
-                             "d="
-                          << dir_.string()
-                          << "\n"
-                             "if [ \"$1\" = rm ]; then\n"
-                             "  printf '%s\\n' \"$@\" > \"$d/rm-args.txt\"\n"
-                             "  kill \"$(cat \"$d/run.pid\")\" 2>/dev/null\n"
-                             "  exit 0\n"
-                             "fi\n"
-                             "printf '%s\\n' \"$@\" > \"$d/run-args.txt\"\n"
-                             "echo $$ > \"$d/run.pid\"\n"
-                             "echo \"a line from the container\"\n"
-                             "if [ -e \"$d/sleep\" ]; then sleep 60 & wait; exit 137; fi\n"
-                             "exit \"$(cat \"$d/exit\" 2>/dev/null || echo 0)\"\n";
+    std::ofstream(engine)
+        << "#!/bin/bash\n"
+           "d="
+        << dir_.string()
+        << "\n"
+           "if [ \"$1\" = rm ]; then\n"
+           "  printf '%s\\n' \"$@\" > \"$d/rm-args.txt\"\n"
+           "  kill \"$(cat \"$d/run.pid\")\" 2>/dev/null\n"
+           "  exit 0\n"
+           "fi\n"
+           "printf '%s\\n' \"$@\" > \"$d/run-args.txt\"\n"
+           // Renamed into place: `rm` never reads a pid file half written.
+           "echo $$ > \"$d/run.pid.tmp\" && mv \"$d/run.pid.tmp\" \"$d/run.pid\"\n"
+           "echo \"a line from the container\"\n"
+           "if [ -e \"$d/sleep\" ]; then sleep 60 & wait; exit 137; fi\n"
+           "exit \"$(cat \"$d/exit\" 2>/dev/null || echo 0)\"\n";
     fs::permissions(engine, fs::perms::owner_all);
     config_ = podman();
     config_.program = engine.string();
