@@ -96,6 +96,20 @@ void put_line(std::string& out, std::string_view name, std::string_view value) {
   out += '\n';
 }
 
+// The answer when the upstream could not be asked: `error`, and the copy last seen (if any),
+// served stale with its age.
+Upstreams::Listing failed_listing(const core::UpstreamConfig& u, Error error,
+                                  std::shared_ptr<const UpstreamPageEntry> seen, Micros now) {
+  Upstreams::Listing listing;
+  listing.upstream = &u;
+  listing.error = std::move(error);
+  if (seen) {
+    listing.stale_age = std::chrono::seconds((now - seen->validated) / 1'000'000);
+    listing.entry = std::move(seen);
+  }
+  return listing;
+}
+
 }  // namespace
 
 Upstreams::Upstreams(std::vector<core::UpstreamConfig> configs, Fetcher& fetcher,
@@ -359,9 +373,9 @@ std::shared_ptr<const UpstreamPageEntry> Upstreams::read_disk(const core::Upstre
   return parse_copy(u, project, *text);
 }
 
-std::shared_ptr<const UpstreamPageEntry> Upstreams::parse_copy(const core::UpstreamConfig& u,
-                                                               std::string_view project,
-                                                               std::string_view text) const {
+std::shared_ptr<UpstreamPageEntry> Upstreams::parse_copy(const core::UpstreamConfig& u,
+                                                         std::string_view project,
+                                                         std::string_view text) const {
   if (!text.starts_with(kDiskMagic)) return nullptr;
   std::string_view rest = text.substr(kDiskMagic.size());
   const auto end = rest.find("\n\n");
@@ -501,17 +515,20 @@ Upstreams::Listing Upstreams::fetch_shared(std::size_t index, std::string_view p
                 look.error().message);
       return fetch_page(index, project, now, std::move(cached));
     }
-    if (look->copy) {
-      auto theirs = parse_copy(u, project, look->copy->text);
-      if (theirs && (!cached || theirs->validated > cached->validated)) {
+    // The copy's validation time is the catalog's: a server that had the upstream confirm
+    // the page (304) moves it without rewriting the text. A copy is read only when it is
+    // newer than this server's, so waiting on another server's fetch parses nothing.
+    if (look->copy && (!cached || look->copy->validated > cached->validated)) {
+      if (auto theirs = parse_copy(u, project, look->copy->text)) {
+        theirs->validated = std::max(theirs->validated, look->copy->validated);
         store_copy(u, project, look->copy->text);
         note_known(index, project, *theirs);
         remember(key, theirs);
         cached = std::move(theirs);
         from_shared = true;
-      } else if (theirs && cached && theirs->validated == cached->validated) {
-        from_shared = true;
       }
+    } else if (look->copy && cached && look->copy->validated == cached->validated) {
+      from_shared = true;
     }
     if (cached && now - cached->validated < ttl) {
       Listing listing;
@@ -527,15 +544,11 @@ Upstreams::Listing Upstreams::fetch_shared(std::size_t index, std::string_view p
         log::warn("upstream {}: shared page of {} not released: {}", u.name, project,
                   st.error().message);
       }
-      Listing listing;
-      listing.upstream = &u;
-      listing.error = make_error(Errc::upstream, u.name + " did not answer another server for " +
-                                                     std::string(project) + " just now");
-      if (cached) {
-        listing.stale_age = std::chrono::seconds((now - cached->validated) / 1'000'000);
-        listing.entry = std::move(cached);
-      }
-      return listing;
+      return failed_listing(
+          u,
+          make_error(Errc::upstream, u.name + " did not answer another server for " +
+                                         std::string(project) + " just now"),
+          std::move(cached), now);
     }
     if (look->fetch) {
       std::string copy;
@@ -588,12 +601,7 @@ Upstreams::Listing Upstreams::fetch_page(std::size_t index, std::string_view pro
   const auto fail = [&](Error e) {
     counters.errors.fetch_add(1, std::memory_order_relaxed);
     log::warn("upstream {}: {}", u.name, e.message);
-    listing.error = std::move(e);
-    if (cached) {
-      listing.stale_age = std::chrono::seconds((now - cached->validated) / 1'000'000);
-      listing.entry = std::move(cached);
-    }
-    return listing;
+    return failed_listing(u, std::move(e), std::move(cached), now);
   };
 
   auto got = fetcher_.fetch(req);

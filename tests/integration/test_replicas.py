@@ -281,3 +281,36 @@ def test_five_misses_of_one_upstream_page_over_three_replicas_make_one_fetch(har
         assert len(fetches) == 1, fetches
     finally:
         upstream.stop()
+
+
+def test_a_page_the_upstream_confirms_again_serves_every_replica_without_another_fetch(harness):
+    # The upstream answers 304 to a conditional request. Once the page is older than its TTL,
+    # the replica that asks first revalidates it; the others then use the catalog's copy,
+    # whose validation time moved, rather than each asking the upstream in turn.
+    upstream = RecordingUpstream()
+    wheel = "renewed_dep-1.0-py3-none-any.whl"
+    upstream.routes["/simple/renewed-dep/"] = (
+        200, {"Content-Type": "text/html", "ETag": '"v1"'},
+        f'<html><body><a href="../../files/{wheel}#sha256={"6" * 64}">{wheel}</a></body></html>'
+        .encode())
+    try:
+        config = write_config(harness, [{"name": "up", "url": upstream.url + "/simple/",
+                                         "metadata_ttl": 2, "page_timeout": "20s"}])
+        servers = [harness.serve("--config", str(config)) for _ in range(3)]
+        for s in servers:
+            assert wait_for(lambda s=s: s.get("/readyz").status == 200, timeout=10), s.log_tail()
+
+        def asked():
+            return [path for path, _ in upstream.requests() if path == "/simple/renewed-dep/"]
+
+        for s in servers:
+            assert list(listing(s, "renewed-dep")) == [wheel]
+        assert len(asked()) == 1, asked()
+        time.sleep(2.5)  # past the TTL on every replica
+        assert list(listing(servers[0], "renewed-dep")) == [wheel]
+        assert len(asked()) == 2, asked()  # the revalidation (answered 304)
+        for s in servers[1:]:
+            assert list(listing(s, "renewed-dep")) == [wheel]
+        assert len(asked()) == 2, f"{len(asked()) - 2} more fetches after the 304"
+    finally:
+        upstream.stop()

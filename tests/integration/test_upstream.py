@@ -850,8 +850,9 @@ def test_fetches_from_an_upstream_use_one_kept_connection(harness, artifacts, up
 class RecordingUpstream:
     """An HTTP server in this process that answers from `routes` (path -> (status, extra
     headers, body)) and records the Authorization header of every request (None when absent).
-    With `credentials` ("user:password"), a request without them gets 401. Each answer waits
-    `delay` seconds first (0: none)."""
+    With `credentials` ("user:password"), a request without them gets 401. A route whose
+    headers have an ETag answers 304 to a request whose If-None-Match names it. Each answer
+    waits `delay` seconds first (0: none)."""
 
     def __init__(self, credentials: str | None = None):
         self.routes: dict[str, tuple[int, dict[str, str], bytes]] = {}
@@ -880,6 +881,9 @@ class RecordingUpstream:
                     status, headers, body = 404, {}, b""
                 else:
                     status, headers, body = route
+                    etag = headers.get("ETag")
+                    if etag is not None and self.headers.get("If-None-Match") == etag:
+                        status, headers, body = 304, {"ETag": etag}, b""
                 if upstream.delay:
                     time.sleep(upstream.delay)
                 self.send_response(status)

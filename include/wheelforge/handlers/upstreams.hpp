@@ -284,9 +284,9 @@ class Upstreams {
   std::shared_ptr<const UpstreamPageEntry> read_disk(const core::UpstreamConfig& u,
                                                      std::string_view project) const;
   /// A page from the text of its disk copy; null when the text is not one.
-  std::shared_ptr<const UpstreamPageEntry> parse_copy(const core::UpstreamConfig& u,
-                                                      std::string_view project,
-                                                      std::string_view text) const;
+  std::shared_ptr<UpstreamPageEntry> parse_copy(const core::UpstreamConfig& u,
+                                                std::string_view project,
+                                                std::string_view text) const;
   /// Writes the disk copy (its text) and returns that text.
   std::string write_disk(const core::UpstreamConfig& u, std::string_view project,
                          const UpstreamPageEntry& entry, std::string_view url,
