@@ -1,13 +1,15 @@
 // Google Benchmark micro-benchmarks of the hot pure functions: PEP 503 name normalization,
 // PEP 440 parsing and ordering, local-label parsing, view selection, and the rendering (and
 // gzip) of a variant-heavy project page shaped like bench/gen_corpus.py's flash-attn, and the
-// route table's lookup (once per request).
+// route table's lookup (once per request), and a snapshot's update for one project's change
+// against the whole catalog indexed.
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -21,6 +23,7 @@
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/handlers/routes.hpp"
 #include "wheelforge/render/simple.hpp"
+#include "wheelforge/snapshot/snapshot.hpp"
 
 namespace {
 
@@ -261,6 +264,73 @@ void BM_FindRoute(benchmark::State& state) {
   state.SetLabel(std::string(kTargets[static_cast<std::size_t>(state.range(0))].substr(0, 24)));
 }
 BENCHMARK(BM_FindRoute)->DenseRange(0, 3);
+
+// A catalog of `files` files, 20 a project (PyPI's shape), named as wheels are; with
+// `extra`, the last project has one file more.
+wf::catalog::Contents synthetic_catalog(std::size_t files, std::size_t first_project = 0,
+                                        bool extra = false) {
+  wf::catalog::Contents c;
+  constexpr std::size_t kPerProject = 20;
+  const std::size_t projects = std::max<std::size_t>(1, files / kPerProject);
+  c.projects.reserve(projects);
+  c.files.reserve(projects * kPerProject + 1);
+  for (std::size_t p = first_project; p < first_project + projects; ++p) {
+    std::string name = std::to_string(p);
+    name.insert(0, name.size() < 7 ? 7 - name.size() : 0, '0');
+    name.insert(0, 1, 'p');
+    c.projects.push_back(wf::core::ProjectRecord{name, name, 1, {}});
+    const std::size_t count = kPerProject + (extra && p + 1 == first_project + projects ? 1 : 0);
+    for (std::size_t v = 0; v < count; ++v) {
+      wf::core::FileRecord f;
+      f.project = name;
+      f.version = "1." + std::to_string(v);
+      f.filename = name + "-" + f.version + "-cp312-cp312-manylinux_2_28_x86_64.whl";
+      f.sha256 = std::to_string(std::hash<std::string>{}(f.filename));
+      f.sha256.resize(64, '0');
+      f.size = 1'000'000;
+      f.tags = wf::core::WheelTags{std::nullopt, "cp312", "cp312", "manylinux_2_28_x86_64",
+                                   std::nullopt};
+      c.files.push_back(std::move(f));
+    }
+  }
+  return c;
+}
+
+// One project's change (a 21st file) applied to a snapshot of N files: what a feed batch
+// naming one project, or an upload's own install, costs a replica. It should not grow with N.
+void BM_SnapshotUpdate(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto base = wf::snapshot::Snapshot::build(synthetic_catalog(n));
+  const auto change = synthetic_catalog(20, n / 20 / 2, true);
+  const std::string name = change.projects.front().name;
+  for (auto _ : state) {
+    auto contents = change;
+    benchmark::DoNotOptimize(wf::snapshot::Snapshot::update(*base, name, std::move(contents)));
+  }
+}
+BENCHMARK(BM_SnapshotUpdate)
+    ->Arg(20'000)
+    ->Arg(200'000)
+    ->Arg(1'000'000)
+    ->Unit(benchmark::kMicrosecond);
+
+// The whole catalog indexed (a full load's snapshot; before the parted indexes, every update
+// re-indexed all files, which is most of this).
+void BM_SnapshotBuild(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto catalog = synthetic_catalog(n);
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto contents = catalog;
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(wf::snapshot::Snapshot::build(std::move(contents)));
+  }
+}
+BENCHMARK(BM_SnapshotBuild)
+    ->Arg(20'000)
+    ->Arg(200'000)
+    ->Arg(1'000'000)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -15,8 +15,12 @@ namespace {
 // How often the feed is read without a NOTIFY (the safety net), and how long the follower
 // waits after a failed read before it tries again.
 constexpr std::chrono::milliseconds kFeedPoll{500};
-// More projects than this in one batch: one full load instead of a reload per project.
-constexpr std::size_t kMaxProjectReloads = 16;
+// More projects than this in one batch: one full load instead of a reload per project. A
+// reload costs a query and the project's files (the snapshot's indexes are shared, not
+// rebuilt), a full load every file of the catalog: up to one reload per thousand files (and at
+// least kMinProjectReloads) is the cheaper way.
+constexpr std::size_t kMinProjectReloads = 16;
+constexpr std::size_t kFilesPerProjectReload = 1'000;
 // Feed entries are kept a day; each replica prunes older ones once an hour (a replica that
 // was cut off from the database for longer reloads everything when it is back).
 constexpr std::chrono::hours kFeedKeep{24};
@@ -70,18 +74,20 @@ bool Server::Impl::apply_changes(const catalog::ChangePlan& plan) {
       }
       next = *loaded;
     } else {
-      next = base;
       // Tokens come with every project's load; a change of tokens alone loads no project.
       std::vector<std::string> names(plan.projects.begin(), plan.projects.end());
       if (names.empty()) names.emplace_back();
-      for (const auto& name : names) {
+      std::vector<snapshot::Snapshot::ProjectChange> changes;
+      changes.reserve(names.size());
+      for (auto& name : names) {
         auto contents = env.services.catalog->load_project(name);
         if (!contents) {
           log::error("catalog feed: reload of '{}' failed: {}", name, contents.error().message);
           return false;
         }
-        next = snapshot::Snapshot::update(*next, name, std::move(*contents));
+        changes.push_back({std::move(name), std::move(*contents)});
       }
+      next = snapshot::Snapshot::update(*base, std::move(changes));
     }
     if (install(next, base_install)) return true;
   }
@@ -92,7 +98,13 @@ Status Server::Impl::catch_up() {
   auto batch = config.feed->read(feed_from);
   if (!batch) return batch.error();
   if (!batch->changes.empty()) {
-    const auto plan = catalog::plan_changes(batch->changes, kMaxProjectReloads);
+    std::size_t files = 0;
+    {
+      std::lock_guard lock(snapshot_mu);
+      if (snapshot_) files = snapshot_->file_count();
+    }
+    const auto plan = catalog::plan_changes(
+        batch->changes, std::max(kMinProjectReloads, files / kFilesPerProjectReload));
     if (!apply_changes(plan)) {
       return make_error(Errc::unavailable, "the catalog's changes could not be loaded");
     }

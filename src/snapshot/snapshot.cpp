@@ -6,6 +6,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "snapshot/parted_index.hpp"
 #include "wheelforge/core/version.hpp"
 #include "wheelforge/crypto/digest.hpp"
 #include "wheelforge/render/api.hpp"
@@ -193,24 +194,44 @@ struct Snapshot::ProjectData {
   }
 };
 
+struct Snapshot::Indexes {
+  PartedIndex<core::FileRecord> file_by_name;
+  PartedIndex<core::FileRecord> file_by_sha256;
+  PartedIndex<core::FileRecord> damaged_by_name;
+  PartedIndex<ProjectData> project_by_name;
+
+  Indexes(std::size_t files, std::size_t projects)
+      : file_by_name(files), file_by_sha256(files), project_by_name(projects) {}
+
+  void add(const ProjectData& p) {
+    project_by_name.add(p.record.name, &p);
+    for (const auto& f : p.files) {
+      file_by_name.add(f.filename, &f);
+      file_by_sha256.add(f.sha256, &f);
+    }
+    for (const auto& f : p.damaged) damaged_by_name.add(f.filename, &f);
+  }
+  void remove(const ProjectData& p) {
+    project_by_name.remove(p.record.name, &p);
+    for (const auto& f : p.files) {
+      file_by_name.remove(f.filename, &f);
+      file_by_sha256.remove(f.sha256, &f);
+    }
+    for (const auto& f : p.damaged) damaged_by_name.remove(f.filename, &f);
+  }
+  [[nodiscard]] bool crowded() const {
+    return file_by_name.crowded() || file_by_sha256.crowded() || damaged_by_name.crowded() ||
+           project_by_name.crowded();
+  }
+};
+
+Snapshot::~Snapshot() = default;
+
 void Snapshot::index() {
   file_count_ = 0;
   for (const auto& p : projects_) file_count_ += p->files.size();
-  file_by_name_.clear();
-  file_by_name_.reserve(file_count_);
-  file_by_sha256_.clear();
-  file_by_sha256_.reserve(file_count_);
-  damaged_by_name_.clear();
-  project_by_name_.clear();
-  project_by_name_.reserve(projects_.size());
-  for (std::size_t i = 0; i < projects_.size(); ++i) {
-    project_by_name_.emplace(projects_[i]->record.name, i);
-    for (const auto& f : projects_[i]->files) {
-      file_by_name_.emplace(f.filename, &f);
-      file_by_sha256_.emplace(f.sha256, &f);
-    }
-    for (const auto& f : projects_[i]->damaged) damaged_by_name_.emplace(f.filename, &f);
-  }
+  indexes_ = std::make_unique<Indexes>(file_count_, projects_.size());
+  for (const auto& p : projects_) indexes_->add(*p);
 }
 
 std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
@@ -253,53 +274,75 @@ std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
 
 std::shared_ptr<const Snapshot> Snapshot::update(const Snapshot& prev, std::string_view project,
                                                  catalog::Contents contents) {
+  std::vector<ProjectChange> changes;
+  changes.push_back(ProjectChange{std::string(project), std::move(contents)});
+  return update(prev, std::move(changes));
+}
+
+std::shared_ptr<const Snapshot> Snapshot::update(const Snapshot& prev,
+                                                 std::vector<ProjectChange> changes) {
+  if (changes.empty()) return nullptr;
   std::shared_ptr<Snapshot> s(new Snapshot());
   s->serial_ = g_next_serial.fetch_add(1, std::memory_order_relaxed);
-  s->generation_ = contents.generation;
-  s->tokens_ = auth::TokenIndex(std::move(contents.tokens));
+  s->generation_ = changes.back().contents.generation;
+  s->tokens_ = auth::TokenIndex(std::move(changes.back().contents.tokens));
   s->projects_ = prev.projects_;
-  const auto at = std::lower_bound(s->projects_.begin(), s->projects_.end(), project,
-                                   [](const std::shared_ptr<const ProjectData>& p,
-                                      std::string_view name) { return p->record.name < name; });
-  const bool present = at != s->projects_.end() && (*at)->record.name == project;
-  const auto fresh = std::find_if(contents.projects.begin(), contents.projects.end(),
-                                  [&](const core::ProjectRecord& p) { return p.name == project; });
-  if (fresh == contents.projects.end()) {
-    if (present) s->projects_.erase(at);
-  } else {
-    std::vector<core::FileRecord> files;
-    for (auto& f : contents.files) {
-      if (f.project == project) files.push_back(std::move(f));
-    }
-    auto data = std::make_shared<const ProjectData>(std::move(*fresh), std::move(files));
-    if (present) {
-      *at = std::move(data);
-    } else {
-      s->projects_.insert(at, std::move(data));
-    }
-  }
-  s->index();
+  s->file_count_ = prev.file_count_;
+  s->indexes_ = std::make_unique<Indexes>(*prev.indexes_);
+  for (auto& [project, contents] : changes) s->apply(project, contents);
+  // Parts sized for a much smaller catalog: index it again, sized for this one.
+  if (s->indexes_->crowded()) s->index();
   return s;
 }
 
+void Snapshot::apply(std::string_view project, catalog::Contents& contents) {
+  const auto at = std::lower_bound(projects_.begin(), projects_.end(), project,
+                                   [](const std::shared_ptr<const ProjectData>& p,
+                                      std::string_view name) { return p->record.name < name; });
+  const bool present = at != projects_.end() && (*at)->record.name == project;
+  const auto fresh = std::find_if(contents.projects.begin(), contents.projects.end(),
+                                  [&](const core::ProjectRecord& p) { return p.name == project; });
+  if (present) {
+    indexes_->remove(**at);
+    file_count_ -= (*at)->files.size();
+  }
+  if (fresh == contents.projects.end()) {
+    if (present) projects_.erase(at);
+    return;
+  }
+  std::vector<core::FileRecord> files;
+  for (auto& f : contents.files) {
+    if (f.project == project) files.push_back(std::move(f));
+  }
+  auto data = std::make_shared<const ProjectData>(std::move(*fresh), std::move(files));
+  indexes_->add(*data);
+  file_count_ += data->files.size();
+  if (present) {
+    *at = std::move(data);
+  } else {
+    projects_.insert(at, std::move(data));
+  }
+}
+
 const core::FileRecord* Snapshot::find_file(std::string_view filename) const {
-  const auto it = file_by_name_.find(filename);
-  return it == file_by_name_.end() ? nullptr : it->second;
+  return indexes_->file_by_name.find(filename);
 }
 
 const core::FileRecord* Snapshot::find_file_by_sha256(std::string_view sha256) const {
-  const auto it = file_by_sha256_.find(sha256);
-  return it == file_by_sha256_.end() ? nullptr : it->second;
+  return indexes_->file_by_sha256.find(sha256);
 }
 
 const core::FileRecord* Snapshot::find_damaged(std::string_view filename) const {
-  const auto it = damaged_by_name_.find(filename);
-  return it == damaged_by_name_.end() ? nullptr : it->second;
+  return indexes_->damaged_by_name.find(filename);
+}
+
+const Snapshot::ProjectData* Snapshot::project_data(std::string_view normalized) const {
+  return indexes_->project_by_name.find(normalized);
 }
 
 const core::ProjectRecord* Snapshot::find_project(std::string_view normalized) const {
-  const auto it = project_by_name_.find(normalized);
-  return it == project_by_name_.end() ? nullptr : &projects_[it->second]->record;
+  const ProjectData* p = project_data(normalized);
+  return p == nullptr ? nullptr : &p->record;
 }
 
 std::shared_ptr<const Page> Snapshot::cached(const std::string& key, core::PageFormat format,
@@ -358,9 +401,9 @@ std::shared_ptr<const Page> Snapshot::root_page(core::PageFormat format) const {
 
 std::shared_ptr<const Page> Snapshot::project_page(std::string_view normalized,
                                                    core::PageFormat format) const {
-  const auto it = project_by_name_.find(normalized);
-  if (it == project_by_name_.end()) return nullptr;
-  const ProjectData& p = *projects_[it->second];
+  const ProjectData* found = project_data(normalized);
+  if (found == nullptr) return nullptr;
+  const ProjectData& p = *found;
   return cached("/simple/" + p.record.name + "/", format, [&] {
     render::ProjectPage page;
     page.name = p.record.name;
@@ -380,9 +423,7 @@ std::vector<std::string> Snapshot::versions_of(const std::vector<const core::Fil
   return versions;
 }
 
-std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view,
-                                          std::size_t project) const {
-  const ProjectData& p = *projects_[project];
+std::vector<std::size_t> Snapshot::select(const core::ViewSelector& view, const ProjectData& p) {
   std::vector<const core::FileRecord*> files;
   files.reserve(p.files.size());
   for (const auto& f : p.files) files.push_back(&f);
@@ -458,7 +499,7 @@ std::shared_ptr<const Page> Snapshot::view_root_page(const core::ViewSelector& v
   return cached(prefix, format, [&] {
     std::vector<std::string> names;
     for (std::size_t p = 0; p < projects_.size(); ++p) {
-      if (!select(view, p).empty()) names.push_back(projects_[p]->record.name);
+      if (!select(view, *projects_[p]).empty()) names.push_back(projects_[p]->record.name);
     }
     return render::render_root(format, names, prefix);
   });
@@ -467,14 +508,13 @@ std::shared_ptr<const Page> Snapshot::view_root_page(const core::ViewSelector& v
 std::shared_ptr<const Page> Snapshot::view_project_page(const core::ViewSelector& view,
                                                         std::string_view normalized,
                                                         core::PageFormat format) const {
-  const auto it = project_by_name_.find(normalized);
-  if (it == project_by_name_.end()) return nullptr;
-  const std::size_t p = it->second;
-  const ProjectData& data = *projects_[p];
+  const ProjectData* found = project_data(normalized);
+  if (found == nullptr) return nullptr;
+  const ProjectData& data = *found;
   return cached("/" + view.path() + "/simple/" + data.record.name + "/", format, [&] {
     render::ProjectPage page;
     page.name = data.record.name;
-    for (const std::size_t i : select(view, p)) page.files.push_back(&data.files[i]);
+    for (const std::size_t i : select(view, data)) page.files.push_back(&data.files[i]);
     page.versions = versions_of(page.files);
     page.extras = variants_links(variants_docs(data.record.name, data.files), page.files);
     return render::render_project(format, page);
@@ -483,9 +523,9 @@ std::shared_ptr<const Page> Snapshot::view_project_page(const core::ViewSelector
 
 std::shared_ptr<const Page> Snapshot::variants_json(std::string_view normalized,
                                                     std::string_view filename) const {
-  const auto it = project_by_name_.find(normalized);
-  if (it == project_by_name_.end()) return nullptr;
-  const ProjectData& p = *projects_[it->second];
+  const ProjectData* found = project_data(normalized);
+  if (found == nullptr) return nullptr;
+  const ProjectData& p = *found;
   if (!filename.ends_with("-variants.json")) return nullptr;
   auto docs = variants_docs(p.record.name, p.files);
   const auto doc = std::find_if(docs.begin(), docs.end(),
@@ -496,9 +536,9 @@ std::shared_ptr<const Page> Snapshot::variants_json(std::string_view normalized,
 }
 
 std::shared_ptr<const Page> Snapshot::variants_page(std::string_view normalized) const {
-  const auto it = project_by_name_.find(normalized);
-  if (it == project_by_name_.end()) return nullptr;
-  const ProjectData& p = *projects_[it->second];
+  const ProjectData* found = project_data(normalized);
+  if (found == nullptr) return nullptr;
+  const ProjectData& p = *found;
   return cached("/api/projects/" + p.record.name + "/variants", core::PageFormat::json_v1, [&] {
     std::vector<render::VersionFiles> versions;
     for (std::size_t i = 0; i < p.files.size(); ++i) {
@@ -520,30 +560,29 @@ std::vector<const core::ProjectRecord*> Snapshot::projects() const {
 
 std::vector<const core::FileRecord*> Snapshot::files_of(std::string_view normalized) const {
   std::vector<const core::FileRecord*> out;
-  const auto it = project_by_name_.find(normalized);
-  if (it == project_by_name_.end()) return out;
-  for (const auto& f : projects_[it->second]->files) out.push_back(&f);
+  const ProjectData* p = project_data(normalized);
+  if (p == nullptr) return out;
+  for (const auto& f : p->files) out.push_back(&f);
   return out;
 }
 
 std::vector<const core::FileRecord*> Snapshot::view_files_of(const core::ViewSelector& view,
                                                              std::string_view normalized) const {
   std::vector<const core::FileRecord*> out;
-  const auto it = project_by_name_.find(normalized);
-  if (it == project_by_name_.end()) return out;
-  const auto& files = projects_[it->second]->files;
-  for (const std::size_t i : select(view, it->second)) out.push_back(&files[i]);
+  const ProjectData* p = project_data(normalized);
+  if (p == nullptr) return out;
+  for (const std::size_t i : select(view, *p)) out.push_back(&p->files[i]);
   return out;
 }
 
 std::shared_ptr<const std::string> Snapshot::file_derived(
     const core::FileRecord& file, std::string_view kind,
     const std::function<std::string()>& make) const {
-  const auto project = project_by_name_.find(file.project);
-  if (project == project_by_name_.end() || find_file(file.filename) != &file) {
+  const ProjectData* project = project_data(file.project);
+  if (project == nullptr || find_file(file.filename) != &file) {
     return std::make_shared<const std::string>(make());
   }
-  const ProjectData& data = *projects_[project->second];
+  const ProjectData& data = *project;
   std::string key = std::string(kind) + "|" + file.filename;
   {
     std::lock_guard lock(data.derived_mu);

@@ -57,10 +57,26 @@ class Snapshot {
   /// The snapshot after a change to one project: `prev` with that project replaced by (or
   /// added from, or removed when absent from) `project`, the result of Catalog::load_project,
   /// whose tokens and generation it takes. Every other project's data is shared with `prev`,
-  /// so an upload into a large index costs memory for the indexes, not a second copy of it.
+  /// and so are the parts of the lookup indexes the project has no entry in: an upload into a
+  /// large index costs about that project's files, not the catalog's.
   [[nodiscard]] static std::shared_ptr<const Snapshot> update(const Snapshot& prev,
                                                               std::string_view project,
                                                               catalog::Contents contents);
+
+  /// One project's load for update(): the project's name and Catalog::load_project's result.
+  struct ProjectChange {
+    std::string project;
+    catalog::Contents contents;
+  };
+  /// The snapshot after changes to several projects at once: update() for each in turn, with
+  /// one copy of the project list and the indexes for all of them; the tokens and generation
+  /// are the last change's. nullptr when `changes` is empty.
+  [[nodiscard]] static std::shared_ptr<const Snapshot> update(const Snapshot& prev,
+                                                              std::vector<ProjectChange> changes);
+
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+  ~Snapshot();
 
   [[nodiscard]] std::uint64_t generation() const { return generation_; }
   [[nodiscard]] const auth::TokenIndex& tokens() const { return tokens_; }
@@ -140,17 +156,19 @@ class Snapshot {
 
   /// One project and its files; immutable, shared by the snapshots it did not change in.
   struct ProjectData;
+  /// Files by name and by digest, projects by name: in parts shared between snapshots.
+  struct Indexes;
   void index();
+  /// update()'s work for one project, on this snapshot while it is being made.
+  void apply(std::string_view project, catalog::Contents& contents);
 
   std::uint64_t generation_ = 0;
   std::vector<std::shared_ptr<const ProjectData>> projects_;  // sorted by name
   std::size_t file_count_ = 0;
-  std::unordered_map<std::string_view, const core::FileRecord*> file_by_name_;
-  std::unordered_map<std::string_view, const core::FileRecord*> file_by_sha256_;
-  std::unordered_map<std::string_view, const core::FileRecord*> damaged_by_name_;
-  std::unordered_map<std::string_view, std::size_t> project_by_name_;
+  std::unique_ptr<Indexes> indexes_;
+  [[nodiscard]] const ProjectData* project_data(std::string_view normalized) const;
   /// Indices into the project's files chosen for a view.
-  std::vector<std::size_t> select(const core::ViewSelector& view, std::size_t project) const;
+  static std::vector<std::size_t> select(const core::ViewSelector& view, const ProjectData& p);
   static std::vector<std::string> versions_of(const std::vector<const core::FileRecord*>& files);
   auth::TokenIndex tokens_;
 

@@ -16,6 +16,13 @@ core::FileRecord file(const std::string& project, const std::string& version) {
   return f;
 }
 
+// A 64-hex-digit stand-in digest, distinct per file name.
+std::string crypto_like(const std::string& name) {
+  std::string out = std::to_string(std::hash<std::string>{}(name));
+  out.resize(64, '0');
+  return out;
+}
+
 catalog::Contents contents(std::uint64_t generation,
                            const std::vector<std::pair<std::string, std::vector<std::string>>>& p) {
   catalog::Contents c;
@@ -100,6 +107,97 @@ TEST(Snapshot, UpdateMatchesAFullBuild) {
   EXPECT_EQ(after_a->find_file("a-1.0-py3-none-any.whl"), nullptr);
   EXPECT_EQ(after_a->project_count(), 2U);
   EXPECT_EQ(after_a->file_count(), 4U);
+}
+
+// A catalog grown one project at a time past the size its indexes were planned for (so that
+// they are rebuilt on the way), with files of distinct digests, then one project shrunk:
+// every lookup answers as a snapshot built whole answers, and earlier snapshots are unchanged.
+TEST(Snapshot, UpdatesFromEmptyToTwentyThousandFilesFindWhatAFullBuildFinds) {
+  const auto project = [](int i) { return "p" + std::to_string(10'000 + i); };
+  const auto versions = [](int n) {
+    std::vector<std::string> out;
+    for (int v = 0; v < n; ++v) out.push_back("1." + std::to_string(v));
+    return out;
+  };
+  const auto distinct = [](catalog::Contents c) {
+    for (auto& f : c.files) f.sha256 = crypto_like(f.filename);
+    return c;
+  };
+  constexpr int kProjects = 400;
+  constexpr int kFiles = 50;
+  std::shared_ptr<const Snapshot> s = Snapshot::build(contents(1, {}));
+  std::vector<std::pair<std::string, std::vector<std::string>>> all;
+  std::shared_ptr<const Snapshot> halfway;
+  for (int i = 0; i < kProjects; ++i) {
+    all.emplace_back(project(i), versions(kFiles));
+    s = Snapshot::update(
+        *s, project(i),
+        distinct(contents(static_cast<std::uint64_t>(i + 2), {{project(i), versions(kFiles)}})));
+    if (i == kProjects / 2) halfway = s;
+  }
+  auto full = Snapshot::build(distinct(contents(kProjects + 1, all)));
+  EXPECT_EQ(s->file_count(), full->file_count());
+  EXPECT_EQ(s->project_count(), full->project_count());
+  for (int i = 0; i < kProjects; i += 7) {
+    for (const auto& v : versions(kFiles)) {
+      const std::string name = project(i) + "-" + v + "-py3-none-any.whl";
+      const core::FileRecord* found = s->find_file(name);
+      ASSERT_NE(found, nullptr) << name;
+      EXPECT_EQ(s->find_file_by_sha256(crypto_like(name)), found) << name;
+      EXPECT_NE(full->find_file(name), nullptr) << name;
+    }
+    EXPECT_EQ(page(*s, project(i)), page(*full, project(i)));
+  }
+  EXPECT_EQ(s->root_page(core::PageFormat::json_v1)->body,
+            full->root_page(core::PageFormat::json_v1)->body);
+
+  // One project loses its files but one: the others are gone from the new snapshot only.
+  auto shrunk =
+      Snapshot::update(*s, project(3), distinct(contents(kProjects + 2, {{project(3), {"1.0"}}})));
+  EXPECT_EQ(shrunk->file_count(), s->file_count() - (kFiles - 1));
+  const std::string gone = project(3) + "-1.7-py3-none-any.whl";
+  EXPECT_EQ(shrunk->find_file(gone), nullptr);
+  EXPECT_EQ(shrunk->find_file_by_sha256(crypto_like(gone)), nullptr);
+  EXPECT_NE(shrunk->find_file(project(3) + "-1.0-py3-none-any.whl"), nullptr);
+  EXPECT_NE(s->find_file(gone), nullptr);
+  EXPECT_NE(halfway->find_file(gone), nullptr);
+  EXPECT_EQ(halfway->find_project(project(kProjects - 1)), nullptr);
+  EXPECT_EQ(halfway->file_count(), static_cast<std::size_t>(kProjects / 2 + 1) * kFiles);
+}
+
+// Several projects in one update: one changed, one added, one removed; the generation is the
+// last change's.
+TEST(Snapshot, OneUpdateOfSeveralProjectsMatchesAFullBuild) {
+  auto before = Snapshot::build(contents(5, {{"a", {"1.0"}}, {"c", {"2.0"}}, {"d", {"0.1"}}}));
+  std::vector<Snapshot::ProjectChange> changes;
+  changes.push_back({"c", contents(8, {{"c", {"2.0", "3.0"}}})});
+  changes.push_back({"b", contents(8, {{"b", {"1.0"}}})});
+  changes.push_back({"d", contents(9, {})});
+  auto after = Snapshot::update(*before, std::move(changes));
+  auto full = Snapshot::build(contents(9, {{"a", {"1.0"}}, {"b", {"1.0"}}, {"c", {"2.0", "3.0"}}}));
+  EXPECT_EQ(after->generation(), 9U);
+  EXPECT_EQ(after->file_count(), full->file_count());
+  EXPECT_EQ(after->root_page(core::PageFormat::json_v1)->body,
+            full->root_page(core::PageFormat::json_v1)->body);
+  for (const char* p : {"a", "b", "c"}) EXPECT_EQ(page(*after, p), page(*full, p)) << p;
+  EXPECT_EQ(after->find_project("d"), nullptr);
+  EXPECT_EQ(after->find_file("d-0.1-py3-none-any.whl"), nullptr);
+  EXPECT_NE(before->find_file("d-0.1-py3-none-any.whl"), nullptr);
+  EXPECT_EQ(Snapshot::update(*after, std::vector<Snapshot::ProjectChange>{}), nullptr);
+}
+
+// Two projects holding the same bytes: updating one leaves the other's found by digest.
+TEST(Snapshot, SharedBytesStayFoundByDigestWhenOneHolderChanges) {
+  auto s = Snapshot::build(contents(1, {{"a", {"1.0"}}, {"b", {"1.0"}}}));
+  const std::string digest(64, 'a');
+  ASSERT_NE(s->find_file_by_sha256(digest), nullptr);
+  auto without_a = Snapshot::update(*s, "a", contents(2, {}));
+  const core::FileRecord* left = without_a->find_file_by_sha256(digest);
+  ASSERT_NE(left, nullptr);
+  EXPECT_EQ(left->filename, "b-1.0-py3-none-any.whl");
+  auto without_b = Snapshot::update(*without_a, "b", contents(3, {}));
+  EXPECT_EQ(without_b->find_file_by_sha256(digest), nullptr);
+  EXPECT_NE(s->find_file_by_sha256(digest), nullptr);
 }
 
 }  // namespace

@@ -1,0 +1,121 @@
+#pragma once
+// A map from string keys to pointers, kept in parts by the key's hash, that a snapshot shares
+// with the snapshot it was made from: copying it copies the parts' pointers, and a change
+// copies only the parts it touches. Applying a change to one project therefore costs that
+// project's entries (plus one pointer per part), not the whole catalog's.
+//
+// Keys may repeat (several files may hold the same bytes); an entry is removed by its value.
+// The number of parts grows with the entries (about kPerPart each; regrown when they average
+// four times that), so a part stays small to copy at any catalog size.
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace wf::snapshot {
+
+template <typename T>
+class PartedIndex {
+ public:
+  static constexpr std::size_t kPerPart = 256;
+  static constexpr std::size_t kMinParts = 16;
+
+  /// An empty index for about `expected` entries.
+  explicit PartedIndex(std::size_t expected = 0) { reset(expected); }
+
+  /// A copy that shares every part with `other`; changing it copies the parts it changes.
+  PartedIndex(const PartedIndex& other)
+      : parts_(other.parts_),
+        owned_(other.parts_.size(), false),
+        shift_(other.shift_),
+        size_(other.size_) {}
+  PartedIndex& operator=(const PartedIndex& other) {
+    if (this != &other) *this = PartedIndex(other);
+    return *this;
+  }
+  PartedIndex(PartedIndex&&) noexcept = default;
+  PartedIndex& operator=(PartedIndex&&) noexcept = default;
+  ~PartedIndex() = default;
+
+  /// A value stored under `key` (when several are, one of them), or nullptr.
+  [[nodiscard]] const T* find(std::string_view key) const {
+    const Part& part = *parts_[slot(key)];
+    const auto it = part.find(key);
+    return it == part.end() ? nullptr : it->second;
+  }
+
+  /// Adds `value` under `key` (which must live as long as every index that holds it).
+  void add(std::string_view key, const T* value) {
+    own(slot(key)).emplace(key, value);
+    ++size_;
+  }
+
+  /// Removes the entry of `value` under `key`, if there is one.
+  void remove(std::string_view key, const T* value) {
+    const std::size_t i = slot(key);
+    auto range = parts_[i]->equal_range(key);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (it->second != value) continue;
+      Part& part = own(i);
+      // The part may just have been copied: find the entry again in the copy.
+      auto mine = part.equal_range(key);
+      for (auto at = mine.first; at != mine.second; ++at) {
+        if (at->second == value) {
+          part.erase(at);
+          --size_;
+          return;
+        }
+      }
+      return;
+    }
+  }
+
+  [[nodiscard]] std::size_t size() const { return size_; }
+  [[nodiscard]] std::size_t parts() const { return parts_.size(); }
+
+  /// True when the parts have grown past four times their planned size: the owner should
+  /// build the index again (with reset() and add()) for its present size.
+  [[nodiscard]] bool crowded() const { return size_ > parts_.size() * kPerPart * 4; }
+
+  /// Empties the index and sizes its parts for about `expected` entries.
+  void reset(std::size_t expected) {
+    std::size_t n = std::bit_ceil(std::max(kMinParts, expected / kPerPart));
+    parts_.clear();
+    parts_.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) parts_.push_back(std::make_shared<Part>());
+    owned_.assign(n, true);
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(n));
+    size_ = 0;
+  }
+
+ private:
+  using Part = std::unordered_multimap<std::string_view, const T*>;
+
+  // The part of a key: the top bits of its hash, mixed (Fibonacci hashing), so that the parts'
+  // own buckets (the hash modulo a prime) stay spread.
+  [[nodiscard]] std::size_t slot(std::string_view key) const {
+    const std::uint64_t h = std::hash<std::string_view>{}(key);
+    return static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ULL) >> shift_);
+  }
+
+  Part& own(std::size_t i) {
+    if (!owned_[i]) {
+      parts_[i] = std::make_shared<Part>(*parts_[i]);
+      owned_[i] = true;
+    }
+    return *parts_[i];
+  }
+
+  std::vector<std::shared_ptr<Part>> parts_;
+  std::vector<bool> owned_;  // the parts this copy made (may change in place)
+  unsigned shift_ = 60;      // 64 - log2(parts)
+  std::size_t size_ = 0;
+};
+
+}  // namespace wf::snapshot
