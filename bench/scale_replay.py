@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -153,6 +154,9 @@ def main():
     ap.add_argument("--projects", type=int, default=50_000)
     ap.add_argument("--changes", type=int, default=2000, help="uploads' writes per shape")
     ap.add_argument("--startups", type=int, default=2)
+    ap.add_argument("--baseline", help="another wheelforge binary (an earlier build): its start-ups "
+                    "alternate with --bin's on the same catalog (--startups each); the feed and "
+                    "uploads run on --bin only")
     ap.add_argument("--uploads", type=int, default=32)
     ap.add_argument("--upload-clients", type=int, default=16)
     ap.add_argument("--note", default="")
@@ -195,8 +199,15 @@ def main():
         results["sizes"] = sizes(cluster, uri)
         log(f"  {results['fill_s']} s; {results['sizes']}")
 
-        for i in range(args.startups):
-            wf = Wheelforge(binary, str(work / f"data-{i + 1}"), str(work / f"replica{i}.log"),
+        # With a baseline, the two binaries take turns, the one under test last (the feed and
+        # the uploads below run on it).
+        order = [binary]
+        if args.baseline:
+            order = [os.path.abspath(args.baseline), binary]
+        starts = args.startups * len(order)
+        for i in range(starts):
+            which = order[i % len(order)]
+            wf = Wheelforge(which, str(work / f"data-{i + 1}"), str(work / f"replica{i}.log"),
                             ["--catalog", uri])
             t0 = time.monotonic()
             wf.start()
@@ -204,13 +215,14 @@ def main():
             wait_ready(wf, 600)
             ready = time.monotonic() - t0
             st = proc_status(wf.pid)
-            results["startups"].append({"ready_s": round(ready, 2), "listening_s":
+            results["startups"].append({"binary": "baseline" if which != binary else "tested",
+                                        "ready_s": round(ready, 2), "listening_s":
                                         round(wf.startup_s, 2), "rss": st.get("VmRSS"),
                                         "hwm": st.get("VmHWM")})
             log(f"  start-up {i}: ready in {ready:.2f} s (listening after "
                 f"{wf.startup_s:.2f} s), RSS {st.get('VmRSS', 0) / 2**20:.0f} MiB, peak "
                 f"{st.get('VmHWM', 0) / 2**20:.0f} MiB")
-            if i + 1 < args.startups:
+            if i + 1 < starts:
                 wf.stop()
                 servers.remove(wf)
         replica = servers[-1]
@@ -256,7 +268,7 @@ def main():
                    "reached": (feed_position(replica) or 0) >= target})
         results["uploads"] = up
         log(f"  uploads: {up}")
-        text = (work / f"replica{args.startups - 1}.log").read_text(errors="replace")
+        text = (work / f"replica{starts - 1}.log").read_text(errors="replace")
         batches = re.findall(r"catalog feed: (\d+) change\(s\) applied", text)
         results["feed_batches"] = len(batches)
         results["sizes_after"] = sizes(cluster, uri)
@@ -291,10 +303,11 @@ def render(r):
              f"- fill by SQL: {r['fill_s']} s; `files` {s['files'] / mib:.0f} MiB with its "
              f"indexes ({s['files'] / r['files']:.0f} bytes a row), `projects` "
              f"{s['projects'] / mib:.1f} MiB", ""]
-    lines += ["| start-up | listening | /readyz 200 | RSS at ready | peak RSS |",
-              "|---|---|---|---|---|"]
+    lines += ["| start-up | binary | listening | /readyz 200 | RSS at ready | peak RSS |",
+              "|---|---|---|---|---|---|"]
     for i, st in enumerate(r["startups"]):
-        lines.append(f"| {i + 1} | {st['listening_s']} s | {st['ready_s']} s | "
+        lines.append(f"| {i + 1} | {st.get('binary', 'tested')} | {st['listening_s']} s | "
+                     f"{st['ready_s']} s | "
                      f"{(st['rss'] or 0) / mib:.0f} MiB | {(st['hwm'] or 0) / mib:.0f} MiB |")
     lines += ["", "| feed: uploads' writes by SQL | changes | writes/s | WAL per upload | "
               "applied after | apply rate | caught up after the last write | RSS after |",

@@ -4,7 +4,8 @@
 // copies only the parts it touches. Applying a change to one project therefore costs that
 // project's entries (plus one pointer per part), not the whole catalog's.
 //
-// Keys may repeat (several files may hold the same bytes); an entry is removed by its value.
+// With `kRepeats`, a key may hold several values (several files may hold the same bytes);
+// without, a second value under a key is not added. An entry is removed by its value.
 // The number of parts grows with the entries (about kPerPart each; regrown when they average
 // four times that), so a part stays small to copy at any catalog size.
 
@@ -15,12 +16,14 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace wf::snapshot {
 
-template <typename T>
+template <typename T, bool kRepeats = false>
 class PartedIndex {
  public:
   static constexpr std::size_t kPerPart = 256;
@@ -52,8 +55,12 @@ class PartedIndex {
 
   /// Adds `value` under `key` (which must live as long as every index that holds it).
   void add(std::string_view key, const T* value) {
-    own(slot(key)).emplace(key, value);
-    ++size_;
+    if constexpr (kRepeats) {
+      own(slot(key)).emplace(key, value);
+      ++size_;
+    } else {
+      if (own(slot(key)).emplace(key, value).second) ++size_;
+    }
   }
 
   /// Removes the entry of `value` under `key`, if there is one.
@@ -83,19 +90,41 @@ class PartedIndex {
   /// build the index again (with reset() and add()) for its present size.
   [[nodiscard]] bool crowded() const { return size_ > parts_.size() * kPerPart * 4; }
 
+  /// Makes the index hold exactly `entries` (key, value), sized for them. Faster than reset()
+  /// and add() for each: the entries are put in order of their parts, one part after another.
+  void assign(const std::vector<std::pair<std::string_view, const T*>>& entries) {
+    reset(entries.size());
+    std::vector<std::uint32_t> slots(entries.size());
+    std::vector<std::size_t> starts(parts_.size() + 1, 0);
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      slots[i] = static_cast<std::uint32_t>(slot(entries[i].first));
+      ++starts[slots[i] + 1];
+    }
+    for (std::size_t p = 1; p < starts.size(); ++p) starts[p] += starts[p - 1];
+    std::vector<std::size_t> order(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) order[starts[slots[i]]++] = i;
+    for (const std::size_t i : order) add(entries[i].first, entries[i].second);
+  }
+
   /// Empties the index and sizes its parts for about `expected` entries.
   void reset(std::size_t expected) {
     std::size_t n = std::bit_ceil(std::max(kMinParts, expected / kPerPart));
     parts_.clear();
     parts_.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) parts_.push_back(std::make_shared<Part>());
+    // Each part sized for its share and a quarter more, so that filling it does not rehash.
+    const std::size_t share = expected / n;
+    for (std::size_t i = 0; i < n; ++i) {
+      parts_.push_back(std::make_shared<Part>());
+      if (share > 0) parts_.back()->reserve(share + share / 4);
+    }
     owned_.assign(n, true);
     shift_ = 64 - static_cast<unsigned>(std::countr_zero(n));
     size_ = 0;
   }
 
  private:
-  using Part = std::unordered_multimap<std::string_view, const T*>;
+  using Part = std::conditional_t<kRepeats, std::unordered_multimap<std::string_view, const T*>,
+                                  std::unordered_map<std::string_view, const T*>>;
 
   // The part of a key: the top bits of its hash, mixed (Fibonacci hashing), so that the parts'
   // own buckets (the hash modulo a prime) stay spread.

@@ -196,7 +196,7 @@ struct Snapshot::ProjectData {
 
 struct Snapshot::Indexes {
   PartedIndex<core::FileRecord> file_by_name;
-  PartedIndex<core::FileRecord> file_by_sha256;
+  PartedIndex<core::FileRecord, /*kRepeats=*/true> file_by_sha256;
   PartedIndex<core::FileRecord> damaged_by_name;
   PartedIndex<ProjectData> project_by_name;
 
@@ -230,8 +230,26 @@ Snapshot::~Snapshot() = default;
 void Snapshot::index() {
   file_count_ = 0;
   for (const auto& p : projects_) file_count_ += p->files.size();
-  indexes_ = std::make_unique<Indexes>(file_count_, projects_.size());
-  for (const auto& p : projects_) indexes_->add(*p);
+  indexes_ = std::make_unique<Indexes>(0, 0);
+  std::vector<std::pair<std::string_view, const core::FileRecord*>> by_name;
+  std::vector<std::pair<std::string_view, const core::FileRecord*>> by_sha256;
+  std::vector<std::pair<std::string_view, const core::FileRecord*>> damaged;
+  std::vector<std::pair<std::string_view, const ProjectData*>> projects;
+  by_name.reserve(file_count_);
+  by_sha256.reserve(file_count_);
+  projects.reserve(projects_.size());
+  for (const auto& p : projects_) {
+    projects.emplace_back(p->record.name, p.get());
+    for (const auto& f : p->files) {
+      by_name.emplace_back(f.filename, &f);
+      by_sha256.emplace_back(f.sha256, &f);
+    }
+    for (const auto& f : p->damaged) damaged.emplace_back(f.filename, &f);
+  }
+  indexes_->file_by_name.assign(by_name);
+  indexes_->file_by_sha256.assign(by_sha256);
+  indexes_->damaged_by_name.assign(damaged);
+  indexes_->project_by_name.assign(projects);
 }
 
 std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {

@@ -24,13 +24,15 @@ TEST(PartedIndex, FindsAddedEntriesAndForgetsRemovedOnes) {
 }
 
 // Copies share their parts: a change to the copy is not seen by the original, and the other
-// way round, whichever parts they touch.
+// way round, whichever parts they touch. (The original is filled in one assign().)
 TEST(PartedIndex, ACopyChangesOnlyItself) {
   std::vector<std::string> keys;
   std::vector<int> values(2'000);
   for (int i = 0; i < 2'000; ++i) keys.push_back("file-" + std::to_string(i));
-  PartedIndex<int> original(keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i) original.add(keys[i], &values[i]);
+  std::vector<std::pair<std::string_view, const int*>> entries;
+  for (std::size_t i = 0; i < keys.size(); ++i) entries.emplace_back(keys[i], &values[i]);
+  PartedIndex<int> original;
+  original.assign(entries);
   ASSERT_GT(original.parts(), 1U);
 
   PartedIndex<int> copy(original);
@@ -59,21 +61,29 @@ TEST(PartedIndex, ACopyChangesOnlyItself) {
 }
 
 // Several values under one key (the same bytes under two file names): removing one leaves the
-// other findable.
+// other findable. Without repeats, the first value under a key stays.
 TEST(PartedIndex, RepeatedKeysAreRemovedByValue) {
   const std::string digest(64, 'a');
   const int first = 1;
   const int second = 2;
-  PartedIndex<int> index;
+  PartedIndex<int, /*kRepeats=*/true> index;
   index.add(digest, &first);
   index.add(digest, &second);
-  PartedIndex<int> copy(index);
+  PartedIndex<int, true> copy(index);
   copy.remove(digest, &first);
   EXPECT_EQ(copy.find(digest), &second);
   EXPECT_NE(index.find(digest), nullptr);
   copy.remove(digest, &second);
   EXPECT_EQ(copy.find(digest), nullptr);
   EXPECT_EQ(index.size(), 2U);
+
+  PartedIndex<int> unique;
+  unique.add(digest, &first);
+  unique.add(digest, &second);
+  EXPECT_EQ(unique.size(), 1U);
+  EXPECT_EQ(unique.find(digest), &first);
+  unique.remove(digest, &second);
+  EXPECT_EQ(unique.find(digest), &first);
 }
 
 TEST(PartedIndex, GrowsCrowdedPastFourTimesItsPlannedSize) {
