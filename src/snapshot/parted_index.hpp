@@ -66,28 +66,18 @@ class PartedIndex {
   /// Removes the entry of `value` under `key`, if there is one.
   void remove(std::string_view key, const T* value) {
     const std::size_t i = slot(key);
-    auto range = parts_[i]->equal_range(key);
-    for (auto it = range.first; it != range.second; ++it) {
-      if (it->second != value) continue;
-      Part& part = own(i);
-      // The part may just have been copied: find the entry again in the copy.
-      auto mine = part.equal_range(key);
-      for (auto at = mine.first; at != mine.second; ++at) {
-        if (at->second == value) {
-          part.erase(at);
-          --size_;
-          return;
-        }
-      }
-      return;
-    }
+    const Part& shared = *parts_[i];
+    if (entry(shared, key, value) == shared.end()) return;
+    Part& part = own(i);  // may copy the part: look the entry up in the copy
+    part.erase(entry(part, key, value));
+    --size_;
   }
 
   [[nodiscard]] std::size_t size() const { return size_; }
   [[nodiscard]] std::size_t parts() const { return parts_.size(); }
 
   /// True when the parts have grown past four times their planned size: the owner should
-  /// build the index again (with reset() and add()) for its present size.
+  /// build the index again (assign()) for its present size.
   [[nodiscard]] bool crowded() const { return size_ > parts_.size() * kPerPart * 4; }
 
   /// Makes the index hold exactly `entries` (key, value), sized for them. Faster than reset()
@@ -131,6 +121,14 @@ class PartedIndex {
   [[nodiscard]] std::size_t slot(std::string_view key) const {
     const std::uint64_t h = std::hash<std::string_view>{}(key);
     return static_cast<std::size_t>((h * 0x9E3779B97F4A7C15ULL) >> shift_);
+  }
+
+  // The entry of `value` under `key` in `part`, or its end().
+  template <typename P>
+  static auto entry(P& part, std::string_view key, const T* value) {
+    auto [it, end] = part.equal_range(key);
+    while (it != end && it->second != value) ++it;
+    return it == end ? part.end() : it;
   }
 
   Part& own(std::size_t i) {

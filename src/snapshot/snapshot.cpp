@@ -200,24 +200,22 @@ struct Snapshot::Indexes {
   PartedIndex<core::FileRecord> damaged_by_name;
   PartedIndex<ProjectData> project_by_name;
 
-  Indexes(std::size_t files, std::size_t projects)
-      : file_by_name(files), file_by_sha256(files), project_by_name(projects) {}
-
-  void add(const ProjectData& p) {
-    project_by_name.add(p.record.name, &p);
+  // Calls fn(index, key, value) for every entry `p` has in the indexes (index() gathers the
+  // same entries for a whole build, per index).
+  template <typename Fn>
+  void each(const ProjectData& p, Fn fn) {
+    fn(project_by_name, std::string_view(p.record.name), &p);
     for (const auto& f : p.files) {
-      file_by_name.add(f.filename, &f);
-      file_by_sha256.add(f.sha256, &f);
+      fn(file_by_name, std::string_view(f.filename), &f);
+      fn(file_by_sha256, std::string_view(f.sha256), &f);
     }
-    for (const auto& f : p.damaged) damaged_by_name.add(f.filename, &f);
+    for (const auto& f : p.damaged) fn(damaged_by_name, std::string_view(f.filename), &f);
+  }
+  void add(const ProjectData& p) {
+    each(p, [](auto& index, std::string_view key, const auto* value) { index.add(key, value); });
   }
   void remove(const ProjectData& p) {
-    project_by_name.remove(p.record.name, &p);
-    for (const auto& f : p.files) {
-      file_by_name.remove(f.filename, &f);
-      file_by_sha256.remove(f.sha256, &f);
-    }
-    for (const auto& f : p.damaged) damaged_by_name.remove(f.filename, &f);
+    each(p, [](auto& index, std::string_view key, const auto* value) { index.remove(key, value); });
   }
   [[nodiscard]] bool crowded() const {
     return file_by_name.crowded() || file_by_sha256.crowded() || damaged_by_name.crowded() ||
@@ -230,7 +228,8 @@ Snapshot::~Snapshot() = default;
 void Snapshot::index() {
   file_count_ = 0;
   for (const auto& p : projects_) file_count_ += p->files.size();
-  indexes_ = std::make_unique<Indexes>(0, 0);
+  // The entries Indexes::each() lists, gathered per index, then each index filled part by part.
+  indexes_ = std::make_unique<Indexes>();
   std::vector<std::pair<std::string_view, const core::FileRecord*>> by_name;
   std::vector<std::pair<std::string_view, const core::FileRecord*>> by_sha256;
   std::vector<std::pair<std::string_view, const core::FileRecord*>> damaged;
