@@ -54,9 +54,10 @@ void Server::Impl::stop_follower() {
   if (follower.joinable()) follower.join();
 }
 
-bool Server::Impl::apply_changes(const catalog::ChangePlan& plan) {
+Status Server::Impl::apply_changes(const catalog::ChangePlan& plan) {
   // Optimistic: built on the installed snapshot, installed only if no other install (this
-  // process's own write) came in between; else built again on that one.
+  // process's own write) came in between; else built again on that one. A failed load is
+  // answered with the catalog's own error, which names the database.
   for (int attempt = 0; attempt < 5; ++attempt) {
     SnapshotPtr base;
     std::uint64_t base_install = 0;
@@ -70,7 +71,7 @@ bool Server::Impl::apply_changes(const catalog::ChangePlan& plan) {
       auto loaded = load_snapshot();
       if (!loaded) {
         log::error("catalog feed: reload failed: {}", loaded.error().message);
-        return false;
+        return loaded.error();
       }
       next = *loaded;
     } else {
@@ -83,15 +84,17 @@ bool Server::Impl::apply_changes(const catalog::ChangePlan& plan) {
         auto contents = env.services.catalog->load_project(name);
         if (!contents) {
           log::error("catalog feed: reload of '{}' failed: {}", name, contents.error().message);
-          return false;
+          return contents.error();
         }
         changes.push_back({std::move(name), std::move(*contents)});
       }
       next = snapshot::Snapshot::update(*base, std::move(changes));
     }
-    if (install(next, base_install)) return true;
+    if (install(next, base_install)) return ok_status();
   }
-  return false;
+  return make_error(Errc::unavailable,
+                    "the catalog's changes could not be installed: this server's own writes "
+                    "kept replacing the snapshot");
 }
 
 Status Server::Impl::catch_up() {
@@ -105,9 +108,7 @@ Status Server::Impl::catch_up() {
     }
     const auto plan = catalog::plan_changes(
         batch->changes, std::max(kMinProjectReloads, files / kFilesPerProjectReload));
-    if (!apply_changes(plan)) {
-      return make_error(Errc::unavailable, "the catalog's changes could not be loaded");
-    }
+    if (auto applied = apply_changes(plan); !applied) return applied;
     std::int64_t newest = 0;
     for (const auto& c : batch->changes) newest = std::max(newest, c.at_micros);
     status.feed_lag_micros.store(std::max<std::int64_t>(0, now_micros() - newest));

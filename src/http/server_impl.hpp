@@ -213,8 +213,9 @@ struct Server::Impl {
   /// position it reached (the follower's thread, or start() before it runs). An error (the
   /// database unreachable) leaves the position where it was.
   Status catch_up();
-  /// Applies one batch to the snapshot (the follower's thread); false when a load failed.
-  bool apply_changes(const catalog::ChangePlan& plan);
+  /// Applies one batch to the snapshot (the follower's thread); a failed load answers the
+  /// catalog's error.
+  Status apply_changes(const catalog::ChangePlan& plan);
   /// Sleeps up to `d` unless the follower is being stopped; true when it is.
   bool follower_sleep(std::chrono::milliseconds d);
   void stop_follower();
