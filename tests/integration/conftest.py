@@ -145,10 +145,12 @@ class Harness:
     def ingest(self, *paths: Path, timeout: float = 120):
         return self.cli("ingest", "--data-dir", str(self.data_dir), *map(str, paths), timeout=timeout)
 
-    def serve(self, *extra_args: str, env: dict[str, str] | None = None) -> Server:
-        """Starts `wheelforge serve` on the data directory; `env` adds to its environment."""
+    def serve(self, *extra_args: str, env: dict[str, str] | None = None,
+              binary: Path | None = None) -> Server:
+        """Starts `wheelforge serve` on the data directory; `env` adds to its environment;
+        `binary` is another wheelforge than the suite's (an older version)."""
         log_path = self.root / f"server{len(self.servers)}.log"
-        server = Server(self.binary, self.data_dir, log_path, list(extra_args), env)
+        server = Server(binary or self.binary, self.data_dir, log_path, list(extra_args), env)
         self.servers.append(server)
         server.start()
         return server
