@@ -43,8 +43,15 @@ def listing(server, project: str) -> dict[str, dict]:
     return {f["filename"]: f for f in page.json()["files"]} if page.status == 200 else {}
 
 
-def within(predicate):
-    return wait_for(predicate, timeout=WITHIN, interval=0.02)
+def on_each(servers, check) -> None:
+    """`check(server)` comes true on every one of `servers` within a second."""
+    for server in servers:
+        assert wait_for(lambda s=server: check(s), timeout=WITHIN, interval=0.02), \
+            server.log_tail()
+
+
+def lists(wheel, project: str = "upgrade-demo"):
+    return lambda server: wheel.filename in listing(server, project)
 
 
 def old_cli(harness, binary: Path, *args: str):
@@ -77,7 +84,7 @@ def test_old_and_new_replicas_share_one_database_across_a_migration(harness, old
     first = make_wheel(artifacts, "upgrade-demo", "1.0", value="old")
     put = old_a.put_file(first, upload)
     assert put.status == 201, put.text
-    assert within(lambda: first.filename in listing(old_b, "upgrade-demo")), old_b.log_tail()
+    on_each([old_b], lists(first))
 
     # The new version joins while both old replicas run, and migrates the schema on connecting.
     new = harness.serve()
@@ -90,16 +97,13 @@ def test_old_and_new_replicas_share_one_database_across_a_migration(harness, old
     second = make_wheel(artifacts, "upgrade-demo", "1.1", value="old, migrated")
     put = old_b.put_file(second, upload)
     assert put.status == 201, put.text
-    for other in (new, old_a):
-        assert within(lambda o=other: second.filename in listing(o, "upgrade-demo")), \
-            other.log_tail()
+    on_each([new, old_a], lists(second))
     # ... and follow what the new one writes.
     third = make_wheel(artifacts, "upgrade-demo", "1.2", value="new")
     put = new.put_file(third, upload)
     assert put.status == 201, put.text
+    on_each([old_a, old_b], lists(third))
     for other in (old_a, old_b):
-        assert within(lambda o=other: third.filename in listing(o, "upgrade-demo")), \
-            other.log_tail()
         assert serves_bytes(other, listing(other, "upgrade-demo")[third.filename], third)
     # One file name with other bytes, through either version: refused, the first kept.
     clash = make_wheel(harness.path("clash"), "upgrade-demo", "1.2", value="other bytes")
@@ -108,19 +112,16 @@ def test_old_and_new_replicas_share_one_database_across_a_migration(harness, old
     # A yank and a token revocation through the new version reach the old ones.
     yank = admin_post(new, "/admin/yank", admin, "project=upgrade-demo&version=1.0&reason=old")
     assert yank.status == 200, yank.text
-    for other in (old_a, old_b):
-        assert within(lambda o=other: listing(o, "upgrade-demo")[first.filename].get("yanked")), \
-            other.log_tail()
+    on_each([old_a, old_b], lambda s: listing(s, "upgrade-demo")[first.filename].get("yanked"))
     made = admin_post(new, "/admin/tokens", admin, "scope=upload&description=upgrade-test")
     assert made.status in (200, 201), made.text
     fresh, fresh_id = made.json()["token"], made.json()["id"]
     fourth = make_wheel(artifacts, "upgrade-other", "1.0", value="fresh token")
-    assert within(lambda: old_a.put_file(fourth, fresh).status == 201), old_a.log_tail()
+    on_each([old_a], lambda s: s.put_file(fourth, fresh).status == 201)
     revoked = admin_post(new, f"/admin/tokens/{fresh_id}/revoke", admin)
     assert revoked.status == 200, revoked.text
     fifth = make_wheel(artifacts, "upgrade-other", "1.1", value="revoked token")
-    for other in (old_a, old_b):
-        assert within(lambda o=other: o.put_file(fifth, fresh).status == 401), other.log_tail()
+    on_each([old_a, old_b], lambda s: s.put_file(fifth, fresh).status == 401)
 
     # An old replica is not started again on the newer schema: refused, naming both versions.
     refused = old_cli(harness, old, "serve", "--data-dir", str(harness.data_dir),
