@@ -81,8 +81,9 @@ class ObservedCatalog final : public Catalog {
                                         const Actor& by) override {
     return timed(CallKind::write, [&](Excluded&) { return inner_->set_claim(project, claim, by); });
   }
-  Result<Contents> load_project(std::string_view project) override {
-    return timed(CallKind::read, [&](Excluded&) { return inner_->load_project(project); });
+  Result<Contents> load_projects(std::vector<std::string> projects) override {
+    return timed(CallKind::read,
+                 [&](Excluded&) { return inner_->load_projects(std::move(projects)); });
   }
   Result<TokenRecord> insert_token(const TokenRecord& token, const Actor& by) override {
     return timed(CallKind::write, [&](Excluded&) { return inner_->insert_token(token, by); });

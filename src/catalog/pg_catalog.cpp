@@ -142,9 +142,11 @@ Result<Contents> PgCatalog::load() {
   return conn_->read_transaction([&] { return load_locked(); });
 }
 
-Result<Contents> PgCatalog::load_project(std::string_view project) {
+Result<Contents> PgCatalog::load_projects(std::vector<std::string> projects) {
+  std::sort(projects.begin(), projects.end());
+  projects.erase(std::unique(projects.begin(), projects.end()), projects.end());
   std::lock_guard lock(mu_);
-  return conn_->read_transaction([&] { return load_locked(project); });
+  return conn_->read_transaction([&] { return load_locked(&projects); });
 }
 
 Result<std::vector<BlobRef>> PgCatalog::referenced_blobs() {
@@ -346,7 +348,7 @@ Result<std::uint64_t> PgCatalog::generation_locked() {
 }
 
 Result<std::vector<core::ProjectRecord>> PgCatalog::projects_locked(
-    std::optional<std::string_view> only) {
+    const std::vector<std::string>* only) {
   Params p;
   if (only) p.add(*only);
   auto rows = conn_->exec(
@@ -354,7 +356,8 @@ Result<std::vector<core::ProjectRecord>> PgCatalog::projects_locked(
       std::string("SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
                   " p.claimed_by, p.owner_token_id"
                   " FROM projects p LEFT JOIN files f ON f.project_id = p.id") +
-          (only ? " WHERE p.name = $1" : "") + " GROUP BY p.id ORDER BY p.name COLLATE \"C\"",
+          (only ? " WHERE p.name = ANY($1::text[])" : "") +
+          " GROUP BY p.id ORDER BY p.name COLLATE \"C\"",
       p);
   if (!rows) return rows.error();
   std::vector<core::ProjectRecord> out;
@@ -366,7 +369,7 @@ Result<std::vector<core::ProjectRecord>> PgCatalog::projects_locked(
   return out;
 }
 
-Result<Contents> PgCatalog::load_locked(std::optional<std::string_view> only) {
+Result<Contents> PgCatalog::load_locked(const std::vector<std::string>* only) {
   Contents c;
   auto gen = generation_locked();
   if (!gen) return gen.error();
@@ -378,7 +381,7 @@ Result<Contents> PgCatalog::load_locked(std::optional<std::string_view> only) {
   if (only) p.add(*only);
   auto files = conn_->exec("list files",
                            std::string("SELECT ") + kFileColumns + kFromFiles +
-                               (only ? " WHERE p.name = $1" : "") +
+                               (only ? " WHERE p.name = ANY($1::text[])" : "") +
                                " ORDER BY p.name COLLATE \"C\", f.filename COLLATE \"C\"",
                            p);
   if (!files) return files.error();

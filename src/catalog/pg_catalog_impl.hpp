@@ -54,7 +54,7 @@ class PgCatalog final : public Catalog {
   Result<std::uint64_t> generation() override;
   Result<std::uint64_t> position() override;
   Result<Contents> load() override;
-  Result<Contents> load_project(std::string_view project) override;
+  Result<Contents> load_projects(std::vector<std::string> projects) override;
   Result<std::vector<std::string>> set_yanked(std::string_view project,
                                               const std::optional<std::string>& version,
                                               const std::optional<std::string>& filename,
@@ -132,8 +132,10 @@ class PgCatalog final : public Catalog {
                                                      const std::optional<std::string>& reason,
                                                      const Actor& by);
   Result<std::uint64_t> generation_locked();
-  Result<std::vector<core::ProjectRecord>> projects_locked(std::optional<std::string_view> only);
-  Result<Contents> load_locked(std::optional<std::string_view> only = std::nullopt);
+  /// Every project, or only those of `only` (sorted, without repeats).
+  Result<std::vector<core::ProjectRecord>> projects_locked(
+      const std::vector<std::string>* only = nullptr);
+  Result<Contents> load_locked(const std::vector<std::string>* only = nullptr);
   Result<std::vector<BlobRef>> referenced_blobs_locked();
 
   std::mutex mu_;

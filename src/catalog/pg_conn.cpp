@@ -131,6 +131,22 @@ std::string strip_password(std::string_view uri) {
   return out.substr(0, query) + kept;
 }
 
+Params& Params::add(const std::vector<std::string>& texts) {
+  std::string literal = "{";
+  for (const auto& text : texts) {
+    if (literal.size() > 1) literal += ',';
+    literal += '"';
+    for (const char c : text) {
+      if (c == '"' || c == '\\') literal += '\\';
+      literal += c;
+    }
+    literal += '"';
+  }
+  literal += '}';
+  values_.emplace_back(std::move(literal));
+  return *this;
+}
+
 Params& Params::add(std::string_view s) {
   values_.emplace_back(std::string(s));
   return *this;

@@ -48,6 +48,8 @@ class Params {
   Params& add(int v) { return add(static_cast<std::int64_t>(v)); }
   Params& add(std::optional<std::int64_t> v);
   Params& add(std::optional<int> v);
+  /// A text[] (an array literal, each element quoted): `= ANY($n::text[])`.
+  Params& add(const std::vector<std::string>& texts);
   Params& null();
 
   [[nodiscard]] const std::vector<std::optional<std::string>>& values() const { return values_; }

@@ -120,7 +120,8 @@ Result<core::ProjectRecord> PgCatalog::set_claim_locked(std::string_view project
     }
   }
   if (auto st = write_claim_locked(project, claim); !st) return st.error();
-  auto updated = projects_locked(project);
+  const std::vector<std::string> only{std::string(project)};
+  auto updated = projects_locked(&only);
   if (!updated) return updated.error();
   if (updated->empty()) return make_error(Errc::internal, "claimed project vanished");
   return std::move(updated->front());

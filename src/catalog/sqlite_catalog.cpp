@@ -5,8 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,9 +118,11 @@ Result<Contents> SqliteCatalog::load() {
   return db_.read_transaction([&] { return load_locked(); });
 }
 
-Result<Contents> SqliteCatalog::load_project(std::string_view project) {
+Result<Contents> SqliteCatalog::load_projects(std::vector<std::string> projects) {
+  std::sort(projects.begin(), projects.end());
+  projects.erase(std::unique(projects.begin(), projects.end()), projects.end());
   std::lock_guard lock(mu_);
-  return db_.read_transaction([&] { return load_locked(project); });
+  return db_.read_transaction([&] { return load_locked(&projects); });
 }
 
 Result<std::vector<BlobRef>> SqliteCatalog::referenced_blobs() {
@@ -344,29 +349,59 @@ Result<std::uint64_t> SqliteCatalog::generation_locked() {
   return static_cast<std::uint64_t>(s.i64(0));
 }
 
-/// Everything, or with `only` one project and its files.
-/// Every project (sorted by name), or only the one named `only` (none when absent).
-Result<std::vector<core::ProjectRecord>> SqliteCatalog::projects_locked(
-    std::optional<std::string_view> only) {
-  const std::string sql =
-      std::string(
-          "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
-          " p.claimed_by, p.owner_token_id"
-          " FROM projects p LEFT JOIN files f ON f.project_id = p.id") +
-      (only ? " WHERE p.name = ?" : "") + " GROUP BY p.id ORDER BY p.name";
-  Stmt s(db_, sql.c_str());
-  if (!s.valid()) return db_.error("prepare project list");
-  if (only) s.bind(1, *only);
-  std::vector<core::ProjectRecord> out;
-  int rc = 0;
-  while ((rc = s.step()) == SQLITE_ROW) {
-    out.push_back(core::ProjectRecord{s.text(0), s.text(1), s.i64(2), read_claim(s, 3)});
+namespace {
+
+// Names bound per statement when only some projects are read (SQLite allows 32,766 variables).
+constexpr std::size_t kNamesPerQuery = 500;
+
+// " WHERE p.name IN (?, ...)" for `n` names.
+std::string names_clause(std::size_t n) {
+  std::string sql = " WHERE p.name IN (";
+  for (std::size_t i = 0; i < n; ++i) sql += i == 0 ? "?" : ", ?";
+  return sql + ")";
+}
+
+// Runs `read` for every project (only == nullptr: one statement, no clause) or for the names
+// of `only` in groups of kNamesPerQuery, each with its WHERE clause and the names to bind.
+Status for_names(const std::vector<std::string>* only,
+                 const std::function<Status(const std::string& where,
+                                            std::span<const std::string> names)>& read) {
+  if (only == nullptr) return read("", {});
+  for (std::size_t at = 0; at < only->size(); at += kNamesPerQuery) {
+    const std::size_t n = std::min(kNamesPerQuery, only->size() - at);
+    if (auto st = read(names_clause(n), std::span(*only).subspan(at, n)); !st) return st;
   }
-  if (rc != SQLITE_DONE) return db_.error("list projects");
+  return ok_status();
+}
+
+}  // namespace
+
+/// Every project (sorted by name), or only those of `only` (sorted, without repeats).
+Result<std::vector<core::ProjectRecord>> SqliteCatalog::projects_locked(
+    const std::vector<std::string>* only) {
+  std::vector<core::ProjectRecord> out;
+  auto st = for_names(only, [&](const std::string& where, std::span<const std::string> names) {
+    const std::string sql =
+        "SELECT p.name, p.display_name, COALESCE(MAX(f.upload_time), p.created_at),"
+        " p.claimed_by, p.owner_token_id"
+        " FROM projects p LEFT JOIN files f ON f.project_id = p.id" +
+        where + " GROUP BY p.id ORDER BY p.name";
+    Stmt s(db_, sql.c_str());
+    if (!s.valid()) return Status(db_.error("prepare project list"));
+    for (std::size_t i = 0; i < names.size(); ++i) s.bind(static_cast<int>(i) + 1, names[i]);
+    int rc = 0;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      out.push_back(core::ProjectRecord{s.text(0), s.text(1), s.i64(2), read_claim(s, 3)});
+    }
+    if (rc != SQLITE_DONE) return Status(db_.error("list projects"));
+    return ok_status();
+  });
+  if (!st) return st.error();
   return out;
 }
 
-Result<Contents> SqliteCatalog::load_locked(std::optional<std::string_view> only) {
+/// Everything, or with `only` those projects and their files.
+Result<Contents> SqliteCatalog::load_locked(const std::vector<std::string>* only) {
   Contents c;
   auto gen = generation_locked();
   if (!gen) return gen.error();
@@ -374,17 +409,19 @@ Result<Contents> SqliteCatalog::load_locked(std::optional<std::string_view> only
   auto projects = projects_locked(only);
   if (!projects) return projects.error();
   c.projects = std::move(*projects);
-  {
+  auto st = for_names(only, [&](const std::string& where, std::span<const std::string> names) {
     const std::string sql = std::string("SELECT ") + kFileColumns +
-                            " FROM files f JOIN projects p ON p.id = f.project_id" +
-                            (only ? " WHERE p.name = ?" : "") + " ORDER BY p.name, f.filename";
+                            " FROM files f JOIN projects p ON p.id = f.project_id" + where +
+                            " ORDER BY p.name, f.filename";
     Stmt s(db_, sql.c_str());
-    if (!s.valid()) return db_.error("prepare file list");
-    if (only) s.bind(1, *only);
+    if (!s.valid()) return Status(db_.error("prepare file list"));
+    for (std::size_t i = 0; i < names.size(); ++i) s.bind(static_cast<int>(i) + 1, names[i]);
     int rc = 0;
     while ((rc = s.step()) == SQLITE_ROW) c.files.push_back(read_file_row(s));
-    if (rc != SQLITE_DONE) return db_.error("list files");
-  }
+    if (rc != SQLITE_DONE) return Status(db_.error("list files"));
+    return ok_status();
+  });
+  if (!st) return st.error();
   {
     Stmt s(db_, (std::string("SELECT ") + kTokenColumns + " FROM tokens ORDER BY id").c_str());
     if (!s.valid()) return db_.error("prepare token list");

@@ -49,7 +49,7 @@ class SqliteCatalog final : public Catalog {
       const std::function<Status()>& before_commit) override;
   Result<std::uint64_t> generation() override;
   Result<Contents> load() override;
-  Result<Contents> load_project(std::string_view project) override;
+  Result<Contents> load_projects(std::vector<std::string> projects) override;
   Result<std::vector<std::string>> set_yanked(const std::string_view project,
                                               const std::optional<std::string>& version,
                                               const std::optional<std::string>& filename,
@@ -143,9 +143,11 @@ class SqliteCatalog final : public Catalog {
                                                      const Actor& by);
   Result<std::uint64_t> generation_locked();
   /// Every project (sorted by name), or only the one named `only` (none when absent).
-  Result<std::vector<core::ProjectRecord>> projects_locked(std::optional<std::string_view> only);
+  /// Every project, or only those of `only` (sorted, without repeats).
+  Result<std::vector<core::ProjectRecord>> projects_locked(
+      const std::vector<std::string>* only = nullptr);
   /// Everything, or with `only` one project and its files.
-  Result<Contents> load_locked(std::optional<std::string_view> only = std::nullopt);
+  Result<Contents> load_locked(const std::vector<std::string>* only = nullptr);
   Result<std::vector<BlobRef>> referenced_blobs_locked();
   // Copies every page in one step inside one read transaction: in WAL mode writers in other
   // processes go on, and the copy is the database as of the transaction's first read.

@@ -15,12 +15,10 @@ namespace {
 // How often the feed is read without a NOTIFY (the safety net), and how long the follower
 // waits after a failed read before it tries again.
 constexpr std::chrono::milliseconds kFeedPoll{500};
-// More projects than this in one batch: one full load instead of a reload per project. A
-// reload costs a query and the project's files (the snapshot's indexes are shared, not
-// rebuilt), a full load every file of the catalog: up to one reload per thousand files (and at
-// least kMinProjectReloads) is the cheaper way.
+// A batch's projects are reloaded in one read (their rows only; the snapshot's indexes are
+// shared, not rebuilt) unless it names more than half of the catalog's projects (and more
+// than kMinProjectReloads): then one full load, which reads every row once, is the cheaper way.
 constexpr std::size_t kMinProjectReloads = 16;
-constexpr std::size_t kFilesPerProjectReload = 1'000;
 // Feed entries are kept a day; each replica prunes older ones once an hour (a replica that
 // was cut off from the database for longer reloads everything when it is back).
 constexpr std::chrono::hours kFeedKeep{24};
@@ -75,20 +73,17 @@ Status Server::Impl::apply_changes(const catalog::ChangePlan& plan) {
       }
       next = *loaded;
     } else {
-      // Tokens come with every project's load; a change of tokens alone loads no project.
+      // The batch's projects in one read (with the tokens, which come with every load: a
+      // change of tokens alone loads no project).
       std::vector<std::string> names(plan.projects.begin(), plan.projects.end());
       if (names.empty()) names.emplace_back();
-      std::vector<snapshot::Snapshot::ProjectChange> changes;
-      changes.reserve(names.size());
-      for (auto& name : names) {
-        auto contents = env.services.catalog->load_project(name);
-        if (!contents) {
-          log::error("catalog feed: reload of '{}' failed: {}", name, contents.error().message);
-          return contents.error();
-        }
-        changes.push_back({std::move(name), std::move(*contents)});
+      auto contents = env.services.catalog->load_projects(names);
+      if (!contents) {
+        log::error("catalog feed: reload of {} project(s) failed: {}", names.size(),
+                   contents.error().message);
+        return contents.error();
       }
-      next = snapshot::Snapshot::update(*base, std::move(changes));
+      next = snapshot::Snapshot::update(*base, std::move(names), std::move(*contents));
     }
     if (install(next, base_install)) return ok_status();
   }
@@ -101,13 +96,13 @@ Status Server::Impl::catch_up() {
   auto batch = config.feed->read(feed_from);
   if (!batch) return batch.error();
   if (!batch->changes.empty()) {
-    std::size_t files = 0;
+    std::size_t projects = 0;
     {
       std::lock_guard lock(snapshot_mu);
-      if (snapshot_) files = snapshot_->file_count();
+      if (snapshot_) projects = snapshot_->project_count();
     }
-    const auto plan = catalog::plan_changes(
-        batch->changes, std::max(kMinProjectReloads, files / kFilesPerProjectReload));
+    const auto plan =
+        catalog::plan_changes(batch->changes, std::max(kMinProjectReloads, projects / 2));
     if (auto applied = apply_changes(plan); !applied) return applied;
     std::int64_t newest = 0;
     for (const auto& c : batch->changes) newest = std::max(newest, c.at_micros);

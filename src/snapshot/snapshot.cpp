@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 
@@ -291,47 +292,71 @@ std::shared_ptr<const Snapshot> Snapshot::build(catalog::Contents contents) {
 
 std::shared_ptr<const Snapshot> Snapshot::update(const Snapshot& prev, std::string_view project,
                                                  catalog::Contents contents) {
-  std::vector<ProjectChange> changes;
-  changes.push_back(ProjectChange{std::string(project), std::move(contents)});
-  return update(prev, std::move(changes));
+  return update(prev, std::vector<std::string>{std::string(project)}, std::move(contents));
 }
 
 std::shared_ptr<const Snapshot> Snapshot::update(const Snapshot& prev,
-                                                 std::vector<ProjectChange> changes) {
-  if (changes.empty()) return nullptr;
+                                                 std::vector<std::string> projects,
+                                                 catalog::Contents contents) {
+  if (projects.empty()) return nullptr;
+  std::sort(projects.begin(), projects.end());
+  projects.erase(std::unique(projects.begin(), projects.end()), projects.end());
+  auto& records = contents.projects;  // sorted by name, as Catalog::load_projects answers
+  auto& files = contents.files;       // sorted by project
+  // Each project's record and run of files, all found before any is moved out.
+  struct Found {
+    core::ProjectRecord* record = nullptr;
+    std::vector<core::FileRecord>::iterator first, last;
+  };
+  std::vector<Found> found;
+  found.reserve(projects.size());
+  for (const auto& project : projects) {
+    Found f;
+    const auto r = std::lower_bound(
+        records.begin(), records.end(), project,
+        [](const core::ProjectRecord& p, std::string_view name) { return p.name < name; });
+    if (r != records.end() && r->name == project) f.record = &*r;
+    f.first = std::lower_bound(
+        files.begin(), files.end(), project,
+        [](const core::FileRecord& file, std::string_view name) { return file.project < name; });
+    f.last = f.first;
+    while (f.last != files.end() && f.last->project == project) ++f.last;
+    found.push_back(f);
+  }
   std::shared_ptr<Snapshot> s(new Snapshot());
   s->serial_ = g_next_serial.fetch_add(1, std::memory_order_relaxed);
-  s->generation_ = changes.back().contents.generation;
-  s->tokens_ = auth::TokenIndex(std::move(changes.back().contents.tokens));
+  s->generation_ = contents.generation;
+  s->tokens_ = auth::TokenIndex(std::move(contents.tokens));
   s->projects_ = prev.projects_;
   s->file_count_ = prev.file_count_;
   s->indexes_ = std::make_unique<Indexes>(*prev.indexes_);
-  for (auto& [project, contents] : changes) s->apply(project, contents);
+  for (std::size_t i = 0; i < projects.size(); ++i) {
+    std::optional<core::ProjectRecord> record;
+    if (found[i].record != nullptr) record = std::move(*found[i].record);
+    s->apply(projects[i], std::move(record),
+             std::vector<core::FileRecord>(std::make_move_iterator(found[i].first),
+                                           std::make_move_iterator(found[i].last)));
+  }
   // Parts sized for a much smaller catalog: index it again, sized for this one.
   if (s->indexes_->crowded()) s->index();
   return s;
 }
 
-void Snapshot::apply(std::string_view project, catalog::Contents& contents) {
+void Snapshot::apply(std::string_view project, std::optional<core::ProjectRecord> record,
+                     std::vector<core::FileRecord> files) {
   const auto at = std::lower_bound(projects_.begin(), projects_.end(), project,
                                    [](const std::shared_ptr<const ProjectData>& p,
                                       std::string_view name) { return p->record.name < name; });
   const bool present = at != projects_.end() && (*at)->record.name == project;
-  const auto fresh = std::find_if(contents.projects.begin(), contents.projects.end(),
-                                  [&](const core::ProjectRecord& p) { return p.name == project; });
   if (present) {
     indexes_->remove(**at);
     file_count_ -= (*at)->files.size();
   }
-  if (fresh == contents.projects.end()) {
+  if (!record) {
     if (present) projects_.erase(at);
     return;
   }
-  std::vector<core::FileRecord> files;
-  for (auto& f : contents.files) {
-    if (f.project == project) files.push_back(std::move(f));
-  }
-  auto data = std::make_shared<const ProjectData>(std::move(*fresh), std::move(files));
+  auto data = std::make_shared<const ProjectData>(std::move(*record), std::move(files));
   indexes_->add(*data);
   file_count_ += data->files.size();
   if (present) {

@@ -266,9 +266,13 @@ class Catalog {
                                                               const core::ProjectClaim& claim,
                                                               const Actor& by) = 0;
 
-  /// Like load(), read in one transaction, but only one project (none when it does not exist)
-  /// and its files; tokens and the generation in full.
-  [[nodiscard]] virtual Result<Contents> load_project(std::string_view project) = 0;
+  /// Like load(), read in one transaction, but only these projects (those that exist) and
+  /// their files; tokens and the generation in full.
+  [[nodiscard]] virtual Result<Contents> load_projects(std::vector<std::string> projects) = 0;
+  /// load_projects() of one project.
+  [[nodiscard]] Result<Contents> load_project(std::string_view project) {
+    return load_projects({std::string(project)});
+  }
 
   /// Records a new token; its `created_by` is `by`'s label.
   [[nodiscard]] virtual Result<TokenRecord> insert_token(const TokenRecord& token,

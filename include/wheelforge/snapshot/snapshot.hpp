@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,7 +56,7 @@ class Snapshot {
   [[nodiscard]] static std::shared_ptr<const Snapshot> build(catalog::Contents contents);
 
   /// The snapshot after a change to one project: `prev` with that project replaced by (or
-  /// added from, or removed when absent from) `project`, the result of Catalog::load_project,
+  /// added from, or removed when absent from) `contents`, the result of Catalog::load_project,
   /// whose tokens and generation it takes. Every other project's data is shared with `prev`,
   /// and so are the parts of the lookup indexes the project has no entry in: an upload into a
   /// large index costs about that project's files, not the catalog's.
@@ -63,16 +64,14 @@ class Snapshot {
                                                               std::string_view project,
                                                               catalog::Contents contents);
 
-  /// One project's load for update(): the project's name and Catalog::load_project's result.
-  struct ProjectChange {
-    std::string project;
-    catalog::Contents contents;
-  };
-  /// The snapshot after changes to several projects at once: update() for each in turn, with
-  /// one copy of the project list and the indexes for all of them; the tokens and generation
-  /// are the last change's. nullptr when `changes` is empty.
+  /// The snapshot after changes to several projects at once, loaded together: `contents` is
+  /// Catalog::load_projects(projects)'s result, sorted as it answers (a project it does not
+  /// hold is removed), whose
+  /// tokens and generation it takes. One copy of the project list and the indexes for all of
+  /// them. nullptr when `projects` is empty.
   [[nodiscard]] static std::shared_ptr<const Snapshot> update(const Snapshot& prev,
-                                                              std::vector<ProjectChange> changes);
+                                                              std::vector<std::string> projects,
+                                                              catalog::Contents contents);
 
   Snapshot(const Snapshot&) = delete;
   Snapshot& operator=(const Snapshot&) = delete;
@@ -160,7 +159,8 @@ class Snapshot {
   struct Indexes;
   void index();
   /// update()'s work for one project, on this snapshot while it is being made.
-  void apply(std::string_view project, catalog::Contents& contents);
+  void apply(std::string_view project, std::optional<core::ProjectRecord> record,
+             std::vector<core::FileRecord> files);
 
   std::uint64_t generation_ = 0;
   std::vector<std::shared_ptr<const ProjectData>> projects_;  // sorted by name

@@ -220,6 +220,43 @@ TEST_P(CatalogTest, LoadReturnsEverything) {
   EXPECT_EQ(contents->tokens[0].project, "demo-pkg");
 }
 
+// Some projects in one read: those that exist, sorted, with their files only; the tokens and
+// the generation in full. Names that need quoting in an array literal are found too (1,200
+// names: more than SQLite binds in one statement).
+TEST_P(CatalogTest, LoadProjectsReadsThoseThatExist) {
+  auto cat = open_cat();
+  ASSERT_TRUE(cat);
+  for (const char* project : {"alpha", "beta", "gamma", "quote\"back\\slash"}) {
+    NewFile nf =
+        wheel(std::string(project) + "-1.0-py3-none-any.whl", std::string(63, 'a') + project[0]);
+    nf.file.project = project;
+    nf.display_name = project;
+    ASSERT_TRUE((*cat)->insert_file(nf)) << project;
+  }
+  TokenRecord t;
+  t.hash = std::string(64, 't');
+  t.scope = Scope::upload;
+  ASSERT_TRUE((*cat)->insert_token(t, wf::catalog::Actor{}));
+  std::vector<std::string> names{"gamma", "missing", "quote\"back\\slash", "alpha", "gamma"};
+  for (int i = 0; i < 1'200; ++i) names.push_back("absent-" + std::to_string(i));
+  auto some = (*cat)->load_projects(names);
+  ASSERT_TRUE(some) << some.error().message;
+  ASSERT_EQ(some->projects.size(), 3U);
+  EXPECT_EQ(some->projects[0].name, "alpha");
+  EXPECT_EQ(some->projects[1].name, "gamma");
+  EXPECT_EQ(some->projects[2].name, "quote\"back\\slash");
+  ASSERT_EQ(some->files.size(), 3U);
+  EXPECT_EQ(some->files[0].project, "alpha");
+  EXPECT_EQ(some->files[1].project, "gamma");
+  EXPECT_EQ(some->files[2].project, "quote\"back\\slash");
+  EXPECT_EQ(some->tokens.size(), 1U);
+  EXPECT_EQ(some->generation, *(*cat)->generation());
+  auto none = (*cat)->load_projects({});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->projects.empty() && none->files.empty());
+  EXPECT_EQ(none->tokens.size(), 1U);
+}
+
 TEST_P(CatalogTest, ReopenKeepsDataAndSchema) {
   {
     auto cat = open_cat();

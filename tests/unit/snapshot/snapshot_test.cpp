@@ -166,14 +166,12 @@ TEST(Snapshot, UpdatesFromEmptyToTwentyThousandFilesFindWhatAFullBuildFinds) {
 }
 
 // Several projects in one update: one changed, one added, one removed; the generation is the
-// last change's.
+// load's.
 TEST(Snapshot, OneUpdateOfSeveralProjectsMatchesAFullBuild) {
   auto before = Snapshot::build(contents(5, {{"a", {"1.0"}}, {"c", {"2.0"}}, {"d", {"0.1"}}}));
-  std::vector<Snapshot::ProjectChange> changes;
-  changes.push_back({"c", contents(8, {{"c", {"2.0", "3.0"}}})});
-  changes.push_back({"b", contents(8, {{"b", {"1.0"}}})});
-  changes.push_back({"d", contents(9, {})});
-  auto after = Snapshot::update(*before, std::move(changes));
+  // As Catalog::load_projects answers for "c", "b" and "d" (gone), named in any order.
+  auto after = Snapshot::update(*before, {"c", "b", "d", "c"},
+                                contents(9, {{"b", {"1.0"}}, {"c", {"2.0", "3.0"}}}));
   auto full = Snapshot::build(contents(9, {{"a", {"1.0"}}, {"b", {"1.0"}}, {"c", {"2.0", "3.0"}}}));
   EXPECT_EQ(after->generation(), 9U);
   EXPECT_EQ(after->file_count(), full->file_count());
@@ -183,7 +181,7 @@ TEST(Snapshot, OneUpdateOfSeveralProjectsMatchesAFullBuild) {
   EXPECT_EQ(after->find_project("d"), nullptr);
   EXPECT_EQ(after->find_file("d-0.1-py3-none-any.whl"), nullptr);
   EXPECT_NE(before->find_file("d-0.1-py3-none-any.whl"), nullptr);
-  EXPECT_EQ(Snapshot::update(*after, std::vector<Snapshot::ProjectChange>{}), nullptr);
+  EXPECT_EQ(Snapshot::update(*after, std::vector<std::string>{}, contents(10, {})), nullptr);
 }
 
 // Two projects holding the same bytes: updating one leaves the other's found by digest.
