@@ -143,8 +143,6 @@ Result<Contents> PgCatalog::load() {
 }
 
 Result<Contents> PgCatalog::load_projects(std::vector<std::string> projects) {
-  std::sort(projects.begin(), projects.end());
-  projects.erase(std::unique(projects.begin(), projects.end()), projects.end());
   std::lock_guard lock(mu_);
   return conn_->read_transaction([&] { return load_locked(&projects); });
 }

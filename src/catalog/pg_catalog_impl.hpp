@@ -132,7 +132,7 @@ class PgCatalog final : public Catalog {
                                                      const std::optional<std::string>& reason,
                                                      const Actor& by);
   Result<std::uint64_t> generation_locked();
-  /// Every project, or only those of `only` (sorted, without repeats).
+  /// Every project, or only those named in `only` (sorted by name either way).
   Result<std::vector<core::ProjectRecord>> projects_locked(
       const std::vector<std::string>* only = nullptr);
   Result<Contents> load_locked(const std::vector<std::string>* only = nullptr);

@@ -119,6 +119,8 @@ Result<Contents> SqliteCatalog::load() {
 }
 
 Result<Contents> SqliteCatalog::load_projects(std::vector<std::string> projects) {
+  // Read in groups of names (for_names): sorted and without repeats, the groups' rows come
+  // sorted and once each.
   std::sort(projects.begin(), projects.end());
   projects.erase(std::unique(projects.begin(), projects.end()), projects.end());
   std::lock_guard lock(mu_);

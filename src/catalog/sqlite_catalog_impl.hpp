@@ -142,11 +142,10 @@ class SqliteCatalog final : public Catalog {
                                                      const std::optional<std::string>& reason,
                                                      const Actor& by);
   Result<std::uint64_t> generation_locked();
-  /// Every project (sorted by name), or only the one named `only` (none when absent).
-  /// Every project, or only those of `only` (sorted, without repeats).
+  /// Every project (sorted by name), or only those of `only` (sorted, without repeats).
   Result<std::vector<core::ProjectRecord>> projects_locked(
       const std::vector<std::string>* only = nullptr);
-  /// Everything, or with `only` one project and its files.
+  /// Everything, or with `only` (sorted, without repeats) those projects and their files.
   Result<Contents> load_locked(const std::vector<std::string>* only = nullptr);
   Result<std::vector<BlobRef>> referenced_blobs_locked();
   // Copies every page in one step inside one read transaction: in WAL mode writers in other

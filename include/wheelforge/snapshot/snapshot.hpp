@@ -66,9 +66,8 @@ class Snapshot {
 
   /// The snapshot after changes to several projects at once, loaded together: `contents` is
   /// Catalog::load_projects(projects)'s result, sorted as it answers (a project it does not
-  /// hold is removed), whose
-  /// tokens and generation it takes. One copy of the project list and the indexes for all of
-  /// them. nullptr when `projects` is empty.
+  /// hold is removed), whose tokens and generation it takes. One copy of the project list and
+  /// the indexes for all of them. nullptr when `projects` is empty.
   [[nodiscard]] static std::shared_ptr<const Snapshot> update(const Snapshot& prev,
                                                               std::vector<std::string> projects,
                                                               catalog::Contents contents);
