@@ -60,6 +60,14 @@ void add_split(ProblemList& problems, const std::string& key, const std::string&
                                                                       const std::string& key,
                                                                       ProblemList& problems);
 
+/// [build.executor] and [build.images] (executor_config.cpp), into `host`.
+void read_executor(const toml::node& node, const std::string& key, build::HostConfig& host,
+                   ProblemList& problems);
+void read_images(const toml::node& node, const std::string& key, build::HostConfig& host,
+                 ProblemList& problems);
+/// The keys of [build.executor] read_executor() accepts ("kind", "partition", ...).
+[[nodiscard]] std::vector<std::string> executor_keys();
+
 /// [recipes.NAME] (recipe_config.cpp): the recipe into `config.recipes` when it has no problem;
 /// its interpreters, toolkits and images are checked against `host`.
 void read_recipe(const std::string& name, const toml::node& node, const build::HostConfig& host,
