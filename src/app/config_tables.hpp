@@ -4,6 +4,8 @@
 
 #include <toml++/toml.h>
 
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "wheelforge/auth/oidc.hpp"
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/core/upstream.hpp"
+#include "wheelforge/crypto/certificate.hpp"
 
 namespace wf::app::detail {
 
@@ -48,6 +51,15 @@ void read_oidc_tables(const toml::table& root, std::vector<auth::oidc::IssuerCon
 
 /// The keys read_oidc_tables() accepts ("oidc_issuer.url").
 [[nodiscard]] std::vector<std::string> oidc_keys();
+
+/// Reads the [attestations] table (oidc_config.cpp): trust_roots, an absolute path to a PEM
+/// file of CA certificates, read and parsed here (a problem names the file and what is wrong).
+void read_attestations_table(const toml::table& root, std::filesystem::path& trust_roots,
+                             std::shared_ptr<const crypto::TrustStore>& roots,
+                             std::vector<std::string>& problems);
+
+/// The keys read_attestations_table() accepts ("attestations.trust_roots").
+[[nodiscard]] std::vector<std::string> attestation_keys();
 
 /// The keys read_upstream_tables() accepts ("upstream.url").
 [[nodiscard]] std::vector<std::string> upstream_keys();

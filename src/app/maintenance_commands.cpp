@@ -30,7 +30,15 @@ std::string shell_word(std::string_view s) {
 }
 
 std::string_view role_name(catalog::BlobRole role) {
-  return role == catalog::BlobRole::file ? "file" : "METADATA";
+  switch (role) {
+    case catalog::BlobRole::file:
+      return "file";
+    case catalog::BlobRole::metadata:
+      return "METADATA";
+    case catalog::BlobRole::provenance:
+      return "provenance";
+  }
+  return "file";
 }
 
 std::string describe_refs(const std::vector<catalog::BlobRef>& refs) {

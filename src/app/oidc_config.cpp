@@ -1,5 +1,6 @@
 // The [[oidc_issuer]] tables: the OIDC issuers whose tokens trusted publishing exchanges for
-// upload tokens (docs/publishing.md, docs/configuration.md "[[oidc_issuer]]").
+// upload tokens (docs/publishing.md, docs/configuration.md "[[oidc_issuer]]"); and the
+// [attestations] table: the CA certificates uploaded attestations are verified against.
 
 #include <algorithm>
 #include <array>
@@ -7,6 +8,7 @@
 #include "config_readers.hpp"
 #include "config_tables.hpp"
 #include "wheelforge/app/app.hpp"
+#include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::app::detail {
@@ -132,6 +134,44 @@ void read_oidc_tables(const toml::table& root, std::vector<auth::oidc::IssuerCon
     }
     if (problems.size() == before) issuers.push_back(std::move(e));
   }
+}
+
+void read_attestations_table(const toml::table& root, std::filesystem::path& trust_roots,
+                             std::shared_ptr<const crypto::TrustStore>& roots,
+                             ProblemList& problems) {
+  const auto* node = root.get("attestations");
+  if (node == nullptr) return;
+  const auto* table = node->as_table();
+  if (table == nullptr) {
+    problems.push_back("attestations: expected a table [attestations], got " + spelled(*node));
+    return;
+  }
+  for (const auto& [k, value] : *table) {
+    const std::string name(k.str());
+    if (name != "trust_roots") {
+      problems.push_back(unknown_key(name, "[attestations]", {"trust_roots"}));
+      continue;
+    }
+    auto path = read_absolute_path(value, "attestations.trust_roots", problems);
+    if (!path) continue;
+    auto pem = read_small_file(*path, 16U << 20U);
+    if (!pem) {
+      problems.push_back("attestations.trust_roots: " + pem.error().message);
+      continue;
+    }
+    auto store = crypto::TrustStore::from_pem(*pem);
+    if (!store) {
+      problems.push_back("attestations.trust_roots: " + path->string() + ": " +
+                         store.error().message);
+      continue;
+    }
+    trust_roots = *path;
+    roots = std::make_shared<const crypto::TrustStore>(std::move(*store));
+  }
+}
+
+std::vector<std::string> attestation_keys() {
+  return {"attestations.trust_roots"};
 }
 
 std::vector<std::string> oidc_keys() {

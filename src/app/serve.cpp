@@ -268,6 +268,12 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
   http::ServerConfig config;
   config.upstreams = upstreams.get();
   config.oidc = oidc.get();
+  config.attestation_roots = configuration.attestation_roots.get();
+  if (configuration.attestation_roots) {
+    log::info("attestations: verified against {} certificate(s) of {}",
+              configuration.attestation_roots->size(),
+              configuration.attestation_trust_roots.string());
+  }
   config.host = listen->first;
   config.port = listen->second;
   config.worker_threads = settings.worker_threads;
@@ -403,6 +409,9 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
             }
             if (fresh.config->oidc_issuers != configuration.oidc_issuers) {
               outcome += " ([[oidc_issuer]] changes need a restart)";
+            }
+            if (fresh.config->attestation_trust_roots != configuration.attestation_trust_roots) {
+              outcome += " ([attestations] changes need a restart)";
             }
             if (runner) {
               for (const auto& p : fresh.host_problems) log::warn("SIGHUP: build runner: {}", p);

@@ -462,11 +462,13 @@ std::optional<toml::table> parse_file(const fs::path& path, std::vector<std::str
 void read_top_level(const toml::table& table, const fs::path& path,
                     std::array<std::optional<Candidate>, kSpecs.size()>& values,
                     std::vector<std::string>& problems) {
-  std::vector<std::string_view> known = {"build", "recipes", "upstream", "s3", "oidc_issuer"};
+  std::vector<std::string_view> known = {"build", "recipes",     "upstream",
+                                         "s3",    "oidc_issuer", "attestations"};
   for (const auto& spec : kSpecs) known.push_back(spec.name);
   for (const auto& [key, node] : table) {
     const std::string_view k = key.str();
-    if (k == "build" || k == "recipes" || k == "upstream" || k == "s3" || k == "oidc_issuer") {
+    if (k == "build" || k == "recipes" || k == "upstream" || k == "s3" || k == "oidc_issuer" ||
+        k == "attestations") {
       continue;
     }
     std::size_t i = 0;
@@ -661,6 +663,8 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
   build::RunnerConfig build;
   std::vector<core::UpstreamConfig> upstreams;
   std::vector<auth::oidc::IssuerConfig> oidc_issuers;
+  fs::path attestation_trust_roots;
+  std::shared_ptr<const crypto::TrustStore> attestation_roots;
   S3Settings s3;
   if (config_file) {
     // One parse of the whole file: the server's keys and the build runner's tables.
@@ -670,6 +674,7 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
       detail::read_build_tables(*table, build, problems);
       detail::read_upstream_tables(*table, upstreams, problems);
       detail::read_oidc_tables(*table, oidc_issuers, problems);
+      detail::read_attestations_table(*table, attestation_trust_roots, attestation_roots, problems);
     }
   }
   for (std::size_t i = 0; i < kSpecs.size(); ++i) {
@@ -705,8 +710,12 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
   add_secret(settings.s3.secret_access_key);
   add_secret(settings.s3.session_token);
   for (const auto& [name, rc] : build.recipes) build::register_source_secrets(rc.recipe.source);
-  out.config = Configuration{std::move(settings), std::move(build), std::move(upstreams),
-                             std::move(oidc_issuers)};
+  out.config = Configuration{std::move(settings),
+                             std::move(build),
+                             std::move(upstreams),
+                             std::move(oidc_issuers),
+                             std::move(attestation_trust_roots),
+                             std::move(attestation_roots)};
   return out;
 }
 
@@ -732,6 +741,7 @@ std::vector<std::string> configuration_keys() {
   for (auto& key : detail::build_keys()) keys.push_back(std::move(key));
   for (auto& key : detail::upstream_keys()) keys.push_back(std::move(key));
   for (auto& key : detail::oidc_keys()) keys.push_back(std::move(key));
+  for (auto& key : detail::attestation_keys()) keys.push_back(std::move(key));
   for (const auto& key : kS3Keys) keys.push_back("s3." + std::string(key));
   return keys;
 }

@@ -314,10 +314,11 @@ Result<TokenRecord> PgCatalog::mint_token(const MintRequest& req, const Actor& b
         }
         TokenRecord stored = req.token;
         stored.created_by = by.label();
+        stored.publisher_id = req.publisher_id;
         auto ins = conn_->exec("insert token",
                                "INSERT INTO tokens (hash, scope, project, description, created_at,"
-                               " expires_at, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-                               " RETURNING id",
+                               " expires_at, created_by, publisher_id)"
+                               " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
                                Params()
                                    .add(stored.hash)
                                    .add(scope_name(stored.scope))
@@ -325,7 +326,8 @@ Result<TokenRecord> PgCatalog::mint_token(const MintRequest& req, const Actor& b
                                    .add(stored.description)
                                    .add(stored.created_at)
                                    .add(stored.expires_at)
-                                   .add(stored.created_by));
+                                   .add(stored.created_by)
+                                   .add(stored.publisher_id));
         if (!ins) return ins.error();
         stored.id = ins->i64(0, 0);
         if (auto st = append_audit_locked(

@@ -307,6 +307,8 @@ Result<PgCatalog::Inserted> PgCatalog::insert_file_locked(const NewFile& nf,
       .add(f.binaries ? std::optional<std::string>(core::encode_findings(*f.binaries))
                       : std::nullopt)
       .add(f.variant ? std::optional<std::string>(core::encode_variant(*f.variant)) : std::nullopt)
+      .add(f.provenance_sha256)
+      .add(static_cast<std::int64_t>(f.provenance_size))
       .add(f.project);
   auto ins = conn_->exec(
       "insert file",
@@ -314,9 +316,11 @@ Result<PgCatalog::Inserted> PgCatalog::insert_file_locked(const NewFile& nf,
       " requires_python, metadata_sha256, metadata_size, build_tag, python_tag, abi_tag,"
       " platform_tag, requires_dist, backend, cuda_major, cuda_minor, rocm_major,"
       " rocm_minor, torch_major, torch_minor, cxx11_abi, label_extra, hints_version,"
-      " canonical, uploaded_by, uploaded_by_token, binaries, variant)"
+      " canonical, uploaded_by, uploaded_by_token, binaries, variant, provenance_sha256,"
+      " provenance_size)"
       " SELECT id, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
-      " $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29 FROM projects WHERE name = $30"
+      " $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31 FROM projects"
+      " WHERE name = $32"
       " RETURNING id",
       p);
   if (!ins) return ins.error();
@@ -396,7 +400,8 @@ Result<std::vector<BlobRef>> PgCatalog::referenced_blobs_locked() {
 
 Result<std::vector<BlobRef>> read_referenced_blobs(pg::Conn& conn) {
   auto rows = conn.exec("list blob references",
-                        "SELECT filename, sha256, size, metadata_sha256, metadata_size FROM files"
+                        "SELECT filename, sha256, size, metadata_sha256, metadata_size,"
+                        " provenance_sha256, provenance_size FROM files"
                         " ORDER BY filename COLLATE \"C\"");
   if (!rows) return rows.error();
   std::vector<BlobRef> refs;
@@ -406,6 +411,10 @@ Result<std::vector<BlobRef>> read_referenced_blobs(pg::Conn& conn) {
                            static_cast<std::uint64_t>(rows->i64(i, 2))});
     refs.push_back(BlobRef{rows->text(i, 3), BlobRole::metadata, filename,
                            static_cast<std::uint64_t>(rows->i64(i, 4))});
+    if (std::string provenance = rows->text(i, 5); !provenance.empty()) {
+      refs.push_back(BlobRef{std::move(provenance), BlobRole::provenance, filename,
+                             static_cast<std::uint64_t>(rows->i64(i, 6))});
+    }
   }
   auto up = conn.exec("list upstream blob references",
                       "SELECT sha256, upstream, filename, size FROM upstream_blobs"

@@ -100,7 +100,7 @@ class PgCatalog final : public Catalog {
  private:
   static constexpr const char* kTokenColumns =
       "id, hash, scope, project, description, created_at, revoked_at, expires_at, "
-      "last_used_at, created_by";
+      "last_used_at, created_by, publisher_id";
   Result<std::vector<TokenRecord>> tokens_locked();
   Status append_audit_locked(const AuditRecord& entry);
   Status forget_damage_locked(const std::vector<std::string>& sha256s);

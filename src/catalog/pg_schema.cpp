@@ -306,6 +306,14 @@ CREATE TABLE upstream_pages (
 );
 CREATE INDEX upstream_pages_validated ON upstream_pages(validated);
 )sql",
+    // 7: SQLite's migration 19 (PEP 740 attestations): a file's provenance blob, and the trusted
+    // publisher a token was minted for. Older servers go on working: they name the columns they
+    // write, and the new ones have defaults.
+    R"sql(
+ALTER TABLE files ADD COLUMN IF NOT EXISTS provenance_sha256 TEXT NOT NULL DEFAULT '';
+ALTER TABLE files ADD COLUMN IF NOT EXISTS provenance_size BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE tokens ADD COLUMN IF NOT EXISTS publisher_id BIGINT;
+)sql",
 };
 
 // The advisory lock that keeps two openers from migrating at once ("wfschem" in ASCII).

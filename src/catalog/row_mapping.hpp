@@ -21,7 +21,7 @@ namespace wf::catalog::detail {
 extern const char* const kFileColumns;
 /// How many columns kFileColumns selects: a query that selects more after them reads those
 /// from this index on.
-constexpr int kFileColumnCount = 31;
+constexpr int kFileColumnCount = 33;
 
 // Bumped when the label parser learns something new, so that stored hints are recomputed.
 constexpr std::int64_t kHintsVersion = 1;
@@ -89,11 +89,13 @@ core::FileRecord file_from_row(const Row& s) {
     f.variant = core::decode_variant(*variant);
     if (f.variant) f.tags.variant_label = f.variant->label;
   }
+  f.provenance_sha256 = s.text(31);
+  f.provenance_size = static_cast<std::uint64_t>(s.i64(32));
   return f;
 }
 
 /// A token row selected with the token columns (id, hash, scope, project, description,
-/// created_at, revoked_at, expires_at, last_used_at, created_by).
+/// created_at, revoked_at, expires_at, last_used_at, created_by, publisher_id).
 template <class Row>
 TokenRecord token_from_row(const Row& s) {
   TokenRecord t;
@@ -107,6 +109,7 @@ TokenRecord token_from_row(const Row& s) {
   t.expires_at = s.opt_i64(7);
   t.last_used_at = s.opt_i64(8);
   t.created_by = s.text(9);
+  t.publisher_id = s.opt_i64(10).value_or(0);
   return t;
 }
 

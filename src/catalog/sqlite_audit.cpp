@@ -364,16 +364,18 @@ Result<TokenRecord> SqliteCatalog::mint_token(const MintRequest& req, const Acto
         }
         Stmt s(db_,
                "INSERT INTO tokens (hash, scope, project, description, created_at, expires_at,"
-               " created_by) VALUES (?, ?, ?, ?, ?, ?, ?)");
+               " created_by, publisher_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
         TokenRecord stored = req.token;
         stored.created_by = by.label();
+        stored.publisher_id = req.publisher_id;
         s.bind(1, stored.hash)
             .bind(2, scope_name(stored.scope))
             .bind(3, stored.project)
             .bind(4, stored.description)
             .bind(5, stored.created_at)
             .bind(6, stored.expires_at)
-            .bind(7, stored.created_by);
+            .bind(7, stored.created_by)
+            .bind(8, stored.publisher_id);
         if (s.step() != SQLITE_DONE) return db_.error("insert token");
         stored.id = db_.last_insert_rowid();
         if (auto st = append_audit_locked(

@@ -29,7 +29,8 @@ const char* const kFileColumns =
     "f.cuda_minor, f.rocm_major, f.rocm_minor, f.torch_major, f.torch_minor, f.cxx11_abi, "
     "f.label_extra, "
     "EXISTS (SELECT 1 FROM damaged_blobs d WHERE d.sha256 IN (f.sha256, f.metadata_sha256)), "
-    "f.uploaded_by, f.uploaded_by_token, f.binaries, f.variant";
+    "f.uploaded_by, f.uploaded_by_token, f.binaries, f.variant, f.provenance_sha256, "
+    "f.provenance_size";
 
 core::FileRecord read_file_row(const Stmt& s) {
   return file_from_row(s);
@@ -302,9 +303,10 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
            " requires_python, metadata_sha256, metadata_size, build_tag, python_tag, abi_tag,"
            " platform_tag, requires_dist, backend, cuda_major, cuda_minor, rocm_major,"
            " rocm_minor, torch_major, torch_minor, cxx11_abi, label_extra, hints_version,"
-           " canonical, uploaded_by, uploaded_by_token, binaries, variant)"
+           " canonical, uploaded_by, uploaded_by_token, binaries, variant, provenance_sha256,"
+           " provenance_size)"
            " SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-           " ?, ?, ?, ?, ? FROM projects WHERE name = ?");
+           " ?, ?, ?, ?, ?, ?, ? FROM projects WHERE name = ?");
   if (!ins.valid()) return db_.error("prepare file insert");
   ins.bind(1, f.filename)
       .bind(2, f.version)
@@ -330,7 +332,9 @@ Result<SqliteCatalog::Inserted> SqliteCatalog::insert_file_locked(
                            : std::nullopt)
       .bind(29,
             f.variant ? std::optional<std::string>(core::encode_variant(*f.variant)) : std::nullopt)
-      .bind(30, f.project);
+      .bind(30, f.provenance_sha256)
+      .bind(31, static_cast<std::int64_t>(f.provenance_size))
+      .bind(32, f.project);
   if (ins.step() != SQLITE_DONE) return db_.error("insert file");
   core::FileRecord stored = f;
   stored.id = db_.last_insert_rowid();
@@ -436,8 +440,8 @@ Result<Contents> SqliteCatalog::load_locked(const std::vector<std::string>* only
 
 Result<std::vector<BlobRef>> SqliteCatalog::referenced_blobs_locked() {
   Stmt s(db_,
-         "SELECT filename, sha256, size, metadata_sha256, metadata_size FROM files"
-         " ORDER BY filename");
+         "SELECT filename, sha256, size, metadata_sha256, metadata_size, provenance_sha256,"
+         " provenance_size FROM files ORDER BY filename");
   if (!s.valid()) return db_.error("prepare blob references");
   std::vector<BlobRef> refs;
   int rc = 0;
@@ -447,6 +451,10 @@ Result<std::vector<BlobRef>> SqliteCatalog::referenced_blobs_locked() {
         BlobRef{s.text(1), BlobRole::file, filename, static_cast<std::uint64_t>(s.i64(2))});
     refs.push_back(
         BlobRef{s.text(3), BlobRole::metadata, filename, static_cast<std::uint64_t>(s.i64(4))});
+    if (std::string provenance = s.text(5); !provenance.empty()) {
+      refs.push_back(BlobRef{std::move(provenance), BlobRole::provenance, filename,
+                             static_cast<std::uint64_t>(s.i64(6))});
+    }
   }
   if (rc != SQLITE_DONE) return db_.error("list blob references");
   // Blobs kept from upstream indexes are referenced too (gc keeps them, backup copies them,

@@ -94,7 +94,7 @@ class SqliteCatalog final : public Catalog {
  private:
   static constexpr const char* kTokenColumns =
       "id, hash, scope, project, description, created_at, revoked_at, expires_at, "
-      "last_used_at, created_by";
+      "last_used_at, created_by, publisher_id";
   static TokenRecord read_token_row(const Stmt& s);
   Result<std::vector<TokenRecord>> tokens_locked();
   /// Appends an audit entry inside the caller's transaction (`at` 0: now).

@@ -269,6 +269,14 @@ CREATE INDEX oidc_jtis_expires ON oidc_jtis(expires_at);
 ALTER TABLE jobs ADD COLUMN claimed_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN lease_expires_at INTEGER;
 )sql",
+    // 19: PEP 740 attestations (docs/publishing.md, "Attestations"): a file's provenance object,
+    // a blob of its own like its METADATA ('' and 0: none); and the trusted publisher a token
+    // was minted for, which the attestations it uploads must match (NULL: none).
+    R"sql(
+ALTER TABLE files ADD COLUMN provenance_sha256 TEXT NOT NULL DEFAULT '';
+ALTER TABLE files ADD COLUMN provenance_size INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tokens ADD COLUMN publisher_id INTEGER;
+)sql",
 };
 
 }  // namespace

@@ -75,6 +75,13 @@ Response handle_metrics(const Request& req, Context& ctx);
 /// 404 "not found": the catch-all.
 Response handle_not_found(const Request& req, Context& ctx);
 
+// ---- the Integrity API (integrity.cpp): from the snapshot, on the network thread ------------
+
+/// GET /integrity/<project>/<version>/<filename>/provenance: the file's PEP 740 provenance
+/// object (a blob, served like its METADATA); 404 naming what is missing (no such file,
+/// another project or version, no provenance), 503 for a damaged file.
+Response handle_provenance(const Request& req, Context& ctx);
+
 // ---- the wheel inspector (inspect.cpp): reads the stored wheel, on a worker -----------------
 
 /// GET /api/files/<sha256>/contents: members, and per ELF member its findings and exported

@@ -34,6 +34,12 @@ Status LegacyUpload::on_file_end() {
   return ok_status();
 }
 
+std::optional<std::string> LegacyUpload::attestations() const {
+  const auto v = parser_.field("attestations");
+  if (!v || trim(*v).empty()) return std::nullopt;
+  return std::string(*v);
+}
+
 Result<std::string> LegacyUpload::finish() {
   if (auto st = parser_.finish(); !st) return st.error();
   // Empty parts mean "absent": twine sends every metadata field, most of them empty

@@ -26,6 +26,7 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/files/{sha256}/{file}.metadata",   kGet,    handle_file,              none,  read,    network, kReads,   "metadata"},
     {"/files/*",                          kGet,    handle_file,              none,  read,    network, kReads,   "file"},
     {"/upstream/{upstream}/{sha256}/*",   kGet,    handle_upstream_file,     none,  read,    worker,  kReads,   "upstream_file"},
+    {"/integrity/{project}/{version}/{file}/provenance", kGet, handle_provenance, none, read, network, kReads, "provenance"},
     {"/simple",                           kGet,    handle_simple,            none,  read,    network, kReads,   "simple_root"},
     {"/simple/",                          kGet,    handle_simple,            none,  read,    network, kReads,   "simple_root"},
     {"/simple/*",                         kGet,    handle_simple,            none,  read,    network, kReads,   "simple_project"},

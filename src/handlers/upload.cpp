@@ -3,6 +3,7 @@
 #include "handlers.hpp"
 #include "wheelforge/auth/tokens.hpp"
 #include "wheelforge/core/filename.hpp"
+#include "wheelforge/handlers/oidc.hpp"
 #include "wheelforge/render/api.hpp"
 #include "wheelforge/util/strings.hpp"
 
@@ -98,6 +99,39 @@ Response answer(const Result<ingest::Ingested>& result, std::string_view filenam
   return r;
 }
 
+/// What an upload's attestations are checked against: the configured trust roots and, for a
+/// token minted for a trusted publisher, that publisher (read from the catalog: it may have been
+/// removed since, and then the token's uploads carry no attestations).
+Result<ingest::Attestations> attestations_of(const catalog::TokenRecord& token, std::string json,
+                                             Context& ctx) {
+  ingest::Attestations a;
+  a.json = std::move(json);
+  a.roots = ctx.env.attestation_roots;
+  if (token.publisher_id == 0) return a;
+  auto publishers = ctx.env.services.catalog->publishers();
+  if (!publishers) return publishers.error();
+  for (auto& p : *publishers) {
+    if (p.id != token.publisher_id) continue;
+    const auth::oidc::IssuerConfig* issuer = nullptr;
+    if (ctx.env.oidc != nullptr) {
+      for (const auto& i : ctx.env.oidc->issuers()) {
+        if (i.name == p.issuer) issuer = &i;
+      }
+    }
+    if (issuer == nullptr) {
+      return make_error(Errc::invalid, "attestations: the issuer " + p.issuer +
+                                           " of trusted publisher #" + std::to_string(p.id) +
+                                           " is no longer configured");
+    }
+    a.publisher_issuer_url = issuer->url;
+    a.publisher = std::move(p);
+    return a;
+  }
+  return make_error(Errc::invalid, "attestations: trusted publisher #" +
+                                       std::to_string(token.publisher_id) +
+                                       ", which this token was minted for, was removed");
+}
+
 /// Finishes a form and ingests its file. Unlike PUT, an identical file is a conflict: twine,
 /// poetry and pdm expect a repeated upload to fail (docs/clients.md, "twine, poetry, pdm").
 Result<ingest::Ingested> ingest_form(const Request& req, LegacyUpload& form, Context& ctx) {
@@ -125,8 +159,15 @@ Result<ingest::Ingested> ingest_form(const Request& req, LegacyUpload& form, Con
       auth::authorize(ctx.snapshot.tokens(), *token, catalog::Scope::upload,
                       name ? std::optional<std::string_view>(name->normalized_name) : std::nullopt);
   if (!granted) return granted.error();
+  std::optional<ingest::Attestations> attestations;
+  if (auto json = form.attestations()) {
+    auto made = attestations_of(**granted, std::move(*json), ctx);
+    if (!made) return made.error();
+    attestations = std::move(*made);
+  }
   auto result = ingestor.ingest(form.take_file(), *filename, auth::uploader_of(**granted),
-                                catalog::Actor::of_token(**granted, req.peer));
+                                catalog::Actor::of_token(**granted, req.peer),
+                                attestations ? &*attestations : nullptr);
   if (result && result->outcome == ingest::Outcome::identical) {
     return make_error(Errc::conflict, "File already exists: " + sanitize_for_log(*filename, 300) +
                                           " was uploaded before (identical content)");

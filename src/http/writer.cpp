@@ -74,6 +74,10 @@ void ResponseWriter<Stream>::send_file(Response r) {
       if (name.ends_with(".metadata")) name.remove_suffix(std::string_view(".metadata").size());
       return send(error_response(make_error(Errc::unavailable, handlers::damaged_message(name))));
     }
+    // A file's provenance (/integrity/<project>/<version>/<filename>/provenance) likewise.
+    if (err == ENOENT && seg.size() == 5 && seg[0] == "integrity") {
+      return send(error_response(make_error(Errc::unavailable, handlers::damaged_message(seg[3]))));
+    }
     return send(error_response(errno_error(err, "open blob")));
   }
   if constexpr (!Session<Stream>::kTls) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <functional>
 #include <optional>
 #include <set>
@@ -14,6 +15,7 @@
 
 #include "wheelforge/archive/elf.hpp"
 #include "wheelforge/archive/reader.hpp"
+#include "wheelforge/auth/attestation.hpp"
 #include "wheelforge/core/binding.hpp"
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/core/metadata.hpp"
@@ -210,8 +212,9 @@ Result<Validated> validate(const std::filesystem::path& file, std::string_view f
 struct Prepared {
   catalog::NewFile nf;
   store::TempFile temp;
-  std::string metadata;  ///< METADATA / PKG-INFO bytes, stored as their own blob
-  bool restore = false;  ///< the same bytes as a damaged file: publish them again, no new row
+  std::string metadata;    ///< METADATA / PKG-INFO bytes, stored as their own blob
+  std::string provenance;  ///< the PEP 740 provenance object, a blob of its own; "" for none
+  bool restore = false;    ///< the same bytes as a damaged file: publish them again, no new row
 };
 
 // Everything before the catalog write: size limit, digest, name checks and validation. An
@@ -219,9 +222,32 @@ struct Prepared {
 // read: cheap, and the answer does not depend on the content being valid.
 using Prepare = std::variant<Ingested, Prepared>;
 
+// The provenance object of the file `name` with digest `sha256` from the attestations that came
+// with it: Errc::invalid when they do not verify, or when no trust roots are configured.
+Result<std::string> provenance_of(const Attestations& a, std::string_view name,
+                                  const std::string& sha256) {
+  if (a.roots == nullptr) {
+    return make_error(Errc::invalid,
+                      "attestations: this index verifies attestations against the certificates of "
+                      "[attestations] trust_roots, and none are configured");
+  }
+  auth::AttestationCheck check;
+  check.filename = std::string(name);
+  check.sha256 = sha256;
+  check.now = static_cast<std::int64_t>(std::time(nullptr));
+  check.publisher = a.publisher ? &*a.publisher : nullptr;
+  check.publisher_issuer_url = a.publisher_issuer_url;
+  auto verified = auth::verify_attestations(a.json, *a.roots, check);
+  if (!verified) {
+    return make_error(Errc::invalid, "attestations refused: " + verified.error().message);
+  }
+  return render::render_provenance(verified->publisher, verified->attestations);
+}
+
 Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::string_view filename,
                         const core::Uploader& uploader, const catalog::Actor& actor,
-                        const Limits& limits, store::Sync sync) {
+                        const Limits& limits, store::Sync sync,
+                        const Attestations* attestations = nullptr) {
   if (temp.size() > limits.max_file_size) {
     return make_error(Errc::too_large, "file is larger than the limit of " +
                                            std::to_string(limits.max_file_size) + " bytes");
@@ -252,6 +278,12 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
   auto v = validate(temp.path(), name, limits);
   if (!v) return v.error();
   const bool restore = existing->has_value();
+  std::string provenance;
+  if (attestations != nullptr && !restore) {
+    auto made = provenance_of(*attestations, name, temp.sha256());
+    if (!made) return made.error();
+    provenance = std::move(*made);
+  }
   if (restore && crypto::sha256_hex(v->metadata_bytes) != (*existing)->metadata_sha256) {
     return make_error(Errc::internal, "the METADATA read from " + std::string(name) +
                                           " differs from the one recorded for it");
@@ -271,13 +303,18 @@ Result<Prepare> prepare(catalog::Catalog& catalog, store::TempFile temp, std::st
   f.requires_python = v->metadata.requires_python;
   f.metadata_sha256 = crypto::sha256_hex(v->metadata_bytes);
   f.metadata_size = v->metadata_bytes.size();
+  if (!provenance.empty()) {
+    f.provenance_sha256 = crypto::sha256_hex(provenance);
+    f.provenance_size = provenance.size();
+  }
   f.tags = v->name.tags;
   f.hints = v->hints;
   f.binaries = std::move(v->binaries);
   f.variant = std::move(v->variant);
   nf.display_name = v->metadata.name;
   nf.requires_dist = v->metadata.requires_dist;
-  return Prepare(Prepared{std::move(nf), std::move(temp), std::move(v->metadata_bytes), restore});
+  return Prepare(Prepared{std::move(nf), std::move(temp), std::move(v->metadata_bytes),
+                          std::move(provenance), restore});
 }
 
 // Local files are published inside the catalog's write transaction, once the name is known to
@@ -306,11 +343,24 @@ Publish publish_mode(const store::BlobStore& store) {
 Status publish(const store::BlobStore& store, Prepared& p, store::Sync sync,
                Publish mode = Publish::in_transaction) {
   const std::string& metadata_sha256 = p.nf.file.metadata_sha256;
+  const std::string& provenance_sha256 = p.nf.file.provenance_sha256;
   const bool had_metadata = mode == Publish::ahead || store.contains(metadata_sha256);
+  const bool had_provenance =
+      provenance_sha256.empty() || mode == Publish::ahead || store.contains(provenance_sha256);
   if (auto m = store.put(p.metadata, sync); !m) return m.error();
-  if (auto blob = store.commit(std::move(p.temp), sync); !blob) {
-    // Nothing of a refused file stays: a METADATA blob that is new goes again.
+  // Nothing of a refused file stays: a METADATA or provenance blob that is new goes again.
+  const auto withdraw_new = [&] {
     if (!had_metadata) (void)store.withdraw(metadata_sha256);
+    if (!had_provenance) (void)store.withdraw(provenance_sha256);
+  };
+  if (!provenance_sha256.empty()) {
+    if (auto m = store.put(p.provenance, sync); !m) {
+      withdraw_new();
+      return m.error();
+    }
+  }
+  if (auto blob = store.commit(std::move(p.temp), sync); !blob) {
+    withdraw_new();
     return blob.error();
   }
   return ok_status();
@@ -382,9 +432,10 @@ Result<Ingested> restore(catalog::Catalog& catalog, const store::BlobStore& stor
 }  // namespace
 
 Result<Ingested> Ingestor::ingest(store::TempFile temp, std::string_view filename,
-                                  const core::Uploader& uploader, const catalog::Actor& actor) {
-  auto prepared =
-      prepare(catalog_, std::move(temp), filename, uploader, actor, limits(), store::Sync::now);
+                                  const core::Uploader& uploader, const catalog::Actor& actor,
+                                  const Attestations* attestations) {
+  auto prepared = prepare(catalog_, std::move(temp), filename, uploader, actor, limits(),
+                          store::Sync::now, attestations);
   if (!prepared) return prepared.error();
   if (auto* done = std::get_if<Ingested>(&*prepared)) return std::move(*done);
   auto& p = std::get<Prepared>(*prepared);

@@ -53,6 +53,22 @@ void append_file_url(std::string& out, const core::FileRecord& file) {
   out += percent_encode_path(file.filename);
 }
 
+bool has_provenance(const core::FileRecord& file) {
+  return file.upstream.empty() && !file.provenance_sha256.empty();
+}
+
+// Root-relative like the file URLs, so that it resolves from /simple/ and from every view's
+// pages alike (the Integrity API's path: docs/packaging.md, "Provenance").
+void append_provenance_url(std::string& out, const core::FileRecord& file) {
+  out += "/integrity/";
+  out += percent_encode_path(file.project);
+  out += '/';
+  out += percent_encode_path(file.version);
+  out += '/';
+  out += percent_encode_path(file.filename);
+  out += "/provenance";
+}
+
 void append_json_string(std::string& out, std::string_view s) {
   const bool plain = std::all_of(
       s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; });
@@ -135,6 +151,12 @@ void append_file_anchor(std::string& out, const core::FileRecord& file) {
     append_escaped(out, *file.yanked);
     out += '"';
   }
+  if (has_provenance(file)) {
+    // PEP 740: the URL of the file's provenance object (docs/packaging.md, "Provenance").
+    out += " data-provenance=\"";
+    append_provenance_url(out, file);  // percent-encoded: nothing in it needs HTML escaping
+    out += '"';
+  }
   out += '>';
   append_escaped(out, file.filename);
   out += "</a><br/>\n";
@@ -209,6 +231,11 @@ void append_file_json(std::string& out, const core::FileRecord& file) {
   if (file.upstream.empty() || file.upload_time != 0) {
     out += R"(,"upload-time":)";
     append_json_string(out, iso8601_micros(file.upload_time));
+  }
+  if (has_provenance(file)) {
+    out += R"(,"provenance":")";
+    append_provenance_url(out, file);  // percent-encoded: nothing in it needs JSON escaping
+    out += '"';
   }
   out += '}';
 }
@@ -285,6 +312,14 @@ std::string file_url(const core::FileRecord& file) {
   std::string url;
   url.reserve(80 + file.filename.size());
   append_file_url(url, file);
+  return url;
+}
+
+std::string provenance_url(const core::FileRecord& file) {
+  std::string url;
+  if (!has_provenance(file)) return url;
+  url.reserve(48 + file.project.size() + file.version.size() + file.filename.size());
+  append_provenance_url(url, file);
   return url;
 }
 

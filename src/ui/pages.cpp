@@ -356,6 +356,8 @@ std::optional<std::string> render_project(const snapshot::Snapshot& snap, const 
       df.set("variant", f->hints.describe());
       df.set("kind", f->kind == core::DistKind::wheel ? "wheel" : "sdist");
       df.set("inspectable", f->kind == core::DistKind::wheel);
+      // PEP 740: the attestations it was uploaded with, where the simple pages link them.
+      set_text(df, "provenance_url", render::provenance_url(*f));
       df.set("python",
              f->kind == core::DistKind::wheel ? join(python_versions_of(*f), ", ") : "source");
       df.set("yanked", f->yanked.has_value());

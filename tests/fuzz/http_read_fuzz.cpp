@@ -70,9 +70,11 @@ wf::catalog::Contents contents() {
   auto generic = wheel("demo", "1.0", "demo-1.0-py3-none-any.whl", '2', 0);
   generic.requires_python = ">=3.9";
   c.files.push_back(generic);
-  c.files.push_back(wheel("flash-attn", "2.8.3+cu126torch2.7",
-                          "flash_attn-2.8.3+cu126torch2.7-cp312-cp312-linux_x86_64.whl", 'a',
-                          1000));
+  auto attested = wheel("flash-attn", "2.8.3+cu126torch2.7",
+                        "flash_attn-2.8.3+cu126torch2.7-cp312-cp312-linux_x86_64.whl", 'a', 1000);
+  attested.provenance_sha256 = std::string(64, 'f');
+  attested.provenance_size = 700;
+  c.files.push_back(attested);
   c.files.push_back(wheel("flash-attn", "2.8.3+cu128torch2.8cxx11abitrue",
                           "flash_attn-2.8.3+cu128torch2.8cxx11abitrue-cp312-cp312-linux_x86_64.whl",
                           'c', 2000));

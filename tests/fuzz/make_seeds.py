@@ -280,6 +280,9 @@ HTTP = [
     "/cu128/torch2.8/simple/flash-attn/\ntext/html\n\n\"x\", W/\"y\"\nbr, gzip;q=0",
     "/files/%s/%s\n\nbytes=10-19\n\n\n\"%s\"" % (SHA_A, FLASH, SHA_A),
     "/files/%s/%s.metadata\n\nbytes=-5\n*" % ("b" * 64, FLASH),
+    "/integrity/Flash_Attn/2.8.3%%2Bcu126torch2.7/%s/provenance\n\nbytes=0-9\n\"%s\""
+    % (FLASH, "f" * 64),
+    "/integrity/demo/1.0/%s/provenance" % FLASH,
     "/api/resolve?torch=2.8.0%2Bcu128&abi=1&project=Flash_Attn\n\n\n\n\n\nexample.org:8080",
     "/api/resolve?torch=2.9.0&cuda=12.8&hip=None&abi=1&project=flash-attn",
     "/api/resolve?torch=2.7.0&cuda=13.0&project=demo",

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "wheelforge/core/build.hpp"
 #include "wheelforge/core/records.hpp"
 #include "wheelforge/core/upstream.hpp"
+#include "wheelforge/crypto/certificate.hpp"
 #include "wheelforge/http/client_address.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -175,6 +177,11 @@ struct Configuration {
   std::vector<core::UpstreamConfig> upstreams;
   /// [[oidc_issuer]] tables, in file order; none by default (docs/publishing.md).
   std::vector<auth::oidc::IssuerConfig> oidc_issuers;
+  /// [attestations] trust_roots: the PEM file, and the certificates read from it, that the
+  /// signing certificates of uploaded attestations must chain to; none by default, and then
+  /// uploads with attestations are refused (docs/publishing.md, "Attestations").
+  std::filesystem::path attestation_trust_roots;
+  std::shared_ptr<const crypto::TrustStore> attestation_roots;
 };
 
 /// The outcome of loading the configuration.

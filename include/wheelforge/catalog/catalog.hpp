@@ -35,6 +35,8 @@ struct TokenRecord {
   std::optional<Micros> expires_at;    ///< the token stops working at this time; none: never
   std::optional<Micros> last_used_at;  ///< recorded at most once a minute (record_token_uses)
   std::string created_by;              ///< Actor::label() of its creator; "" before it was kept
+  /// The trusted publisher it was minted for (Catalog::mint_token); 0 for any other token.
+  std::int64_t publisher_id = 0;
 
   /// True when the token has an expiry and `now` is at or past it.
   [[nodiscard]] bool expired(Micros now) const { return expires_at && now >= *expires_at; }
@@ -142,7 +144,7 @@ struct Contents {
 };
 
 /// What a blob holds for the file row that references it.
-enum class BlobRole { file, metadata };
+enum class BlobRole { file, metadata, provenance };
 
 /// A reference from a file row to a blob in the store.
 struct BlobRef {

@@ -46,6 +46,11 @@ struct FileRecord {
   /// for files stored before this was kept. Kept for the file's lifetime.
   std::string uploaded_by;
   std::int64_t uploaded_by_token = 0;  ///< the token's id when a token uploaded it
+  /// The sha256 (lower-case hex) and size of its PEP 740 provenance object, stored as a blob
+  /// of its own (docs/publishing.md, "Attestations"): made from the attestations verified when
+  /// it was uploaded. Empty (size 0) when it came without attestations.
+  std::string provenance_sha256;
+  std::uint64_t provenance_size = 0;
   /// Empty for a file of this index; else the upstream index it is listed from
   /// (docs/upstreams.md): its URL is /upstream/<upstream>/<sha256>/<filename>, and upload_time and
   /// size are 0 when the upstream did not give them.

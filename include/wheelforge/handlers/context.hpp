@@ -14,6 +14,7 @@
 
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/catalog/catalog.hpp"
+#include "wheelforge/crypto/certificate.hpp"
 #include "wheelforge/handlers/legacy_upload.hpp"
 #include "wheelforge/handlers/metrics.hpp"
 #include "wheelforge/handlers/oidc.hpp"
@@ -109,6 +110,9 @@ struct Environment {
   std::chrono::seconds presign_expiry{300};
   /// The issuers of trusted publishing; null when none is configured (docs/publishing.md).
   OidcIssuers* oidc = nullptr;
+  /// The certificates attestations must chain to ([attestations] trust_roots); null when none
+  /// are configured, and uploads with attestations are refused (docs/publishing.md).
+  const crypto::TrustStore* attestation_roots = nullptr;
 };
 
 /// The body of an upload route once it has arrived in full.

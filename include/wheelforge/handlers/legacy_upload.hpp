@@ -41,6 +41,9 @@ class LegacyUpload final : public MultipartSink {
     return file_done_ ? filename_ : std::nullopt;
   }
   [[nodiscard]] const std::filesystem::path& file_path() const { return temp_.path(); }
+  /// The `attestations` field (PEP 740, as twine sends it: a JSON array of attestation
+  /// objects); nullopt when the form has none, or an empty one.
+  [[nodiscard]] std::optional<std::string> attestations() const;
 
   Status on_file_start(std::string_view field_name, std::string_view filename) override;
   Status on_file_data(std::string_view bytes) override;

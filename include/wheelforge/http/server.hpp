@@ -37,6 +37,8 @@ struct ServerConfig {
   std::chrono::seconds presign_expiry{300};
   /// The issuers of trusted publishing (docs/publishing.md); null: none configured.
   handlers::OidcIssuers* oidc = nullptr;
+  /// The certificates attestations must chain to (docs/publishing.md); null: none configured.
+  const crypto::TrustStore* attestation_roots = nullptr;
   /// HTTPS: PEM certificate chain and private key. Both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;

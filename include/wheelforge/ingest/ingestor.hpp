@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "wheelforge/archive/reader.hpp"
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/core/records.hpp"
+#include "wheelforge/crypto/certificate.hpp"
 #include "wheelforge/store/blob_store.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -34,6 +36,18 @@ enum class Outcome {
   stored,     ///< new file published
   identical,  ///< same name and bytes already present: nothing changed
   restored,   ///< same name and bytes as a damaged file (see fsck): its blobs published again
+};
+
+/// The PEP 740 attestations that come with an upload (docs/publishing.md, "Attestations").
+struct Attestations {
+  std::string json;  ///< the `attestations` form field: a JSON array of attestation objects
+  /// The trust roots configured ([attestations] trust_roots); null: none, and attestations are
+  /// refused.
+  const crypto::TrustStore* roots = nullptr;
+  /// The trusted publisher whose minted token uploads the file, and its issuer's URL: the
+  /// attestations' certificate must be that publisher's. nullopt for any other token.
+  std::optional<catalog::PublisherRecord> publisher;
+  std::string publisher_issuer_url;
 };
 
 struct Ingested {
@@ -82,9 +96,14 @@ class Ingestor {
   /// removed, no blob is published, no row is written. `uploader` defaults to an admin (local
   /// commands, the build runner); `actor` (default: a local command) is recorded as the
   /// file's uploader and in the audit trail.
+  /// With `attestations`, they are verified against the file before anything is stored
+  /// (Errc::invalid naming the attestation and what is wrong) and the file's provenance object
+  /// is stored with it (core::FileRecord::provenance_sha256). A file stored already is answered
+  /// as it is (identical), its provenance unchanged.
   [[nodiscard]] Result<Ingested> ingest(store::TempFile temp, std::string_view filename,
                                         const core::Uploader& uploader = {},
-                                        const catalog::Actor& actor = {});
+                                        const catalog::Actor& actor = {},
+                                        const Attestations* attestations = nullptr);
 
   /// Runs the file name, archive and metadata checks of ingest() without storing anything:
   /// the problems a file would be rejected for, all together (Errc::invalid), or ok.

@@ -16,6 +16,12 @@ namespace wf::render {
 /// The one URL of a file, whatever page lists it: "/files/<sha256>/<percent-encoded name>".
 [[nodiscard]] std::string file_url(const core::FileRecord& file);
 
+/// The URL of a file's PEP 740 provenance object, whatever page lists it (docs/packaging.md,
+/// "Provenance"): "/integrity/<project>/<version>/<name>/provenance", each part
+/// percent-encoded. Empty when the file has none (FileRecord::provenance_sha256 empty; always
+/// for an upstream's file).
+[[nodiscard]] std::string provenance_url(const core::FileRecord& file);
+
 /// A link a project page carries besides its distribution files: a release's index-level
 /// `{name}-{version}-variants.json` (PEP 825, docs/variants.md).
 struct ExtraLink {
@@ -48,7 +54,7 @@ struct ProjectPage {
                                       std::string_view prefix);
 
 /// Project page with every file: hashes, requires-python, core metadata, yanked, size,
-/// upload-time.
+/// upload-time, and the provenance URL of a file that has one.
 [[nodiscard]] std::string render_project(core::PageFormat format, const ProjectPage& page);
 
 /// gzip (docs/formats.md, "gzip") of bytes at the given zlib level (1-9; values outside are

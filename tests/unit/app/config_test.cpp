@@ -829,17 +829,19 @@ TEST(ConfigDocs, EveryKeyIsInTheConfigurationReferenceUnderItsTable) {
   const std::string recipes = reference_part(reference, "[recipes.NAME]");
   const std::string upstream = reference_part(reference, "[[upstream]]");
   const std::string oidc = reference_part(reference, "[[oidc_issuer]]");
+  const std::string attestations = reference_part(reference, "[attestations]");
   const std::string s3 = reference_part(reference, "[s3]");
-  for (const auto* part : {&top, &build, &recipes, &upstream, &oidc, &s3}) {
+  for (const auto* part : {&top, &build, &recipes, &upstream, &oidc, &attestations, &s3}) {
     ASSERT_FALSE(part->empty());
   }
   for (const auto& key : configuration_keys()) {
-    const std::string& part = key.starts_with("build.")         ? build
-                              : key.starts_with("recipes.")     ? recipes
-                              : key.starts_with("upstream.")    ? upstream
-                              : key.starts_with("oidc_issuer.") ? oidc
-                              : key.starts_with("s3.")          ? s3
-                                                                : top;
+    const std::string& part = key.starts_with("build.")          ? build
+                              : key.starts_with("recipes.")      ? recipes
+                              : key.starts_with("upstream.")     ? upstream
+                              : key.starts_with("oidc_issuer.")  ? oidc
+                              : key.starts_with("attestations.") ? attestations
+                              : key.starts_with("s3.")           ? s3
+                                                                 : top;
     const std::string name = leaf(key);
     const bool in_table = part.find("`" + name + "`") != std::string::npos;
     EXPECT_TRUE(in_table || names_key(part, name))

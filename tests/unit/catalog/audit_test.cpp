@@ -112,10 +112,20 @@ TEST_P(AuditTest, PublishersAndMintedTokensAreRecordedAndATokenIdIsUsedOnce) {
   mint.jti_key = "https://issuer.example jti-1";
   mint.jti_until = mint.token.created_at + 300'000'000;
   mint.detail = "origin=oidc publisher=#1";
+  mint.publisher_id = added->id;
   Actor oidc;
   oidc.origin = "oidc";
   auto minted = (*cat)->mint_token(mint, oidc);
   ASSERT_TRUE(minted) << minted.error().message;
+  // The token remembers its publisher (the attestations it uploads must be that publisher's);
+  // other tokens have none.
+  EXPECT_EQ(minted->publisher_id, added->id);
+  ASSERT_TRUE((*cat)->insert_token(token("wf_plain", Scope::upload), Actor{}));
+  auto loaded = (*other)->load();
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  ASSERT_EQ(loaded->tokens.size(), 2U);
+  EXPECT_EQ(loaded->tokens[0].publisher_id, added->id);
+  EXPECT_EQ(loaded->tokens[1].publisher_id, 0);
   mint.token.hash = "hash-of-another";
   auto again = (*other)->mint_token(mint, oidc);
   ASSERT_FALSE(again);

@@ -220,6 +220,38 @@ TEST_P(CatalogTest, LoadReturnsEverything) {
   EXPECT_EQ(contents->tokens[0].project, "demo-pkg");
 }
 
+// A file's provenance blob (PEP 740 attestations) is a column of its row: loaded with it, and
+// referenced like its METADATA (gc keeps it, backup copies it, fsck checks it). A file without
+// one references none.
+TEST_P(CatalogTest, ProvenanceIsLoadedAndReferencedWithItsFile) {
+  auto cat = open_cat();
+  ASSERT_TRUE(cat);
+  NewFile attested = wheel("demo_pkg-1.0-py3-none-any.whl", std::string(64, 'a'));
+  attested.file.provenance_sha256 = std::string(64, 'p');
+  attested.file.provenance_size = 1234;
+  ASSERT_TRUE((*cat)->insert_file(attested));
+  ASSERT_TRUE((*cat)->insert_file(wheel("demo_pkg-1.0-py2-none-any.whl", std::string(64, 'c'))));
+  auto contents = (*cat)->load();
+  ASSERT_TRUE(contents) << contents.error().message;
+  ASSERT_EQ(contents->files.size(), 2U);
+  EXPECT_EQ(contents->files[0].provenance_sha256, "");
+  EXPECT_EQ(contents->files[0].provenance_size, 0U);
+  EXPECT_EQ(contents->files[1].provenance_sha256, std::string(64, 'p'));
+  EXPECT_EQ(contents->files[1].provenance_size, 1234U);
+  auto one = (*cat)->load_projects({"demo-pkg"});
+  ASSERT_TRUE(one);
+  ASSERT_EQ(one->files.size(), 2U);
+  EXPECT_EQ(one->files[1].provenance_sha256, std::string(64, 'p'));
+  auto refs = (*cat)->referenced_blobs();
+  ASSERT_TRUE(refs) << refs.error().message;
+  std::vector<std::string> provenance;
+  for (const auto& r : *refs) {
+    if (r.role == BlobRole::provenance) provenance.push_back(r.filename + " " + r.sha256);
+  }
+  EXPECT_EQ(provenance,
+            std::vector<std::string>{"demo_pkg-1.0-py3-none-any.whl " + std::string(64, 'p')});
+}
+
 // Some projects in one read: those that exist, sorted, with their files only; the tokens and
 // the generation in full. Names that need quoting in an array literal are found too (1,200
 // names: more than SQLite binds in one statement).

@@ -42,6 +42,10 @@ inline std::string undo_migrations_after(int version) {
       {17, "DROP TABLE oidc_jtis; DROP TABLE trusted_publishers;"},
       {18,
        "ALTER TABLE jobs DROP COLUMN claimed_by; ALTER TABLE jobs DROP COLUMN lease_expires_at;"},
+      {19,
+       "ALTER TABLE files DROP COLUMN provenance_sha256;"
+       " ALTER TABLE files DROP COLUMN provenance_size; ALTER TABLE tokens DROP COLUMN "
+       "publisher_id;"},
   };
   std::string sql;
   for (auto it = kUndo.rbegin(); it != kUndo.rend() && it->first > version; ++it) {

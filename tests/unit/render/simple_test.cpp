@@ -198,6 +198,64 @@ TEST_F(ProjectPageTest, JsonEscapesQuotesControlsAndKeepsUtf8) {
   EXPECT_EQ(json::parse(out).at("files").at(0).at("yanked"), *yanked_reason_.yanked);
 }
 
+const std::string kProvenanceUrl =
+    "/integrity/flash-attn/2.8.3%2Bcu128torch2.8/"
+    "flash_attn-2.8.3%2Bcu128torch2.8-cp312-cp312-linux_x86_64.whl/provenance";
+
+TEST(ProvenanceUrl, IntegrityPathPercentEncodedOrEmpty) {
+  FileRecord f = make_file("flash_attn-2.8.3+cu128torch2.8-cp312-cp312-linux_x86_64.whl");
+  EXPECT_EQ(provenance_url(f), "");
+  f.provenance_sha256 = std::string(64, 'c');
+  f.provenance_size = 700;
+  EXPECT_EQ(provenance_url(f), kProvenanceUrl);
+  // An upstream's file never has one.
+  f.upstream = "pypi";
+  EXPECT_EQ(provenance_url(f), "");
+}
+
+TEST_F(ProjectPageTest, HtmlProvenanceAttributeOnlyWhereThereIsOne) {
+  plain_.provenance_sha256 = std::string(64, 'c');
+  plain_.provenance_size = 700;
+  page_.files = {&plain_, &bare_};
+  const std::string html = render_project(PageFormat::html_v1, page_);
+  const std::string meta = " data-core-metadata=\"sha256=" + kMetaSha +
+                           "\" data-dist-info-metadata=\"sha256=" + kMetaSha + "\"";
+  EXPECT_TRUE(contains(html, "<a href=\"/files/" + kSha +
+                                 "/flash_attn-2.8.3%2Bcu128torch2.8-cp312-cp312-linux_x86_64.whl"
+                                 "#sha256=" +
+                                 kSha + "\" data-requires-python=\"&gt;=3.8,&lt;4\"" + meta +
+                                 " data-provenance=\"" + kProvenanceUrl +
+                                 "\">flash_attn-2.8.3+cu128torch2.8-cp312-cp312-linux_x86_64.whl"
+                                 "</a><br/>\n"))
+      << html;
+  EXPECT_TRUE(contains(html, "#sha256=" + kSha + "\">flash_attn-2.8.0.tar.gz</a>")) << html;
+  EXPECT_EQ(html.find("data-provenance"), html.rfind("data-provenance")) << html;
+  EXPECT_EQ(html, render_project(PageFormat::html_legacy, page_));
+  // An upstream's file is listed without one, whatever its record says.
+  plain_.upstream = "pypi";
+  EXPECT_FALSE(contains(render_project(PageFormat::html_v1, page_), "data-provenance"));
+}
+
+TEST_F(ProjectPageTest, JsonProvenanceKeyOnlyWhereThereIsOne) {
+  yanked_reason_.provenance_sha256 = std::string(64, 'c');
+  yanked_reason_.provenance_size = 700;
+  yanked_reason_.filename = plain_.filename;
+  const std::string out = render_project(PageFormat::json_v1, page_);
+  const json doc = json::parse(out);
+  const json& files = doc.at("files");
+  EXPECT_FALSE(files.at(0).contains("provenance"));
+  EXPECT_EQ(files.at(1).at("provenance"), kProvenanceUrl);
+  EXPECT_EQ(files.at(1).size(), 9U) << files.at(1).dump();
+  EXPECT_FALSE(files.at(2).contains("provenance"));
+  EXPECT_FALSE(files.at(3).contains("provenance"));
+  // The key comes last, after the fields every file has.
+  EXPECT_TRUE(contains(out, R"(,"upload-time":"2023-11-14T22:13:20.123456Z","provenance":")" +
+                                kProvenanceUrl + "\"}"))
+      << out;
+  yanked_reason_.upstream = "pypi";
+  EXPECT_FALSE(contains(render_project(PageFormat::json_v1, page_), "provenance"));
+}
+
 TEST(ProjectPage, NoFiles) {
   ProjectPage page;
   page.name = "empty-project";

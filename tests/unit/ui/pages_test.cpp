@@ -188,6 +188,32 @@ TEST(UiPages, SdistOnlyVersionIsNotRefusedByOnlyBinary) {
   EXPECT_EQ(old->find("torch-hint"), std::string::npos) << "no torch hint without variants";
 }
 
+TEST(UiPages, FilesWithProvenanceLinkIt) {
+  catalog::Contents c;
+  c.generation = 3;
+  c.projects.push_back(core::ProjectRecord{"flash-attn", "flash_attn", 1, {}});
+  c.files.push_back(wheel("2.8.3+cu128torch2.8", "cp312"));
+  c.files.back().id = 1;
+  c.files.back().provenance_sha256 = std::string(64, 'c');
+  c.files.back().provenance_size = 700;
+  c.files.push_back(wheel("2.8.3+cu128torch2.8", "cp311"));
+  c.files.back().id = 2;
+  c.files.back().sha256 = std::string(64, 'b');
+  auto snap = snapshot::Snapshot::build(std::move(c));
+  const auto html =
+      render_project(*snap, Site{"http://h", "", false, "", false}, "flash-attn", Selection{});
+  ASSERT_TRUE(html);
+  const std::string link =
+      "<a href=\"/integrity/flash-attn/2.8.3%2Bcu128torch2.8/"
+      "flash_attn-2.8.3%2Bcu128torch2.8-cp312-cp312-linux_x86_64.whl/provenance\" "
+      "class=\"provenance-link\" aria-label=\"Provenance of "
+      "flash_attn-2.8.3+cu128torch2.8-cp312-cp312-linux_x86_64.whl\">provenance</a>";
+  EXPECT_NE(html->find(link), std::string::npos) << *html;
+  // Only there: the other file came without attestations.
+  EXPECT_EQ(html->find("provenance-link"), html->rfind("provenance-link"));
+  EXPECT_EQ(html->find("Provenance of flash_attn-2.8.3+cu128torch2.8-cp311"), std::string::npos);
+}
+
 TEST(UiPages, HomeCommandsArePinnedAndPassTorchVersionCuda) {
   auto snap = corpus(std::nullopt);
   const auto home = render_home(*snap, Site{"http://h", "", false, "", false}, "");
