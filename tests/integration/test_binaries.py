@@ -340,10 +340,13 @@ def older_catalog(data_dir: Path, sql: str = "") -> None:
     `sql`; the server must be stopped (it reopens it upgraded: every wheel without findings)."""
     db = sqlite3.connect(data_dir / "wheelforge.db")
     try:
-        # The undoing of migrations 18 (job leases), 17 (trusted publishing), 16 (container
-        # provenance of jobs), 15 (upstream blob use), 14 (upstream blobs), 13 (variant wheels)
-        # and 12 (findings).
-        db.executescript(sql + "ALTER TABLE jobs DROP COLUMN lease_expires_at;"
+        # The undoing of migrations 19 (attestations), 18 (job leases), 17 (trusted
+        # publishing), 16 (container provenance of jobs), 15 (upstream blob use), 14 (upstream
+        # blobs), 13 (variant wheels) and 12 (findings).
+        db.executescript(sql + "ALTER TABLE tokens DROP COLUMN publisher_id;"
+                         " ALTER TABLE files DROP COLUMN provenance_size;"
+                         " ALTER TABLE files DROP COLUMN provenance_sha256;"
+                         " ALTER TABLE jobs DROP COLUMN lease_expires_at;"
                          " ALTER TABLE jobs DROP COLUMN claimed_by;"
                          " DROP TABLE oidc_jtis; DROP TABLE trusted_publishers;"
                          " ALTER TABLE jobs DROP COLUMN engine_command;"
