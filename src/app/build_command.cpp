@@ -191,6 +191,9 @@ int build(const Configuration& configuration, const core::BuildRequest& request,
   build::Runner runner(build_config, *executor, **jobs, *dir->catalog, *dir->store, ingestor,
                        settings.data_dir);
   runner.set_server_url(url);
+  auto signer = detail::open_build_signer(configuration, url);
+  if (!signer) return report(signer.error(), 1);
+  runner.set_signer(std::move(*signer));
   // A one-off runner beside a possibly serving one: its build is reserved for it as it is
   // recorded, and it runs its own jobs and takes over none.
   auto created = runner.submit_own(request);

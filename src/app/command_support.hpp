@@ -15,6 +15,14 @@
 
 namespace wf::app::detail {
 
+/// What signs the provenance of the build runner's wheels (build_signer.cpp): [attestations]
+/// signing_key and signing_certificate, else DATA_DIR/keys/build-provenance-key.pem and
+/// build-provenance-certificate.pem, made when missing (the key mode 0600, the certificate
+/// self-signed for ten years with `url` as its subject alternative name). An error names the
+/// file and what is wrong with it.
+[[nodiscard]] Result<std::shared_ptr<const auth::BuildSigner>> open_build_signer(
+    const Configuration& configuration, std::string_view url);
+
 /// Prints an error the way every command does and returns the exit status to use.
 int report(const Error& error, int exit_status);
 

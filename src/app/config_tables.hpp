@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wheelforge/auth/attestation.hpp"
 #include "wheelforge/auth/oidc.hpp"
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/core/upstream.hpp"
@@ -52,13 +53,22 @@ void read_oidc_tables(const toml::table& root, std::vector<auth::oidc::IssuerCon
 /// The keys read_oidc_tables() accepts ("oidc_issuer.url").
 [[nodiscard]] std::vector<std::string> oidc_keys();
 
+/// The [attestations] table.
+struct AttestationTable {
+  std::filesystem::path trust_roots;
+  std::shared_ptr<const crypto::TrustStore> roots;
+  /// signing_key and signing_certificate, read and checked; null when not set.
+  std::shared_ptr<const auth::BuildSigner> signer;
+};
+
 /// Reads the [attestations] table (oidc_config.cpp): trust_roots, an absolute path to a PEM
-/// file of CA certificates, read and parsed here (a problem names the file and what is wrong).
-void read_attestations_table(const toml::table& root, std::filesystem::path& trust_roots,
-                             std::shared_ptr<const crypto::TrustStore>& roots,
+/// file of CA certificates, and signing_key with signing_certificate, absolute paths to a PEM
+/// private key and its certificate; the files are read and checked here (a problem names the
+/// file and what is wrong).
+void read_attestations_table(const toml::table& root, AttestationTable& out,
                              std::vector<std::string>& problems);
 
-/// The keys read_attestations_table() accepts ("attestations.trust_roots").
+/// The keys read_attestations_table() accepts ("attestations.trust_roots", ...).
 [[nodiscard]] std::vector<std::string> attestation_keys();
 
 /// The keys read_upstream_tables() accepts ("upstream.url").

@@ -136,8 +136,58 @@ void read_oidc_tables(const toml::table& root, std::vector<auth::oidc::IssuerCon
   }
 }
 
-void read_attestations_table(const toml::table& root, std::filesystem::path& trust_roots,
-                             std::shared_ptr<const crypto::TrustStore>& roots,
+namespace {
+
+constexpr std::array<std::string_view, 3> kAttestationKeys{"trust_roots", "signing_key",
+                                                           "signing_certificate"};
+
+// The build signer of signing_key and signing_certificate (both set, or neither).
+void read_signer(const std::optional<std::filesystem::path>& key_path,
+                 const std::optional<std::filesystem::path>& certificate_path,
+                 AttestationTable& out, ProblemList& problems) {
+  if (!key_path && !certificate_path) return;
+  if (!key_path || !certificate_path) {
+    problems.push_back(
+        std::string("attestations.") + (key_path ? "signing_certificate" : "signing_key") +
+        ": required with attestations." + (key_path ? "signing_key" : "signing_certificate") +
+        " (the runner's provenance is signed by the key and names the certificate)");
+    return;
+  }
+  auto pem = read_small_file(*key_path, 1U << 20U);
+  if (!pem) {
+    problems.push_back("attestations.signing_key: " + pem.error().message);
+    return;
+  }
+  auto key = crypto::SigningKey::from_pem(*pem);
+  if (!key) {
+    problems.push_back("attestations.signing_key: " + key_path->string() + ": " +
+                       key.error().message);
+    return;
+  }
+  auto text = read_small_file(*certificate_path, 1U << 20U);
+  if (!text) {
+    problems.push_back("attestations.signing_certificate: " + text.error().message);
+    return;
+  }
+  auto certificates = crypto::Certificate::from_pem(*text);
+  if (!certificates) {
+    problems.push_back("attestations.signing_certificate: " + certificate_path->string() + ": " +
+                       certificates.error().message);
+    return;
+  }
+  auto signer = auth::BuildSigner::make(std::move(*key), certificates->front());
+  if (!signer) {
+    problems.push_back("attestations.signing_certificate: " + certificate_path->string() + ": " +
+                       signer.error().message + " (attestations.signing_key " + key_path->string() +
+                       ")");
+    return;
+  }
+  out.signer = std::make_shared<const auth::BuildSigner>(std::move(*signer));
+}
+
+}  // namespace
+
+void read_attestations_table(const toml::table& root, AttestationTable& out,
                              ProblemList& problems) {
   const auto* node = root.get("attestations");
   if (node == nullptr) return;
@@ -146,10 +196,22 @@ void read_attestations_table(const toml::table& root, std::filesystem::path& tru
     problems.push_back("attestations: expected a table [attestations], got " + spelled(*node));
     return;
   }
+  std::optional<std::filesystem::path> key_path;
+  std::optional<std::filesystem::path> certificate_path;
   for (const auto& [k, value] : *table) {
     const std::string name(k.str());
+    if (name == "signing_key") {
+      key_path = read_absolute_path(value, "attestations.signing_key", problems);
+      continue;
+    }
+    if (name == "signing_certificate") {
+      certificate_path = read_absolute_path(value, "attestations.signing_certificate", problems);
+      continue;
+    }
     if (name != "trust_roots") {
-      problems.push_back(unknown_key(name, "[attestations]", {"trust_roots"}));
+      problems.push_back(unknown_key(
+          name, "[attestations]",
+          std::vector<std::string_view>(kAttestationKeys.begin(), kAttestationKeys.end())));
       continue;
     }
     auto path = read_absolute_path(value, "attestations.trust_roots", problems);
@@ -165,13 +227,16 @@ void read_attestations_table(const toml::table& root, std::filesystem::path& tru
                          store.error().message);
       continue;
     }
-    trust_roots = *path;
-    roots = std::make_shared<const crypto::TrustStore>(std::move(*store));
+    out.trust_roots = *path;
+    out.roots = std::make_shared<const crypto::TrustStore>(std::move(*store));
   }
+  read_signer(key_path, certificate_path, out, problems);
 }
 
 std::vector<std::string> attestation_keys() {
-  return {"attestations.trust_roots"};
+  std::vector<std::string> keys;
+  for (const auto k : kAttestationKeys) keys.push_back("attestations." + std::string(k));
+  return keys;
 }
 
 std::vector<std::string> oidc_keys() {

@@ -124,6 +124,9 @@ int runner(const Configuration& configuration) {
   build::Runner runner(configuration.build, *executor, **jobs, *dir->catalog, *dir->store, ingestor,
                        settings.data_dir);
   runner.set_server_url(url);
+  auto signer = detail::open_build_signer(configuration, url);
+  if (!signer) return report(signer.error(), 1);
+  runner.set_signer(std::move(*signer));
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -265,7 +268,26 @@ int serve(const Configuration& configuration, const std::function<ConfigCheck()>
     }
   }
 
+  // The build runner's provenance is signed by the configured key, else by this data
+  // directory's own (made on first use), when this server runs jobs or a key is configured.
+  std::shared_ptr<const auth::BuildSigner> signer;
+  const bool runs_jobs =
+      runner && configuration.build.host.run_jobs != build::HostConfig::RunJobs::no;
+  if (runs_jobs || configuration.build_signer) {
+    std::string url = settings.base_url;
+    if (url.empty()) {
+      if (auto derived = server_url(settings)) url = *derived;
+    }
+    auto opened = detail::open_build_signer(configuration, url);
+    if (!opened) return report(opened.error(), 1);
+    signer = std::move(*opened);
+    if (runner) runner->set_signer(signer);
+    log::info("build provenance: signed by {} (served at /_/build-provenance.pem)",
+              signer->certificate().describe());
+  }
+
   http::ServerConfig config;
+  if (signer) config.build_certificate = signer->certificate().pem();
   config.upstreams = upstreams.get();
   config.oidc = oidc.get();
   config.attestation_roots = configuration.attestation_roots.get();

@@ -663,8 +663,7 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
   build::RunnerConfig build;
   std::vector<core::UpstreamConfig> upstreams;
   std::vector<auth::oidc::IssuerConfig> oidc_issuers;
-  fs::path attestation_trust_roots;
-  std::shared_ptr<const crypto::TrustStore> attestation_roots;
+  detail::AttestationTable attestations;
   S3Settings s3;
   if (config_file) {
     // One parse of the whole file: the server's keys and the build runner's tables.
@@ -674,7 +673,7 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
       detail::read_build_tables(*table, build, problems);
       detail::read_upstream_tables(*table, upstreams, problems);
       detail::read_oidc_tables(*table, oidc_issuers, problems);
-      detail::read_attestations_table(*table, attestation_trust_roots, attestation_roots, problems);
+      detail::read_attestations_table(*table, attestations, problems);
     }
   }
   for (std::size_t i = 0; i < kSpecs.size(); ++i) {
@@ -714,8 +713,9 @@ ConfigCheck check_configuration(const std::optional<fs::path>& config_file,
                              std::move(build),
                              std::move(upstreams),
                              std::move(oidc_issuers),
-                             std::move(attestation_trust_roots),
-                             std::move(attestation_roots)};
+                             std::move(attestations.trust_roots),
+                             std::move(attestations.roots),
+                             std::move(attestations.signer)};
   return out;
 }
 

@@ -202,4 +202,28 @@ Result<VerifiedAttestations> verify_attestations(std::string_view json,
   return out;
 }
 
+Result<BuildSigner> BuildSigner::make(crypto::SigningKey key, crypto::Certificate certificate) {
+  if (certificate.public_key_der() != key.public_key_der()) {
+    return make_error(Errc::invalid,
+                      "the certificate " + certificate.describe() + " is not for this private key");
+  }
+  if (!certificate.for_code_signing()) {
+    return make_error(Errc::invalid, "the certificate " + certificate.describe() +
+                                         " is not for code signing (extended key usage)");
+  }
+  return BuildSigner(std::move(key), std::move(certificate));
+}
+
+Result<std::string> BuildSigner::provenance(const render::BuildFacts& facts,
+                                            std::string_view filename,
+                                            std::string_view sha256) const {
+  const std::string statement = render::build_statement(facts, filename, sha256);
+  auto signature = key_.sign(dsse_pae(statement));
+  if (!signature) return signature.error();
+  const std::string attestation =
+      render::attestation_object(certificate_.der(), statement, *signature);
+  return render::render_provenance(render::build_publisher(facts),
+                                   std::span<const std::string>(&attestation, 1));
+}
+
 }  // namespace wf::auth

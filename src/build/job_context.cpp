@@ -202,6 +202,8 @@ Status JobContext::save_checkpoint() const {
   text += checkpoint_line("src", src.string());
   text += checkpoint_line("out", out.string());
   text += checkpoint_line("wheel", wheel.string());
+  text += checkpoint_line("source_uri", source_uri);
+  text += checkpoint_line("source_digest", source_digest.first + ":" + source_digest.second);
   text += checkpoint_line("attempt_log_offset", std::to_string(attempt_log_offset));
   return write_file_atomic(work_dir / kCheckpoint, text);
 }
@@ -225,6 +227,11 @@ Status JobContext::load_checkpoint() {
     if (key == "src") src = value;
     if (key == "out") out = value;
     if (key == "wheel") wheel = value;
+    if (key == "source_uri") source_uri = value;
+    if (const std::size_t colon = value.find(':');
+        key == "source_digest" && colon != std::string::npos && colon > 0) {
+      source_digest = {value.substr(0, colon), value.substr(colon + 1)};
+    }
     if (key == "attempt_log_offset") attempt_log_offset = parse_u64(value).value_or(0);
   }
   return ok_status();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "wheelforge/archive/retag.hpp"
+#include "wheelforge/auth/attestation.hpp"
 #include "wheelforge/build/executor.hpp"
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/catalog/catalog.hpp"
@@ -40,6 +41,8 @@ struct JobServices {
   store::BlobStore& store;
   ingest::Ingestor& ingestor;
   std::function<void()> on_ingested;
+  /// Signs the provenance of the wheel the job ingests; null: none.
+  std::shared_ptr<const auth::BuildSigner> signer;
 };
 
 /// What a job may use: the admission grant on this host, or what its batch jobs ask a cluster
@@ -118,6 +121,10 @@ struct JobContext {
   std::filesystem::path out;        ///< where the build command puts the wheel
   std::filesystem::path wheel;      ///< the built (and retagged) wheel
   catalog::Toolchain toolchain;     ///< what the verification steps found
+  /// Where the source came from, for the wheel's provenance (render::BuildFacts): its URI
+  /// (credentials removed) and digest ({"gitCommit", SHA}, {"sha256", HEX}; empty when none).
+  std::string source_uri;
+  std::pair<std::string, std::string> source_digest;
   /// What the tagging steps decided to change in the wheel (label, platform tags), written
   /// together in one rewrite.
   archive::WheelChanges changes;

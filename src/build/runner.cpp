@@ -77,6 +77,11 @@ void Runner::set_server_url(std::string url) {
   server_url_ = std::move(url);
 }
 
+void Runner::set_signer(std::shared_ptr<const auth::BuildSigner> signer) {
+  std::lock_guard lock(mu_);
+  signer_ = std::move(signer);
+}
+
 void Runner::set_recipes(std::map<std::string, RecipeConfig> recipes) {
   {
     std::lock_guard lock(mu_);
@@ -543,11 +548,13 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
   std::shared_ptr<Running> running;
   HostConfig host;
   std::string server;
+  std::shared_ptr<const auth::BuildSigner> signer;
   {
     std::lock_guard lock(mu_);
     running = running_[job.id];
     host = config_.host;
     server = server_url_;
+    signer = signer_;
   }
   if (!resumed) job.state = core::JobState::preparing;
   log::info("job={} {} {} {} {} (MAX_JOBS={} NVCC_THREADS={})", job.id, job.recipe, job.version,
@@ -581,8 +588,8 @@ void Runner::run_job(catalog::JobRecord job, RecipeConfig recipe, core::Parallel
         std::min(std::max(1U, grant.max_jobs * grant.nvcc_threads), executor_.capacity().cores);
   }
   JobContext ctx(job, std::move(recipe), std::move(host), executor_,
-                 JobServices{jobs_, catalog_, store_, ingestor_, on_ingested_}, running->stop,
-                 builds_dir_, std::move(server), job_tag(job.id), grant);
+                 JobServices{jobs_, catalog_, store_, ingestor_, on_ingested_, std::move(signer)},
+                 running->stop, builds_dir_, std::move(server), job_tag(job.id), grant);
   ctx.resources = resources;
   ctx.executor_job = job.executor_job;
   ctx.leave_detached = recovery_ == Recovery::requeue_interrupted;

@@ -228,11 +228,18 @@ Status fetch_source(JobContext& ctx) {
   const fs::path root = ctx.work_dir / "src";
   if (auto st = fresh_directory(root); !st) return st;
   ctx.src = root;
+  ctx.source_digest = {};
   switch (source.kind) {
     case core::SourceSpec::Kind::path:
+      ctx.source_uri = "file://" + source.location;
       return copy_tree(ctx, source.location, root);
-    case core::SourceSpec::Kind::git:
-      return fetch_git(ctx, root);
+    case core::SourceSpec::Kind::git: {
+      // The URL's credentials never reach the provenance.
+      ctx.source_uri = "git+" + split_git_url(source.location).url +
+                       (source.ref.empty() ? std::string() : "@" + source.ref);
+      if (auto st = fetch_git(ctx, root); !st) return st;
+      return record_git_commit(ctx, root);
+    }
     case core::SourceSpec::Kind::index_sdist: {
       // The project's sdist of this version, from our own store.
       auto contents = ctx.services.catalog.load();
@@ -247,6 +254,8 @@ Status fetch_source(JobContext& ctx) {
         return make_error(Errc::not_found, "no sdist of " + ctx.recipe.project + " " +
                                                ctx.job.version + " in the index");
       }
+      ctx.source_uri = ctx.server_url + "/files/" + sdist->sha256 + "/" + sdist->filename;
+      ctx.source_digest = {"sha256", sdist->sha256};
       // A local file: the blob, or the read cache's copy of an object store's blob.
       auto sdist_file = ctx.services.store.local_copy(sdist->sha256);
       if (!sdist_file) {
@@ -442,13 +451,16 @@ Status ingest_wheel(JobContext& ctx) {
   catalog::Actor runner;
   runner.origin = "build";
   runner.address = "job " + std::to_string(ctx.job.id);
-  auto ingested = ctx.services.ingestor.ingest_path(ctx.wheel, runner);
+  const std::optional<ingest::Attestations> provenance = signed_provenance(ctx);
+  auto ingested =
+      ctx.services.ingestor.ingest_path(ctx.wheel, runner, provenance ? &*provenance : nullptr);
   if (!ingested) return make_error(ingested.error().code, "ingest: " + ingested.error().message);
   ctx.keep(ctx.services.jobs.record_wheel(ctx.job.id, ingested->file.filename, ctx.build_number),
            "the wheel's name");
-  ctx.note(
-      "[ingesting] " + ingested->file.filename + " sha256=" + ingested->file.sha256 +
-      (ingested->outcome == ingest::Outcome::identical ? " (identical file already stored)" : ""));
+  ctx.note("[ingesting] " + ingested->file.filename + " sha256=" + ingested->file.sha256 +
+           (ingested->outcome == ingest::Outcome::identical ? " (identical file already stored)"
+            : ingested->file.provenance_sha256.empty()      ? ""
+                                                            : " with signed provenance"));
   yank_superseded_builds(ctx, ingested->file.filename);
   if (ctx.services.on_ingested) ctx.services.on_ingested();
   return ok_status();

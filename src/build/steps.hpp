@@ -96,6 +96,13 @@ void finish_compile_cache(JobContext& ctx, catalog::CompileCacheStats stats);
 /// build N". Problems are noted in the log: the wheel is published either way.
 void yank_superseded_builds(JobContext& ctx, const std::string& published);
 
+/// After the git source's checkout (provenance.cpp): records the commit it is at as
+/// ctx.source_digest ({"gitCommit", SHA}), read with `git rev-parse HEAD`.
+[[nodiscard]] Status record_git_commit(JobContext& ctx, const std::filesystem::path& root);
+/// The ingest step's attestations: the wheel's provenance signed by ctx.services.signer,
+/// stating what the job knows of how it was made (render::BuildFacts). nullopt without a signer.
+[[nodiscard]] std::optional<ingest::Attestations> signed_provenance(const JobContext& ctx);
+
 /// The build's PATH after the environment's bin: with the interpreter's own torch, the
 /// interpreter's bin directory (ninja and build tools installed beside torch), then the CUDA
 /// toolkit's bin and the system's.

@@ -11,6 +11,8 @@
 
 #include <cstring>
 
+#include "crypto/openssl_der.hpp"
+
 namespace wf::crypto {
 namespace {
 
@@ -139,6 +141,27 @@ std::string Certificate::describe() const {
   if (auto uris = san_uris(); !uris.empty()) return uris.front();
   if (auto emails = san_emails(); !emails.empty()) return emails.front();
   return "\"" + subject() + "\"";
+}
+
+std::string Certificate::der() const {
+  return detail::der_of(x509_of(x509_), i2d_X509);
+}
+
+std::string Certificate::pem() const {
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr) return {};
+  std::string out;
+  if (PEM_write_bio_X509(bio, x509_of(x509_)) == 1) {
+    char* data = nullptr;
+    const long len = BIO_get_mem_data(bio, &data);
+    if (len > 0) out.assign(data, static_cast<std::size_t>(len));
+  }
+  BIO_free(bio);
+  return out;
+}
+
+std::string Certificate::public_key_der() const {
+  return detail::der_of(X509_get0_pubkey(x509_of(x509_)), i2d_PUBKEY);
 }
 
 bool Certificate::for_code_signing() const {

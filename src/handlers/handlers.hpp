@@ -81,6 +81,8 @@ Response handle_not_found(const Request& req, Context& ctx);
 /// object (a blob, served like its METADATA); 404 naming what is missing (no such file,
 /// another project or version, no provenance), 503 for a damaged file.
 Response handle_provenance(const Request& req, Context& ctx);
+/// GET /_/build-provenance.pem: the certificate of the build runner's provenance.
+Response handle_build_certificate(const Request& req, Context& ctx);
 
 // ---- the wheel inspector (inspect.cpp): reads the stored wheel, on a worker -----------------
 

@@ -64,4 +64,18 @@ Response handle_provenance(const Request& req, Context& ctx) {
                  std::string(kIntegrityType), found->filename + ".provenance"});
 }
 
+Response handle_build_certificate(const Request& /*req*/, Context& ctx) {
+  if (ctx.env.build_certificate.empty()) {
+    return not_found(
+        "this server signs no build provenance: it runs no build jobs, and [attestations] "
+        "signing_key is not set");
+  }
+  Response r;
+  r.status = 200;
+  r.set("Content-Type", "application/x-pem-file");
+  r.set("Cache-Control", "no-cache");
+  r.body = ctx.env.build_certificate;
+  return r;
+}
+
 }  // namespace wf::handlers

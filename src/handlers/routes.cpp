@@ -48,6 +48,7 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/.well-known/pytp/*",               kGet,    handle_pytp_discovery,    none,  open,    network, kReads,   "oidc"},
     {"/_/oidc/audience",                  kGet,    handle_oidc_audience,     none,  open,    network, kReads,   "oidc"},
     {"/_/oidc/mint-token",                kPost,   handle_oidc_mint,         small, open,    worker,  kChanges, "oidc"},
+    {"/_/build-provenance.pem",           kGet,    handle_build_certificate, none,  read,    network, kReads,   "provenance"},
     // The admin API.
     // Yanks take upload tokens too: the handler allows them their own project's files.
     {"/admin/yank",                       kPost,   handle_yank,              small, upload,  worker,  kChanges, "admin"},

@@ -222,10 +222,19 @@ struct Prepared {
 // read: cheap, and the answer does not depend on the content being valid.
 using Prepare = std::variant<Ingested, Prepared>;
 
-// The provenance object of the file `name` with digest `sha256` from the attestations that came
-// with it: Errc::invalid when they do not verify, or when no trust roots are configured.
+// The provenance object of the file `name` with digest `sha256`: signed by this server (its own
+// build), or from the attestations that came with it: Errc::invalid when they do not verify, or
+// when no trust roots are configured.
 Result<std::string> provenance_of(const Attestations& a, std::string_view name,
                                   const std::string& sha256) {
+  if (a.sign) {
+    auto signed_provenance = a.sign(name, sha256);
+    if (!signed_provenance) {
+      return make_error(signed_provenance.error().code,
+                        "provenance: " + signed_provenance.error().message);
+    }
+    return signed_provenance;
+  }
   if (a.roots == nullptr) {
     return make_error(Errc::invalid,
                       "attestations: this index verifies attestations against the certificates of "
@@ -584,10 +593,11 @@ Result<store::TempFile> Ingestor::copy_to_temp(const std::filesystem::path& path
 }
 
 Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path,
-                                       const catalog::Actor& actor) {
+                                       const catalog::Actor& actor,
+                                       const Attestations* attestations) {
   auto temp = copy_to_temp(path);
   if (!temp) return temp.error();
-  return ingest(std::move(*temp), path.filename().string(), {}, actor);
+  return ingest(std::move(*temp), path.filename().string(), {}, actor, attestations);
 }
 
 }  // namespace wf::ingest

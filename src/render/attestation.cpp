@@ -124,4 +124,96 @@ std::string render_provenance(const ProvenancePublisher& publisher,
   return detail::dump(out);
 }
 
+std::string build_statement(const BuildFacts& facts, std::string_view filename,
+                            std::string_view sha256) {
+  OrderedJson subject;
+  subject["name"] = filename;
+  subject["digest"] = {{"sha256", sha256}};
+
+  OrderedJson external;
+  external["recipe"] = facts.recipe;
+  external["project"] = facts.project;
+  external["version"] = facts.version;
+  external["cell"] = {{"python", facts.python}, {"torch", facts.torch}, {"cuda", facts.cuda}};
+  external["source"] = {{"kind", facts.source_kind}, {"uri", facts.source_uri}};
+  OrderedJson internal;
+  if (!facts.arch_list.empty()) internal["arch_list"] = facts.arch_list;
+  if (!facts.container.image.empty()) internal["image"] = facts.container.image;
+  if (!facts.runner.empty()) internal["runner"] = facts.runner;
+  OrderedJson dependencies = OrderedJson::array();
+  OrderedJson source;
+  source["uri"] = facts.source_uri;
+  if (!facts.source_digest.first.empty()) {
+    source["digest"] = {{facts.source_digest.first, facts.source_digest.second}};
+  }
+  dependencies.push_back(std::move(source));
+  if (!facts.container.image.empty()) {
+    OrderedJson image;
+    image["uri"] = facts.container.image;
+    const std::string& digest = facts.container.image_digest;
+    if (const std::size_t colon = digest.find(':'); colon != std::string::npos) {
+      image["digest"] = {{digest.substr(0, colon), digest.substr(colon + 1)}};
+    }
+    dependencies.push_back(std::move(image));
+  }
+  OrderedJson definition;
+  definition["buildType"] = kRunnerBuildType;
+  definition["externalParameters"] = std::move(external);
+  definition["internalParameters"] = std::move(internal);
+  definition["resolvedDependencies"] = std::move(dependencies);
+
+  OrderedJson versions = OrderedJson::object();
+  const catalog::Toolchain& t = facts.toolchain;
+  for (const auto& [key, value] :
+       {std::pair<const char*, const std::string&>{"nvcc", t.nvcc_version},
+        {"torch", t.torch_version},
+        {"torch_cuda", t.torch_cuda},
+        {"python", t.python_version}}) {
+    if (!value.empty()) versions[key] = value;
+  }
+  OrderedJson builder;
+  builder["id"] = facts.builder;
+  builder["version"] = std::move(versions);
+  OrderedJson metadata;
+  metadata["invocationId"] =
+      "build " + std::to_string(facts.build_id) + " job " + std::to_string(facts.job_id);
+  if (!facts.started_at.empty()) metadata["startedOn"] = facts.started_at;
+  OrderedJson run;
+  run["builder"] = std::move(builder);
+  run["metadata"] = std::move(metadata);
+
+  OrderedJson statement;
+  statement["_type"] = "https://in-toto.io/Statement/v1";
+  statement["subject"] = OrderedJson::array({std::move(subject)});
+  statement["predicateType"] = "https://slsa.dev/provenance/v1";
+  statement["predicate"] = {{"buildDefinition", std::move(definition)},
+                            {"runDetails", std::move(run)}};
+  return detail::dump(statement);
+}
+
+std::string attestation_object(std::string_view certificate_der, std::string_view statement,
+                               std::string_view signature) {
+  OrderedJson material;
+  material["certificate"] = base64_encode(certificate_der);
+  material["transparency_entries"] = OrderedJson::array();
+  OrderedJson envelope;
+  envelope["statement"] = base64_encode(statement);
+  envelope["signature"] = base64_encode(signature);
+  OrderedJson out;
+  out["version"] = 1;
+  out["verification_material"] = std::move(material);
+  out["envelope"] = std::move(envelope);
+  return detail::dump(out);
+}
+
+ProvenancePublisher build_publisher(const BuildFacts& facts) {
+  ProvenancePublisher p;
+  p.kind = "wheelforge";
+  p.fields = {{"builder", facts.builder},
+              {"recipe", facts.recipe},
+              {"build", std::to_string(facts.build_id)},
+              {"job", std::to_string(facts.job_id)}};
+  return p;
+}
+
 }  // namespace wf::render

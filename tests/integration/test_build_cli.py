@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import wfbackend
+from build_provenance import signed_build_statement
 from conftest import Harness
 from test_runner import (
     CUDA_HOME,
@@ -230,6 +231,27 @@ def test_build_talks_to_the_server_the_configuration_describes(harness):
         return resp.status == 200 and wheel in {f["filename"] for f in resp.json()["files"]}
 
     assert wait_for(listed, 5.0), "the server does not list the wheel the command built"
+
+    # It has provenance, signed with the data directory's own key (made on first use, read by
+    # the one-off runner too) and verified with the certificate the server publishes.
+    statement = signed_build_statement(server, "wf-fake-cli", wheel)
+    definition = statement["predicate"]["buildDefinition"]
+    assert definition["externalParameters"] == {
+        "recipe": "cli", "project": "wf-fake-cli", "version": "1.0.0",
+        "cell": {"python": "3.11", "torch": "2.8", "cuda": "13.0"},
+        "source": {"kind": "path", "uri": "file://" + str(h.path("src", "fake"))},
+    }, definition
+    assert definition["internalParameters"]["arch_list"] == "8.0", definition
+    assert definition["resolvedDependencies"] == [
+        {"uri": "file://" + str(h.path("src", "fake"))}], definition
+    run_details = statement["predicate"]["runDetails"]
+    assert run_details["builder"]["id"] == server.url, run_details
+    assert run_details["builder"]["version"]["torch"] == "2.8.0+cu130", run_details
+    assert run_details["builder"]["version"]["python"].startswith("3.11."), run_details
+    assert run_details["metadata"]["invocationId"] == f"build 1 job {job_id}", run_details
+    key_file = h.data_dir / "keys" / "build-provenance-key.pem"
+    assert key_file.stat().st_mode & 0o777 == 0o600, oct(key_file.stat().st_mode)
+    assert "==> [ingesting] " + wheel in log and " with signed provenance" in log, log[-2000:]
     assert "Successfully installed torch-2.8.0+cu130" in log, log[-3000:]
     assert 'compile cache off: the build request said "cache": false' not in log, log[-3000:]
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from build_provenance import signed_build_statement
 from test_runner import (
     FAULT_TIMEOUT,
     Admin,
@@ -193,6 +194,10 @@ def _git_bed(request, wheelforge_bin):
                                         READS_THEN_STOPS(f"echo 'remote: {with_token}' && "
                                                          f"echo 'error: refused token {TOKEN}' && "),
                                         source={"git": with_token}),
+                # Built and published from a URL with a token: its provenance names the URL
+                # without it.
+                "urltokenok": fake_recipe("wf-git-urltokenok", READS_SUBMODULES,
+                                          source={"git": with_token}),
                 "wrong": fake_recipe("wf-git-wrong", READS_SUBMODULES,
                                      source={"git": private, "credentials": str(wrong)}),
             }
@@ -258,6 +263,27 @@ def test_private_repository_builds_with_the_recipes_credentials(git_bed):
     assert bed.http.refused > 0  # git asked without credentials first, as it does
 
 
+def head_commit(bed) -> str:
+    return subprocess.run(["git", "-C", str(bed.repos / "super.git"), "rev-parse", "HEAD"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_provenance_names_the_commit_and_the_url_without_credentials(git_bed):
+    bed = git_bed
+    commit = head_commit(bed)
+    assert len(commit) == 40, commit
+    for name in ("credfile", "urltokenok"):
+        job = bed.jobs[name]
+        assert job["state"] == "succeeded", bed.admin.describe(job)
+        statement = signed_build_statement(bed.server, f"wf-git-{name}", job["wheel"])
+        definition = statement["predicate"]["buildDefinition"]
+        assert definition["externalParameters"]["source"] == {
+            "kind": "git", "uri": f"git+{bed.http.url}/super.git"}, definition
+        assert definition["resolvedDependencies"][0] == {
+            "uri": f"git+{bed.http.url}/super.git", "digest": {"gitCommit": commit}}, definition
+        assert f"==> [preparing] source at commit {commit}" in bed.admin.log_text(job["id"])
+
+
 def test_refused_credentials_fail_the_fetch_and_leave_the_file_alone(git_bed):
     bed = git_bed
     job = bed.jobs["wrong"]
@@ -297,6 +323,10 @@ def test_tokens_show_nowhere(git_bed):
     for config in configs:
         places[str(config)] = config.read_text(errors="replace")
     places["server log"] = bed.server.log_path.read_text(errors="replace")
+    for name in ("credfile", "urltokenok"):
+        wheel = bed.jobs[name]["wheel"]
+        places[f"provenance of {wheel}"] = json.dumps(
+            signed_build_statement(bed.server, f"wf-git-{name}", wheel))
     for where, text in places.items():
         for secret in (TOKEN, WRONG_TOKEN, f"{USER}:"):
             assert secret not in text, f"{secret!r} shows in the {where}"

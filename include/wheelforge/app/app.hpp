@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "wheelforge/auth/attestation.hpp"
 #include "wheelforge/auth/oidc.hpp"
 #include "wheelforge/build/runner.hpp"
 #include "wheelforge/core/build.hpp"
@@ -182,6 +183,10 @@ struct Configuration {
   /// uploads with attestations are refused (docs/publishing.md, "Attestations").
   std::filesystem::path attestation_trust_roots;
   std::shared_ptr<const crypto::TrustStore> attestation_roots;
+  /// [attestations] signing_key and signing_certificate: what signs the provenance of the build
+  /// runner's wheels. Null when they are not set: the server's own key in DATA_DIR/keys, made on
+  /// first use (docs/runner.md, "Provenance").
+  std::shared_ptr<const auth::BuildSigner> build_signer;
 };
 
 /// The outcome of loading the configuration.

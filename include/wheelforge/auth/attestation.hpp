@@ -10,6 +10,7 @@
 
 #include "wheelforge/catalog/catalog.hpp"
 #include "wheelforge/crypto/certificate.hpp"
+#include "wheelforge/crypto/signing_key.hpp"
 #include "wheelforge/render/attestation.hpp"
 #include "wheelforge/util/result.hpp"
 
@@ -59,5 +60,27 @@ struct VerifiedAttestations {
 
 /// The DSSE pre-authentication encoding of an in-toto statement: what its signature signs.
 [[nodiscard]] std::string dsse_pae(std::string_view statement);
+
+/// What signs the provenance of the build runner's own wheels (docs/runner.md, "Provenance"):
+/// the server's key and its certificate. Immutable, thread-safe.
+class BuildSigner {
+ public:
+  /// Errc::invalid when `certificate` is not for `key` or not for code signing.
+  [[nodiscard]] static Result<BuildSigner> make(crypto::SigningKey key,
+                                                crypto::Certificate certificate);
+  [[nodiscard]] const crypto::Certificate& certificate() const { return certificate_; }
+  /// The provenance object of the wheel `filename` (`sha256`, lower-case hex) made as `facts`
+  /// say: one attestation (render::build_statement), signed with the key, that
+  /// verify_attestations accepts against a trust store holding the certificate (or its CA).
+  [[nodiscard]] Result<std::string> provenance(const render::BuildFacts& facts,
+                                               std::string_view filename,
+                                               std::string_view sha256) const;
+
+ private:
+  BuildSigner(crypto::SigningKey key, crypto::Certificate certificate)
+      : key_(std::move(key)), certificate_(std::move(certificate)) {}
+  crypto::SigningKey key_;
+  crypto::Certificate certificate_;
+};
 
 }  // namespace wf::auth

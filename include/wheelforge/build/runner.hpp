@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "wheelforge/auth/attestation.hpp"
 #include "wheelforge/build/executor.hpp"
 #include "wheelforge/build/executor_config.hpp"
 #include "wheelforge/catalog/catalog.hpp"
@@ -120,6 +121,9 @@ class Runner {
 
   /// The URL {server} stands for in torch_index (e.g. "http://127.0.0.1:8080").
   void set_server_url(std::string url);
+  /// What signs the provenance of the wheels the runner ingests (docs/runner.md, "Provenance");
+  /// without one (the default), they are ingested without provenance.
+  void set_signer(std::shared_ptr<const auth::BuildSigner> signer);
 
   /// Who claims jobs in the job store: "HOST:PID:BUILDS_DIR" (JobRecord::claimed_by). Runners
   /// of one HOST and BUILDS_DIR share a data directory (and its admission ledger).
@@ -248,12 +252,14 @@ class Runner {
   std::function<void()> on_ingested_;
   std::unique_ptr<AdmissionLedger> ledger_;
 
-  mutable std::mutex mu_;  // guards config_.recipes, server_url_, running_, stopping_, draining_
+  mutable std::mutex
+      mu_;  // guards config_.recipes, server_url_, signer_, running_, stopping_, draining_
   std::condition_variable cv_;
   bool stopping_ = false;
   bool draining_ = false;
   Recovery recovery_ = Recovery::requeue_interrupted;
   std::string server_url_;
+  std::shared_ptr<const auth::BuildSigner> signer_;
   std::map<std::int64_t, std::shared_ptr<Running>> running_;
   std::thread scheduler_;
   std::thread heartbeat_;

@@ -38,6 +38,11 @@ class Certificate {
   /// Seconds since the epoch.
   [[nodiscard]] std::int64_t not_before() const;
   [[nodiscard]] std::int64_t not_after() const;
+  /// Its DER bytes, and its PEM text.
+  [[nodiscard]] std::string der() const;
+  [[nodiscard]] std::string pem() const;
+  /// Its public key, DER SubjectPublicKeyInfo.
+  [[nodiscard]] std::string public_key_der() const;
   /// True when its extended key usage includes code signing.
   [[nodiscard]] bool for_code_signing() const;
   /// True when `signature` (ECDSA's DER form, or RSA PKCS#1 v1.5) signs the SHA-256 of `message`

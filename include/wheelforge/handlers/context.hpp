@@ -113,6 +113,8 @@ struct Environment {
   /// The certificates attestations must chain to ([attestations] trust_roots); null when none
   /// are configured, and uploads with attestations are refused (docs/publishing.md).
   const crypto::TrustStore* attestation_roots = nullptr;
+  /// The certificate (PEM) that signs the build runner's provenance; empty: none.
+  std::string build_certificate;
 };
 
 /// The body of an upload route once it has arrived in full.

@@ -39,6 +39,9 @@ struct ServerConfig {
   handlers::OidcIssuers* oidc = nullptr;
   /// The certificates attestations must chain to (docs/publishing.md); null: none configured.
   const crypto::TrustStore* attestation_roots = nullptr;
+  /// The certificate (PEM) that signs the provenance of the build runner's wheels; empty when
+  /// this server signs none (docs/runner.md, "Provenance").
+  std::string build_certificate;
   /// HTTPS: PEM certificate chain and private key. Both empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;

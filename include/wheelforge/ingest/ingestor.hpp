@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +49,10 @@ struct Attestations {
   /// attestations' certificate must be that publisher's. nullopt for any other token.
   std::optional<catalog::PublisherRecord> publisher;
   std::string publisher_issuer_url;
+  /// Set instead of `json` for the files this server made itself (the build runner's wheels):
+  /// returns the file's provenance object, signed by the server, from its name and sha256
+  /// (auth::BuildSigner::provenance). Nothing is verified against `roots`.
+  std::function<Result<std::string>(std::string_view filename, std::string_view sha256)> sign;
 };
 
 struct Ingested {
@@ -110,9 +115,10 @@ class Ingestor {
   [[nodiscard]] Status check(const std::filesystem::path& file, std::string_view filename) const;
 
   /// Copies a local file into a temp file (hashing it on the way) and ingests it under its
-  /// own base name.
+  /// own base name, with `attestations` as ingest() takes them.
   [[nodiscard]] Result<Ingested> ingest_path(const std::filesystem::path& path,
-                                             const catalog::Actor& actor = {});
+                                             const catalog::Actor& actor = {},
+                                             const Attestations* attestations = nullptr);
 
   /// ingest_path() for many files, as one batch: each file is checked and answered on its
   /// own (one result per path, in order, as ingest_path() calls one after another would give

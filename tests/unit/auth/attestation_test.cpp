@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 #include "crypto/test_certificates.hpp"
 #include "wheelforge/util/strings.hpp"
@@ -257,6 +258,112 @@ TEST(Attestation, TheTrustedPublisherThatUploadsMustBeTheSigner) {
             "attestation 1: its certificate was issued for a job of "
             "https://token.actions.githubusercontent.com, not of trusted publisher #7's issuer "
             "https://gitlab.com");
+}
+
+render::BuildFacts build_facts() {
+  render::BuildFacts f;
+  f.builder = "http://127.0.0.1:8080";
+  f.recipe = "demo";
+  f.project = "demo";
+  f.version = "1.0";
+  f.python = "3.12";
+  f.torch = "2.8";
+  f.cuda = "12.8";
+  f.arch_list = "8.0;9.0";
+  f.source_kind = "git";
+  f.source_uri = "git+https://git.example/demo.git@v1.0";
+  f.source_digest = {"gitCommit", std::string(40, 'c')};
+  f.toolchain.nvcc_version = "12.8.93";
+  f.toolchain.torch_version = "2.8.0+cu128";
+  f.toolchain.python_version = "3.12.4";
+  f.container.image = "registry.example/cuda:12.8";
+  f.container.image_digest = "sha256:" + std::string(64, 'd');
+  f.build_id = 4;
+  f.job_id = 9;
+  f.runner = "host:1:/var/lib/wheelforge/builds";
+  f.started_at = "2026-01-02T03:04:05Z";
+  return f;
+}
+
+struct Signer {
+  crypto::SigningKey key = *crypto::SigningKey::generate();
+  crypto::Certificate certificate = *crypto::Certificate::from_der(*key.self_signed_certificate(
+      "wheelforge build provenance", "http://127.0.0.1:8080", std::time(nullptr), 30));
+  BuildSigner signer = *BuildSigner::make(key, certificate);
+};
+
+TEST(BuildSigner, TheRunnersProvenanceVerifiesAgainstTheServersCertificate) {
+  const Signer s;
+  auto provenance = s.signer.provenance(build_facts(), kFile, kSha);
+  ASSERT_TRUE(provenance) << provenance.error().message;
+  const auto object = nlohmann::json::parse(*provenance);
+  ASSERT_EQ(object["version"], 1);
+  const auto& bundle = object["attestation_bundles"][0];
+  EXPECT_EQ(bundle["publisher"],
+            nlohmann::json::parse(R"({"kind":"wheelforge","builder":"http://127.0.0.1:8080",
+                "recipe":"demo","build":"4","job":"9"})"));
+  ASSERT_EQ(bundle["attestations"].size(), 1U);
+  const std::string attestations = "[" + bundle["attestations"][0].dump() + "]";
+
+  // Our own verifier accepts it, with the certificate as the only trust root.
+  const auto roots = *crypto::TrustStore::from_pem(s.certificate.pem());
+  const AttestationCheck check{std::string(kFile), kSha, std::time(nullptr), nullptr, ""};
+  auto verified = verify_attestations(attestations, roots, check);
+  ASSERT_TRUE(verified) << verified.error().message;
+  EXPECT_EQ(verified->identity, "http://127.0.0.1:8080");
+
+  // The statement says how the wheel was made.
+  const auto parsed = render::parse_attestations(attestations);
+  ASSERT_TRUE(parsed);
+  const auto statement = nlohmann::json::parse((*parsed)[0].statement);
+  EXPECT_EQ(statement["subject"][0]["name"], kFile);
+  EXPECT_EQ(statement["subject"][0]["digest"]["sha256"], kSha);
+  EXPECT_EQ(statement["predicateType"], kSlsaPredicate);
+  const auto& definition = statement["predicate"]["buildDefinition"];
+  EXPECT_EQ(definition["buildType"], render::kRunnerBuildType);
+  EXPECT_EQ(definition["externalParameters"]["cell"],
+            nlohmann::json::parse(R"({"python":"3.12","torch":"2.8","cuda":"12.8"})"));
+  EXPECT_EQ(definition["resolvedDependencies"][0],
+            nlohmann::json::parse(R"({"uri":"git+https://git.example/demo.git@v1.0",
+                "digest":{"gitCommit":")" +
+                                  std::string(40, 'c') + R"("}})"));
+  EXPECT_EQ(definition["resolvedDependencies"][1]["digest"]["sha256"], std::string(64, 'd'));
+  const auto& run = statement["predicate"]["runDetails"];
+  EXPECT_EQ(run["builder"]["version"]["nvcc"], "12.8.93");
+  EXPECT_EQ(run["metadata"]["invocationId"], "build 4 job 9");
+
+  // Against other roots, or for other bytes, it does not verify.
+  const auto other = wf::testing::TestPki();
+  const auto other_roots = *crypto::TrustStore::from_pem(other.trust_pem());
+  EXPECT_FALSE(verify_attestations(attestations, other_roots, check));
+  AttestationCheck other_file = check;
+  other_file.sha256 = std::string(64, 'b');
+  EXPECT_FALSE(verify_attestations(attestations, roots, other_file));
+}
+
+TEST(BuildSigner, TheCertificateMustBeTheKeysAndSignCode) {
+  const Signer s;
+  const auto other = *crypto::SigningKey::generate();
+  auto mismatched = BuildSigner::make(other, s.certificate);
+  ASSERT_FALSE(mismatched);
+  EXPECT_EQ(mismatched.error().message,
+            "the certificate http://127.0.0.1:8080 is not for this private key");
+  TestPki pki;
+  const Key key = wf::testing::make_p256_key();
+  CertSpec spec = github_job();
+  spec.code_signing = false;
+  const auto not_for_code =
+      *crypto::Certificate::from_der(wf::testing::der_of(pki.leaf(spec, key)));
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_PrivateKey(bio, key.get(), nullptr, nullptr, 0, nullptr, nullptr);
+  char* data = nullptr;
+  const long len = BIO_get_mem_data(bio, &data);
+  const auto signing_key =
+      *crypto::SigningKey::from_pem(std::string(data, static_cast<std::size_t>(len)));
+  BIO_free(bio);
+  auto refused = BuildSigner::make(signing_key, not_for_code);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("is not for code signing"), std::string::npos);
 }
 
 }  // namespace

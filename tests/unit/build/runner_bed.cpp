@@ -34,6 +34,7 @@ void script_host(FakeExecutor& fake, const HostScript& host) {
   fake.on("print('python_version=", Outcome::prints(probe));
   fake.on("command -v ninja",
           host.ninja_on_path ? Outcome::prints("/usr/bin/ninja\n") : Outcome::exit(1));
+  fake.on("rev-parse HEAD", Outcome::prints(std::string(kCommit) + "\n"));
 }
 
 fs::path write_wheel_with(const fs::path& dir, std::string_view project, std::string_view version,

@@ -29,6 +29,8 @@ inline constexpr std::string_view kPython = "/opt/wf-test/python3.12/bin/python3
 inline constexpr std::string_view kCudaHome = "/opt/wf-test/cuda-13.0";
 inline constexpr std::string_view kSource = "/opt/wf-test/src/demo";
 inline constexpr std::string_view kServer = "http://127.0.0.1:9";
+/// The commit `git rev-parse HEAD` reports for a git source.
+inline constexpr std::string_view kCommit = "0123456789abcdef0123456789abcdef01234567";
 
 /// What the fake host reports about its tools.
 struct HostScript {
@@ -43,7 +45,8 @@ struct HostScript {
   bool ninja_on_path = true;
 };
 
-/// Scripts `nvcc --version`, the environment probe and the ninja look-up. Rules added later
+/// Scripts `nvcc --version`, the environment probe, the ninja look-up and a git source's
+/// `rev-parse HEAD` (kCommit). Rules added later
 /// come after these: add a failing rule first to override one.
 void script_host(FakeExecutor& fake, const HostScript& host = {});
 

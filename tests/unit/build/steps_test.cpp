@@ -339,9 +339,13 @@ TEST_F(Steps, GitSourceIsClonedAtItsRefWithItsSubmodules) {
   const int clone = position(commands, "clone --quiet https://example.invalid/demo.git");
   const int checkout = position(commands, "checkout --quiet v1.0.0");
   const int submodules = position(commands, "submodule update --init --recursive");
+  const int commit = position(commands, "rev-parse HEAD");
   EXPECT_GE(clone, 0);
   EXPECT_GT(checkout, clone);
   EXPECT_GT(submodules, checkout);
+  EXPECT_GT(commit, submodules);
+  EXPECT_THAT(bed.log(job.id),
+              HasSubstr("==> [preparing] source at commit " + std::string(kCommit)));
   for (const int i : {clone, checkout, submodules}) {
     const Recorded& git = commands[static_cast<std::size_t>(i)];
     // The system's credential helpers are dropped; nothing prompts.
@@ -350,6 +354,18 @@ TEST_F(Steps, GitSourceIsClonedAtItsRefWithItsSubmodules) {
     EXPECT_EQ(git.env_value("HOME"),
               (bed.data_dir / "builds" / ("job-" + std::to_string(job.id))).string());
   }
+}
+
+TEST_F(Steps, ACheckoutWithoutACommitFailsTheFetch) {
+  bed.config.recipes["demo"].recipe.source = {core::SourceSpec::Kind::git,
+                                              "https://example.invalid/demo.git", ""};
+  bed.fake.on("rev-parse HEAD", Outcome::exit(128, "fatal: not a git repository\n"));
+  script_host(bed.fake);
+  script_build(bed.fake);
+  const auto job = bed.run_one();
+  ASSERT_EQ(job.state, core::JobState::failed);
+  EXPECT_THAT(job.reason, HasSubstr("fetch source: git rev-parse HEAD failed (exit 128)"));
+  EXPECT_TRUE(bed.fake.commands_matching("fake-build").empty());
 }
 
 TEST_F(Steps, SubmodulesFalseFetchesNone) {
