@@ -16,10 +16,10 @@
 # upstream.json).
 #
 # --smoke runs every step of the suite on small corpora (3,000 files in the "large" one, a 16 MiB
-# big wheel) for 1 s per case, in bench/.work-smoke/, and exits 1 when any step failed (a
-# response that is not 200, errors under load, a refused upload, pip resolving differently on
-# the two servers, RSS beyond the memory bound of upstream.py). CI runs it; its timings mean
-# nothing.
+# big wheel) for 1 s per case at 32 connections, in bench/.work-smoke/, and exits 1 when any
+# step failed (a response that is not 200, errors under load, a refused upload, pip resolving
+# differently on the two servers, RSS beyond the memory bound of upstream.py). CI runs it; its
+# timings mean nothing.
 #
 # Environment: WF_BIN (server binary, default build/wheelforge), BENCH_JOBS (build parallelism,
 # default nproc), BENCH_NOTE (text recorded with the results), BENCH_BUILD_DIR (where the
@@ -48,7 +48,8 @@ note=${BENCH_NOTE:-}
 if [ "$smoke" = 1 ]; then
   note=${note:-"smoke run: small corpora, 1 s per case; the timings mean nothing"}
   corpus_opts=(--large-projects 300 --large-files 3000 --big-mib 16)
-  bench_opts=(--duration 1 --rounds 1 --pip-runs 1 --download-runs 1 --micro-min-time 0.01 --strict)
+  bench_opts=(--duration 1 --rounds 1 --conns 32 --pip-runs 1 --download-runs 1 --micro-min-time 0.01
+              --strict)
 fi
 
 sudo_cmd=()
