@@ -184,6 +184,13 @@ class ObservedCatalog final : public Catalog {
   Result<std::vector<UninspectedWheel>> uninspected_wheels() override {
     return timed(CallKind::read, [&](Excluded&) { return inner_->uninspected_wheels(); });
   }
+  Result<bool> set_provenance(std::string_view filename, std::string_view sha256,
+                              std::string_view provenance_sha256, std::uint64_t provenance_size,
+                              const Actor& by) override {
+    return timed(CallKind::write, [&](Excluded&) {
+      return inner_->set_provenance(filename, sha256, provenance_sha256, provenance_size, by);
+    });
+  }
   Result<bool> record_findings(std::string_view filename, std::string_view sha256,
                                const core::WheelFindings& findings) override {
     return timed(CallKind::write,

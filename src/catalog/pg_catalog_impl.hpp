@@ -90,6 +90,9 @@ class PgCatalog final : public Catalog {
   Result<std::vector<DamagedBlob>> damaged_blobs() override;
   Result<std::vector<BlobRef>> referenced_blobs() override;
   Result<std::vector<UninspectedWheel>> uninspected_wheels() override;
+  Result<bool> set_provenance(std::string_view filename, std::string_view sha256,
+                              std::string_view provenance_sha256, std::uint64_t provenance_size,
+                              const Actor& by) override;
   Result<bool> record_findings(std::string_view filename, std::string_view sha256,
                                const core::WheelFindings& findings) override;
   /// Errc::invalid: a PostgreSQL catalog is backed up with pg_dump.

@@ -352,6 +352,48 @@ Result<std::vector<UninspectedWheel>> PgCatalog::uninspected_wheels() {
   return out;
 }
 
+Result<bool> PgCatalog::set_provenance(std::string_view filename, std::string_view sha256,
+                                       std::string_view provenance_sha256,
+                                       std::uint64_t provenance_size, const Actor& by) {
+  std::lock_guard lock(mu_);
+  return conn_->write_transaction(
+      [&]() -> Result<bool> {
+        auto s = conn_->exec("provenance lookup",
+                             "SELECT f.sha256, f.provenance_sha256, p.name FROM files f"
+                             " JOIN projects p ON p.id = f.project_id WHERE f.filename = $1"
+                             " FOR UPDATE OF f",
+                             Params().add(filename));
+        if (!s) return s.error();
+        if (s->empty()) {
+          return make_error(Errc::not_found, "no file named " + std::string(filename));
+        }
+        if (s->text(0, 0) != sha256) {
+          return make_error(Errc::conflict, std::string(filename) + " holds other bytes (sha256 " +
+                                                s->text(0, 0) + ")");
+        }
+        if (s->text(0, 1) == provenance_sha256) return false;
+        if (!s->text(0, 1).empty()) {
+          return make_error(Errc::conflict, provenance_exists_message(filename));
+        }
+        auto u = conn_->exec("record provenance",
+                             "UPDATE files SET provenance_sha256 = $1, provenance_size = $2"
+                             " WHERE filename = $3 AND provenance_sha256 = ''",
+                             Params()
+                                 .add(provenance_sha256)
+                                 .add(static_cast<std::int64_t>(provenance_size))
+                                 .add(filename));
+        if (!u) return u.error();
+        if (auto st = append_audit_locked(
+                AuditRecord{0, 0, "attestations", by, s->text(0, 2), std::string(filename),
+                            "provenance " + std::string(provenance_sha256)});
+            !st) {
+          return st.error();
+        }
+        return true;
+      },
+      [](bool written) { return written; });
+}
+
 Result<bool> PgCatalog::record_findings(std::string_view filename, std::string_view sha256,
                                         const core::WheelFindings& findings) {
   const std::string encoded = core::encode_findings(findings);

@@ -336,6 +336,50 @@ Result<std::vector<UninspectedWheel>> SqliteCatalog::uninspected_wheels() {
   return out;
 }
 
+Result<bool> SqliteCatalog::set_provenance(std::string_view filename, std::string_view sha256,
+                                           std::string_view provenance_sha256,
+                                           std::uint64_t provenance_size, const Actor& by) {
+  std::lock_guard lock(mu_);
+  return db_.write_transaction(
+      [&]() -> Result<bool> {
+        Stmt s(db_,
+               "SELECT f.sha256, f.provenance_sha256, p.name FROM files f"
+               " JOIN projects p ON p.id = f.project_id WHERE f.filename = ?");
+        if (!s.valid()) return db_.error("prepare provenance lookup");
+        s.bind(1, filename);
+        const int rc = s.step();
+        if (rc == SQLITE_DONE) {
+          return make_error(Errc::not_found, "no file named " + std::string(filename));
+        }
+        if (rc != SQLITE_ROW) return db_.error("provenance lookup");
+        if (s.text(0) != sha256) {
+          return make_error(Errc::conflict, std::string(filename) + " holds other bytes (sha256 " +
+                                                s.text(0) + ")");
+        }
+        if (s.text(1) == provenance_sha256) return false;
+        if (!s.text(1).empty()) {
+          return make_error(Errc::conflict, provenance_exists_message(filename));
+        }
+        const std::string project = s.text(2);
+        Stmt u(db_,
+               "UPDATE files SET provenance_sha256 = ?, provenance_size = ? WHERE filename = ? "
+               "AND provenance_sha256 = ''");
+        if (!u.valid()) return db_.error("prepare provenance update");
+        u.bind(1, provenance_sha256)
+            .bind(2, static_cast<std::int64_t>(provenance_size))
+            .bind(3, filename);
+        if (u.step() != SQLITE_DONE) return db_.error("record provenance");
+        if (auto st = append_audit_locked(
+                AuditRecord{0, 0, "attestations", by, project, std::string(filename),
+                            "provenance " + std::string(provenance_sha256)});
+            !st) {
+          return st.error();
+        }
+        return true;
+      },
+      [](bool written) { return written; });
+}
+
 Result<bool> SqliteCatalog::record_findings(std::string_view filename, std::string_view sha256,
                                             const core::WheelFindings& findings) {
   const std::string encoded = core::encode_findings(findings);

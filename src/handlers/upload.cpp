@@ -5,6 +5,7 @@
 #include "wheelforge/core/filename.hpp"
 #include "wheelforge/handlers/oidc.hpp"
 #include "wheelforge/render/api.hpp"
+#include "wheelforge/util/fs.hpp"
 #include "wheelforge/util/strings.hpp"
 
 namespace wf::handlers {
@@ -26,7 +27,12 @@ Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> 
   if (seg.size() > 2) {
     return make_error(Errc::invalid, "invalid file name: it must not contain '/'");
   }
-  auto name = core::parse_dist_filename(seg[1]);
+  // The attestations companion: named after the file it is for.
+  const bool attestations = std::string_view(seg[1]).ends_with(kAttestationsSuffix) &&
+                            seg[1].size() > kAttestationsSuffix.size();
+  const std::string filename =
+      attestations ? seg[1].substr(0, seg[1].size() - kAttestationsSuffix.size()) : seg[1];
+  auto name = core::parse_dist_filename(filename);
   auto granted =
       auth::authorize(snap.tokens(), *token, catalog::Scope::upload,
                       name ? std::optional<std::string_view>(name->normalized_name) : std::nullopt);
@@ -39,10 +45,14 @@ Result<UploadPlan> plan_upload(const Request& req, std::optional<std::uint64_t> 
                           name->normalized_name) == core::ClaimDecision::forbidden) {
     return make_error(Errc::forbidden, core::not_owner_message(name->normalized_name));
   }
+  if (attestations && content_length && *content_length > kMaxAttestationsBody) {
+    return body_too_large("attestations", *content_length, kMaxAttestationsBody);
+  }
   if (content_length && *content_length > max_size) {
     return body_too_large("upload", *content_length, max_size);
   }
-  return UploadPlan{seg[1], uploader, catalog::Actor::of_token(**granted, req.peer)};
+  return UploadPlan{filename, uploader, catalog::Actor::of_token(**granted, req.peer),
+                    attestations};
 }
 
 Result<std::string> plan_form(const Request& req, std::optional<std::uint64_t> content_length,
@@ -175,10 +185,49 @@ Result<ingest::Ingested> ingest_form(const Request& req, LegacyUpload& form, Con
   return result;
 }
 
+/// `PUT /upload/<filename>.attestations`: the attestations of a stored file, added to it.
+Response put_attestations(const Request& req, Context& ctx) {
+  UploadedBody& body = *ctx.upload;
+  const std::string& filename = body.plan.filename;
+  const auto refused = [&](const Error& e) {
+    ctx.changed = Changed::nothing;
+    ctx.note = "attestations for " + sanitize_for_log(filename) +
+               (status_for(e.code) >= 500 ? " failed: " : " rejected: ") +
+               sanitize_for_log(e.message, 500);
+    return error_response(e);
+  };
+  if (auto st = body.file->finish(store::Sync::deferred); !st) return refused(st.error());
+  auto json = read_small_file(body.file->path(), kMaxAttestationsBody);
+  if (!json) return refused(json.error());
+  const auto name = core::parse_dist_filename(filename);
+  auto token = auth::token_from_authorization(req.header("authorization"));
+  if (!token) return refused(token.error());
+  auto granted =
+      auth::authorize(ctx.snapshot.tokens(), *token, catalog::Scope::upload,
+                      name ? std::optional<std::string_view>(name->normalized_name) : std::nullopt);
+  if (!granted) return refused(granted.error());
+  auto attestations = attestations_of(**granted, std::move(*json), ctx);
+  if (!attestations) return refused(attestations.error());
+  auto added =
+      ctx.env.services.ingestor->add_attestations(filename, *attestations, body.plan.actor);
+  if (!added) return refused(added.error());
+  const auto& [file, changed] = *added;
+  ctx.changed = changed ? Changed::project : Changed::nothing;
+  ctx.changed_project = file.project;
+  ctx.note = std::string(changed ? "attestations added to " : "attestations unchanged for ") +
+             sanitize_for_log(file.filename) + " provenance=" + file.provenance_sha256;
+  Response r;
+  r.status = changed ? 201 : 200;
+  r.set("Content-Type", "application/json");
+  r.body = render::render_stored_file(file);
+  return r;
+}
+
 }  // namespace
 
-Response handle_put_upload(const Request& /*req*/, Context& ctx) {
+Response handle_put_upload(const Request& req, Context& ctx) {
   UploadedBody& body = *ctx.upload;
+  if (body.plan.attestations) return put_attestations(req, ctx);
   auto result = ctx.env.services.ingestor->ingest(std::move(*body.file), body.plan.filename,
                                                   body.plan.uploader, body.plan.actor);
   return answer(result, body.plan.filename, ctx);

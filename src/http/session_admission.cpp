@@ -106,6 +106,7 @@ void Session<Stream>::admit() {
     auto plan = handlers::plan_upload(req_, length, limit, snap);
     if (!plan) return refuse_request(plan.error());
     body_.name_upload(plan->filename);
+    if (plan->attestations) limit = handlers::kMaxAttestationsBody;
     upload->plan = std::move(*plan);
   } else {
     body_.name_upload("(form upload)");

@@ -592,6 +592,38 @@ Result<store::TempFile> Ingestor::copy_to_temp(const std::filesystem::path& path
   return temp;
 }
 
+Result<std::pair<core::FileRecord, bool>> Ingestor::add_attestations(
+    std::string_view filename, const Attestations& attestations, const catalog::Actor& actor) {
+  auto found = catalog_.find_file(filename);
+  if (!found) return found.error();
+  if (!found->has_value()) {
+    return make_error(Errc::not_found, "no file named " + std::string(filename) +
+                                           ": upload the file first, then its attestations");
+  }
+  core::FileRecord file = std::move(**found);
+  if (file.damaged) {
+    return make_error(Errc::unavailable,
+                      file.filename + " is damaged: attestations wait until it is restored");
+  }
+  auto provenance = provenance_of(attestations, file.filename, file.sha256);
+  if (!provenance) return provenance.error();
+  const std::string provenance_sha256 = crypto::sha256_hex(*provenance);
+  if (file.provenance_sha256 == provenance_sha256) return std::pair{std::move(file), false};
+  if (!file.provenance_sha256.empty()) {
+    return make_error(Errc::conflict, catalog::provenance_exists_message(file.filename));
+  }
+  // The blob first, then the row that names it: a crash or a refusal between leaves an
+  // unreferenced blob, which gc removes (a concurrent request for the same file may be
+  // recording it), never a row without its blob.
+  if (auto put = store_.put(*provenance, store::Sync::now); !put) return put.error();
+  auto set = catalog_.set_provenance(file.filename, file.sha256, provenance_sha256,
+                                     provenance->size(), actor);
+  if (!set) return set.error();
+  file.provenance_sha256 = provenance_sha256;
+  file.provenance_size = provenance->size();
+  return std::pair{std::move(file), *set};
+}
+
 Result<Ingested> Ingestor::ingest_path(const std::filesystem::path& path,
                                        const catalog::Actor& actor,
                                        const Attestations* attestations) {

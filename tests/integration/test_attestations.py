@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
 import wfbackend
+from test_claims import new_token
 from test_publish import assert_nothing_left, html_anchors, listed_files, post_form
 from test_trusted_publishing import Issuer, Key, add_publisher, github_claims, jwt, mint
 from wfhelpers import Artifact, make_sdist, make_wheel, normalize, path_of
@@ -489,3 +490,79 @@ def test_trusted_publisher_must_match_the_certificate(harness, signer, artifacts
                                                field(one), "does not match trusted publisher")
     finally:
         issuer.close()
+
+
+def put_attestations(server, artifact: Artifact, token: str, body: str,
+                     name: str | None = None):
+    """PUT /upload/<file>.attestations: the attestations companion of a PUT upload."""
+    target = urllib.parse.quote(name or artifact.filename, safe="") + ".attestations"
+    return server.request("PUT", f"/upload/{target}",
+                          {"Authorization": f"Bearer {token}",
+                           "Content-Type": "application/json"}, body.encode())
+
+
+def test_attestations_put_after_their_file_become_its_provenance(harness, server, upload_token,
+                                                                 signer, artifacts):
+    wheel = make_wheel(artifacts, "put-attested", "1.0")
+    assert server.put_file(wheel, upload_token).status == 201
+    assert_no_provenance(server, wheel)
+    both = [signer.attest(wheel, PUBLISH_PREDICATE), signer.attest(wheel, SLSA_PREDICATE)]
+
+    answer = put_attestations(server, wheel, upload_token, field(both))
+    assert answer.status == 201, answer.text
+    assert answer.json()["sha256"] == wheel.sha256, answer.text
+    assert_provenance(server, wheel, both)
+    # The same attestations again change nothing (200); others are refused: a file's
+    # provenance does not change.
+    again = put_attestations(server, wheel, upload_token, field(both))
+    assert again.status == 200, again.text
+    before = harness.state()
+    other = put_attestations(server, wheel, upload_token, field(both[:1]))
+    assert other.status == 409, other.text
+    assert "has provenance already" in other.text, other.text
+    assert_nothing_left(harness, before, "refused attestations")
+    assert_provenance(server, wheel, both)
+
+    # The audit trail says who added them.
+    audit = server.get("/admin/audit?project=put-attested",
+                       {"Authorization": f"Bearer {harness.token('admin')}"})
+    assert audit.status == 200, audit.text
+    actions = [(e["action"], e["target"]) for e in audit.json()["entries"]]
+    assert ("attestations", wheel.filename) in actions, actions
+
+
+def test_refused_attestations_put_leave_the_file_as_it_was(harness, server, upload_token, signer,
+                                                          artifacts):
+    wheel = make_wheel(artifacts, "put-refused", "1.0")
+    sdist = make_sdist(artifacts, "put-refused", "1.0")
+    assert server.put_file(wheel, upload_token).status == 201
+    before = harness.state()
+    tampered = attestation(signer.cert, signer.key,
+                           statement_bytes(wheel.filename, wheel.sha256),
+                           signed=statement_bytes(wheel.filename, "0" * 64))
+    cases = [
+        # (artifact, body, status, message)
+        (wheel, field([tampered]), 400, "the signature does not verify"),
+        (wheel, field([signer.attest(sdist)]), 400, f"the statement is about {sdist.filename}"),
+        (wheel, "not json", 400, "not a JSON array of attestation objects"),
+        (sdist, field([signer.attest(sdist)]), 404, "upload the file first"),
+    ]
+    for artifact, body, status, message in cases:
+        answer = put_attestations(server, artifact, upload_token, body)
+        assert answer.status == status, (message, answer.status, answer.text)
+        assert message in answer.text, (message, answer.text)
+    assert_nothing_left(harness, before, "refused attestations")
+    assert_no_provenance(server, wheel)
+
+    # A token of another project may not add them; without a token nothing is said at all.
+    _, other_token = new_token(harness, "upload", project="someone-else")
+    answer = put_attestations(server, wheel, other_token, field([signer.attest(wheel)]))
+    assert answer.status == 403, answer.text
+    anonymous = server.request("PUT", f"/upload/{wheel.filename}.attestations", {},
+                               field([signer.attest(wheel)]).encode())
+    assert anonymous.status == 401, anonymous.text
+    # A body larger than attestations ever are is refused before it is read.
+    huge = put_attestations(server, wheel, upload_token, "[" + " " * (1 << 20) + "]")
+    assert huge.status == 413, huge.text
+    assert_nothing_left(harness, before, "refused attestations")
+    assert_no_provenance(server, wheel)

@@ -89,13 +89,20 @@ struct Actor {
 struct AuditRecord {
   std::int64_t id = 0;
   Micros at = 0;
-  std::string action;  ///< upload, yank, unyank, delete, claim, release, token-create,
-                       ///< token-revoke, build
+  std::string action;  ///< upload, attestations, yank, unyank, delete, claim, release,
+                       ///< token-create, token-revoke, build
   Actor actor;
   std::string project;  ///< normalized; empty when the action has none (tokens)
   std::string target;   ///< the file, "token #ID" or "build #ID" acted on
   std::string detail;   ///< what else there is to say: a yank's reason, a token's scope, ...
 };
+
+/// The conflict Catalog::set_provenance answers for a file that has other provenance.
+[[nodiscard]] inline std::string provenance_exists_message(std::string_view filename) {
+  return std::string(filename) +
+         " has provenance already: attestations are added to a file once, and a file's "
+         "provenance does not change";
+}
 
 /// Which audit entries to read: newest first.
 struct AuditQuery {
@@ -391,6 +398,18 @@ class Catalog {
   [[nodiscard]] virtual Result<bool> record_findings(std::string_view filename,
                                                      std::string_view sha256,
                                                      const core::WheelFindings& findings) = 0;
+
+  /// Records the provenance object of a file stored without one (attestations PUT after the
+  /// file: docs/publishing.md, "Attestations"), with an "attestations" audit entry by `by`, in
+  /// one write transaction: on the row `filename` holding `sha256`, only while it has no
+  /// provenance. Returns true when written (the generation moves), false when the row has this
+  /// provenance already. Errc::not_found when no such row, conflict when the row holds other
+  /// bytes or other provenance.
+  [[nodiscard]] virtual Result<bool> set_provenance(std::string_view filename,
+                                                    std::string_view sha256,
+                                                    std::string_view provenance_sha256,
+                                                    std::uint64_t provenance_size,
+                                                    const Actor& by) = 0;
 
   /// Every row of every table that holds the index (tokens, projects, files, deleted_files,
   /// damaged_blobs, upstream_blobs, audit, builds, jobs, in that order: a row's references come

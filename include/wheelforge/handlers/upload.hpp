@@ -13,10 +13,17 @@
 namespace wf::handlers {
 
 struct UploadPlan {
-  std::string filename;
+  std::string filename;     ///< the distribution file (for attestations: the one they are for)
   core::Uploader uploader;  ///< who uploads, for the project claim checked again at ingest
   catalog::Actor actor;     ///< who uploads, for the file's uploader and the audit trail
+  /// `PUT /upload/<filename>.attestations`: the body is the file's attestations (a JSON array
+  /// of PEP 740 attestation objects), added to the stored file (docs/publishing.md).
+  bool attestations = false;
 };
+
+/// The suffix of the attestations companion of a PUT upload, and the largest body it takes.
+inline constexpr std::string_view kAttestationsSuffix = ".attestations";
+inline constexpr std::uint64_t kMaxAttestationsBody = 1U << 20U;
 
 /// Checks a `PUT /upload/<filename>` head. `content_length` is nullopt for chunked bodies.
 /// Errors: invalid (bad or missing file name), unauthorized / forbidden (token), too_large

@@ -110,6 +110,17 @@ class Ingestor {
                                         const catalog::Actor& actor = {},
                                         const Attestations* attestations = nullptr);
 
+  /// Adds attestations to the stored file `filename` (exactly as stored) that has none: the
+  /// attestations PUT after their file (docs/publishing.md, "Attestations"). They are verified
+  /// as ingest() verifies them, against the file's sha256; its provenance blob is stored, then
+  /// recorded with an audit entry by `actor` (Catalog::set_provenance). Returns the file as
+  /// recorded and whether it changed (false: it had this very provenance already). Errors:
+  /// not_found (no such file), unavailable (the file is damaged), invalid (the attestations do
+  /// not verify: nothing is stored), conflict (the file has other provenance), and the
+  /// store's and catalog's own.
+  [[nodiscard]] Result<std::pair<core::FileRecord, bool>> add_attestations(
+      std::string_view filename, const Attestations& attestations, const catalog::Actor& actor);
+
   /// Runs the file name, archive and metadata checks of ingest() without storing anything:
   /// the problems a file would be rejected for, all together (Errc::invalid), or ok.
   [[nodiscard]] Status check(const std::filesystem::path& file, std::string_view filename) const;

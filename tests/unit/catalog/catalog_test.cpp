@@ -789,6 +789,51 @@ TEST_F(SqliteCatalogTest, FindingsOfWheelsStoredBeforeInspectionAreRecordedOnce)
   EXPECT_FALSE((*cat)->find_file("demo_pkg-1.0.tar.gz")->value().binaries);
 }
 
+TEST_P(CatalogTest, ProvenanceIsAddedOnceToAFileWithout) {
+  auto cat = open_cat();
+  ASSERT_TRUE(cat) << cat.error().message;
+  const std::string name = "demo_pkg-1.0-py3-none-any.whl";
+  const std::string sha(64, 'a');
+  ASSERT_TRUE((*cat)->insert_file(wheel(name, sha)));
+  Actor by;
+  by.origin = "http";
+  by.address = "127.0.0.1";
+  const auto before = *(*cat)->generation();
+  auto set = (*cat)->set_provenance(name, sha, std::string(64, 'p'), 1234, by);
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_TRUE(*set);
+  EXPECT_GT(*(*cat)->generation(), before);  // servers reload: pages name the provenance
+  const auto row = (*cat)->find_file(name)->value();
+  EXPECT_EQ(row.provenance_sha256, std::string(64, 'p'));
+  EXPECT_EQ(row.provenance_size, 1234U);
+  const auto audit = (*cat)->audit(AuditQuery{});
+  ASSERT_TRUE(audit && !audit->empty());
+  EXPECT_EQ(audit->front().action, "attestations");
+  EXPECT_EQ(audit->front().project, "demo-pkg");
+  EXPECT_EQ(audit->front().target, name);
+
+  // The same provenance again changes nothing; other provenance is a conflict.
+  const auto after = *(*cat)->generation();
+  set = (*cat)->set_provenance(name, sha, std::string(64, 'p'), 1234, by);
+  ASSERT_TRUE(set);
+  EXPECT_FALSE(*set);
+  EXPECT_EQ(*(*cat)->generation(), after);
+  set = (*cat)->set_provenance(name, sha, std::string(64, 'q'), 99, by);
+  ASSERT_FALSE(set);
+  EXPECT_EQ(set.error().code, Errc::conflict);
+  EXPECT_EQ(set.error().message, provenance_exists_message(name));
+  EXPECT_EQ((*cat)->find_file(name)->value().provenance_sha256, std::string(64, 'p'));
+  // Other bytes under the name, or no such file.
+  EXPECT_EQ(
+      (*cat)->set_provenance(name, std::string(64, 'b'), std::string(64, 'q'), 1, by).error().code,
+      Errc::conflict);
+  EXPECT_EQ((*cat)
+                ->set_provenance("demo_pkg-2.0-py3-none-any.whl", sha, std::string(64, 'q'), 1, by)
+                .error()
+                .code,
+            Errc::not_found);
+}
+
 TEST_P(CatalogTest, DamagedBlobsWithdrawTheirFilesUntilPublishedAgain) {
   auto cat = open_cat();
   ASSERT_TRUE(cat) << cat.error().message;
