@@ -165,5 +165,10 @@ Response handle_tokens_page(const Request& req, Context& ctx);
 Response handle_create_token_page(const Request& req, Context& ctx);
 /// POST /tokens/<id>/revoke.
 Response handle_revoke_token_page(const Request& req, Context& ctx);
+// ui_publishers.cpp: the trusted publishers page (admin).
+Response handle_publishers_redirect(const Request& req, Context& ctx);
+Response handle_publishers_page(const Request& req, Context& ctx);
+Response handle_add_publisher_page(const Request& req, Context& ctx);
+Response handle_remove_publisher_page(const Request& req, Context& ctx);
 
 }  // namespace wf::handlers

@@ -99,6 +99,11 @@ constexpr std::array kRoutes = std::to_array<Route>({
     {"/tokens/",                          kPost,   handle_create_token_page, small, handler, worker,  kChanges, "ui"},
     {"/tokens/{id}/revoke",               kPost,   handle_revoke_token_page, small, handler, worker,  kChanges, "ui"},
     {"/tokens/*",                         kGet | kPost, handle_no_admin_page, small, handler, worker, kReads,   "ui"},
+    {"/publishers",                       kGet,    handle_publishers_redirect, none, handler, worker, kReads,   "ui"},
+    {"/publishers/",                      kGet,    handle_publishers_page,   none,  handler, worker,  kReads,   "ui"},
+    {"/publishers/",                      kPost,   handle_add_publisher_page, small, handler, worker, kChanges, "ui"},
+    {"/publishers/{id}/remove",           kPost,   handle_remove_publisher_page, small, handler, worker, kChanges, "ui"},
+    {"/publishers/*",                     kGet | kPost, handle_no_admin_page, small, handler, worker, kReads,   "ui"},
     // The variant views: /<selector...>/simple/...
     {"/{view...}/simple",                 kGet,    handle_simple,            none,  read,    network, kReads,   "view_root"},
     {"/{view...}/simple/",                kGet,    handle_simple,            none,  read,    network, kReads,   "view_root"},

@@ -1,4 +1,4 @@
-// The admin's tokens page.
+// The admin's tokens and trusted publishers pages.
 
 #include <string>
 
@@ -54,6 +54,50 @@ std::string render_tokens(const Site& site, const TokensPage& page) {
   d.set("tokens", tokens);
   d.set("has_tokens", !page.tokens.empty());
   return layout(site, Layout{"Tokens — wheelforge", render_template("tokens", d), {}, false});
+}
+
+std::string render_publishers(const Site& site, const PublishersPage& page) {
+  mus::data d;
+  d.set("csrf", site.csrf);
+  set_text(d, "notice", page.notice);
+  set_text(d, "error", page.error);
+  set_text(d, "form_project", page.form_project);
+  set_text(d, "form_claims", page.form_claims);
+  set_text(d, "form_description", page.form_description);
+  mus::data issuers{mus::data::type::list};
+  for (const auto& [name, url] : page.issuers) {
+    mus::data i;
+    set_text(i, "name", name);
+    set_text(i, "url", url);
+    i.set("selected", name == page.form_issuer);
+    issuers.push_back(i);
+  }
+  d.set("issuers", issuers);
+  d.set("has_issuers", !page.issuers.empty());
+  mus::data publishers{mus::data::type::list};
+  for (const auto& p : page.publishers) {
+    mus::data pd;
+    pd.set("id", std::to_string(p.id));
+    pd.set("project", p.project);
+    set_text(pd, "issuer", p.issuer);
+    mus::data claims{mus::data::type::list};
+    for (const auto& [name, value] : p.claims) {
+      mus::data c;
+      set_text(c, "name", name);
+      set_text(c, "value", value);
+      claims.push_back(c);
+    }
+    pd.set("claims", claims);
+    set_text(pd, "description", p.description);
+    pd.set("created", upload_date(p.created_at));
+    pd.set("created_by", p.created_by.empty() ? std::string("—") : p.created_by);
+    pd.set("csrf", site.csrf);
+    publishers.push_back(pd);
+  }
+  d.set("publishers", publishers);
+  d.set("has_publishers", !page.publishers.empty());
+  return layout(
+      site, Layout{"Trusted publishers — wheelforge", render_template("publishers", d), {}, false});
 }
 
 }  // namespace wf::ui

@@ -112,6 +112,10 @@ def main() -> None:
         },
         fake_source=source,
     )
+    # An OIDC issuer, for the trusted publishers page (nothing is fetched from it).
+    with open(config, "a") as f:
+        f.write('\n[[oidc_issuer]]\nname = "github"\n'
+                'url = "https://token.actions.githubusercontent.com"\n')
     print(json.dumps({
         "wheels": wheels,
         "torch": str(torch.path),

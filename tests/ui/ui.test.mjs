@@ -599,6 +599,42 @@ test("an admin logs in, starts a build and watches its log reach success; cancel
   await page.context().close();
 }));
 
+test("an admin adds a trusted publisher, sees it listed and removes it", track(async () => {
+  const page = await newPage();
+  await page.goto(base + "/publishers/");
+  assert.equal(new URL(page.url()).pathname, "/login");
+  await page.fill("#token", tokens.admin);
+  await Promise.all([page.waitForNavigation(), page.click("main form button[type=submit]")]);
+  assert.equal(new URL(page.url()).pathname, "/publishers/");
+  await checkPage(page);
+  assert.ok(await page.$("nav a[href='/publishers/']"));
+  // A claim the exchange ignores is refused, and the form comes back as it was.
+  await page.fill("#project", "flash-attn");
+  await page.selectOption("#issuer", "github");
+  await page.fill("#claims", "aud=wheelforge");
+  await Promise.all([page.waitForNavigation(), page.click("#publisher-form button[type=submit]")]);
+  assert.match(await page.textContent(".error"), /The publisher was not added: .*aud/);
+  assert.equal(await page.inputValue("#project"), "flash-attn");
+  // The refusal's 400 is the answer asked for, not a broken resource.
+  assert.deepEqual(page.errors, ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]);
+  page.errors.length = 0;
+  await page.fill("#claims", "repository=org/flash-attention\nworkflow_ref=org/flash-attention/.github/workflows/release.yml@refs/tags/v2.8.3");
+  await page.fill("#description", "release workflow");
+  await Promise.all([page.waitForNavigation(), page.click("#publisher-form button[type=submit]")]);
+  assert.match(await page.textContent(".notice"), /Publisher \d+ was added/);
+  const row = await page.textContent("table.publishers tbody tr");
+  assert.match(row, /flash-attn/);
+  assert.match(row, /repository=org\/flash-attention/);
+  assert.match(row, /release workflow/);
+  await checkPage(page);
+  await shoot(page, "publishers");
+  await Promise.all([page.waitForNavigation(), page.click("table.publishers button[type=submit]")]);
+  assert.match(await page.textContent(".notice"), /Publisher \d+ was removed/);
+  assert.equal(await page.$("table.publishers"), null);
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+}));
+
 test("a read token cannot see the builds pages", track(async () => {
   const page = await newPage();
   await page.goto(base + "/login");
@@ -623,7 +659,8 @@ test("every link and asset reachable from / works, and every page is valid", tra
     if (seen.has(target)) continue;
     seen.add(target);
     const url = origin + target;
-    const isPage = !target.startsWith("/files/") && !target.startsWith("/static/") && !target.startsWith("/api/");
+    // Files, assets, the APIs and provenance objects (JSON) are fetched, not checked as pages.
+    const isPage = !["/files/", "/static/", "/api/", "/integrity/"].some((p) => target.startsWith(p));
     if (!isPage) {
       const res = await fetch(url, { method: target.startsWith("/files/") ? "HEAD" : "GET" });
       if (res.status < 200 || res.status >= 300) broken.push(`${target} -> ${res.status}`);

@@ -199,4 +199,18 @@ struct TokensPage {
 };
 [[nodiscard]] std::string render_tokens(const Site& site, const TokensPage& page);
 
+/// `/publishers/` (admin): every trusted publisher (docs/publishing.md), a form to add one (for
+/// a configured issuer) and remove buttons. `form_*`: what a refused form said, shown again.
+struct PublishersPage {
+  std::vector<catalog::PublisherRecord> publishers;
+  std::vector<std::pair<std::string, std::string>> issuers;  ///< configured: name, URL
+  std::string form_project;
+  std::string form_issuer;
+  std::string form_claims;
+  std::string form_description;
+  std::string notice;
+  std::string error;
+};
+[[nodiscard]] std::string render_publishers(const Site& site, const PublishersPage& page);
+
 }  // namespace wf::ui
