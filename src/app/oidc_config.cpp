@@ -235,6 +235,7 @@ void read_attestations_table(const toml::table& root, AttestationTable& out,
 
 std::vector<std::string> attestation_keys() {
   std::vector<std::string> keys;
+  keys.reserve(kAttestationKeys.size());
   for (const auto k : kAttestationKeys) keys.push_back("attestations." + std::string(k));
   return keys;
 }

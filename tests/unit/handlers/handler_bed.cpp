@@ -84,6 +84,20 @@ Response HandlerBed::respond(const Request& req, UploadedBody* upload_body) {
   return r;
 }
 
+Response HandlerBed::ui_post(const std::string& target, std::string form, const std::string& token,
+                             bool with_form_token) {
+  Headers headers = {
+      {"host", "idx.example"}, {"origin", "http://idx.example"}, {"authorization", basic(token)}};
+  if (with_form_token) form += "&csrf=" + sessions.form_token("token:" + token);
+  return respond(Method::post, target, std::move(headers), std::move(form));
+}
+
+Response HandlerBed::ui_get(const std::string& target, const std::string& token) {
+  Headers headers;
+  if (!token.empty()) headers.emplace_back("authorization", basic(token));
+  return respond(Method::get, target, std::move(headers));
+}
+
 Response HandlerBed::put(const std::string& filename, std::string_view bytes,
                          std::string_view token) {
   auto temp = bed.store->create_temp();

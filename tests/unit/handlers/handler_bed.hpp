@@ -55,6 +55,13 @@ class HandlerBed {
     return respond(make_request(method, std::move(target), std::move(headers), std::move(body)));
   }
 
+  /// A web UI form POST as a browser sends it from a page of this server, signed in by HTTP
+  /// Basic with `token`, with the page's form token unless `with_form_token` is false.
+  Response ui_post(const std::string& target, std::string form, const std::string& token,
+                   bool with_form_token = true);
+  /// A web UI GET, signed in by HTTP Basic with `token` unless it is empty.
+  Response ui_get(const std::string& target, const std::string& token = {});
+
   /// PUT /upload/<filename> with `bytes` as the body, as the transport would have stored it.
   Response put(const std::string& filename, std::string_view bytes, std::string_view token);
 

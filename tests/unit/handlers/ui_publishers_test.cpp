@@ -11,10 +11,8 @@
 namespace wf::handlers {
 namespace {
 
-using testing::basic;
 using testing::body_of;
 using testing::HandlerBed;
-using testing::Headers;
 
 // The page never fetches anything: adding a publisher reads only the configured issuers.
 class NoFetcher final : public Fetcher {
@@ -38,15 +36,10 @@ class UiPublishers : public ::testing::Test {
 
   Response post(const std::string& target, std::string form, const std::string& token,
                 bool with_form_token = true) {
-    Headers headers = {
-        {"host", "idx.example"}, {"origin", "http://idx.example"}, {"authorization", basic(token)}};
-    if (with_form_token) form += "&csrf=" + h.sessions.form_token("token:" + token);
-    return h.respond(Method::post, target, std::move(headers), std::move(form));
+    return h.ui_post(target, std::move(form), token, with_form_token);
   }
   Response get(const std::string& target, const std::string& token = {}) {
-    Headers headers;
-    if (!token.empty()) headers.emplace_back("authorization", basic(token));
-    return h.respond(Method::get, target, std::move(headers));
+    return h.ui_get(target, token);
   }
 
   HandlerBed h;
