@@ -7,6 +7,7 @@
 
 #include "config_readers.hpp"
 #include "config_tables.hpp"
+#include "setting_values.hpp"
 #include "wheelforge/app/app.hpp"
 #include "wheelforge/build/git_source.hpp"
 #include "wheelforge/catalog/catalog.hpp"
@@ -18,12 +19,19 @@ namespace wf::app {
 namespace {
 
 namespace fs = std::filesystem;
+using detail::apply_bool;
+using detail::apply_count;
+using detail::apply_duration;
+using detail::apply_size;
+using detail::format_duration;
+using detail::format_size;
+using detail::kKiB;
+using detail::kMiB;
+using detail::quoted;
+using detail::read_s3_table;
+using detail::resolve_s3_credentials;
 using std::chrono::seconds;
 
-constexpr std::uint64_t kKiB = 1ULL << 10U;
-constexpr std::uint64_t kMiB = 1ULL << 20U;
-constexpr std::uint64_t kGiB = 1ULL << 30U;
-constexpr std::uint64_t kTiB = 1ULL << 40U;
 constexpr seconds kMaxTimeout{3600};
 
 // Which TOML value types a setting accepts in the file.
@@ -48,66 +56,6 @@ struct Spec {
   ApplyFn apply;
   PrintFn print;
 };
-
-std::string format_size(std::uint64_t bytes) {
-  for (const auto& [unit, suffix] :
-       {std::pair{kTiB, 'T'}, std::pair{kGiB, 'G'}, std::pair{kMiB, 'M'}, std::pair{kKiB, 'K'}}) {
-    if (bytes >= unit && bytes % unit == 0)
-      return toml_quote(std::to_string(bytes / unit) + suffix);
-  }
-  return toml_quote(std::to_string(bytes));
-}
-
-std::string format_duration(seconds d) {
-  const auto n = d.count();
-  if (n != 0 && n % 3600 == 0) return toml_quote(std::to_string(n / 3600) + "h");
-  if (n != 0 && n % 60 == 0) return toml_quote(std::to_string(n / 60) + "m");
-  return toml_quote(std::to_string(n) + "s");
-}
-
-std::string quoted(std::string_view value) {
-  return "'" + sanitize_for_log(value) + "'";
-}
-
-std::optional<std::string> apply_count(std::size_t& field, std::string_view text, std::uint64_t min,
-                                       std::uint64_t max) {
-  const auto n = parse_u64(trim(text));
-  if (!n || *n < min || *n > max) {
-    return "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
-           ", got " + quoted(text);
-  }
-  field = static_cast<std::size_t>(*n);
-  return std::nullopt;
-}
-
-/// A byte count ("1048576", "64K", "8G") of at least `min`; `expected` names the form in the
-/// error message.
-std::optional<std::string> apply_size(std::uint64_t& field, std::string_view text,
-                                      std::uint64_t min, std::string_view expected) {
-  const auto n = parse_size(text);
-  if (!n || *n < min) return "expected " + std::string(expected) + ", got " + quoted(text);
-  field = *n;
-  return std::nullopt;
-}
-
-std::optional<std::string> apply_bool(bool& field, std::string_view text) {
-  const auto b = parse_bool(text);
-  if (!b) return "expected true or false, got " + quoted(text);
-  field = *b;
-  return std::nullopt;
-}
-
-std::optional<std::string> apply_duration(seconds& field, std::string_view text, seconds min,
-                                          seconds max) {
-  const auto d = parse_duration(text);
-  if (!d) return "expected a duration such as 30s, 2m or 1h, got " + quoted(text);
-  if (*d < min || *d > max) {
-    return "expected a duration from " + std::to_string(min.count()) + "s to " +
-           std::to_string(max.count()) + "s, got " + quoted(text);
-  }
-  field = *d;
-  return std::nullopt;
-}
 
 const std::array kSpecs{
     Spec{"data_dir", &Overrides::data_dir, kTomlString, false,
@@ -323,91 +271,6 @@ const std::array kSpecs{
          [](const Settings& s) { return format_size(s.blob_cache); }},
 };
 
-constexpr std::array<std::string_view, 6> kS3Keys = {
-    "endpoint",      "region", "addressing", "access_key_id", "secret_access_key_file",
-    "presign_expiry"};
-
-/// Reads the [s3] table into `s3`, adding every problem ("s3.KEY: ...").
-void read_s3_table(const toml::table& root, const fs::path& path, S3Settings& s3,
-                   std::vector<std::string>& problems) {
-  const toml::node* node = root.get("s3");
-  if (node == nullptr) return;
-  const toml::table* table = node->as_table();
-  if (table == nullptr) {
-    problems.push_back("s3: expected a table ([s3]) (in " + path.string() + ")");
-    return;
-  }
-  const std::vector<std::string_view> known(kS3Keys.begin(), kS3Keys.end());
-  for (const auto& [key, value] : *table) {
-    const std::string_view k = key.str();
-    const std::string where = "s3." + std::string(k);
-    if (std::find(kS3Keys.begin(), kS3Keys.end(), k) == kS3Keys.end()) {
-      problems.push_back(detail::unknown_key(k, "[s3]", known));
-      continue;
-    }
-    if (k == "presign_expiry") {
-      std::string text;
-      if (value.is_integer()) {
-        text = std::to_string(*value.value<std::int64_t>());
-      } else if (value.is_string()) {
-        text = *value.value<std::string>();
-      } else {
-        problems.push_back(where + ": expected a duration such as 5m (in " + path.string() + ")");
-        continue;
-      }
-      if (auto why = apply_duration(s3.presign_expiry, text, seconds{1}, seconds{604800})) {
-        problems.push_back(where + ": " + *why);
-      }
-      continue;
-    }
-    if (!value.is_string()) {
-      problems.push_back(where + ": expected a string (in " + path.string() + ")");
-      continue;
-    }
-    std::string text(trim(*value.value<std::string>()));
-    if (k == "endpoint") {
-      while (text.ends_with('/')) text.pop_back();
-      if (!text.empty() && !detail::http_url_rest(text)) {
-        problems.push_back(where + ": expected an http:// or https:// URL such as " +
-                           "https://s3.eu-west-1.amazonaws.com, got " + (quoted)(text));
-        continue;
-      }
-      s3.endpoint = text;
-    } else if (k == "region") {
-      if (text.empty()) {
-        problems.push_back(where + ": must not be empty");
-        continue;
-      }
-      s3.region = text;
-    } else if (k == "addressing") {
-      if (text != "path" && text != "virtual") {
-        problems.push_back(where + ": expected \"path\" or \"virtual\", got " + (quoted)(text));
-        continue;
-      }
-      s3.addressing = text;
-    } else if (k == "access_key_id") {
-      s3.access_key_id = text;
-    } else if (k == "secret_access_key_file") {
-      s3.secret_access_key_file = text;
-    }
-  }
-}
-
-/// With an S3 blob store: the credentials, from [s3] or the environment (the client's rule,
-/// store::load_s3_credentials); adds a problem when there are none.
-void resolve_s3_credentials(S3Settings& s3, std::vector<std::string>& problems) {
-  store::S3Config config;
-  config.access_key_id = s3.access_key_id;
-  if (auto st = store::load_s3_credentials(config, s3.secret_access_key_file); !st) {
-    problems.push_back("s3: " + st.error().message);
-    return;
-  }
-  s3.access_key_id = config.access_key_id;
-  s3.secret_access_key = config.secret_access_key;
-  s3.session_token = config.session_token;
-  s3.credentials_from = s3.secret_access_key_file.empty() ? "environment" : "[s3]";
-}
-
 std::string env_name(std::string_view name) {
   std::string out = "WHEELFORGE_";
   for (const char c : name) {
@@ -510,143 +373,6 @@ void read_top_level(const toml::table& table, const fs::path& path,
 
 }  // namespace
 
-std::optional<BlobStoreUrl> parse_blob_store_url(std::string_view text) {
-  constexpr std::string_view kScheme = "s3://";
-  if (!text.starts_with(kScheme)) return std::nullopt;
-  text.remove_prefix(kScheme.size());
-  const auto slash = text.find('/');
-  BlobStoreUrl out;
-  out.bucket = std::string(text.substr(0, slash));
-  if (slash != std::string_view::npos) out.prefix = std::string(text.substr(slash + 1));
-  while (out.prefix.ends_with('/')) out.prefix.pop_back();
-  // S3 bucket names: 3 to 63 of lower-case letters, digits, '.' and '-'.
-  if (out.bucket.size() < 3 || out.bucket.size() > 63) return std::nullopt;
-  for (const char c : out.bucket) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) {
-      return std::nullopt;
-    }
-  }
-  for (const char c : out.prefix) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == '\\') return std::nullopt;
-  }
-  if (out.prefix.starts_with('/') || out.prefix.find("//") != std::string::npos) {
-    return std::nullopt;
-  }
-  return out;
-}
-
-std::optional<std::uint64_t> parse_size(std::string_view text) {
-  text = trim(text);
-  if (text.empty()) return std::nullopt;
-  std::uint64_t multiplier = 1;
-  switch (text.back()) {
-    case 'K':
-    case 'k':
-      multiplier = kKiB;
-      break;
-    case 'M':
-    case 'm':
-      multiplier = kMiB;
-      break;
-    case 'G':
-    case 'g':
-      multiplier = kGiB;
-      break;
-    case 'T':
-    case 't':
-      multiplier = kTiB;
-      break;
-    default:
-      break;
-  }
-  if (multiplier != 1) text.remove_suffix(1);
-  const auto n = parse_u64(text);
-  if (!n || *n > UINT64_MAX / multiplier) return std::nullopt;
-  return *n * multiplier;
-}
-
-std::optional<seconds> parse_duration(std::string_view text) {
-  text = trim(text);
-  if (text.empty()) return std::nullopt;
-  if (const auto n = parse_u64(text)) {
-    if (*n > static_cast<std::uint64_t>(INT32_MAX)) return std::nullopt;
-    return seconds{static_cast<seconds::rep>(*n)};
-  }
-  // A sequence of NUMBER UNIT parts, largest unit first as in "1h30m" or "2m30s".
-  std::uint64_t total = 0;
-  std::uint64_t last_unit = UINT64_MAX;
-  while (!text.empty()) {
-    std::size_t digits = 0;
-    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-    if (digits == 0 || digits == text.size()) return std::nullopt;
-    const auto n = parse_u64(text.substr(0, digits));
-    std::uint64_t unit = 0;
-    switch (text[digits]) {
-      case 'h':
-        unit = 3600;
-        break;
-      case 'm':
-        unit = 60;
-        break;
-      case 's':
-        unit = 1;
-        break;
-      default:
-        return std::nullopt;
-    }
-    if (!n || unit >= last_unit || *n > static_cast<std::uint64_t>(INT32_MAX) / unit) {
-      return std::nullopt;
-    }
-    last_unit = unit;
-    total += *n * unit;
-    if (total > static_cast<std::uint64_t>(INT32_MAX)) return std::nullopt;
-    text.remove_prefix(digits + 1);
-  }
-  return seconds{static_cast<seconds::rep>(total)};
-}
-
-std::optional<bool> parse_bool(std::string_view text) {
-  const std::string t = to_lower(trim(text));
-  if (t == "true" || t == "yes" || t == "on" || t == "1") return true;
-  if (t == "false" || t == "no" || t == "off" || t == "0") return false;
-  return std::nullopt;
-}
-
-Result<std::pair<std::string, std::uint16_t>> parse_listen(std::string_view text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return make_error(Errc::invalid,
-                      "listen: expected HOST:PORT, got '" + sanitize_for_log(text) + "'");
-  }
-  std::string host(text.substr(0, colon));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  const auto port = parse_u64(text.substr(colon + 1));
-  if (!port || *port > 65535) {
-    return make_error(Errc::invalid, "listen: invalid port in '" + sanitize_for_log(text) + "'");
-  }
-  return std::pair{host, static_cast<std::uint16_t>(*port)};
-}
-
-std::string toml_quote(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u == 0x7f) {
-      std::array<char, 8> buf{};
-      std::snprintf(buf.data(), buf.size(), "\\u%04X", static_cast<unsigned>(u));
-      out += buf.data();
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
-
 std::optional<fs::path> resolve_config_file(const std::optional<std::string>& given) {
   if (given) return fs::path(*given);
   std::error_code ec;
@@ -742,7 +468,7 @@ std::vector<std::string> configuration_keys() {
   for (auto& key : detail::upstream_keys()) keys.push_back(std::move(key));
   for (auto& key : detail::oidc_keys()) keys.push_back(std::move(key));
   for (auto& key : detail::attestation_keys()) keys.push_back(std::move(key));
-  for (const auto& key : kS3Keys) keys.push_back("s3." + std::string(key));
+  for (const auto& key : detail::kS3Keys) keys.push_back("s3." + std::string(key));
   return keys;
 }
 
@@ -793,18 +519,5 @@ std::string settings_to_toml(const Settings& settings) {
   }
   return out;
 }
-
-namespace detail {
-
-Status resolve_s3_credentials_for(Settings& settings) {
-  std::vector<std::string> problems;
-  resolve_s3_credentials(settings.s3, problems);
-  if (!problems.empty()) return make_error(Errc::invalid, problems.front());
-  add_secret(settings.s3.secret_access_key);
-  add_secret(settings.s3.session_token);
-  return ok_status();
-}
-
-}  // namespace detail
 
 }  // namespace wf::app
