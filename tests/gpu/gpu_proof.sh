@@ -17,9 +17,10 @@
 # manylinux_2_28 links the extension against its own glibc, above the default ceiling (the tag
 # of the environment's torch); the recipe then gets the host's glibc as its ceiling (SIGHUP).
 #
+# The first build's wheel must carry provenance signed by the server, verified with openssl.
 # Needs: the wheelforge binary (WHEELFORGE_BIN; default build/wheelforge, else the bundle of
 # tests/gpu/bundle.sh in .gpu-bundle/), python3 with torch (CUDA build) + setuptools + ninja,
-# nvcc under CUDA_HOME (default /usr/local/cuda), curl. Works offline: torch comes from the
+# nvcc under CUDA_HOME (default /usr/local/cuda), curl, openssl. Works offline: torch comes from the
 # interpreter itself (build.system_torch = true).
 set -euo pipefail
 
@@ -292,6 +293,33 @@ first_seconds=$(cache_line 1 "first build")
 "$python" -c 'import json,sys; c = json.load(open(sys.argv[1]))["compile_cache"]; assert c["state"] == "used" and c["cuda_misses"] >= 1 and c["hits"] == 0, c' "$work/job-1.json"
 first_wheel=$(job_field "$work/job-1.json" wheel)
 install_and_run "$work/target" 0
+
+# --- the wheel's provenance, signed by the server (docs/runner.md, "Provenance") -------------
+# Its signature over the DSSE envelope is checked with openssl against the certificate the
+# server publishes; the statement must name the wheel's sha256, the toolchain the job verified
+# and the source directory.
+curl -sf "$url/_/build-provenance.pem" -o "$work/provenance-cert.pem"
+openssl x509 -in "$work/provenance-cert.pem" -pubkey -noout > "$work/provenance-key.pem"
+curl -sf -H 'Accept: application/vnd.pypi.simple.v1+json' "$url/simple/wf-gpu-demo/" -o "$work/page.json"
+"$python" - "$work" "$first_wheel" "$url" <<'PY'
+import base64, json, pathlib, sys, urllib.parse, urllib.request
+work, wheel, url = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+entry = {f["filename"]: f for f in json.load(open(work / "page.json"))["files"]}[wheel]
+provenance = json.load(urllib.request.urlopen(urllib.parse.urljoin(url + "/simple/wf-gpu-demo/", entry["provenance"])))
+(bundle,) = provenance["attestation_bundles"]
+(attestation,) = bundle["attestations"]
+statement = base64.b64decode(attestation["envelope"]["statement"])
+(work / "statement.pae").write_bytes(b"DSSEv1 28 application/vnd.in-toto+json %d %s" % (len(statement), statement))
+(work / "statement.sig").write_bytes(base64.b64decode(attestation["envelope"]["signature"]))
+s = json.loads(statement)
+assert s["subject"] == [{"name": wheel, "digest": {"sha256": entry["hashes"]["sha256"]}}], s["subject"]
+run = s["predicate"]["runDetails"]
+print("provenance publisher:", json.dumps(bundle["publisher"]))
+print("provenance builder:", json.dumps(run["builder"]))
+print("provenance source:", json.dumps(s["predicate"]["buildDefinition"]["resolvedDependencies"]))
+assert run["builder"]["version"]["nvcc"].startswith("13.") and run["builder"]["version"]["torch"], run
+PY
+openssl dgst -sha256 -verify "$work/provenance-key.pem" -signature "$work/statement.sig" "$work/statement.pae"
 
 # --- a second build of the same torch x CUDA cell whose binding differs: the kernel is a hit ---
 echo "0.2.0" > "$src/VERSION"
