@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "command_support.hpp"
 #include "config_readers.hpp"
 #include "config_tables.hpp"
 #include "setting_values.hpp"
